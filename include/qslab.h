@@ -1,0 +1,150 @@
+/*
+ * qslab - a user-space slab allocator in the SLQB tradition.
+ *
+ * Public API.  Two families:
+ *   - object caches (qslab_cache_*): fixed-size objects, optional alignment and
+ *     constructor, per-owner LIFO queues, remote-free batching;
+ *   - a kmalloc-style general allocator (qslab_malloc & co): size classes
+ *     kmalloc-8 .. kmalloc-32M served from caches, larger requests mapped
+ *     directly.
+ *
+ * Every function is thread-safe.  qslab_free() accepts any pointer returned by
+ * either family.  Bad pointers (not from qslab, interior pointers, double
+ * frees, objects freed to the wrong cache) are reported through the fatal
+ * handler, which by default prints one line on stderr and aborts.
+ *
+ * See docs/design.md for the data structures and the fast/slow paths.
+ */
+#ifndef QSLAB_H
+#define QSLAB_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define QSLAB_VERSION_MAJOR 0
+#define QSLAB_VERSION_MINOR 1
+
+/* Cache flags (qslab_cache_create). */
+#define QSLAB_HWCACHE_ALIGN 0x00002000UL /* align objects to the cache line */
+#define QSLAB_RED_ZONE      0x00000400UL /* reserved: red zones (later issue) */
+#define QSLAB_POISON        0x00000800UL /* reserved: poisoning (later issue) */
+#define QSLAB_STORE_USER    0x00010000UL /* reserved: owner tracking (later issue) */
+
+/* Node argument meaning "any node" (the caller's node). */
+#define QSLAB_NUMA_NO_NODE (-1)
+
+typedef struct qslab_cache qslab_cache;
+
+/*
+ * Create a cache of objects of `size` bytes aligned to `align` (0 = default,
+ * 8 bytes; must otherwise be a power of two).  `ctor`, if not NULL, runs once
+ * per object when its slab is created: objects come back from
+ * qslab_cache_alloc in the state they were freed in, and the caller must free
+ * them in their constructed state.  `name` is copied (at most 31 bytes kept).
+ * Returns NULL with errno EINVAL (NULL name, size 0, bad alignment, unknown
+ * flag) or ENOMEM.
+ */
+qslab_cache *qslab_cache_create(const char *name, size_t size, size_t align,
+                                unsigned long flags, void (*ctor)(void *obj));
+void *qslab_cache_alloc(qslab_cache *c);
+/* Allocate from `node`'s memory (QSLAB_NUMA_NO_NODE: the caller's node).
+ * NULL with EINVAL for a node that does not exist. */
+void *qslab_cache_alloc_node(qslab_cache *c, int node);
+void qslab_cache_free(qslab_cache *c, void *obj);
+/* Flush the calling thread's queue and give every empty slab back to the OS.
+ * Returns the number of bytes given back. */
+size_t qslab_cache_shrink(qslab_cache *c);
+/* 0, or -1 with errno EBUSY when objects are still allocated (the cache is
+ * then left intact and usable, and a report is printed on stderr). */
+int qslab_cache_destroy(qslab_cache *c);
+
+/* Name, object size (as asked) and slot size of a cache. */
+const char *qslab_cache_name(const qslab_cache *c);
+size_t qslab_cache_object_size(const qslab_cache *c);
+
+void *qslab_malloc(size_t size);
+void *qslab_malloc_node(size_t size, int node);
+void *qslab_calloc(size_t n, size_t size);
+void *qslab_realloc(void *p, size_t size);
+void *qslab_aligned_alloc(size_t align, size_t size);
+void qslab_free(void *p); /* any qslab object, any cache; NULL is fine */
+size_t qslab_usable_size(const void *p);
+
+/*
+ * Change a tunable of a cache at run time.  `cache` is a cache name or "*"
+ * (every cache).  Attributes: order, hiwater, freebatch, empty_limit,
+ * empty_decay_ms (see docs/design.md).  Returns 0, or -1 with errno EINVAL
+ * (unknown cache or attribute, value not a number or out of range; a message
+ * naming the allowed range is printed on stderr and nothing is changed).
+ * The same settings can be given at start-up in QSLAB_TUNE, e.g.
+ *   QSLAB_TUNE="kmalloc-8192:order=3,hiwater=64;*:empty_decay_ms=500"
+ */
+int qslab_tune(const char *cache, const char *attr, const char *value);
+/* Read a tunable into *out; 0 or -1/EINVAL. */
+int qslab_tune_get(const char *cache, const char *attr, unsigned long *out);
+
+/* /proc/slabinfo (version 2.1) text for every cache, written to fd. */
+void qslab_slabinfo(int fd);
+/* SLUB `slabinfo -AD` style activity report (Name Objects Alloc Free %Fast). */
+void qslab_stats_report(int fd);
+
+/* Statistics of one cache, summed over every owner at the time of the call. */
+struct qslab_cache_stats {
+    unsigned long alloc;        /* objects handed out */
+    unsigned long alloc_fast;   /* ... straight from the owner's queue */
+    unsigned long alloc_slow;   /* ... after a refill */
+    unsigned long free;         /* objects given back */
+    unsigned long free_fast;    /* ... pushed on the owner's queue */
+    unsigned long free_slow;    /* ... through a slow path (remote node) */
+    unsigned long flush;        /* queue flushes over hiwater */
+    unsigned long remote_free;  /* objects sent to another owner */
+    unsigned long remote_batch; /* batches sent (one lock each) */
+    unsigned long claim;        /* remote batches claimed by owners */
+    unsigned long refill;       /* queue refills from slabs */
+    unsigned long new_slab;     /* slabs taken from the page layer */
+    unsigned long free_slab;    /* slabs given back to the page layer */
+    unsigned long node_alloc;   /* allocations served from a node list */
+    unsigned long active_objs;  /* alloc - free */
+    unsigned long num_objs;     /* objects in all slabs */
+    unsigned long num_slabs;    /* slabs held (including empty ones) */
+    unsigned long empty_slabs;  /* empty slabs kept for reuse */
+    size_t object_size;         /* size asked for at create */
+    size_t slot_size;           /* bytes per object in a slab */
+    unsigned objs_per_slab, order;
+};
+/* Fill *st for cache `c`; 0, or -1/EINVAL for NULL arguments. */
+int qslab_cache_stats(qslab_cache *c, struct qslab_cache_stats *st);
+/* Look a cache up by name (kmalloc-<size> names included); NULL if none. */
+qslab_cache *qslab_cache_find(const char *name);
+
+/* Large (directly mapped, over 32 MiB) allocations. */
+struct qslab_large_stats {
+    unsigned long alloc, free, live;
+    size_t live_bytes; /* mapped bytes of live large allocations */
+};
+void qslab_large_stats(struct qslab_large_stats *st);
+
+/*
+ * Fatal error handler: called with a one-line message (no trailing newline)
+ * when a bad pointer or corruption is found.  The default writes the message
+ * to stderr and aborts.  A handler that returns makes the offending call do
+ * nothing (a bad free is ignored, an allocation returns NULL).  Passing NULL
+ * restores the default.  Returns the previous handler.
+ */
+typedef void (*qslab_fatal_fn)(const char *msg);
+qslab_fatal_fn qslab_set_fatal_handler(qslab_fatal_fn fn);
+
+/* Number of NUMA nodes qslab sees (real, or fake with QSLAB_FAKE_NUMA=N). */
+int qslab_num_nodes(void);
+/* Node of the calling thread's queues. */
+int qslab_current_node(void);
+/* Node whose memory holds p, or -1 if p is not a qslab object. */
+int qslab_object_node(const void *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* QSLAB_H */

@@ -1,0 +1,349 @@
+/*
+ * cache.c - object caches: create, destroy, shrink, the public alloc/free
+ * entry points, pointer validation and start-up.
+ *
+ * OBJECT LAYOUT in a slot of slot_size bytes:
+ *   [ object: obj_size bytes ][ link word, constructor caches only ]
+ * The link word (see internal.h) sits at offset 0 of a free object, or right
+ * after the object when a constructor owns the object's bytes.  The slot is
+ * rounded up to the alignment.  Red zones, poison and owner tracking
+ * (QSLAB_RED_ZONE, QSLAB_POISON, QSLAB_STORE_USER, a later issue) will add
+ * words after the link; slot_size and link_off are the only offsets the rest
+ * of qslab uses, so the layout can grow here alone.
+ */
+#include "fastpath.h"
+
+#include <errno.h>
+#include <string.h>
+
+qs_lock qs_global;
+qslab_cache *qs_caches;
+volatile int qs_initialized;
+
+#define QS_MAX_CACHES 65536
+static uint64_t id_bits[QS_MAX_CACHES / 64];
+
+static bool id_alloc(unsigned *id)
+{
+    for (unsigned w = 0; w < QS_MAX_CACHES / 64; w++) {
+        if (~id_bits[w]) {
+            unsigned b = (unsigned)__builtin_ctzll(~id_bits[w]);
+            id_bits[w] |= 1ULL << b;
+            *id = w * 64 + b;
+            return true;
+        }
+    }
+    return false;
+}
+
+static void id_free(unsigned id)
+{
+    id_bits[id / 64] &= ~(1ULL << (id % 64));
+}
+
+static size_t round_up(size_t v, size_t a)
+{
+    return (v + a - 1) & ~(a - 1);
+}
+
+bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align, unsigned long flags,
+                    void (*ctor)(void *), bool is_kmalloc)
+{
+    if (align < 8)
+        align = 8;
+    if (flags & QSLAB_HWCACHE_ALIGN) {
+        size_t a = QS_CACHELINE;
+        while (size <= a / 2 && a > 8)
+            a /= 2;
+        if (a > align)
+            align = a;
+    }
+    size_t link_off = ctor ? round_up(size, 8) : 0;
+    size_t slot = ctor ? link_off + sizeof(uintptr_t) : size;
+    if (slot < sizeof(uintptr_t))
+        slot = sizeof(uintptr_t);
+    slot = round_up(slot, align);
+    if (slot > qs_slab_bytes(QS_MAX_ORDER) || slot > UINT32_MAX) {
+        errno = EINVAL;
+        return false;
+    }
+    size_t i = 0;
+    for (; name[i] && i < QS_NAME_MAX - 1; i++)
+        c->name[i] = name[i];
+    c->name[i] = '\0';
+    c->obj_size = size;
+    c->align = align;
+    c->flags = flags;
+    c->ctor = ctor;
+    c->link_off = (uint32_t)link_off;
+    c->slot_size = (uint32_t)slot;
+    c->is_kmalloc = is_kmalloc;
+    /* a zero word must not look free: set the top bit */
+    c->secret = (uintptr_t)(qs_os_random64() | (1ULL << 63));
+    c->min_order = qs_slab_min_order(slot, align);
+    c->order = qs_slab_default_order(slot, align);
+    qs_tune_defaults(c);
+    c->nodes = qs_meta_alloc(sizeof(struct qs_node) * (size_t)qs_nr_nodes);
+    if (!c->nodes) {
+        errno = ENOMEM;
+        return false;
+    }
+    for (int n = 0; n < qs_nr_nodes; n++)
+        qs_node_init(&c->nodes[n], n);
+    qs_lock_acquire(&qs_global);
+    if (!id_alloc(&c->id)) {
+        qs_lock_release(&qs_global);
+        qs_meta_free(c->nodes, sizeof(struct qs_node) * (size_t)qs_nr_nodes);
+        errno = ENOMEM;
+        return false;
+    }
+    /* append, so that slabinfo lists caches in creation order */
+    qslab_cache **pp = &qs_caches;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = c;
+    qs_lock_release(&qs_global);
+    qs_tune_apply_env(c);
+    return true;
+}
+
+void qs_init_slow(void)
+{
+    static qs_lock init_lock;
+    qs_lock_acquire(&init_lock);
+    if (!qs_initialized) {
+        qs_node_topology_init();
+        qs_page_init();
+        qs_kmalloc_init();
+        __atomic_store_n(&qs_initialized, 1, __ATOMIC_RELEASE);
+    }
+    qs_lock_release(&init_lock);
+}
+
+__attribute__((constructor)) static void qs_ctor(void)
+{
+    qs_init();
+}
+
+__attribute__((destructor)) static void qs_dtor(void)
+{
+    qs_stats_at_exit();
+}
+
+#define QS_KNOWN_FLAGS (QSLAB_HWCACHE_ALIGN | QSLAB_RED_ZONE | QSLAB_POISON | QSLAB_STORE_USER)
+
+QSLAB_EXPORT qslab_cache *qslab_cache_create(const char *name, size_t size, size_t align,
+                                             unsigned long flags, void (*ctor)(void *obj))
+{
+    if (!name || !size || (align & (align - 1)) || align > QS_CHUNK_SIZE / 2 ||
+        (flags & ~QS_KNOWN_FLAGS)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    qs_init();
+    qslab_cache *c = qs_meta_alloc(sizeof(*c));
+    if (!c) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (!qs_cache_setup(c, name, size, align, flags, ctor, false)) {
+        qs_meta_free(c, sizeof(*c));
+        return NULL;
+    }
+    return c;
+}
+
+QSLAB_EXPORT void *qslab_cache_alloc(qslab_cache *c)
+{
+    return qs_alloc_fast(c);
+}
+
+QSLAB_EXPORT void *qslab_cache_alloc_node(qslab_cache *c, int node)
+{
+    qs_init();
+    if (node == QSLAB_NUMA_NO_NODE)
+        return qs_alloc_fast(c);
+    if (node < 0 || node >= qs_nr_nodes) {
+        errno = EINVAL;
+        return NULL;
+    }
+    struct qs_queue *q = qs_queue_of(c);
+    if (!q && !(q = qs_queue_attach(c)))
+        return NULL;
+    if (node == q->node)
+        return qs_alloc_fast(c);
+    return qs_node_alloc(c, q, node);
+}
+
+/* Report a pointer that is not an allocated object of `expected` (NULL:
+ * of any cache). */
+void qs_bad_free(qslab_cache *expected, const void *p)
+{
+    const char *want = expected ? expected->name : NULL;
+    struct qs_chunk *ch = qs_chunk_of(p);
+    if (!ch) {
+        if (want)
+            qs_fatal("invalid free of %p to cache %s: not allocated by qslab", p, want);
+        else
+            qs_fatal("invalid free of %p: not allocated by qslab", p);
+        return;
+    }
+    if (ch->kind == QS_CHUNK_LARGE) {
+        if (want)
+            qs_fatal("invalid free of %p to cache %s: it belongs to cache large (block %p)", p,
+                     want, ch->large_ptr);
+        else
+            qs_fatal("invalid free of %p: interior pointer into large block %p", p, ch->large_ptr);
+        return;
+    }
+    struct qs_slab *s = qs_chunk_slab(ch, p);
+    qslab_cache *c = s ? __atomic_load_n(&s->cache, __ATOMIC_RELAXED) : NULL;
+    if (!c || (uintptr_t)p < (uintptr_t)s->base) {
+        qs_fatal("invalid free of %p: not an allocated object (free slab memory)%s%s", p,
+                 want ? ", cache " : "", want ? want : "");
+        return;
+    }
+    size_t off = (size_t)((const char *)p - s->base);
+    const char *obj = s->base + off / s->slot_size * s->slot_size;
+    if (qs_slab_valid_obj(s, p)) {
+        qs_fatal("invalid free of %p: freed to cache %s but it belongs to cache %s", p, want,
+                 c->name);
+        return;
+    }
+    if (off / s->slot_size >= s->objects)
+        qs_fatal("invalid free of %p: not an object (slab tail of cache %s)", p, c->name);
+    else
+        qs_fatal("invalid free of %p: interior pointer into object %p of cache %s", p, obj,
+                 c->name);
+}
+
+QSLAB_EXPORT void qslab_cache_free(qslab_cache *c, void *obj)
+{
+    if (unlikely(!obj))
+        return;
+    struct qs_chunk *ch = qs_chunk_of(obj);
+    struct qs_slab *s;
+    if (unlikely(!ch || ch->kind != QS_CHUNK_SLABS || !(s = qs_obj_slab(ch, obj)) ||
+                 s->cache != c)) {
+        qs_bad_free(c, obj);
+        return;
+    }
+    qs_free_fast(c, s, obj);
+}
+
+QSLAB_EXPORT size_t qslab_cache_shrink(qslab_cache *c)
+{
+    struct qs_queue *q = qs_queue_of(c);
+    if (!q && !(q = qs_queue_attach(c)))
+        return 0;
+    qs_queue_claim(c, q);
+    qs_queue_flush(c, q, q->nr);
+    size_t bytes = 0;
+    for (int n = 0; n < qs_nr_nodes; n++)
+        bytes += qs_node_shrink(c, q, &c->nodes[n]);
+    return bytes;
+}
+
+static void release_list(struct qs_slab *s)
+{
+    while (s) {
+        struct qs_slab *next = s->next;
+        qs_page_free_slab(s);
+        s = next;
+    }
+}
+
+QSLAB_EXPORT int qslab_cache_destroy(qslab_cache *c)
+{
+    if (!c) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (c->is_kmalloc) {
+        qs_warn("cache %s is a kmalloc cache and cannot be destroyed", c->name);
+        errno = EINVAL;
+        return -1;
+    }
+    unsigned long sum[QS_STAT_NR];
+    qs_lock_acquire(&qs_global);
+    qs_stats_sum(c, sum);
+    unsigned long live = sum[QS_ALLOC_FAST] + sum[QS_ALLOC_SLOW] - sum[QS_FREE_FAST] - sum[QS_FREE_SLOW];
+    if (live) {
+        qs_lock_release(&qs_global);
+        qs_warn("cache %s destroyed with %u objects still allocated; cache left intact", c->name,
+                live);
+        errno = EBUSY;
+        return -1;
+    }
+    qs_owner_detach_cache(c);
+    qslab_cache **pp = &qs_caches;
+    while (*pp != c)
+        pp = &(*pp)->next;
+    *pp = c->next;
+    id_free(c->id);
+    qs_lock_release(&qs_global);
+
+    /* every object is free: wherever they sit (queues, inboxes), the slabs
+     * can go back whole */
+    struct qs_queue *q = c->queues;
+    while (q) {
+        struct qs_queue *next = q->all_next;
+        release_list(q->list.partial);
+        release_list(q->list.full);
+        qs_meta_free(q, sizeof(*q));
+        q = next;
+    }
+    for (int n = 0; n < qs_nr_nodes; n++) {
+        release_list(c->nodes[n].list.partial);
+        release_list(c->nodes[n].list.full);
+        release_list(c->nodes[n].empty_head);
+    }
+    qs_meta_free(c->nodes, sizeof(struct qs_node) * (size_t)qs_nr_nodes);
+    qs_meta_free(c, sizeof(*c));
+    return 0;
+}
+
+QSLAB_EXPORT const char *qslab_cache_name(const qslab_cache *c)
+{
+    return c->name;
+}
+
+QSLAB_EXPORT size_t qslab_cache_object_size(const qslab_cache *c)
+{
+    return c->obj_size;
+}
+
+QSLAB_EXPORT qslab_cache *qslab_cache_find(const char *name)
+{
+    if (!name)
+        return NULL;
+    qs_init();
+    qs_lock_acquire(&qs_global);
+    qslab_cache *c = qs_caches;
+    while (c && strcmp(c->name, name) != 0)
+        c = c->next;
+    qs_lock_release(&qs_global);
+    return c;
+}
+
+QSLAB_EXPORT int qslab_num_nodes(void)
+{
+    qs_init();
+    return qs_nr_nodes;
+}
+
+QSLAB_EXPORT int qslab_current_node(void)
+{
+    qs_init();
+    if (qs_self.state != 1)
+        qs_owner_init();
+    return qs_self.node;
+}
+
+QSLAB_EXPORT int qslab_object_node(const void *p)
+{
+    struct qs_chunk *ch = qs_chunk_of(p);
+    if (!ch)
+        return -1;
+    return ch->kind == QS_CHUNK_SLABS ? ch->node : (qs_real_numa ? qs_os_page_node(p) : 0);
+}

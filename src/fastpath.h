@@ -1,0 +1,75 @@
+/*
+ * fastpath.h - allocation and free fast paths (inline).
+ *
+ * Budget, alloc: 2 TLS loads (slot array, its size), 1 load of the queue
+ * pointer, 2 loads from the queue, 1 load of the object's link word;
+ * 3 stores to the queue line (head, nr, counter) and 1 to the object (clear
+ * the link).  No lock, no atomic read-modify-write.
+ * Budget, free: the chunk-map walk (2 loads) and the slab descriptor (1 line)
+ * to validate the pointer, then the same queue work as alloc, plus the
+ * hiwater compare.
+ */
+#ifndef QSLAB_FASTPATH_H
+#define QSLAB_FASTPATH_H
+
+#include "internal.h"
+
+/* The caller's queue for cache c, or NULL if it has none yet. */
+static inline struct qs_queue *qs_queue_of(const qslab_cache *c)
+{
+    struct qs_owner *o = &qs_self;
+    unsigned id = c->id;
+    if (likely(id < o->cap))
+        return o->slots[id];
+    return NULL;
+}
+
+static inline void *qs_alloc_fast(qslab_cache *c)
+{
+    struct qs_queue *q = qs_queue_of(c);
+    if (likely(q != NULL)) {
+        void *obj = q->head;
+        if (likely(obj != NULL)) {
+            uintptr_t *l = qs_link(c, obj);
+            bool bad;
+            void *next = qs_dec(c, *l, &bad);
+            if (unlikely(bad))
+                return qs_queue_corrupt(c, q, obj);
+            q->head = next;
+            q->nr--;
+            *l = 0;
+            QS_ADD(q->stat[QS_ALLOC_FAST], 1);
+            return obj;
+        }
+    }
+    return qs_alloc_slow(c);
+}
+
+/* Free obj (validated: an object of slab s of cache c). */
+static inline void qs_free_fast(qslab_cache *c, struct qs_slab *s, void *obj)
+{
+    struct qs_queue *q = qs_queue_of(c);
+    if (unlikely(q == NULL || (qs_multi_node && s->node != q->node))) {
+        qs_free_slow(c, s, obj);
+        return;
+    }
+    uintptr_t *l = qs_link(c, obj);
+    if (unlikely(qs_looks_free(c, *l)) && qs_double_free_check(c, q, s, obj))
+        return;
+    *l = qs_enc(c, q->head);
+    q->head = obj;
+    QS_ADD(q->stat[QS_FREE_FAST], 1);
+    if (unlikely(++q->nr > c->hiwater))
+        qs_queue_flush(c, q, c->freebatch);
+}
+
+/* Slab of a pointer that should be an object of a slab chunk; NULL if not. */
+static inline struct qs_slab *qs_obj_slab(struct qs_chunk *ch, const void *p)
+{
+    struct qs_slab *s = qs_chunk_slab(ch, p);
+    if (unlikely(!s || !__atomic_load_n(&s->cache, __ATOMIC_RELAXED) || !qs_slab_valid_obj(s, p)))
+        return NULL;
+    return s;
+}
+
+#endif /* QSLAB_FASTPATH_H */

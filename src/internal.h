@@ -1,0 +1,479 @@
+/*
+ * internal.h - qslab's core structures.  Read this comment first.
+ *
+ * LAYERS (one module per file, the prefix names the file)
+ *   os/linux.c  qs_os_*     mmap, madvise, mbind, sysfs, clocks (contract: os.h)
+ *   meta.c      qs_meta_*   small internal allocator for qslab's own structures
+ *   page.c      qs_page_*   4 MiB chunks cut into slabs of one order; the chunk
+ *                           map (pointer -> chunk in O(1), NULL = not ours);
+ *                           large (directly mapped) blocks
+ *   slab.c      qs_slab_*   object layout in a slab, slab-level free lists
+ *   node.c      qs_node_*   NUMA topology and the per-node slab lists
+ *   queue.c     qs_queue_*  the owner's object queue: refill, flush, remote
+ *                           frees (batches to other owners' inboxes), claims
+ *   owner.c     qs_owner_*  who owns a queue (today: a thread), thread exit
+ *   cache.c     qslab_cache_* public cache API, create/destroy/shrink
+ *   kmalloc.c   qslab_malloc & co, size classes, large path
+ *   stats.c     counters, /proc/slabinfo text, slabinfo -AD report
+ *   tune.c      tunables table, qslab_tune, QSLAB_TUNE
+ *   report.c    messages without stdio, the fatal handler
+ *   fastpath.h  the inline alloc/free fast paths
+ *
+ * STRUCTURES (SLQB's, with a thread as the queue owner)
+ *   qslab_cache  one per object type; kmalloc-<size> caches are static.
+ *   qs_queue     one per (owner, cache): a LIFO queue of free objects
+ *                (head, nr) that the owner pops and pushes without locks or
+ *                atomics; the slabs the owner owns (qs_list: partial, full);
+ *                an inbox where other owners post batches of remote frees.
+ *   qs_node      one per (cache, NUMA node): slabs owned by no thread (their
+ *                owner exited, or alloc_node put them there), under a lock;
+ *                and the FIFO of empty slabs kept for reuse.
+ *   qs_slab      descriptor of a slab, kept in its chunk's header (outside the
+ *                slab, so that objects fill whole pages): the slab's own free
+ *                list, inuse count, owner.
+ *
+ * OBJECTS.  A free object carries one link word at cache->link_off: offset 0,
+ * or just past the object for constructor caches (a constructed object must
+ * not be overwritten).  The word holds next ^ cache->secret: the secret has
+ * random bits where user pointers have zero bits (bits 47..63 and 0..2), so
+ * a word "looks free" only if those bits match (qs_looks_free); allocation
+ * clears the word.  That gives cheap double-free detection (a free of an
+ * object whose word looks free is checked against the queue) and catches
+ * most writes to free objects (a decoded link with those bits set).
+ *
+ * AN OBJECT IS IN EXACTLY ONE PLACE: allocated to the user; in some owner's
+ * queue; in some inbox (posted, not yet claimed); or on its slab's free list.
+ * slab->inuse counts every object not on the slab's free list, so
+ *     slab->inuse + (length of slab->freelist) == slab->objects
+ * and objects in queues and inboxes count as "in use" from the slab's side.
+ *
+ * SLAB STATES AND OWNERSHIP
+ *   FREE     the slot belongs to the page layer (slab->cache == NULL)
+ *   PARTIAL  on its owner's partial list: 0 < inuse < objects
+ *   FULL     on its owner's full list: inuse == objects (every object is
+ *            allocated or sitting in a queue)
+ *   EMPTY    on its node's empty FIFO: inuse == 0, owner = the node list
+ *   The owner (slab->owner, a qs_list) is either a queue (one thread touches
+ *   the slab's free list, no lock) or a node list (touched under node->lock).
+ *   Anyone else who frees an object of the slab routes it to the owner: to the
+ *   queue's inbox (one lock per batch) or under the node lock.
+ *
+ * LOCKS, in the order they nest (never take an earlier one while holding a
+ * later one; inbox and node locks are never held together):
+ *   1. qs_global     the cache list, cache ids, each cache's queue list and
+ *                    pool, owners' slot arrays; held by thread exit, destroy,
+ *                    the statistics readers and tune.
+ *   2. node->lock    node-owned slabs (their free lists, inuse, lists), the
+ *                    empty FIFO, and changing a slab's owner to or from the node.
+ *   2. inbox.lock    one queue's inbox (posted remote frees) and its dead flag.
+ *   3. pool->lock    the page layer's chunk lists for one (node, order).
+ *   4. qs_map_lock   growing the chunk map.  qs_meta_lock: the meta allocator.
+ *
+ * MEMORY ORDERING.  slab->owner is written with release and read with
+ * acquire: whoever changes it holds the node lock, so the slab's fields
+ * written by the old owner are visible to the next.  A thread holding an
+ * allocated object of a slab keeps the slab alive (inuse > 0), so reading
+ * slab->owner on free is always safe.  Queues are never freed while their
+ * cache lives (exited threads' queues go to a pool), so a stale owner
+ * pointer still points to a valid inbox; the inbox's dead flag, read under
+ * its lock, tells a sender to route again.  Statistics counters are written
+ * by one thread at a time with relaxed atomic loads and stores (plain movs
+ * on x86, no locked instructions) and summed by readers.
+ */
+#ifndef QSLAB_INTERNAL_H
+#define QSLAB_INTERNAL_H
+
+#include "os.h"
+#include <qslab.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define QSLAB_EXPORT __attribute__((visibility("default")))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define QS_NOINLINE __attribute__((noinline, cold))
+
+/* Debug tiers: QSLAB_DEBUG (cheap asserts), QSLAB_DEBUG_EXPENSIVE (walkers). */
+#ifndef QSLAB_DEBUG
+#define QSLAB_DEBUG 0
+#endif
+#define qs_assert(x)                                                                               \
+    do {                                                                                           \
+        if (QSLAB_DEBUG && !(x))                                                                   \
+            qs_assert_fail(#x, __FILE__, __LINE__);                                                \
+    } while (0)
+
+#define QS_PAGE_SHIFT 12
+#define QS_PAGE_SIZE ((size_t)1 << QS_PAGE_SHIFT)
+#define QS_CHUNK_SHIFT 22
+#define QS_CHUNK_SIZE ((size_t)1 << QS_CHUNK_SHIFT) /* 4 MiB */
+#define QS_MAX_ORDER 14                             /* 64 MiB slabs */
+#define QS_NR_ORDERS (QS_MAX_ORDER + 1)
+#define QS_MAX_NODES 64
+#define QS_MAX_CPUS 1024
+#define QS_NAME_MAX 32
+#define QS_CACHELINE 64
+#define QS_MAX_HIWATER (1u << 20)
+#define QS_MAX_EMPTY_LIMIT (1u << 20)
+#define QS_MAX_DECAY_MS 3600000u
+
+#define QS_LINK_TAG_MASK 0xffff800000000007ULL
+
+/* ---- locks (lock.c is this header: a test-and-test-and-set spinlock that
+ * yields the CPU after a short spin, so it behaves with more threads than
+ * cores) ---- */
+#if defined(__x86_64__) || defined(__i386__)
+#define qs_cpu_relax() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define qs_cpu_relax() __asm__ __volatile__("yield")
+#else
+#define qs_cpu_relax() ((void)0)
+#endif
+typedef struct {
+    int v;
+} qs_lock;
+void qs_lock_slow(qs_lock *l);
+static inline void qs_lock_acquire(qs_lock *l)
+{
+    if (likely(!__atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE)))
+        return;
+    qs_lock_slow(l);
+}
+static inline void qs_lock_release(qs_lock *l)
+{
+    __atomic_store_n(&l->v, 0, __ATOMIC_RELEASE);
+}
+
+/* relaxed single-writer counters */
+#define QS_LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define QS_STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+#define QS_ADD(x, n) QS_STORE(x, QS_LOAD(x) + (n))
+
+/* ---- statistics: one X-macro list ---- */
+#define QS_STATS(X)                                                                                \
+    X(ALLOC_FAST, "alloc_fast", "allocations served from the owner's queue")                      \
+    X(ALLOC_SLOW, "alloc_slow", "allocations that needed a refill or a node list")                \
+    X(FREE_FAST, "free_fast", "frees pushed on the owner's queue")                                \
+    X(FREE_SLOW, "free_slow", "frees routed at once (remote node, no queue)")                     \
+    X(FLUSH, "flush", "queue flushes over hiwater")                                               \
+    X(REMOTE_FREE, "remote_free", "objects posted to another owner's inbox")                      \
+    X(REMOTE_BATCH, "remote_batch", "batches posted (one inbox lock each)")                       \
+    X(NODE_FREE, "node_free", "objects freed to node-owned slabs")                                \
+    X(CLAIM, "claim", "inboxes claimed by their owner")                                           \
+    X(REFILL, "refill", "queue refills from slabs")                                               \
+    X(NEW_SLAB, "new_slab", "slabs taken from the page layer")                                    \
+    X(FREE_SLAB, "free_slab", "slabs given back to the page layer")                               \
+    X(NEW_OBJS, "new_objs", "objects in slabs taken from the page layer")                         \
+    X(FREE_OBJS, "free_objs", "objects in slabs given back")                                      \
+    X(NODE_ALLOC, "node_alloc", "allocations from a node list (alloc_node)")                      \
+    X(DOUBLE_FREE_CHECK, "df_check", "frees of objects whose link looked free")
+
+enum qs_stat_item {
+#define X(e, n, d) QS_##e,
+    QS_STATS(X)
+#undef X
+        QS_STAT_NR
+};
+
+struct qs_slab;
+struct qs_queue;
+struct qs_node;
+
+/* A set of slabs with one owner. */
+struct qs_list {
+    struct qs_slab *partial; /* 0 < inuse < objects; doubly linked */
+    struct qs_slab *full;    /* inuse == objects */
+    unsigned long nr_partial, nr_full;
+    struct qs_node *node; /* non-NULL: this is node->list (shared, locked) */
+};
+
+/* Slab descriptor, in the chunk header.  Identity fields are written when
+ * the slot is given to a cache and read by anyone; the rest by the owner. */
+struct qs_slab {
+    qslab_cache *cache;     /* NULL: slot free in the page layer (atomic) */
+    char *mem;              /* slab start (page aligned); set by page layer */
+    char *base;             /* first object */
+    uint32_t slot_size;     /* bytes per object (copy of cache->slot_size) */
+    uint32_t objects;       /* objects in this slab */
+    uint64_t recip;         /* ceil(2^64 / slot_size): index check */
+    struct qs_list *owner;  /* atomic (acquire/release) */
+    void *freelist, *tail;  /* objects free in the slab (encoded links) */
+    uint32_t inuse;         /* objects not on freelist */
+    uint8_t state;          /* QS_SLAB_* */
+    uint8_t order;          /* slab bytes = page << order */
+    uint16_t node;          /* NUMA node of its memory */
+    struct qs_slab *next, *prev; /* list links (owner list, empty FIFO, page free slots) */
+    uint64_t empty_ms;      /* when it went on the empty FIFO */
+};
+
+enum { QS_SLAB_FREE, QS_SLAB_PARTIAL, QS_SLAB_FULL, QS_SLAB_EMPTY };
+
+/* Remote frees posted to a queue by other owners. */
+struct qs_inbox {
+    qs_lock lock;
+    int dead;          /* owner exited: route again (under lock) */
+    int pending;       /* atomic hint: head != NULL */
+    void *head, *tail; /* encoded links, under lock */
+    unsigned long nr;
+} __attribute__((aligned(QS_CACHELINE)));
+
+struct qs_owner;
+
+/* One owner's view of one cache. */
+struct qs_queue {
+    /* hot: owner only, no lock */
+    void *head;   /* LIFO of free objects (encoded links) */
+    unsigned nr;  /* objects in the queue */
+    int node;     /* owner's node; its slabs come from this node */
+    struct qs_list list; /* slabs this owner owns */
+    qslab_cache *cache;
+    unsigned long stat[QS_STAT_NR]; /* written by the owner (relaxed) */
+    /* shared */
+    struct qs_inbox inbox;
+    /* bookkeeping under qs_global */
+    struct qs_owner *owner;    /* thread using it; NULL when pooled */
+    struct qs_queue *all_next; /* cache->queues */
+    struct qs_queue *pool_next;
+};
+
+/* Per-(cache, node) lists. */
+struct qs_node {
+    qs_lock lock;
+    int id;
+    struct qs_list list;      /* node-owned slabs; list.node == this */
+    struct qs_slab *empty_head, *empty_tail; /* FIFO, oldest at head */
+    unsigned long nr_empty;
+} __attribute__((aligned(QS_CACHELINE)));
+
+struct qslab_cache {
+    /* hot: read on every alloc and free */
+    unsigned id;         /* index in owners' slot arrays */
+    uint32_t link_off;   /* offset of the link word in a free object */
+    uintptr_t secret;    /* link encoding */
+    uint32_t slot_size;  /* bytes per object in a slab */
+    uint32_t hiwater;    /* tunable: queue length that triggers a flush */
+    uint32_t freebatch;  /* tunable: objects moved per flush */
+    void (*ctor)(void *);
+    /* cold */
+    size_t obj_size, align;
+    unsigned long flags;
+    uint32_t order;          /* tunable: order of new slabs */
+    uint32_t min_order;      /* smallest order holding one object */
+    uint32_t empty_limit;    /* tunable: empty slabs kept per node */
+    uint32_t empty_decay_ms; /* tunable: age after which empties go back */
+    bool is_kmalloc;
+    char name[QS_NAME_MAX];
+    struct qs_node *nodes;    /* [qs_nr_nodes] */
+    struct qs_queue *queues;  /* every queue of this cache (qs_global) */
+    struct qs_queue *pool;    /* queues of exited owners (qs_global) */
+    qslab_cache *next;        /* qs_caches (qs_global) */
+};
+
+/* Per-thread owner (TLS). */
+struct qs_owner {
+    struct qs_queue **slots; /* [cap], indexed by cache->id */
+    unsigned cap;
+    int node;
+    int state; /* 0 new, 1 active, 2 exited */
+};
+
+/* ---- globals ---- */
+extern int qs_nr_nodes;          /* nodes qslab uses (real or fake) */
+extern bool qs_multi_node;       /* qs_nr_nodes > 1 */
+extern bool qs_real_numa;        /* bind slabs with mbind */
+extern qs_lock qs_global;
+extern qslab_cache *qs_caches;
+extern __thread struct qs_owner qs_self __attribute__((tls_model("initial-exec")));
+extern volatile int qs_initialized;
+
+void qs_init_slow(void);
+static inline void qs_init(void)
+{
+    if (unlikely(!__atomic_load_n(&qs_initialized, __ATOMIC_ACQUIRE)))
+        qs_init_slow();
+}
+
+/* ---- report.c ---- */
+struct qs_buf {
+    char *p;
+    size_t len, cap;
+};
+void qs_buf_str(struct qs_buf *b, const char *s);
+void qs_buf_u64(struct qs_buf *b, uint64_t v);
+void qs_buf_hex(struct qs_buf *b, uint64_t v); /* 0x... */
+void qs_buf_pad(struct qs_buf *b, size_t upto, bool right_align, size_t from);
+void qs_buf_putc(struct qs_buf *b, char c);
+/* message builders: "%s" -> const char*, "%u" -> unsigned long, "%p" -> void* */
+void qs_fatal(const char *fmt, ...);
+void qs_warn(const char *fmt, ...);
+void qs_vformat(struct qs_buf *b, const char *fmt, __builtin_va_list ap);
+void qs_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn));
+
+/* ---- meta.c ---- */
+void *qs_meta_alloc(size_t size); /* zeroed; NULL on ENOMEM */
+void qs_meta_free(void *p, size_t size);
+
+/* ---- page.c ---- */
+enum { QS_CHUNK_SLABS = 1, QS_CHUNK_LARGE = 2 };
+#define QS_CHUNK_MAGIC 0x51534c42u /* "QSLB" */
+
+struct qs_chunk {
+    uint32_t magic;
+    uint8_t kind;
+    uint8_t order;
+    uint16_t node;
+    uint32_t nr_slots, nr_free, next_unused;
+    char *data;                  /* first slab */
+    size_t map_size;             /* bytes mapped at the chunk's start */
+    struct qs_slab *free_slots;  /* returned slots (slab->next) */
+    struct qs_chunk *next, *prev; /* pool->avail */
+    /* large blocks */
+    char *large_ptr;   /* the user's pointer */
+    size_t large_size; /* bytes usable from large_ptr */
+    struct qs_slab slabs[];
+};
+
+#define QS_MAP_L1_BITS 13
+#define QS_MAP_L2_BITS 13
+extern struct qs_chunk **qs_map[1u << QS_MAP_L1_BITS];
+
+static inline struct qs_chunk *qs_chunk_of(const void *p)
+{
+    uintptr_t u = (uintptr_t)p;
+    if (unlikely(u >> 48))
+        return NULL;
+    struct qs_chunk **l2 = __atomic_load_n(&qs_map[u >> (QS_CHUNK_SHIFT + QS_MAP_L2_BITS)], __ATOMIC_ACQUIRE);
+    if (unlikely(!l2))
+        return NULL;
+    return __atomic_load_n(&l2[(u >> QS_CHUNK_SHIFT) & ((1u << QS_MAP_L2_BITS) - 1)], __ATOMIC_ACQUIRE);
+}
+
+/* Slab descriptor of the slot that holds p, or NULL (header, past the end). */
+static inline struct qs_slab *qs_chunk_slab(struct qs_chunk *ch, const void *p)
+{
+    uintptr_t off = (uintptr_t)p - (uintptr_t)ch->data;
+    uintptr_t i = off >> (QS_PAGE_SHIFT + ch->order);
+    if (unlikely((uintptr_t)p < (uintptr_t)ch->data || i >= ch->nr_slots))
+        return NULL;
+    return &ch->slabs[i];
+}
+
+struct qs_slab *qs_page_alloc_slab(int node, unsigned order); /* NULL: ENOMEM */
+size_t qs_page_free_slab(struct qs_slab *s);                  /* bytes given back */
+struct qs_chunk *qs_page_map_large(size_t size, size_t align);
+void qs_page_unmap_large(struct qs_chunk *ch);
+struct qs_chunk *qs_page_remap_large(struct qs_chunk *ch, size_t size);
+static inline size_t qs_slab_bytes(unsigned order)
+{
+    return QS_PAGE_SIZE << order;
+}
+void qs_page_init(void);
+
+/* ---- slab.c ---- */
+unsigned qs_slab_objects(const qslab_cache *c, unsigned order);
+unsigned qs_slab_min_order(size_t slot_size, size_t align);
+unsigned qs_slab_default_order(size_t slot_size, size_t align);
+struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node);
+/* Free an object to its slab; caller owns the slab.  Returns true when the
+ * slab became empty (caller then takes it off its list). */
+void qs_slab_give(qslab_cache *c, struct qs_slab *s, void *obj);
+/* Allocate one object from a slab the caller owns (freelist non-empty). */
+void *qs_slab_take_one(qslab_cache *c, struct qs_slab *s);
+void qs_list_add(struct qs_list *l, struct qs_slab *s, int state);
+void qs_list_del(struct qs_list *l, struct qs_slab *s);
+
+static inline uintptr_t *qs_link(const qslab_cache *c, void *obj)
+{
+    return (uintptr_t *)((char *)obj + c->link_off);
+}
+static inline uintptr_t qs_enc(const qslab_cache *c, void *next)
+{
+    return (uintptr_t)next ^ c->secret;
+}
+static inline bool qs_looks_free(const qslab_cache *c, uintptr_t w)
+{
+    return ((w ^ c->secret) & QS_LINK_TAG_MASK) == 0;
+}
+/* Decode a link; NULL and *bad set if the word is not a valid link. */
+static inline void *qs_dec(const qslab_cache *c, uintptr_t w, bool *bad)
+{
+    uintptr_t n = w ^ c->secret;
+    *bad = (n & QS_LINK_TAG_MASK) != 0;
+    return (void *)n;
+}
+/* Is p the start of an object of slab s? */
+static inline bool qs_slab_valid_obj(const struct qs_slab *s, const void *p)
+{
+    uintptr_t off = (uintptr_t)p - (uintptr_t)s->base;
+    if (unlikely((uintptr_t)p < (uintptr_t)s->base))
+        return false;
+    uint64_t idx = (uint64_t)(((unsigned __int128)off * s->recip) >> 64);
+    return idx < s->objects && idx * s->slot_size == off;
+}
+static inline struct qs_list *qs_slab_owner(const struct qs_slab *s)
+{
+    return __atomic_load_n(&s->owner, __ATOMIC_ACQUIRE);
+}
+static inline void qs_slab_set_owner(struct qs_slab *s, struct qs_list *l)
+{
+    __atomic_store_n(&s->owner, l, __ATOMIC_RELEASE);
+}
+
+/* ---- node.c ---- */
+void qs_node_topology_init(void);
+int qs_node_of_cpu(int cpu);
+void qs_node_init(struct qs_node *n, int id);
+/* Put empty slabs (linked by ->next) on node n's FIFO; release by policy. */
+void qs_node_put_empty(qslab_cache *c, struct qs_queue *q, struct qs_node *n, struct qs_slab *list);
+void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab *s, struct qs_slab **release);
+/* Take slabs with free objects from node n into q's ownership (returned as
+ * a list linked by ->next).  Takes partial slabs, then empty ones. */
+struct qs_slab *qs_node_take(qslab_cache *c, struct qs_node *n, struct qs_list *to, unsigned want);
+void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list, size_t *bytes);
+size_t qs_node_shrink(qslab_cache *c, struct qs_queue *q, struct qs_node *n);
+void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node);
+
+/* ---- queue.c ---- */
+void *qs_alloc_slow(qslab_cache *c);
+void qs_free_slow(qslab_cache *c, struct qs_slab *s, void *obj);
+void qs_queue_flush(qslab_cache *c, struct qs_queue *q, unsigned count);
+void qs_queue_retire(qslab_cache *c, struct qs_queue *q);
+void qs_queue_claim(qslab_cache *c, struct qs_queue *q);
+bool qs_double_free_check(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
+void *qs_queue_corrupt(qslab_cache *c, struct qs_queue *q, void *obj);
+/* Route a list of objects (linked, count n) of cache c to their slabs' owners. */
+void qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned long n);
+
+/* ---- owner.c ---- */
+struct qs_queue *qs_queue_attach(qslab_cache *c); /* the caller's queue, made if needed */
+void qs_owner_init(void);
+void qs_owner_detach_cache(qslab_cache *c); /* destroy: clear owners' slots (qs_global held) */
+
+/* ---- cache.c ---- */
+bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align, unsigned long flags,
+                    void (*ctor)(void *), bool is_kmalloc);
+void qs_bad_free(qslab_cache *expected, const void *p);
+
+/* ---- kmalloc.c ---- */
+#define QS_KMALLOC_CLASSES 25
+#define QS_KMALLOC_MAX ((size_t)32 << 20)
+extern qslab_cache qs_kmalloc_caches[QS_KMALLOC_CLASSES];
+void qs_kmalloc_init(void);
+
+/* ---- stats.c ---- */
+void qs_stats_sum(qslab_cache *c, unsigned long *sum); /* qs_global held */
+void qs_stats_at_exit(void);
+
+/* ---- tune.c ---- */
+void qs_tune_defaults(qslab_cache *c);
+void qs_tune_apply_env(qslab_cache *c);
+
+/* Node of the calling owner's queues. */
+static inline int qs_current_node(void)
+{
+    return qs_self.node;
+}
+
+#endif /* QSLAB_INTERNAL_H */

@@ -1,0 +1,232 @@
+/*
+ * node.c - NUMA topology and the per-(cache, node) lists.
+ *
+ * Topology comes from sysfs (/sys/devices/system/node).  QSLAB_FAKE_NUMA=N
+ * splits the CPUs into N fake nodes (CPU i on node i % N) so that every NUMA
+ * path runs on one-node machines; fake nodes share the real memory, so no
+ * mbind is done for them.  With several real nodes, chunks are bound to their
+ * node with mbind (page.c), so _node allocations really use that node's memory.
+ *
+ * Each cache has one qs_node per node.  Under node->lock it holds:
+ *   - list: slabs owned by no thread (their owner exited, or they were made
+ *     by qslab_cache_alloc_node for a node other than the caller's).  Their
+ *     objects are allocated and freed under the lock.
+ *   - the empty FIFO: slabs with no object in use, oldest first, kept for
+ *     reuse.  Reuse takes the newest (warmest); the policy gives back the
+ *     oldest: beyond empty_limit slabs at once, and any slab that stayed
+ *     empty longer than empty_decay_ms, checked whenever the FIFO is touched.
+ *     That time hysteresis is what keeps a program that frees and reallocates
+ *     its working set from paying page faults (13 us per page on these VMs)
+ *     while memory left idle still goes back.
+ */
+#include "internal.h"
+
+#include <errno.h>
+
+int qs_nr_nodes = 1;
+bool qs_multi_node;
+bool qs_real_numa;
+static int cpu_node[QS_MAX_CPUS];
+
+static int parse_small(const char *s)
+{
+    int v = 0;
+    if (!s || !*s)
+        return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || v > 1000)
+            return -1;
+        v = v * 10 + (*s - '0');
+    }
+    return v;
+}
+
+void qs_node_topology_init(void)
+{
+    int real = qs_os_numa_topology(cpu_node, QS_MAX_CPUS);
+    if (real > QS_MAX_NODES)
+        real = QS_MAX_NODES;
+    for (int i = 0; i < QS_MAX_CPUS; i++)
+        if (cpu_node[i] >= QS_MAX_NODES)
+            cpu_node[i] = 0;
+    qs_nr_nodes = real;
+    qs_real_numa = real > 1;
+    const char *fake = qs_os_getenv("QSLAB_FAKE_NUMA");
+    if (fake) {
+        int n = parse_small(fake);
+        if (n >= 1 && n <= QS_MAX_NODES) {
+            qs_nr_nodes = n;
+            qs_real_numa = false;
+            for (int i = 0; i < QS_MAX_CPUS; i++)
+                cpu_node[i] = i % n;
+        } else {
+            qs_warn("QSLAB_FAKE_NUMA=%s ignored: allowed range is 1..%u", fake,
+                    (unsigned long)QS_MAX_NODES);
+        }
+    }
+    qs_multi_node = qs_nr_nodes > 1;
+}
+
+int qs_node_of_cpu(int cpu)
+{
+    if (cpu < 0 || cpu >= QS_MAX_CPUS)
+        return 0;
+    return cpu_node[cpu];
+}
+
+void qs_node_init(struct qs_node *n, int id)
+{
+    n->id = id;
+    n->list.node = n;
+}
+
+static void fifo_del(struct qs_node *n, struct qs_slab *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        n->empty_head = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    else
+        n->empty_tail = s->prev;
+    s->next = s->prev = NULL;
+    n->nr_empty--;
+}
+
+/* Apply the empty-slab policy; slabs to give back are pushed on *release. */
+static void empty_policy_locked(qslab_cache *c, struct qs_node *n, struct qs_slab **release)
+{
+    unsigned long limit = QS_LOAD(c->empty_limit);
+    uint64_t decay = QS_LOAD(c->empty_decay_ms);
+    uint64_t now = n->empty_head ? qs_os_now_ms() : 0;
+    struct qs_slab *s;
+    while ((s = n->empty_head) && (n->nr_empty > limit || now - s->empty_ms >= decay)) {
+        fifo_del(n, s);
+        s->next = *release;
+        *release = s;
+    }
+}
+
+void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab *s,
+                              struct qs_slab **release)
+{
+    qs_assert(s->inuse == 0);
+    qs_slab_set_owner(s, &n->list);
+    s->state = QS_SLAB_EMPTY;
+    s->empty_ms = qs_os_now_ms();
+    s->next = NULL;
+    s->prev = n->empty_tail;
+    if (n->empty_tail)
+        n->empty_tail->next = s;
+    else
+        n->empty_head = s;
+    n->empty_tail = s;
+    n->nr_empty++;
+    empty_policy_locked(c, n, release);
+}
+
+void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list, size_t *bytes)
+{
+    while (list) {
+        struct qs_slab *next = list->next;
+        unsigned objs = list->objects;
+        size_t b = qs_page_free_slab(list);
+        if (bytes)
+            *bytes += b;
+        if (q) {
+            QS_ADD(q->stat[QS_FREE_SLAB], 1);
+            QS_ADD(q->stat[QS_FREE_OBJS], objs);
+        }
+        list = next;
+    }
+}
+
+void qs_node_put_empty(qslab_cache *c, struct qs_queue *q, struct qs_node *n, struct qs_slab *list)
+{
+    struct qs_slab *release = NULL;
+    qs_lock_acquire(&n->lock);
+    while (list) {
+        struct qs_slab *next = list->next;
+        qs_node_put_empty_locked(c, n, list, &release);
+        list = next;
+    }
+    qs_lock_release(&n->lock);
+    qs_node_release_list(c, q, release, NULL);
+}
+
+struct qs_slab *qs_node_take(qslab_cache *c, struct qs_node *n, struct qs_list *to, unsigned want)
+{
+    struct qs_slab *out = NULL, *release = NULL;
+    unsigned got = 0;
+    qs_lock_acquire(&n->lock);
+    while (got < want) {
+        struct qs_slab *s = n->list.partial;
+        if (s) {
+            qs_list_del(&n->list, s);
+        } else if ((s = n->empty_tail)) {
+            fifo_del(n, s);
+        } else {
+            break;
+        }
+        got += s->objects - s->inuse;
+        qs_slab_set_owner(s, to);
+        s->next = out;
+        out = s;
+    }
+    empty_policy_locked(c, n, &release);
+    qs_lock_release(&n->lock);
+    qs_node_release_list(c, NULL, release, NULL);
+    return out;
+}
+
+size_t qs_node_shrink(qslab_cache *c, struct qs_queue *q, struct qs_node *n)
+{
+    size_t bytes = 0;
+    qs_lock_acquire(&n->lock);
+    struct qs_slab *list = n->empty_head;
+    for (struct qs_slab *s = list; s; s = s->next)
+        n->nr_empty--;
+    n->empty_head = n->empty_tail = NULL;
+    qs_lock_release(&n->lock);
+    qs_node_release_list(c, q, list, &bytes);
+    return bytes;
+}
+
+/* One object from node `node`'s own list (qslab_cache_alloc_node for a node
+ * other than the caller's): the slab stays node-owned. */
+void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node)
+{
+    struct qs_node *n = &c->nodes[node];
+    struct qs_slab *release = NULL;
+    void *obj = NULL;
+    qs_lock_acquire(&n->lock);
+    struct qs_slab *s = n->list.partial;
+    if (!s && (s = n->empty_tail)) {
+        fifo_del(n, s);
+        qs_list_add(&n->list, s, QS_SLAB_PARTIAL);
+    }
+    if (!s) {
+        qs_lock_release(&n->lock);
+        s = qs_slab_new(c, q, node);
+        if (!s)
+            return NULL;
+        qs_lock_acquire(&n->lock);
+        qs_slab_set_owner(s, &n->list);
+        qs_list_add(&n->list, s, QS_SLAB_PARTIAL);
+    }
+    /* s is on n's partial list and has a free object: we hold the lock */
+    obj = qs_slab_take_one(c, s);
+    if (s->inuse == s->objects) {
+        qs_list_del(&n->list, s);
+        qs_list_add(&n->list, s, QS_SLAB_FULL);
+    }
+    empty_policy_locked(c, n, &release);
+    qs_lock_release(&n->lock);
+    qs_node_release_list(c, q, release, NULL);
+    if (obj && q) {
+        QS_ADD(q->stat[QS_ALLOC_SLOW], 1);
+        QS_ADD(q->stat[QS_NODE_ALLOC], 1);
+    }
+    return obj;
+}

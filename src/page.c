@@ -1,0 +1,292 @@
+/*
+ * page.c - where slabs come from.
+ *
+ * Memory is mapped in 4 MiB chunks aligned to 4 MiB.  A chunk serves slabs of
+ * one order on one node: its header (struct qs_chunk) holds the descriptors
+ * of all its slabs, followed by the slabs themselves, whose start is aligned
+ * to their size (so power-of-two objects are naturally aligned).  Slabs of
+ * 4 MiB and more get a chunk of their own, several 4 MiB units long.  Large
+ * blocks (kmalloc above 32 MiB) are chunks of kind LARGE with one block.
+ *
+ * The chunk map is a two-level radix table indexed by address >> 22: every
+ * 4 MiB unit that a chunk covers points to the chunk's header.  A unit that
+ * points nowhere is not qslab's, so qs_chunk_of() tells "not ours" in O(1)
+ * with two dependent loads.  Each unit belongs to at most one chunk because
+ * chunks start and end on unit boundaries.
+ *
+ * Slots given back are decommitted (MADV_DONTNEED) at once: the caches keep
+ * empty slabs for reuse (node.c), so what reaches this layer is meant to go
+ * back to the OS.  A chunk whose slots are all free is unmapped unless it is
+ * the only fully free chunk of its (node, order) pool, which is kept as a
+ * spare (it costs address space only) to avoid mmap churn.
+ *
+ * Lock: pool->lock protects a pool's chunk list and each of its chunks'
+ * slot lists and counters.  qs_map_lock only serialises growing the map.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+struct qs_chunk **qs_map[1u << QS_MAP_L1_BITS];
+static qs_lock qs_map_lock;
+
+struct qs_page_pool {
+    qs_lock lock;
+    struct qs_chunk *avail; /* chunks with a free slot */
+    unsigned nr_fully_free;
+} __attribute__((aligned(QS_CACHELINE)));
+
+static struct qs_page_pool pools[QS_MAX_NODES][QS_NR_ORDERS];
+
+void qs_page_init(void)
+{
+}
+
+static size_t round_up(size_t v, size_t a)
+{
+    return (v + a - 1) & ~(a - 1);
+}
+
+static bool map_set(struct qs_chunk *ch, size_t size, struct qs_chunk *val)
+{
+    uintptr_t start = (uintptr_t)ch, end = start + size;
+    for (uintptr_t u = start; u < end; u += QS_CHUNK_SIZE) {
+        size_t i1 = u >> (QS_CHUNK_SHIFT + QS_MAP_L2_BITS);
+        size_t i2 = (u >> QS_CHUNK_SHIFT) & ((1u << QS_MAP_L2_BITS) - 1);
+        struct qs_chunk **l2 = __atomic_load_n(&qs_map[i1], __ATOMIC_ACQUIRE);
+        if (!l2) {
+            if (!val)
+                continue;
+            qs_lock_acquire(&qs_map_lock);
+            l2 = qs_map[i1];
+            if (!l2) {
+                l2 = qs_os_map_aligned(sizeof(*l2) << QS_MAP_L2_BITS, QS_PAGE_SIZE);
+                if (!l2) {
+                    qs_lock_release(&qs_map_lock);
+                    return false;
+                }
+                __atomic_store_n(&qs_map[i1], l2, __ATOMIC_RELEASE);
+            }
+            qs_lock_release(&qs_map_lock);
+        }
+        __atomic_store_n(&l2[i2], val, __ATOMIC_RELEASE);
+    }
+    return true;
+}
+
+/* Layout of a chunk of order-`order` slabs: number of slots, data offset
+ * and mapped size. */
+static void chunk_layout(unsigned order, uint32_t *nr, size_t *data_off, size_t *map_size)
+{
+    size_t sb = qs_slab_bytes(order);
+    if (sb > QS_CHUNK_SIZE / 2) {
+        *nr = 1;
+        *data_off = round_up(sizeof(struct qs_chunk) + sizeof(struct qs_slab), QS_PAGE_SIZE);
+        *map_size = round_up(*data_off + sb, QS_CHUNK_SIZE);
+        return;
+    }
+    uint32_t n = (uint32_t)(QS_CHUNK_SIZE / sb);
+    for (;; n--) {
+        size_t hdr = round_up(sizeof(struct qs_chunk) + n * sizeof(struct qs_slab), QS_PAGE_SIZE);
+        size_t off = round_up(hdr, sb);
+        if (off + n * sb <= QS_CHUNK_SIZE) {
+            *nr = n;
+            *data_off = off;
+            *map_size = QS_CHUNK_SIZE;
+            return;
+        }
+    }
+}
+
+static struct qs_chunk *chunk_new(int node, unsigned order)
+{
+    uint32_t nr;
+    size_t off, size;
+    chunk_layout(order, &nr, &off, &size);
+    struct qs_chunk *ch = qs_os_map_aligned(size, QS_CHUNK_SIZE);
+    if (!ch)
+        return NULL;
+    if (qs_real_numa)
+        qs_os_bind_node(ch, size, node);
+    ch->magic = QS_CHUNK_MAGIC;
+    ch->kind = QS_CHUNK_SLABS;
+    ch->order = (uint8_t)order;
+    ch->node = (uint16_t)node;
+    ch->nr_slots = nr;
+    ch->nr_free = nr;
+    ch->data = (char *)ch + off;
+    ch->map_size = size;
+    if (!map_set(ch, size, ch)) {
+        qs_os_unmap(ch, size);
+        return NULL;
+    }
+    return ch;
+}
+
+static void avail_add(struct qs_page_pool *p, struct qs_chunk *ch)
+{
+    ch->prev = NULL;
+    ch->next = p->avail;
+    if (p->avail)
+        p->avail->prev = ch;
+    p->avail = ch;
+}
+
+static void avail_del(struct qs_page_pool *p, struct qs_chunk *ch)
+{
+    if (ch->prev)
+        ch->prev->next = ch->next;
+    else
+        p->avail = ch->next;
+    if (ch->next)
+        ch->next->prev = ch->prev;
+    ch->next = ch->prev = NULL;
+}
+
+struct qs_slab *qs_page_alloc_slab(int node, unsigned order)
+{
+    struct qs_page_pool *p = &pools[node][order];
+    qs_lock_acquire(&p->lock);
+    struct qs_chunk *ch = p->avail;
+    if (!ch) {
+        qs_lock_release(&p->lock);
+        ch = chunk_new(node, order);
+        if (!ch) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        qs_lock_acquire(&p->lock);
+        avail_add(p, ch);
+        p->nr_fully_free++;
+    }
+    if (ch->nr_free == ch->nr_slots)
+        p->nr_fully_free--;
+    struct qs_slab *s;
+    if (ch->free_slots) {
+        s = ch->free_slots;
+        ch->free_slots = s->next;
+    } else {
+        s = &ch->slabs[ch->next_unused];
+        s->mem = ch->data + ((size_t)ch->next_unused << (QS_PAGE_SHIFT + order));
+        ch->next_unused++;
+    }
+    if (--ch->nr_free == 0)
+        avail_del(p, ch);
+    qs_lock_release(&p->lock);
+    s->next = s->prev = NULL;
+    s->order = (uint8_t)order;
+    s->node = (uint16_t)node;
+    s->state = QS_SLAB_FREE;
+    return s;
+}
+
+size_t qs_page_free_slab(struct qs_slab *s)
+{
+    struct qs_chunk *ch = qs_chunk_of(s->mem);
+    size_t bytes = qs_slab_bytes(s->order);
+    struct qs_page_pool *p = &pools[ch->node][ch->order];
+    __atomic_store_n(&s->cache, NULL, __ATOMIC_RELAXED);
+    s->state = QS_SLAB_FREE;
+    s->owner = NULL;
+    s->freelist = s->tail = NULL;
+    qs_os_decommit(s->mem, bytes);
+
+    struct qs_chunk *unmap = NULL;
+    qs_lock_acquire(&p->lock);
+    s->next = ch->free_slots;
+    ch->free_slots = s;
+    if (ch->nr_free++ == 0)
+        avail_add(p, ch);
+    if (ch->nr_free == ch->nr_slots) {
+        if (p->nr_fully_free >= 1) {
+            avail_del(p, ch);
+            unmap = ch;
+        } else {
+            p->nr_fully_free++;
+        }
+    }
+    qs_lock_release(&p->lock);
+    if (unmap) {
+        map_set(unmap, unmap->map_size, NULL);
+        qs_os_unmap(unmap, unmap->map_size);
+    }
+    return bytes;
+}
+
+static size_t large_offset(size_t align)
+{
+    return align > QS_PAGE_SIZE ? align : QS_PAGE_SIZE;
+}
+
+struct qs_chunk *qs_page_map_large(size_t size, size_t align)
+{
+    size_t off = large_offset(align);
+    if (size > ((size_t)1 << 46) - off)
+        return NULL;
+    size_t map = round_up(off + size, QS_CHUNK_SIZE);
+    size_t malign = align > QS_CHUNK_SIZE ? align : QS_CHUNK_SIZE;
+    struct qs_chunk *ch = qs_os_map_aligned(map, malign);
+    if (!ch)
+        return NULL;
+    ch->magic = QS_CHUNK_MAGIC;
+    ch->kind = QS_CHUNK_LARGE;
+    ch->map_size = map;
+    ch->large_ptr = (char *)ch + off;
+    ch->large_size = map - off;
+    if (!map_set(ch, map, ch)) {
+        qs_os_unmap(ch, map);
+        return NULL;
+    }
+    return ch;
+}
+
+void qs_page_unmap_large(struct qs_chunk *ch)
+{
+    map_set(ch, ch->map_size, NULL);
+    qs_os_unmap(ch, ch->map_size);
+}
+
+/* Resize a large block to hold `size` bytes: in place if the address space
+ * allows, else moved (page tables, not bytes) to a new aligned range.
+ * Returns the (possibly new) chunk, or NULL with the old one intact. */
+struct qs_chunk *qs_page_remap_large(struct qs_chunk *ch, size_t size)
+{
+    size_t off = (size_t)(ch->large_ptr - (char *)ch);
+    if (size > ((size_t)1 << 46) - off)
+        return NULL;
+    size_t map = round_up(off + size, QS_CHUNK_SIZE);
+    size_t old = ch->map_size;
+    if (map == old)
+        return ch;
+    if (map < old) {
+        map_set((struct qs_chunk *)((char *)ch + map), old - map, NULL);
+        qs_os_unmap((char *)ch + map, old - map);
+    } else if (qs_os_remap_inplace(ch, old, map) == 0) {
+        if (!map_set(ch, map, ch)) {
+            qs_os_remap_inplace(ch, map, old);
+            return NULL;
+        }
+    } else {
+        size_t malign = off > QS_CHUNK_SIZE ? off : QS_CHUNK_SIZE;
+        struct qs_chunk *dst = qs_os_map_aligned(map, malign);
+        if (!dst)
+            return NULL;
+        if (!map_set(dst, map, dst)) {
+            qs_os_unmap(dst, map);
+            return NULL;
+        }
+        map_set(ch, old, NULL);
+        if (qs_os_remap_to(ch, old, dst, old) != 0) {
+            map_set(dst, map, NULL);
+            qs_os_unmap(dst, map);
+            map_set(ch, old, ch);
+            return NULL;
+        }
+        ch = dst;
+        ch->large_ptr = (char *)ch + off;
+    }
+    ch->map_size = map;
+    ch->large_size = map - off;
+    return ch;
+}

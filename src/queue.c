@@ -1,0 +1,385 @@
+/*
+ * queue.c - the owner's object queue: slow paths.
+ *
+ * ALLOC SLOW PATH (the queue is empty), in order:
+ *   1. claim the inbox: remote frees other owners posted to us are spliced
+ *      onto the queue in O(1) (SLQB's claim_remote_free_list);
+ *   2. refill from slabs: take the whole free list of slabs (O(1) each,
+ *      thanks to the slab's tail pointer) until the queue holds at least
+ *      QS_REFILL_MIN objects: our own partial slabs first, then the node's
+ *      partial and empty slabs (one lock for several slabs), then new slabs.
+ *      A slab whose free list went to the queue is FULL: all its objects are
+ *      in use or queued.
+ * FREE SLOW PATH (the queue went over hiwater): qs_queue_flush takes
+ * freebatch objects off the queue and routes each to its slab's owner:
+ *   - our own slab: straight onto the slab's free list, no lock;
+ *   - another owner's slab: into a batch for that owner; each batch is posted
+ *     to the owner's inbox under one lock (SLQB's rlist -> remote_free);
+ *   - a node-owned slab: into a batch freed under one node lock.
+ * Slabs that become empty go to the node's empty FIFO, one lock per flush.
+ *
+ * Producer/consumer traffic stays bounded: a consumer's queue holds at most
+ * hiwater objects, and whatever it flushes returns to the producer's inbox,
+ * which the producer claims before it makes any new slab.
+ */
+#include "fastpath.h"
+
+#include <errno.h>
+
+#define QS_REFILL_MIN 4
+#define QS_ROUTE_BATCHES 8
+
+/* Owner-side free of obj to slab s on list l; empties collected on *empties. */
+static void slab_put(qslab_cache *c, struct qs_list *l, struct qs_slab *s, void *obj,
+                     struct qs_slab **empties)
+{
+    bool was_full = s->state == QS_SLAB_FULL;
+    qs_slab_give(c, s, obj);
+    if (s->inuse == 0) {
+        qs_list_del(l, s);
+        s->next = *empties;
+        *empties = s;
+    } else if (was_full) {
+        qs_list_del(l, s);
+        qs_list_add(l, s, QS_SLAB_PARTIAL);
+    }
+}
+
+static struct qs_slab *slab_of_obj(const void *obj)
+{
+    return qs_chunk_slab(qs_chunk_of(obj), obj);
+}
+
+struct route_batch {
+    struct qs_list *to;
+    void *head, *tail;
+    unsigned long n;
+};
+
+/* Free a batch of objects whose slabs were owned by node list b->to. */
+static void send_node(qslab_cache *c, struct qs_queue *q, struct route_batch *b)
+{
+    struct qs_node *n = b->to->node;
+    struct qs_slab *empties = NULL, *release = NULL;
+    void *again = NULL;
+    unsigned long nagain = 0, done = 0;
+    void *obj = b->head;
+    qs_lock_acquire(&n->lock);
+    for (unsigned long i = 0; i < b->n; i++) {
+        bool bad;
+        void *next = qs_dec(c, *qs_link(c, obj), &bad);
+        struct qs_slab *s = slab_of_obj(obj);
+        if (qs_slab_owner(s) == b->to) {
+            slab_put(c, &n->list, s, obj, &empties);
+            done++;
+        } else { /* taken by a thread since we looked: route again */
+            *qs_link(c, obj) = qs_enc(c, again);
+            again = obj;
+            nagain++;
+        }
+        obj = next;
+    }
+    while (empties) {
+        struct qs_slab *next = empties->next;
+        qs_node_put_empty_locked(c, n, empties, &release);
+        empties = next;
+    }
+    qs_lock_release(&n->lock);
+    qs_node_release_list(c, q, release, NULL);
+    if (q)
+        QS_ADD(q->stat[QS_NODE_FREE], done);
+    if (nagain)
+        qs_route_list(c, q, again, nagain);
+}
+
+/* Post a batch to the inbox of the queue that owns list b->to. */
+static void send_inbox(qslab_cache *c, struct qs_queue *q, struct route_batch *b)
+{
+    struct qs_queue *t = (struct qs_queue *)((char *)b->to - __builtin_offsetof(struct qs_queue, list));
+    qs_lock_acquire(&t->inbox.lock);
+    if (unlikely(t->inbox.dead)) {
+        /* the owner exited and handed its slabs to the node lists after we
+         * read slab->owner: the new owners are visible now (inbox lock) */
+        qs_lock_release(&t->inbox.lock);
+        qs_route_list(c, q, b->head, b->n);
+        return;
+    }
+    if (t->inbox.head)
+        *qs_link(c, t->inbox.tail) = qs_enc(c, b->head);
+    else
+        t->inbox.head = b->head;
+    t->inbox.tail = b->tail;
+    t->inbox.nr += b->n;
+    __atomic_store_n(&t->inbox.pending, 1, __ATOMIC_RELAXED);
+    qs_lock_release(&t->inbox.lock);
+    if (q) {
+        QS_ADD(q->stat[QS_REMOTE_FREE], b->n);
+        QS_ADD(q->stat[QS_REMOTE_BATCH], 1);
+    }
+}
+
+static void send_batch(qslab_cache *c, struct qs_queue *q, struct route_batch *b)
+{
+    if (!b->n)
+        return;
+    if (b->to->node)
+        send_node(c, q, b);
+    else
+        send_inbox(c, q, b);
+    b->n = 0;
+    b->head = b->tail = NULL;
+    b->to = NULL;
+}
+
+void qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned long n)
+{
+    struct route_batch b[QS_ROUTE_BATCHES] = {{0}};
+    struct qs_slab *empties = NULL;
+    unsigned long limit = QS_LOAD(c->freebatch);
+    unsigned victim = 0;
+    void *obj = head;
+    for (unsigned long i = 0; i < n; i++) {
+        bool bad;
+        void *next = qs_dec(c, *qs_link(c, obj), &bad);
+        struct qs_slab *s = slab_of_obj(obj);
+        struct qs_list *to = qs_slab_owner(s);
+        if (q && to == &q->list) {
+            slab_put(c, &q->list, s, obj, &empties);
+        } else {
+            struct route_batch *rb = NULL, *unused = NULL;
+            for (unsigned k = 0; k < QS_ROUTE_BATCHES && !rb; k++) {
+                if (b[k].to == to)
+                    rb = &b[k];
+                else if (!b[k].to && !unused)
+                    unused = &b[k];
+            }
+            if (!rb) {
+                rb = unused;
+                if (!rb) { /* all slots busy: send one to make room */
+                    rb = &b[victim++ % QS_ROUTE_BATCHES];
+                    send_batch(c, q, rb);
+                }
+                rb->to = to;
+            }
+            *qs_link(c, obj) = qs_enc(c, rb->head);
+            if (!rb->head)
+                rb->tail = obj;
+            rb->head = obj;
+            if (++rb->n >= limit)
+                send_batch(c, q, rb);
+        }
+        obj = next;
+    }
+    for (unsigned k = 0; k < QS_ROUTE_BATCHES; k++)
+        send_batch(c, q, &b[k]);
+    if (empties)
+        qs_node_put_empty(c, q, &c->nodes[q->node], empties);
+}
+
+void qs_queue_flush(qslab_cache *c, struct qs_queue *q, unsigned count)
+{
+    if (count > q->nr)
+        count = q->nr;
+    if (!count)
+        return;
+    void *head = q->head, *obj = head;
+    for (unsigned i = 0; i < count; i++) {
+        bool bad;
+        obj = qs_dec(c, *qs_link(c, obj), &bad);
+        if (unlikely(bad)) { /* corrupted: drop the rest of the queue */
+            qs_queue_corrupt(c, q, head);
+            return;
+        }
+    }
+    q->head = obj;
+    q->nr -= count;
+    QS_ADD(q->stat[QS_FLUSH], 1);
+    qs_route_list(c, q, head, count);
+}
+
+void qs_queue_claim(qslab_cache *c, struct qs_queue *q)
+{
+    qs_lock_acquire(&q->inbox.lock);
+    void *head = q->inbox.head, *tail = q->inbox.tail;
+    unsigned long n = q->inbox.nr;
+    q->inbox.head = q->inbox.tail = NULL;
+    q->inbox.nr = 0;
+    __atomic_store_n(&q->inbox.pending, 0, __ATOMIC_RELAXED);
+    qs_lock_release(&q->inbox.lock);
+    if (!head)
+        return;
+    *qs_link(c, tail) = qs_enc(c, q->head);
+    q->head = head;
+    q->nr += (unsigned)n;
+    QS_ADD(q->stat[QS_CLAIM], 1);
+}
+
+/* Move the whole free list of slab s (owned by q) onto the queue after *tail. */
+static void take_slab(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void **tail, bool listed)
+{
+    if (*tail)
+        *qs_link(c, *tail) = qs_enc(c, s->freelist);
+    else
+        q->head = s->freelist;
+    *tail = s->tail;
+    q->nr += s->objects - s->inuse;
+    s->inuse = s->objects;
+    s->freelist = s->tail = NULL;
+    if (listed)
+        qs_list_del(&q->list, s);
+    qs_list_add(&q->list, s, QS_SLAB_FULL);
+}
+
+static bool queue_refill(qslab_cache *c, struct qs_queue *q)
+{
+    if (__atomic_load_n(&q->inbox.pending, __ATOMIC_RELAXED)) {
+        qs_queue_claim(c, q);
+        if (q->head)
+            return true;
+    }
+    void *tail = NULL;
+    struct qs_slab *s;
+    QS_ADD(q->stat[QS_REFILL], 1);
+    while (q->nr < QS_REFILL_MIN && (s = q->list.partial))
+        take_slab(c, q, s, &tail, true);
+    if (q->nr < QS_REFILL_MIN) {
+        s = qs_node_take(c, &c->nodes[q->node], &q->list, QS_REFILL_MIN - q->nr);
+        while (s) {
+            struct qs_slab *next = s->next;
+            take_slab(c, q, s, &tail, false);
+            s = next;
+        }
+    }
+    while (q->nr < QS_REFILL_MIN) {
+        s = qs_slab_new(c, q, q->node);
+        if (!s)
+            break;
+        qs_slab_set_owner(s, &q->list);
+        take_slab(c, q, s, &tail, false);
+    }
+    if (!q->head) {
+        errno = ENOMEM;
+        return false;
+    }
+    return true;
+}
+
+void *qs_alloc_slow(qslab_cache *c)
+{
+    qs_init();
+    struct qs_queue *q = qs_queue_of(c);
+    if (!q && !(q = qs_queue_attach(c)))
+        return NULL;
+    if (!q->head && !queue_refill(c, q))
+        return NULL;
+    void *obj = q->head;
+    bool bad;
+    void *next = qs_dec(c, *qs_link(c, obj), &bad);
+    if (unlikely(bad))
+        return qs_queue_corrupt(c, q, obj);
+    q->head = next;
+    q->nr--;
+    *qs_link(c, obj) = 0;
+    QS_ADD(q->stat[QS_ALLOC_SLOW], 1);
+    return obj;
+}
+
+void qs_free_slow(qslab_cache *c, struct qs_slab *s, void *obj)
+{
+    struct qs_queue *q = qs_queue_of(c);
+    if (!q)
+        q = qs_queue_attach(c);
+    if (q && !(qs_multi_node && s->node != q->node)) {
+        qs_free_fast(c, s, obj);
+        return;
+    }
+    /* object of another node: straight back to its owner */
+    if (q && qs_looks_free(c, *qs_link(c, obj)) && qs_double_free_check(c, q, s, obj))
+        return;
+    *qs_link(c, obj) = qs_enc(c, NULL);
+    if (q)
+        QS_ADD(q->stat[QS_FREE_SLOW], 1);
+    qs_route_list(c, q, obj, 1);
+}
+
+static bool list_has(qslab_cache *c, void *head, unsigned long max, const void *obj)
+{
+    for (unsigned long i = 0; head && i < max; i++) {
+        if (head == obj)
+            return true;
+        bool bad;
+        head = qs_dec(c, *qs_link(c, head), &bad);
+        if (bad)
+            return false;
+    }
+    return false;
+}
+
+/* obj's link word looks like a free object's.  Look for obj where the
+ * caller may look without locks: its queue and, for its own slabs, the
+ * slab's free list.  True (after reporting) if it is a double free. */
+bool qs_double_free_check(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj)
+{
+    QS_ADD(q->stat[QS_DOUBLE_FREE_CHECK], 1);
+    bool found = list_has(c, q->head, q->nr, obj);
+    if (!found && qs_slab_owner(s) == &q->list)
+        found = list_has(c, s->freelist, s->objects, obj);
+    if (found)
+        qs_fatal("double free of %p in cache %s", obj, c->name);
+    return found;
+}
+
+void *qs_queue_corrupt(qslab_cache *c, struct qs_queue *q, void *obj)
+{
+    qs_fatal("free list corruption in cache %s: free object %p was overwritten (use after free?)",
+             c->name, obj);
+    /* the handler returned: forget the queue (leaking it) rather than hand
+     * out memory reached through a corrupt link */
+    q->head = NULL;
+    q->nr = 0;
+    return NULL;
+}
+
+/* Thread exit (qs_global held): give everything back and hand the slabs to
+ * the node lists.  The order matters: slabs are handed over before the inbox
+ * is marked dead, so a sender that finds it dead sees the new owners. */
+void qs_queue_retire(qslab_cache *c, struct qs_queue *q)
+{
+    if (q->head) {
+        void *head = q->head;
+        unsigned long n = q->nr;
+        q->head = NULL;
+        q->nr = 0;
+        qs_route_list(c, q, head, n);
+    }
+    qs_queue_claim(c, q);
+    if (q->head) {
+        void *head = q->head;
+        unsigned long n = q->nr;
+        q->head = NULL;
+        q->nr = 0;
+        qs_route_list(c, q, head, n);
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        struct qs_slab *s;
+        while ((s = pass ? q->list.full : q->list.partial)) {
+            int state = s->state;
+            qs_list_del(&q->list, s);
+            struct qs_node *n = &c->nodes[s->node];
+            qs_lock_acquire(&n->lock);
+            qs_slab_set_owner(s, &n->list);
+            qs_list_add(&n->list, s, state);
+            qs_lock_release(&n->lock);
+        }
+    }
+    qs_lock_acquire(&q->inbox.lock);
+    q->inbox.dead = 1;
+    void *head = q->inbox.head;
+    unsigned long n = q->inbox.nr;
+    q->inbox.head = q->inbox.tail = NULL;
+    q->inbox.nr = 0;
+    __atomic_store_n(&q->inbox.pending, 0, __ATOMIC_RELAXED);
+    qs_lock_release(&q->inbox.lock);
+    if (head)
+        qs_route_list(c, q, head, n);
+}

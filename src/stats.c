@@ -1,0 +1,200 @@
+/*
+ * stats.c - statistics gathered from the queues' counters, and the reports
+ * built on them (one gatherer, thin front ends):
+ *   qslab_cache_stats   one cache, as a struct
+ *   qslab_slabinfo      /proc/slabinfo version 2.1 text
+ *   qslab_stats_report  SLUB "slabinfo -AD" style: most active caches first
+ * Counters live in the queues (one writer each, relaxed stores); queues are
+ * never freed while their cache lives, so a sum over cache->queues under
+ * qs_global sees every event, including those of exited threads.
+ */
+#include "internal.h"
+
+#include <string.h>
+
+void qs_stats_sum(qslab_cache *c, unsigned long *sum)
+{
+    memset(sum, 0, sizeof(unsigned long) * QS_STAT_NR);
+    for (struct qs_queue *q = c->queues; q; q = q->all_next)
+        for (int i = 0; i < QS_STAT_NR; i++)
+            sum[i] += QS_LOAD(q->stat[i]);
+}
+
+static void fill(qslab_cache *c, struct qslab_cache_stats *st)
+{
+    unsigned long sum[QS_STAT_NR];
+    qs_stats_sum(c, sum);
+    memset(st, 0, sizeof(*st));
+    st->alloc_fast = sum[QS_ALLOC_FAST];
+    st->alloc_slow = sum[QS_ALLOC_SLOW];
+    st->alloc = st->alloc_fast + st->alloc_slow;
+    st->free_fast = sum[QS_FREE_FAST];
+    st->free_slow = sum[QS_FREE_SLOW];
+    st->free = st->free_fast + st->free_slow;
+    st->flush = sum[QS_FLUSH];
+    st->remote_free = sum[QS_REMOTE_FREE];
+    st->remote_batch = sum[QS_REMOTE_BATCH];
+    st->claim = sum[QS_CLAIM];
+    st->refill = sum[QS_REFILL];
+    st->new_slab = sum[QS_NEW_SLAB];
+    st->free_slab = sum[QS_FREE_SLAB];
+    st->node_alloc = sum[QS_NODE_ALLOC];
+    st->active_objs = st->alloc - st->free;
+    st->num_slabs = st->new_slab - st->free_slab;
+    st->num_objs = sum[QS_NEW_OBJS] - sum[QS_FREE_OBJS];
+    for (int n = 0; n < qs_nr_nodes; n++)
+        st->empty_slabs += QS_LOAD(c->nodes[n].nr_empty);
+    st->object_size = c->obj_size;
+    st->slot_size = c->slot_size;
+    st->order = QS_LOAD(c->order);
+    st->objs_per_slab = qs_slab_objects(c, st->order);
+}
+
+QSLAB_EXPORT int qslab_cache_stats(qslab_cache *c, struct qslab_cache_stats *st)
+{
+    if (!c || !st)
+        return -1;
+    qs_lock_acquire(&qs_global);
+    fill(c, st);
+    qs_lock_release(&qs_global);
+    return 0;
+}
+
+static void col(struct qs_buf *b, uint64_t v, size_t width)
+{
+    size_t from = b->len;
+    qs_buf_u64(b, v);
+    qs_buf_pad(b, width, true, from);
+}
+
+static void flush_line(int fd, struct qs_buf *b)
+{
+    qs_os_write(fd, b->p, b->len);
+    b->len = 0;
+}
+
+QSLAB_EXPORT void qslab_slabinfo(int fd)
+{
+    char line[256];
+    struct qs_buf b = {line, 0, sizeof(line)};
+    qs_init();
+    qs_buf_str(&b, "slabinfo - version: 2.1\n"
+                   "# name            <active_objs> <num_objs> <objsize> <objperslab> "
+                   "<pagesperslab> : tunables <limit> <batchcount> <sharedfactor> : slabdata "
+                   "<active_slabs> <num_slabs> <sharedavail>\n");
+    flush_line(fd, &b);
+    qs_lock_acquire(&qs_global);
+    for (qslab_cache *c = qs_caches; c; c = c->next) {
+        struct qslab_cache_stats st;
+        fill(c, &st);
+        size_t from = b.len;
+        qs_buf_str(&b, c->name);
+        qs_buf_pad(&b, 17, false, from);
+        qs_buf_putc(&b, ' ');
+        col(&b, st.active_objs, 6);
+        qs_buf_putc(&b, ' ');
+        col(&b, st.num_objs, 6);
+        qs_buf_putc(&b, ' ');
+        col(&b, st.slot_size, 6);
+        qs_buf_putc(&b, ' ');
+        col(&b, st.objs_per_slab, 4);
+        qs_buf_putc(&b, ' ');
+        col(&b, 1ul << st.order, 4);
+        qs_buf_str(&b, " : tunables ");
+        col(&b, QS_LOAD(c->hiwater), 4);
+        qs_buf_putc(&b, ' ');
+        col(&b, QS_LOAD(c->freebatch), 4);
+        qs_buf_putc(&b, ' ');
+        col(&b, 0, 4);
+        qs_buf_str(&b, " : slabdata ");
+        col(&b, st.num_slabs - st.empty_slabs, 6);
+        qs_buf_putc(&b, ' ');
+        col(&b, st.num_slabs, 6);
+        qs_buf_putc(&b, ' ');
+        col(&b, 0, 6);
+        qs_buf_putc(&b, '\n');
+        flush_line(fd, &b);
+    }
+    qs_lock_release(&qs_global);
+}
+
+static unsigned pct(unsigned long part, unsigned long whole)
+{
+    return whole ? (unsigned)(part * 100 / whole) : 0;
+}
+
+QSLAB_EXPORT void qslab_stats_report(int fd)
+{
+    char line[256];
+    struct qs_buf b = {line, 0, sizeof(line)};
+    qs_init();
+    qs_buf_str(&b, "Name                   Objects      Alloc       Free %Fast   Remote  Batches   "
+                   "Claims  Slabs O\n");
+    flush_line(fd, &b);
+    qs_lock_acquire(&qs_global);
+    /* most active first (slabinfo -A), caches without activity left out;
+     * selection by repeated maximum keeps this allocation-free */
+    unsigned long last = ~0ul;
+    const qslab_cache *last_c = NULL;
+    for (;;) {
+        qslab_cache *best = NULL;
+        unsigned long best_act = 0;
+        bool passed = last_c == NULL;
+        for (qslab_cache *c = qs_caches; c; c = c->next) {
+            struct qslab_cache_stats st;
+            fill(c, &st);
+            unsigned long act = st.alloc + st.free;
+            if (!act)
+                continue;
+            /* order: activity descending, then list order */
+            bool after = act < last || (act == last && passed);
+            if (c == last_c)
+                passed = true;
+            if (after && (!best || act > best_act)) {
+                best = c;
+                best_act = act;
+            }
+        }
+        if (!best)
+            break;
+        struct qslab_cache_stats st;
+        fill(best, &st);
+        size_t from = b.len;
+        qs_buf_str(&b, best->name);
+        qs_buf_pad(&b, 20, false, from);
+        col(&b, st.active_objs, 10);
+        col(&b, st.alloc, 11);
+        col(&b, st.free, 11);
+        col(&b, pct(st.alloc_fast, st.alloc), 4);
+        col(&b, pct(st.free_fast, st.free), 4);
+        col(&b, st.remote_free, 9);
+        col(&b, st.remote_batch, 9);
+        col(&b, st.claim, 9);
+        col(&b, st.num_slabs, 7);
+        col(&b, st.order, 2);
+        qs_buf_putc(&b, '\n');
+        flush_line(fd, &b);
+        last = best_act;
+        last_c = best;
+    }
+    qs_lock_release(&qs_global);
+    struct qslab_large_stats ls;
+    qslab_large_stats(&ls);
+    if (ls.alloc) {
+        qs_buf_str(&b, "large (mapped)      ");
+        col(&b, ls.live, 10);
+        col(&b, ls.alloc, 11);
+        col(&b, ls.free, 11);
+        qs_buf_str(&b, "   live bytes ");
+        qs_buf_u64(&b, ls.live_bytes);
+        qs_buf_putc(&b, '\n');
+        flush_line(fd, &b);
+    }
+}
+
+void qs_stats_at_exit(void)
+{
+    const char *v = qs_os_getenv("QSLAB_STATS");
+    if (v && v[0] == '1')
+        qslab_stats_report(2);
+}

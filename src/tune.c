@@ -1,0 +1,227 @@
+/*
+ * tune.c - tunables, declared once in a table (name, unit, doc, range), set
+ * with qslab_tune() at run time or QSLAB_TUNE at start-up.  A value out of
+ * range is refused with a message that gives the range; nothing is changed
+ * and the cache keeps working.  Changes take effect on the next slow path
+ * that reads them (order: slabs made from then on; existing slabs keep
+ * their order).
+ *
+ * QSLAB_TUNE syntax:  entry (';' entry)*
+ *     entry := cache ':' attr '=' value (',' attr '=' value)*
+ *     cache := a cache name, or '*' for every cache
+ * e.g. QSLAB_TUNE="kmalloc-8192:order=3,hiwater=64;*:empty_decay_ms=500"
+ * Entries are applied when a cache is created, in order, so later entries win.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+enum { T_ORDER, T_HIWATER, T_FREEBATCH, T_EMPTY_LIMIT, T_EMPTY_DECAY };
+
+static const struct tunable {
+    const char *name, *unit, *doc;
+} tunables[] = {
+    [T_ORDER] = {"order", "log2 pages", "slab size of new slabs: 4 KiB << order"},
+    [T_HIWATER] = {"hiwater", "objects", "queue length over which an owner flushes"},
+    [T_FREEBATCH] = {"freebatch", "objects", "objects a flush moves back to slabs"},
+    [T_EMPTY_LIMIT] = {"empty_limit", "slabs", "empty slabs kept per node, at most"},
+    [T_EMPTY_DECAY] = {"empty_decay_ms", "ms", "an empty slab older than this goes back"},
+};
+#define NR_TUNABLES (sizeof(tunables) / sizeof(tunables[0]))
+
+static uint32_t *field(qslab_cache *c, unsigned t)
+{
+    switch (t) {
+    case T_ORDER:
+        return &c->order;
+    case T_HIWATER:
+        return &c->hiwater;
+    case T_FREEBATCH:
+        return &c->freebatch;
+    case T_EMPTY_LIMIT:
+        return &c->empty_limit;
+    default:
+        return &c->empty_decay_ms;
+    }
+}
+
+static void range(qslab_cache *c, unsigned t, unsigned long *lo, unsigned long *hi)
+{
+    switch (t) {
+    case T_ORDER:
+        *lo = c->min_order;
+        *hi = QS_MAX_ORDER;
+        break;
+    case T_HIWATER:
+        *lo = QS_LOAD(c->freebatch);
+        *hi = QS_MAX_HIWATER;
+        break;
+    case T_FREEBATCH:
+        *lo = 1;
+        *hi = QS_LOAD(c->hiwater);
+        break;
+    case T_EMPTY_LIMIT:
+        *lo = 0;
+        *hi = QS_MAX_EMPTY_LIMIT;
+        break;
+    default:
+        *lo = 0;
+        *hi = QS_MAX_DECAY_MS;
+        break;
+    }
+}
+
+void qs_tune_defaults(qslab_cache *c)
+{
+    /* SLQB's watermarks: freebatch = max(4*PAGE/size, min(256, 64*PAGE/size)) */
+    size_t size = c->slot_size;
+    size_t a = 4 * QS_PAGE_SIZE / size, b = 64 * QS_PAGE_SIZE / size;
+    size_t fb = b < 256 ? b : 256;
+    if (a > fb)
+        fb = a;
+    if (fb < 1)
+        fb = 1;
+    c->freebatch = (uint32_t)fb;
+    c->hiwater = (uint32_t)(4 * fb);
+    /* keep up to 32 MiB of empty slabs per node, at least 4, for 1 s */
+    size_t slabs = ((size_t)32 << 20) >> (QS_PAGE_SHIFT + c->order);
+    c->empty_limit = (uint32_t)(slabs < 4 ? 4 : slabs);
+    c->empty_decay_ms = 1000;
+}
+
+static int find_tunable(const char *attr, size_t len)
+{
+    for (unsigned t = 0; t < NR_TUNABLES; t++)
+        if (strlen(tunables[t].name) == len && memcmp(tunables[t].name, attr, len) == 0)
+            return (int)t;
+    return -1;
+}
+
+/* Parse a decimal number of [s, s+len); false if not one. */
+static bool parse_ulong(const char *s, size_t len, unsigned long *out)
+{
+    unsigned long v = 0;
+    if (len == 0 || len > 12)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (unsigned long)(s[i] - '0');
+    }
+    *out = v;
+    return true;
+}
+
+/* qs_global held */
+static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
+{
+    unsigned long v, lo, hi;
+    range(c, (unsigned)t, &lo, &hi);
+    bool num = parse_ulong(value, vlen, &v);
+    if (!num || v < lo || v > hi) {
+        char val[32];
+        size_t n = vlen < sizeof(val) - 1 ? vlen : sizeof(val) - 1;
+        memcpy(val, value, n);
+        val[n] = '\0';
+        qs_warn("tune %s %s=%s refused: allowed range is %u..%u %s (%s)", c->name,
+                tunables[t].name, val, lo, hi, tunables[t].unit, tunables[t].doc);
+        errno = EINVAL;
+        return -1;
+    }
+    QS_STORE(*field(c, (unsigned)t), (uint32_t)v);
+    return 0;
+}
+
+static int set_one(qslab_cache *c, int t, const char *value, size_t vlen)
+{
+    qs_lock_acquire(&qs_global);
+    int r = set_one_locked(c, t, value, vlen);
+    qs_lock_release(&qs_global);
+    return r;
+}
+
+QSLAB_EXPORT int qslab_tune(const char *cache, const char *attr, const char *value)
+{
+    qs_init();
+    if (!cache || !attr || !value) {
+        errno = EINVAL;
+        return -1;
+    }
+    int t = find_tunable(attr, strlen(attr));
+    if (t < 0) {
+        qs_warn("tune %s: unknown attribute %s (order, hiwater, freebatch, empty_limit, "
+                "empty_decay_ms)",
+                cache, attr);
+        errno = EINVAL;
+        return -1;
+    }
+    if (strcmp(cache, "*") == 0) {
+        /* every cache; stop at the first refusal */
+        int r = 0;
+        qs_lock_acquire(&qs_global);
+        for (qslab_cache *c = qs_caches; c && r == 0; c = c->next)
+            r = set_one_locked(c, t, value, strlen(value));
+        qs_lock_release(&qs_global);
+        return r;
+    }
+    qslab_cache *c = qslab_cache_find(cache);
+    if (!c) {
+        qs_warn("tune: no cache named %s", cache);
+        errno = EINVAL;
+        return -1;
+    }
+    return set_one(c, t, value, strlen(value));
+}
+
+QSLAB_EXPORT int qslab_tune_get(const char *cache, const char *attr, unsigned long *out)
+{
+    qs_init();
+    if (!cache || !attr || !out) {
+        errno = EINVAL;
+        return -1;
+    }
+    int t = find_tunable(attr, strlen(attr));
+    qslab_cache *c = qslab_cache_find(cache);
+    if (t < 0 || !c) {
+        errno = EINVAL;
+        return -1;
+    }
+    *out = QS_LOAD(*field(c, (unsigned)t));
+    return 0;
+}
+
+/* Apply the QSLAB_TUNE entries that name cache c (or '*'). */
+void qs_tune_apply_env(qslab_cache *c)
+{
+    const char *s = qs_os_getenv("QSLAB_TUNE");
+    if (!s)
+        return;
+    while (*s) {
+        const char *end = strchr(s, ';');
+        if (!end)
+            end = s + strlen(s);
+        const char *colon = memchr(s, ':', (size_t)(end - s));
+        if (!colon) {
+            qs_warn("QSLAB_TUNE: entry without ':' ignored");
+        } else {
+            size_t nlen = (size_t)(colon - s);
+            bool match = (nlen == 1 && s[0] == '*') ||
+                         (nlen == strlen(c->name) && memcmp(s, c->name, nlen) == 0);
+            const char *a = colon + 1;
+            while (match && a < end) {
+                const char *aend = memchr(a, ',', (size_t)(end - a));
+                if (!aend)
+                    aend = end;
+                const char *eq = memchr(a, '=', (size_t)(aend - a));
+                int t = eq ? find_tunable(a, (size_t)(eq - a)) : -1;
+                if (t < 0)
+                    qs_warn("QSLAB_TUNE: unknown attribute in entry for %s ignored", c->name);
+                else
+                    (void)set_one(c, t, eq + 1, (size_t)(aend - eq - 1));
+                a = aend + (aend < end);
+            }
+        }
+        s = end + (*end == ';');
+    }
+}
