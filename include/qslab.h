@@ -117,6 +117,10 @@ struct qslab_cache_stats {
 };
 /* Fill *st for cache `c`; 0, or -1/EINVAL for NULL arguments. */
 int qslab_cache_stats(qslab_cache *c, struct qslab_cache_stats *st);
+/* Check every invariant of a cache that no thread is using right now
+ * (slab counts, free lists, queues, inboxes, totals).  0, or -1 after
+ * printing one line per problem on stderr. */
+int qslab_cache_validate(qslab_cache *c);
 /* Look a cache up by name (kmalloc-<size> names included); NULL if none. */
 qslab_cache *qslab_cache_find(const char *name);
 

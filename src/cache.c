@@ -49,6 +49,10 @@ static size_t round_up(size_t v, size_t a)
 bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align, unsigned long flags,
                     void (*ctor)(void *), bool is_kmalloc)
 {
+    if (size > qs_slab_bytes(QS_MAX_ORDER)) { /* no slab can hold it */
+        errno = EINVAL;
+        return false;
+    }
     if (align < 8)
         align = 8;
     if (flags & QSLAB_HWCACHE_ALIGN) {

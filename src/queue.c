@@ -316,14 +316,23 @@ static bool list_has(qslab_cache *c, void *head, unsigned long max, const void *
 }
 
 /* obj's link word looks like a free object's.  Look for obj where the
- * caller may look without locks: its queue and, for its own slabs, the
- * slab's free list.  True (after reporting) if it is a double free. */
+ * caller may look: its queue and, for its own slabs, the slab's free list
+ * and its inbox.  An object sitting in another live thread's queue is not
+ * found (that queue is its owner's alone); the caller then frees it, as
+ * glibc's tcache does when its key matches by chance.  True (after
+ * reporting) if it is a double free. */
 bool qs_double_free_check(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj)
 {
     QS_ADD(q->stat[QS_DOUBLE_FREE_CHECK], 1);
     bool found = list_has(c, q->head, q->nr, obj);
-    if (!found && qs_slab_owner(s) == &q->list)
+    if (!found && qs_slab_owner(s) == &q->list) {
         found = list_has(c, s->freelist, s->objects, obj);
+        if (!found) { /* freed by another thread and posted back to us */
+            qs_lock_acquire(&q->inbox.lock);
+            found = list_has(c, q->inbox.head, q->inbox.nr, obj);
+            qs_lock_release(&q->inbox.lock);
+        }
+    }
     if (found)
         qs_fatal("double free of %p in cache %s", obj, c->name);
     return found;

@@ -10,6 +10,7 @@
  */
 #include "internal.h"
 
+#include <errno.h>
 #include <string.h>
 
 void qs_stats_sum(qslab_cache *c, unsigned long *sum)
@@ -52,8 +53,10 @@ static void fill(qslab_cache *c, struct qslab_cache_stats *st)
 
 QSLAB_EXPORT int qslab_cache_stats(qslab_cache *c, struct qslab_cache_stats *st)
 {
-    if (!c || !st)
+    if (!c || !st) {
+        errno = EINVAL;
         return -1;
+    }
     qs_lock_acquire(&qs_global);
     fill(c, st);
     qs_lock_release(&qs_global);

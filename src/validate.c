@@ -1,0 +1,119 @@
+/*
+ * validate.c - the invariant walker (SLUB's validate_slab_cache).
+ *
+ * qslab_cache_validate walks every list of a cache and checks, for a cache
+ * that no thread is using at the moment of the call:
+ *   - every slab: owner matches the list it is on, state matches the list,
+ *     inuse + (length of its free list) == objects, PARTIAL has
+ *     0 < inuse < objects, FULL has inuse == objects, EMPTY has inuse == 0;
+ *   - every queue and inbox: its length matches its count, every object is
+ *     a valid object of this cache and its link decodes;
+ *   - totals: the slabs found equal the statistics' slab count, and
+ *     sum(inuse) == allocated objects + objects in queues and inboxes.
+ * Returns 0, or -1 after printing one line per problem on stderr.
+ */
+#include "fastpath.h"
+
+struct walk {
+    qslab_cache *c;
+    unsigned long slabs, inuse, queued, errors;
+};
+
+static void problem(struct walk *w, const char *what, const void *where)
+{
+    w->errors++;
+    qs_warn("validate %s: %s at %p", w->c->name, what, where);
+}
+
+/* Length of an encoded list (max objects), checking each object. */
+static unsigned long walk_objects(struct walk *w, void *head, unsigned long max, struct qs_slab *only)
+{
+    unsigned long n = 0;
+    while (head && n <= max) {
+        struct qs_chunk *ch = qs_chunk_of(head);
+        struct qs_slab *s = ch && ch->kind == QS_CHUNK_SLABS ? qs_obj_slab(ch, head) : NULL;
+        if (!s || s->cache != w->c || (only && s != only)) {
+            problem(w, "list holds a pointer that is not an object of this cache/slab", head);
+            return n;
+        }
+        bool bad;
+        head = qs_dec(w->c, *qs_link(w->c, head), &bad);
+        if (bad) {
+            problem(w, "corrupt free-list link", head);
+            return n;
+        }
+        n++;
+    }
+    if (head)
+        problem(w, "list longer than its count (cycle?)", head);
+    return n;
+}
+
+static void walk_slab(struct walk *w, struct qs_slab *s, struct qs_list *owner, int state)
+{
+    w->slabs++;
+    w->inuse += s->inuse;
+    if (s->cache != w->c)
+        problem(w, "slab of another cache on a list", s->mem);
+    if (qs_slab_owner(s) != owner)
+        problem(w, "slab owner does not match its list", s->mem);
+    if (s->state != state)
+        problem(w, "slab state does not match its list", s->mem);
+    unsigned long nfree = walk_objects(w, s->freelist, s->objects, s);
+    if (nfree + s->inuse != s->objects)
+        problem(w, "inuse + free != objects", s->mem);
+    if (state == QS_SLAB_PARTIAL && (s->inuse == 0 || s->inuse >= s->objects))
+        problem(w, "partial slab that is empty or full", s->mem);
+    if (state == QS_SLAB_FULL && s->inuse != s->objects)
+        problem(w, "full slab with free objects", s->mem);
+    if (state == QS_SLAB_EMPTY && s->inuse != 0)
+        problem(w, "empty slab with objects in use", s->mem);
+}
+
+static void walk_list(struct walk *w, struct qs_list *l)
+{
+    unsigned long np = 0, nf = 0;
+    for (struct qs_slab *s = l->partial; s; s = s->next, np++)
+        walk_slab(w, s, l, QS_SLAB_PARTIAL);
+    for (struct qs_slab *s = l->full; s; s = s->next, nf++)
+        walk_slab(w, s, l, QS_SLAB_FULL);
+    if (np != l->nr_partial || nf != l->nr_full)
+        problem(w, "list counts do not match", l);
+}
+
+QSLAB_EXPORT int qslab_cache_validate(qslab_cache *c)
+{
+    struct walk w = {c, 0, 0, 0, 0};
+    unsigned long sum[QS_STAT_NR];
+    qs_lock_acquire(&qs_global);
+    for (struct qs_queue *q = c->queues; q; q = q->all_next) {
+        if (walk_objects(&w, q->head, q->nr, NULL) != q->nr)
+            problem(&w, "queue length does not match its count", q);
+        w.queued += q->nr;
+        qs_lock_acquire(&q->inbox.lock);
+        if (walk_objects(&w, q->inbox.head, q->inbox.nr, NULL) != q->inbox.nr)
+            problem(&w, "inbox length does not match its count", q);
+        w.queued += q->inbox.nr;
+        qs_lock_release(&q->inbox.lock);
+        walk_list(&w, &q->list);
+    }
+    for (int i = 0; i < qs_nr_nodes; i++) {
+        struct qs_node *n = &c->nodes[i];
+        unsigned long ne = 0;
+        qs_lock_acquire(&n->lock);
+        walk_list(&w, &n->list);
+        for (struct qs_slab *s = n->empty_head; s; s = s->next, ne++)
+            walk_slab(&w, s, &n->list, QS_SLAB_EMPTY);
+        if (ne != n->nr_empty)
+            problem(&w, "empty count does not match the FIFO", n);
+        qs_lock_release(&n->lock);
+    }
+    qs_stats_sum(c, sum);
+    qs_lock_release(&qs_global);
+    unsigned long live = sum[QS_ALLOC_FAST] + sum[QS_ALLOC_SLOW] - sum[QS_FREE_FAST] - sum[QS_FREE_SLOW];
+    if (w.slabs != sum[QS_NEW_SLAB] - sum[QS_FREE_SLAB])
+        problem(&w, "slabs found differ from the slab count", c);
+    if (w.inuse != live + w.queued)
+        problem(&w, "objects in use differ from allocated + queued", c);
+    return w.errors ? -1 : 0;
+}
