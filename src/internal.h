@@ -430,7 +430,7 @@ void qs_node_put_empty(qslab_cache *c, struct qs_queue *q, struct qs_node *n, st
 void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab *s, struct qs_slab **release);
 /* Take slabs with free objects from node n into q's ownership (returned as
  * a list linked by ->next).  Takes partial slabs, then empty ones. */
-struct qs_slab *qs_node_take(qslab_cache *c, struct qs_node *n, struct qs_list *to, unsigned want);
+struct qs_slab *qs_node_take(qslab_cache *c, struct qs_queue *q, struct qs_node *n, unsigned want);
 void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list, size_t *bytes);
 size_t qs_node_shrink(qslab_cache *c, struct qs_queue *q, struct qs_node *n);
 void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node);

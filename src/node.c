@@ -155,7 +155,7 @@ void qs_node_put_empty(qslab_cache *c, struct qs_queue *q, struct qs_node *n, st
     qs_node_release_list(c, q, release, NULL);
 }
 
-struct qs_slab *qs_node_take(qslab_cache *c, struct qs_node *n, struct qs_list *to, unsigned want)
+struct qs_slab *qs_node_take(qslab_cache *c, struct qs_queue *q, struct qs_node *n, unsigned want)
 {
     struct qs_slab *out = NULL, *release = NULL;
     unsigned got = 0;
@@ -170,13 +170,13 @@ struct qs_slab *qs_node_take(qslab_cache *c, struct qs_node *n, struct qs_list *
             break;
         }
         got += s->objects - s->inuse;
-        qs_slab_set_owner(s, to);
+        qs_slab_set_owner(s, &q->list);
         s->next = out;
         out = s;
     }
     empty_policy_locked(c, n, &release);
     qs_lock_release(&n->lock);
-    qs_node_release_list(c, NULL, release, NULL);
+    qs_node_release_list(c, q, release, NULL);
     return out;
 }
 

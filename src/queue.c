@@ -243,7 +243,7 @@ static bool queue_refill(qslab_cache *c, struct qs_queue *q)
     while (q->nr < QS_REFILL_MIN && (s = q->list.partial))
         take_slab(c, q, s, &tail, true);
     if (q->nr < QS_REFILL_MIN) {
-        s = qs_node_take(c, &c->nodes[q->node], &q->list, QS_REFILL_MIN - q->nr);
+        s = qs_node_take(c, q, &c->nodes[q->node], QS_REFILL_MIN - q->nr);
         while (s) {
             struct qs_slab *next = s->next;
             take_slab(c, q, s, &tail, false);

@@ -1,0 +1,74 @@
+/*
+ * unit: the empty-slab FIFO keeps at most empty_limit slabs per node and
+ * gives back those older than empty_decay_ms; shrink gives back the rest.
+ * Also: the invariant walker passes after each step and catches a broken
+ * slab.
+ */
+#include "../testutil.h"
+#include "internal.h"
+
+#include <time.h>
+
+enum { N = 4096 };
+static void *objs[N];
+
+static unsigned long empties(qslab_cache *c)
+{
+    struct qslab_cache_stats st;
+    qslab_cache_stats(c, &st);
+    return st.empty_slabs;
+}
+
+int main(void)
+{
+    qslab_cache *c = qslab_cache_create("t-empty", 1024, 0, 0, NULL); /* 4 per slab */
+    CHECK(c != NULL);
+    CHECK(qslab_tune("t-empty", "empty_limit", "8") == 0);
+    CHECK(qslab_tune("t-empty", "freebatch", "16") == 0); /* freebatch <= hiwater */
+    CHECK(qslab_tune("t-empty", "hiwater", "16") == 0);
+    for (int i = 0; i < N; i++)
+        objs[i] = qslab_cache_alloc(c);
+    CHECK(qslab_cache_validate(c) == 0);
+    for (int i = 0; i < N; i++)
+        qslab_cache_free(c, objs[i]);
+    CHECK(qslab_cache_validate(c) == 0);
+    CHECKF(empties(c) <= 8, "%lu empty slabs kept, limit 8", empties(c));
+    struct qslab_cache_stats st;
+    qslab_cache_stats(c, &st);
+    CHECK(st.free_slab >= N / 4 - 8 - 16);
+
+    /* decay: with 0 ms, any touch of the FIFO gives everything back */
+    CHECK(qslab_tune("t-empty", "empty_decay_ms", "0") == 0);
+    for (int i = 0; i < 64; i++)
+        objs[i] = qslab_cache_alloc(c);
+    for (int i = 0; i < 64; i++)
+        qslab_cache_free(c, objs[i]);
+    CHECKF(empties(c) <= 1, "%lu empty slabs with decay 0", empties(c));
+
+    /* shrink: queue flushed, every empty slab back, bytes counted */
+    CHECK(qslab_tune("t-empty", "empty_decay_ms", "100000") == 0);
+    for (int i = 0; i < 256; i++)
+        objs[i] = qslab_cache_alloc(c);
+    for (int i = 0; i < 256; i++)
+        qslab_cache_free(c, objs[i]);
+    size_t bytes = qslab_cache_shrink(c);
+    CHECKF(bytes >= 8 * 4096, "shrink gave back %zu bytes", bytes);
+    qslab_cache_stats(c, &st);
+    CHECK(st.num_slabs == 0 && st.empty_slabs == 0);
+    CHECK(qslab_cache_validate(c) == 0);
+
+    /* the walker notices a slab whose count is wrong */
+    void *o = qslab_cache_alloc(c);
+    struct qs_slab *s = qs_chunk_slab(qs_chunk_of(o), o);
+    tu_stderr_begin();
+    s->inuse++;
+    CHECK(qslab_cache_validate(c) == -1);
+    s->inuse--;
+    char buf[1024];
+    tu_stderr_end(buf, sizeof buf);
+    CHECK(strstr(buf, "validate t-empty") != NULL);
+    CHECK(qslab_cache_validate(c) == 0);
+    qslab_cache_free(c, o);
+    CHECK(qslab_cache_destroy(c) == 0);
+    return tu_done();
+}
