@@ -45,6 +45,16 @@ static inline void *qs_alloc_fast(qslab_cache *c)
     return qs_alloc_slow(c);
 }
 
+/* Push a free object on the owner's queue; flush over hiwater. */
+static inline void qs_queue_push(qslab_cache *c, struct qs_queue *q, void *obj)
+{
+    *qs_link(c, obj) = qs_enc(c, q->head);
+    q->head = obj;
+    QS_ADD(q->stat[QS_FREE_FAST], 1);
+    if (unlikely(++q->nr > c->hiwater))
+        qs_queue_flush(c, q, c->freebatch);
+}
+
 /* Free obj (validated: an object of slab s of cache c). */
 static inline void qs_free_fast(qslab_cache *c, struct qs_slab *s, void *obj)
 {
@@ -54,13 +64,11 @@ static inline void qs_free_fast(qslab_cache *c, struct qs_slab *s, void *obj)
         return;
     }
     uintptr_t *l = qs_link(c, obj);
-    if (unlikely(qs_looks_free(c, *l)) && qs_double_free_check(c, q, s, obj))
+    if (unlikely(qs_looks_free(c, *l))) {
+        qs_free_suspect(c, q, s, obj); /* tail call keeps this path leaf-like */
         return;
-    *l = qs_enc(c, q->head);
-    q->head = obj;
-    QS_ADD(q->stat[QS_FREE_FAST], 1);
-    if (unlikely(++q->nr > c->hiwater))
-        qs_queue_flush(c, q, c->freebatch);
+    }
+    qs_queue_push(c, q, obj);
 }
 
 /* Slab of a pointer that should be an object of a slab chunk; NULL if not. */

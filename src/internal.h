@@ -442,6 +442,8 @@ void qs_queue_flush(qslab_cache *c, struct qs_queue *q, unsigned count);
 void qs_queue_retire(qslab_cache *c, struct qs_queue *q);
 void qs_queue_claim(qslab_cache *c, struct qs_queue *q);
 bool qs_double_free_check(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
+void qs_free_suspect(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
+void qs_free_other(void *p);
 void *qs_queue_corrupt(qslab_cache *c, struct qs_queue *q, void *obj);
 /* Route a list of objects (linked, count n) of cache c to their slabs' owners. */
 void qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned long n);

@@ -124,22 +124,28 @@ QSLAB_EXPORT void *qslab_calloc(size_t n, size_t size)
     return p;
 }
 
-QSLAB_EXPORT void qslab_free(void *p)
+/* qslab_free of anything but a small object: NULL, a large block, or a
+ * pointer to report. */
+QS_NOINLINE void qs_free_other(void *p)
 {
-    if (unlikely(!p))
+    if (!p)
         return;
     struct qs_chunk *ch = qs_chunk_of(p);
-    if (likely(ch && ch->kind == QS_CHUNK_SLABS)) {
-        struct qs_slab *s = qs_obj_slab(ch, p);
-        if (likely(s)) {
-            qs_free_fast(s->cache, s, p);
-            return;
-        }
-    } else if (ch && ch->kind == QS_CHUNK_LARGE && p == ch->large_ptr) {
+    if (ch && ch->kind == QS_CHUNK_LARGE && p == ch->large_ptr)
         large_free(ch);
+    else
+        qs_bad_free(NULL, p);
+}
+
+QSLAB_EXPORT void qslab_free(void *p)
+{
+    struct qs_chunk *ch = qs_chunk_of(p); /* NULL for p == NULL */
+    struct qs_slab *s;
+    if (likely(ch && ch->kind == QS_CHUNK_SLABS && (s = qs_obj_slab(ch, p)))) {
+        qs_free_fast(s->cache, s, p);
         return;
     }
-    qs_bad_free(NULL, p);
+    qs_free_other(p);
 }
 
 /* Usable size of a valid pointer; 0 (after reporting) if invalid. */

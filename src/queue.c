@@ -338,6 +338,14 @@ bool qs_double_free_check(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
     return found;
 }
 
+/* Free of an object whose link word looks free: a double free, or user data
+ * that happens to match the tag (about 1 in 2^20 for random words). */
+QS_NOINLINE void qs_free_suspect(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj)
+{
+    if (!qs_double_free_check(c, q, s, obj))
+        qs_queue_push(c, q, obj);
+}
+
 void *qs_queue_corrupt(qslab_cache *c, struct qs_queue *q, void *obj)
 {
     qs_fatal("free list corruption in cache %s: free object %p was overwritten (use after free?)",
