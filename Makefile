@@ -1,0 +1,59 @@
+# Quick start:
+#   make bench    Release build in build/release, run bench_slub, print its table
+#   make test     normal, ASan+UBSan and TSan builds, each tested through ctest
+#
+# Other targets: make install PREFIX=/dir, make clean.  QUICK=1 shortens `make bench`.
+# CMake does the real work; this file only names the build directories and the order.
+
+PREFIX ?= /usr/local
+JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
+CTEST   = ctest -j2 --output-on-failure
+# Tools the build needs: when one is missing, scripts/install-deps installs it.
+TOOLS   = cmake cc gcc c++ make setarch
+
+BENCH_ARGS = --csv bench/results/slub.csv $(if $(QUICK),--quick)
+
+.PHONY: all deps bench test test-normal test-asan test-tsan install clean
+.NOTPARALLEL:
+MAKEFLAGS += --no-print-directory
+
+all: test
+
+deps:
+	@for t in $(TOOLS); do command -v $$t >/dev/null 2>&1 || { scripts/install-deps; break; }; done
+
+# $(call build,DIR,CMAKE-ARGS[,TARGETS]): configure (cheap when nothing changed)
+# and build TARGETS, or everything.
+define build
+cmake -S . -B $(1) $(2)
+cmake --build $(1) -j $(JOBS) $(if $(3),--target $(3))
+endef
+
+bench: deps
+	$(call build,build/release,-DCMAKE_BUILD_TYPE=Release,bench_slub)
+	@mkdir -p bench/results
+	build/release/bench_slub $(BENCH_ARGS)
+
+test: test-normal test-asan test-tsan
+
+test-normal: deps
+	$(call build,build/test,)
+	cd build/test && $(CTEST)
+
+test-asan: deps
+	$(call build,build/asan,-DQSLAB_SANITIZE=address)
+	cd build/asan && $(CTEST)
+
+# Only the tests labelled "concurrency" (stress, *thread*, *remote*, *numa*).
+# CMakeLists.txt runs sanitizer tests under `setarch -R`, so TSan works on
+# kernels with high mmap randomisation too.
+test-tsan: deps
+	$(call build,build/tsan,-DQSLAB_SANITIZE=thread)
+	cd build/tsan && $(CTEST) -L concurrency
+
+install: deps
+	$(call build,build/release,-DCMAKE_BUILD_TYPE=Release,qslab_static qslab_shared)
+	cmake --install build/release --prefix $(abspath $(PREFIX))
+
+clean:
+	rm -rf build

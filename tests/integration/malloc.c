@@ -1,0 +1,155 @@
+/*
+ * qslab_malloc / qslab_calloc / qslab_free: edge sizes, overflow, zeroing.
+ */
+#include <qslab.h>
+
+#include "../testutil.h"
+
+static int cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void test_zero_size(void)
+{
+    enum { N = 100 };
+    void *p[N];
+    int nulls = 0, dups = 0;
+    for (int i = 0; i < N; i++)
+        nulls += (p[i] = qslab_malloc(0)) == NULL;
+    void *s[N];
+    memcpy(s, p, sizeof p);
+    qsort(s, N, sizeof s[0], cmp_ptr);
+    for (int i = 1; i < N; i++)
+        dups += s[i] && s[i] == s[i - 1];
+    CHECKF(nulls == 0, "%d of %d qslab_malloc(0) returned NULL", nulls, N);
+    CHECKF(dups == 0, "qslab_malloc(0) returned the same pointer %d times", dups);
+    for (int i = 0; i < N; i++)
+        qslab_free(p[i]);
+}
+
+static void test_enomem(void)
+{
+    static const size_t huge[] = {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - 4095, SIZE_MAX - 100000, SIZE_MAX / 2 + 1,
+                                  (size_t)1 << 62};
+    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+        errno = 0;
+        void *p = qslab_malloc(huge[i]);
+        CHECKF(p == NULL && errno == ENOMEM, "qslab_malloc(%zu) = %p, errno %d", huge[i], p, errno);
+        if (p)
+            qslab_free(p);
+    }
+
+    errno = 0;
+    void *p = qslab_calloc(SIZE_MAX / 2, 3);
+    CHECKF(p == NULL && errno == ENOMEM, "qslab_calloc(SIZE_MAX/2, 3) = %p, errno %d", p, errno);
+    errno = 0;
+    p = qslab_calloc(3, SIZE_MAX / 2);
+    CHECKF(p == NULL && errno == ENOMEM, "qslab_calloc(3, SIZE_MAX/2) = %p, errno %d", p, errno);
+    errno = 0;
+    p = qslab_calloc((size_t)1 << 32, (size_t)1 << 32);
+    CHECKF(p == NULL && errno == ENOMEM, "qslab_calloc(2^32, 2^32) = %p, errno %d", p, errno);
+    errno = 0;
+    p = qslab_calloc(SIZE_MAX, 1);
+    CHECKF(p == NULL && errno == ENOMEM, "qslab_calloc(SIZE_MAX, 1) = %p, errno %d", p, errno);
+
+    /* Still works afterwards. */
+    p = qslab_malloc(100);
+    CHECK(p != NULL);
+    qslab_free(p);
+}
+
+static int all_zero(const unsigned char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (b[i])
+            return 0;
+    return 1;
+}
+
+static void test_calloc_zero(void)
+{
+    static const size_t sizes[] = {1, 8, 24, 96, 100, 192, 1000, 4096, 5000, 65536, 300000, (size_t)2 << 20,
+                                   (size_t)40 << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t n = sizes[i];
+        /* Dirty memory of the same class, freed, then calloc'd. */
+        enum { K = 8 };
+        void *dirty[K];
+        int k_max = n > (1 << 20) ? 2 : K;
+        for (int k = 0; k < k_max; k++) {
+            dirty[k] = qslab_malloc(n);
+            if (dirty[k])
+                memset(dirty[k], 0xa5, qslab_usable_size(dirty[k]));
+        }
+        for (int k = 0; k < k_max; k++)
+            qslab_free(dirty[k]);
+        int bad = 0;
+        void *z[K];
+        for (int k = 0; k < k_max; k++) {
+            z[k] = qslab_calloc(1, n);
+            if (!z[k] || !all_zero(z[k], n))
+                bad++;
+        }
+        CHECKF(bad == 0, "calloc(1, %zu): %d of %d results not zeroed (or NULL)", n, bad, k_max);
+        for (int k = 0; k < k_max; k++)
+            qslab_free(z[k]);
+
+        /* calloc(n, size) form, same total. */
+        void *d = qslab_malloc(n);
+        if (d)
+            memset(d, 0x5a, n);
+        qslab_free(d);
+        unsigned char *q = n % 8 == 0 ? qslab_calloc(n / 8, 8) : qslab_calloc(n, 1);
+        CHECKF(q && all_zero(q, n), "calloc of %zu bytes after a dirty free", n);
+        qslab_free(q);
+    }
+}
+
+static void test_free_null(void)
+{
+    qslab_free(NULL);
+    CHECK(1);
+}
+
+/* Many sizes at once: distinct, writable, no overlap. */
+static void test_many_sizes(void)
+{
+    enum { N = 2000 };
+    static unsigned char *p[N];
+    static size_t sz[N];
+    uint64_t seed = tu_seed(42);
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        uint64_t r = tu_rand(&seed);
+        sz[i] = (r & 3) == 0 ? r % 70000 : (r >> 8) % 600;
+        p[i] = qslab_malloc(sz[i]);
+        if (!p[i]) {
+            bad++;
+            continue;
+        }
+        if (qslab_usable_size(p[i]) < sz[i])
+            bad++;
+        memset(p[i], i & 0xff, sz[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        for (size_t k = 0; p[i] && k < sz[i]; k++)
+            if (p[i][k] != (i & 0xff)) {
+                bad++;
+                break;
+            }
+        qslab_free(p[i]);
+    }
+    CHECKF(bad == 0, "%d of %d random-size allocations bad", bad, N);
+}
+
+int main(void)
+{
+    test_zero_size();
+    test_enomem();
+    test_calloc_zero();
+    test_free_null();
+    test_many_sizes();
+    return tu_done();
+}

@@ -1,0 +1,148 @@
+/*
+ * Nodes: qslab_cache_alloc_node / qslab_malloc_node place objects on the node
+ * asked for, bad nodes are refused, node objects can be freed from any
+ * thread.  Runs once as started, then re-executes itself with
+ * QSLAB_FAKE_NUMA=1 and =2.
+ */
+#include <pthread.h>
+#include <qslab.h>
+
+#include "../testutil.h"
+
+#define PER_NODE 500
+#define MAXN 8
+
+static qslab_cache *c;
+static void *objs[MAXN][PER_NODE];
+static int nnodes;
+
+static void *free_node_objs(void *arg)
+{
+    void **v = arg;
+    for (int i = 0; i < PER_NODE; i++)
+        qslab_cache_free(c, v[i]);
+    return NULL;
+}
+
+/* Allocate on node n from a thread, so the caller's node varies. */
+static void *alloc_from_thread(void *arg)
+{
+    int bad = 0;
+    for (int n = 0; n < nnodes; n++)
+        for (int i = 0; i < 100; i++) {
+            void *p = qslab_cache_alloc_node(c, n);
+            if (!p || qslab_object_node(p) != n)
+                bad++;
+            qslab_cache_free(c, p);
+        }
+    return (void *)(intptr_t)bad;
+}
+
+static void check_nodes(int expect_nodes)
+{
+    nnodes = qslab_num_nodes();
+    if (expect_nodes)
+        CHECKF(nnodes == expect_nodes, "qslab_num_nodes() = %d, expected %d", nnodes, expect_nodes);
+    CHECK(nnodes >= 1);
+    if (nnodes < 1 || nnodes > MAXN)
+        return;
+    int cur = qslab_current_node();
+    CHECKF(cur >= 0 && cur < nnodes, "current node %d of %d", cur, nnodes);
+
+    c = qslab_cache_create("t-numa", 88, 0, 0, NULL);
+    CHECK(c != NULL);
+    if (!c)
+        return;
+
+    /* Out of range. */
+    errno = 0;
+    CHECK(qslab_cache_alloc_node(c, nnodes) == NULL && errno == EINVAL);
+    errno = 0;
+    CHECK(qslab_cache_alloc_node(c, 1000) == NULL && errno == EINVAL);
+    errno = 0;
+    CHECK(qslab_cache_alloc_node(c, -2) == NULL && errno == EINVAL);
+    errno = 0;
+    CHECK(qslab_malloc_node(100, nnodes) == NULL && errno == EINVAL);
+
+    /* Any node. */
+    void *any = qslab_cache_alloc_node(c, QSLAB_NUMA_NO_NODE);
+    CHECK(any != NULL);
+    int an = qslab_object_node(any);
+    CHECKF(an >= 0 && an < nnodes, "object node %d", an);
+    qslab_cache_free(c, any);
+
+    /* Each node, many objects (several slabs). */
+    for (int n = 0; n < nnodes; n++) {
+        int bad = 0;
+        for (int i = 0; i < PER_NODE; i++) {
+            objs[n][i] = qslab_cache_alloc_node(c, n);
+            if (!objs[n][i] || qslab_object_node(objs[n][i]) != n)
+                bad++;
+            else
+                memset(objs[n][i], n + 1, 88);
+        }
+        CHECKF(bad == 0, "%d of %d objects asked on node %d are elsewhere (or NULL)", bad, PER_NODE, n);
+    }
+    for (int n = 0; n < nnodes; n++) {
+        int bad = 0;
+        for (int i = 0; i < PER_NODE; i++) {
+            const unsigned char *b = objs[n][i];
+            for (int k = 0; b && k < 88; k++)
+                if (b[k] != n + 1) {
+                    bad++;
+                    break;
+                }
+        }
+        CHECKF(bad == 0, "%d node-%d objects overwritten", bad, n);
+    }
+    /* Free every node's objects from another thread, all at once. */
+    pthread_t t[MAXN];
+    for (int n = 0; n < nnodes; n++)
+        pthread_create(&t[n], NULL, free_node_objs, objs[n]);
+    for (int n = 0; n < nnodes; n++)
+        pthread_join(t[n], NULL);
+    /* And node allocations made from other threads. */
+    for (int n = 0; n < nnodes; n++)
+        pthread_create(&t[n], NULL, alloc_from_thread, NULL);
+    for (int n = 0; n < nnodes; n++) {
+        void *bad;
+        pthread_join(t[n], &bad);
+        CHECKF(bad == NULL, "%ld node allocations from a thread misplaced", (long)(intptr_t)bad);
+    }
+
+    /* kmalloc on a node, small and big classes. */
+    static const size_t sizes[] = {8, 100, 5000, 300000};
+    for (int n = 0; n < nnodes; n++)
+        for (size_t i = 0; i < 4; i++) {
+            void *p = qslab_malloc_node(sizes[i], n);
+            CHECKF(p && qslab_object_node(p) == n, "qslab_malloc_node(%zu, %d) on node %d", sizes[i], n,
+                   p ? qslab_object_node(p) : -9);
+            CHECK(!p || qslab_usable_size(p) >= sizes[i]);
+            qslab_free(p);
+        }
+
+    struct qslab_cache_stats st;
+    CHECK(qslab_cache_stats(c, &st) == 0 && st.active_objs == 0);
+    CHECK(qslab_cache_destroy(c) == 0);
+
+    /* Not a qslab object. */
+    long on_stack = 0;
+    CHECK(qslab_object_node(&on_stack) == -1);
+    void *m = malloc(32);
+    CHECK(qslab_object_node(m) == -1);
+    free(m);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1) {
+        check_nodes(atoi(argv[1]));
+        return tu_done();
+    }
+    check_nodes(0); /* whatever this machine has */
+    int r = tu_reexec("1", "QSLAB_FAKE_NUMA", "1");
+    CHECKF(r == 0, "child with QSLAB_FAKE_NUMA=1: status %d", r);
+    r = tu_reexec("2", "QSLAB_FAKE_NUMA", "2");
+    CHECKF(r == 0, "child with QSLAB_FAKE_NUMA=2: status %d", r);
+    return tu_done();
+}

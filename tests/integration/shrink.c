@@ -1,0 +1,93 @@
+/*
+ * qslab_cache_shrink: after everything is freed, the empty slabs go back to
+ * the OS and the byte count says so; the cache works afterwards.
+ */
+#include <qslab.h>
+
+#include "../testutil.h"
+
+static void one_cache(const char *name, size_t size, int n)
+{
+    qslab_cache *c = qslab_cache_create(name, size, 0, 0, NULL);
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    void **objs = malloc(sizeof(void *) * (size_t)n);
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < n; i++) {
+            objs[i] = qslab_cache_alloc(c);
+            if (objs[i])
+                memset(objs[i], 0x77, size);
+        }
+        struct qslab_cache_stats full;
+        qslab_cache_stats(c, &full);
+        CHECKF(full.num_slabs >= 2, "%s: %lu slabs for %d objects", name, full.num_slabs, n);
+        for (int i = 0; i < n; i++)
+            qslab_cache_free(c, objs[i]);
+
+        size_t slab_bytes = (size_t)4096 << full.order;
+        size_t got = qslab_cache_shrink(c);
+        CHECKF(got > 0, "%s: shrink after freeing %d objects gave back nothing", name, n);
+        CHECKF(got % 4096 == 0, "%s: shrink gave back %zu bytes, not whole pages", name, got);
+        CHECKF(got <= full.num_slabs * slab_bytes, "%s: gave back %zu bytes of %lu slabs of %zu", name, got,
+               full.num_slabs, slab_bytes);
+
+        struct qslab_cache_stats st;
+        qslab_cache_stats(c, &st);
+        CHECK(st.active_objs == 0);
+        CHECKF(st.empty_slabs == 0, "%s: %lu empty slabs kept after shrink", name, st.empty_slabs);
+        CHECKF(st.num_slabs == 0, "%s: %lu slabs left after shrink with nothing allocated", name, st.num_slabs);
+        CHECKF(qslab_cache_shrink(c) == 0, "%s: a second shrink gave back more", name);
+    }
+    /* Usable afterwards. */
+    void *p = qslab_cache_alloc(c);
+    CHECK(p != NULL);
+    qslab_cache_free(c, p);
+    CHECK(qslab_cache_destroy(c) == 0);
+    free(objs);
+}
+
+static void test_kmalloc(void)
+{
+    enum { N = 200 };
+    void *p[N];
+    for (int i = 0; i < N; i++)
+        p[i] = qslab_malloc(3000);
+    for (int i = 0; i < N; i++)
+        qslab_free(p[i]);
+    qslab_cache *c = qslab_cache_find("kmalloc-4096");
+    CHECK(c != NULL);
+    if (c)
+        CHECK(qslab_cache_shrink(c) > 0);
+}
+
+static void test_partial(void)
+{
+    /* With objects still live, shrink keeps their slabs. */
+    qslab_cache *c = qslab_cache_create("t-shrink-part", 256, 0, 0, NULL);
+    enum { N = 2000 };
+    static void *objs[N];
+    for (int i = 0; i < N; i++)
+        objs[i] = qslab_cache_alloc(c);
+    for (int i = 1; i < N; i++)
+        qslab_cache_free(c, objs[i]);
+    qslab_cache_shrink(c);
+    struct qslab_cache_stats st;
+    qslab_cache_stats(c, &st);
+    CHECK(st.active_objs == 1);
+    CHECKF(st.num_slabs == 1, "%lu slabs left for one live object", st.num_slabs);
+    memset(objs[0], 1, 256); /* still ours */
+    qslab_cache_free(c, objs[0]);
+    CHECK(qslab_cache_shrink(c) > 0);
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
+int main(void)
+{
+    one_cache("t-shrink-small", 32, 5000);
+    one_cache("t-shrink-mid", 700, 600);
+    one_cache("t-shrink-big", 20000, 40);
+    test_kmalloc();
+    test_partial();
+    return tu_done();
+}

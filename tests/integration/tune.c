@@ -1,0 +1,185 @@
+/*
+ * qslab_tune at run time: accepted values read back, refused values change
+ * nothing and print a message, and the cache works after every change.
+ */
+#include <qslab.h>
+
+#include "../testutil.h"
+
+static const char *const attrs[] = {"order", "hiwater", "freebatch", "empty_limit", "empty_decay_ms"};
+
+static unsigned long get(const char *cache, const char *attr)
+{
+    unsigned long v = 0xdeadbeef;
+    if (qslab_tune_get(cache, attr, &v) != 0)
+        return 0xdeadbeef;
+    return v;
+}
+
+/* Allocate and free many objects of the cache; 1 if all went well. */
+static int exercise(const char *cache)
+{
+    qslab_cache *c = qslab_cache_find(cache);
+    if (!c)
+        return 0;
+    size_t size = qslab_cache_object_size(c);
+    int n = size >= 65536 ? 8 : 600;
+    void *objs[600];
+    int ok = 1;
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < n; i++) {
+            objs[i] = qslab_cache_alloc(c);
+            if (!objs[i])
+                ok = 0;
+            else
+                memset(objs[i], i, size < 256 ? size : 256);
+        }
+        for (int i = 0; i < n; i++)
+            if (objs[i])
+                qslab_cache_free(c, objs[i]);
+    }
+    struct qslab_cache_stats st;
+    return ok && qslab_cache_stats(c, &st) == 0 && st.active_objs == 0;
+}
+
+/* qslab_tune must fail with EINVAL, print something, and change nothing. */
+#define REFUSED(cache, attr, value) refused(__LINE__, cache, attr, value)
+static void refused(int line, const char *cache, const char *attr, const char *value)
+{
+    unsigned long before = get(cache, attr);
+    char err[2048];
+    tu_stderr_begin();
+    errno = 0;
+    int r = qslab_tune(cache, attr, value);
+    int e = errno;
+    tu_stderr_end(err, sizeof err);
+    tu_check(r == -1 && e == EINVAL, __FILE__, line, "tune refused",
+             "qslab_tune(\"%s\", \"%s\", \"%s\") = %d errno %d", cache, attr, value, r, e);
+    tu_check(err[0] != '\0', __FILE__, line, "refusal explained on stderr", "qslab_tune(\"%s\", \"%s\", \"%s\")",
+             cache, attr, value);
+    tu_check(get(cache, attr) == before, __FILE__, line, "refused value not applied", "%s %s: %lu -> %lu", cache,
+             attr, before, get(cache, attr));
+}
+
+#define ACCEPTED(cache, attr, value, expect) accepted(__LINE__, cache, attr, value, expect)
+static void accepted(int line, const char *cache, const char *attr, const char *value, unsigned long expect)
+{
+    errno = 0;
+    int r = qslab_tune(cache, attr, value);
+    tu_check(r == 0, __FILE__, line, "tune accepted", "qslab_tune(\"%s\", \"%s\", \"%s\") = %d errno %d", cache,
+             attr, value, r, errno);
+    unsigned long v = get(cache, attr);
+    tu_check(v == expect, __FILE__, line, "value reads back", "%s %s = %lu, expected %lu", cache, attr, v, expect);
+}
+
+static void test_order(void)
+{
+    const char *k = "kmalloc-8192";
+    CHECK(exercise(k));
+    ACCEPTED(k, "order", "3", 3);
+    CHECK(exercise(k));
+    struct qslab_cache_stats st;
+    qslab_cache *c = qslab_cache_find(k);
+    void *p = qslab_cache_alloc(c); /* make sure a slab of the new order exists */
+    CHECK(qslab_cache_stats(c, &st) == 0);
+    CHECKF(st.order == 3, "stats order %u", st.order);
+    CHECKF(st.objs_per_slab >= 1 && st.objs_per_slab * st.slot_size <= (size_t)4096 << 3, "%u objects of %zu",
+           st.objs_per_slab, st.slot_size);
+    qslab_cache_free(c, p);
+
+    /* 99: refused, the message names the allowed range. */
+    char err[2048];
+    tu_stderr_begin();
+    errno = 0;
+    int r = qslab_tune(k, "order", "99");
+    int e = errno;
+    tu_stderr_end(err, sizeof err);
+    CHECKF(r == -1 && e == EINVAL, "order 99: %d errno %d", r, e);
+    CHECKF(strstr(err, "order") != NULL, "message does not name the attribute: \"%s\"", err);
+    CHECKF(strpbrk(err, "0123456789") != NULL, "message gives no range: \"%s\"", err);
+    CHECK(get(k, "order") == 3);
+    CHECK(exercise(k));
+
+    REFUSED(k, "order", "abc");
+    REFUSED(k, "order", "");
+    REFUSED(k, "order", "-1");
+    REFUSED(k, "order", "3abc");
+    REFUSED(k, "order", "99999999999999999999999999");
+    CHECK(exercise(k));
+    ACCEPTED(k, "order", "2", 2);
+    CHECK(exercise(k));
+}
+
+static void test_unknown(void)
+{
+    REFUSED("kmalloc-8192", "bogus", "1");
+    REFUSED("kmalloc-8192", "", "1");
+    errno = 0;
+    CHECK(qslab_tune("no-such-cache", "order", "1") == -1 && errno == EINVAL);
+    unsigned long v;
+    errno = 0;
+    CHECK(qslab_tune_get("no-such-cache", "order", &v) == -1 && errno == EINVAL);
+    errno = 0;
+    CHECK(qslab_tune_get("kmalloc-64", "bogus", &v) == -1 && errno == EINVAL);
+    for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++)
+        CHECKF(qslab_tune_get("kmalloc-64", attrs[i], &v) == 0, "tune_get(kmalloc-64, %s)", attrs[i]);
+}
+
+static void test_batches(void)
+{
+    const char *k = "kmalloc-256";
+    ACCEPTED(k, "freebatch", "16", 16); /* first: freebatch <= hiwater at every step */
+    ACCEPTED(k, "hiwater", "64", 64);
+    CHECK(exercise(k));
+    REFUSED(k, "hiwater", "15");   /* below freebatch */
+    REFUSED(k, "freebatch", "65"); /* above hiwater */
+    REFUSED(k, "hiwater", "x");
+    CHECK(exercise(k));
+    ACCEPTED(k, "freebatch", "64", 64); /* equal is fine */
+    CHECK(exercise(k));
+    ACCEPTED(k, "freebatch", "8", 8);
+    ACCEPTED(k, "hiwater", "8", 8);
+    CHECK(exercise(k));
+    ACCEPTED(k, "hiwater", "512", 512);
+    ACCEPTED(k, "freebatch", "128", 128);
+    CHECK(exercise(k));
+
+    /* The other two, with a user cache. */
+    qslab_cache *c = qslab_cache_create("t-tune-user", 300, 0, 0, NULL);
+    CHECK(c != NULL);
+    ACCEPTED("t-tune-user", "empty_limit", "2", 2);
+    ACCEPTED("t-tune-user", "empty_decay_ms", "250", 250);
+    REFUSED("t-tune-user", "empty_limit", "-3");
+    REFUSED("t-tune-user", "empty_decay_ms", "ten");
+    CHECK(exercise("t-tune-user"));
+    ACCEPTED("t-tune-user", "order", "2", 2);
+    CHECK(exercise("t-tune-user"));
+    ACCEPTED("t-tune-user", "empty_limit", "0", 0);
+    CHECK(exercise("t-tune-user"));
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
+static void test_all_caches(void)
+{
+    qslab_cache *c = qslab_cache_create("t-tune-star", 50, 0, 0, NULL);
+    CHECK(c != NULL);
+    CHECK(qslab_tune("*", "empty_decay_ms", "500") == 0);
+    CHECK(get("kmalloc-8", "empty_decay_ms") == 500);
+    CHECK(get("kmalloc-96", "empty_decay_ms") == 500);
+    CHECK(get("kmalloc-33554432", "empty_decay_ms") == 500);
+    CHECK(get("t-tune-star", "empty_decay_ms") == 500);
+    REFUSED("*", "empty_decay_ms", "soon");
+    CHECK(get("kmalloc-96", "empty_decay_ms") == 500);
+    CHECK(exercise("t-tune-star"));
+    CHECK(exercise("kmalloc-96"));
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
+int main(void)
+{
+    test_order();
+    test_unknown();
+    test_batches();
+    test_all_caches();
+    return tu_done();
+}

@@ -1,0 +1,98 @@
+/*
+ * QSLAB_TUNE at start-up: "cache:attr=value,attr=value;cache2:attr=value",
+ * "*" for every cache, applied left to right.  The test re-executes itself
+ * with the variable set and checks the values from inside.
+ */
+#include <qslab.h>
+
+#include "../testutil.h"
+
+static unsigned long get(const char *cache, const char *attr)
+{
+    unsigned long v = 0xdeadbeef;
+    if (qslab_tune_get(cache, attr, &v) != 0)
+        return 0xdeadbeef;
+    return v;
+}
+
+static void exercise(size_t size)
+{
+    void *p[200];
+    int bad = 0;
+    for (int i = 0; i < 200; i++)
+        bad += (p[i] = qslab_malloc(size)) == NULL;
+    for (int i = 0; i < 200; i++)
+        qslab_free(p[i]);
+    CHECKF(bad == 0, "%d allocations of %zu failed", bad, size);
+}
+
+#define EXPECT(cache, attr, v) CHECKF(get(cache, attr) == (v), "%s %s = %lu, expected %lu", cache, attr, \
+                                      get(cache, attr), (unsigned long)(v))
+
+/* QSLAB_TUNE="kmalloc-8192:order=3,hiwater=64;*:empty_decay_ms=500" */
+static int child_example(void)
+{
+    EXPECT("kmalloc-8192", "order", 3);
+    EXPECT("kmalloc-8192", "hiwater", 64);
+    EXPECT("kmalloc-8192", "empty_decay_ms", 500);
+    EXPECT("kmalloc-8", "empty_decay_ms", 500);
+    EXPECT("kmalloc-96", "empty_decay_ms", 500);
+    EXPECT("kmalloc-33554432", "empty_decay_ms", 500);
+    exercise(8192);
+    exercise(96);
+    struct qslab_cache_stats st;
+    qslab_cache *c = qslab_cache_find("kmalloc-8192");
+    void *p = qslab_malloc(8000);
+    CHECK(c && qslab_cache_stats(c, &st) == 0 && st.order == 3);
+    qslab_free(p);
+    /* Run-time changes still work on top. */
+    CHECK(qslab_tune("kmalloc-8192", "order", "2") == 0);
+    EXPECT("kmalloc-8192", "order", 2);
+    exercise(8192);
+    return tu_done();
+}
+
+/* QSLAB_TUNE="*:empty_decay_ms=700;kmalloc-96:freebatch=20,hiwater=100,empty_decay_ms=100" */
+static int child_override(void)
+{
+    EXPECT("kmalloc-96", "empty_decay_ms", 100);
+    EXPECT("kmalloc-96", "freebatch", 20);
+    EXPECT("kmalloc-96", "hiwater", 100);
+    EXPECT("kmalloc-192", "empty_decay_ms", 700);
+    EXPECT("kmalloc-64", "empty_decay_ms", 700);
+    exercise(96);
+    exercise(100);
+    return tu_done();
+}
+
+/* No QSLAB_TUNE: the defaults, which the other runs must differ from for the
+ * test to mean anything. */
+static int child_defaults(void)
+{
+    CHECKF(get("kmalloc-8192", "order") != 0xdeadbeef, "no order for kmalloc-8192");
+    CHECKF(get("kmalloc-8192", "empty_decay_ms") != 500 || get("kmalloc-8192", "order") != 3,
+           "defaults equal the tuned values; pick other values in this test");
+    exercise(8192);
+    return tu_done();
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1) {
+        if (!strcmp(argv[1], "example"))
+            return child_example();
+        if (!strcmp(argv[1], "override"))
+            return child_override();
+        if (!strcmp(argv[1], "defaults"))
+            return child_defaults();
+        fprintf(stderr, "unknown mode %s\n", argv[1]);
+        return 2;
+    }
+    int r = tu_reexec("defaults", "QSLAB_TUNE", NULL);
+    CHECKF(r == 0, "child without QSLAB_TUNE: status %d", r);
+    r = tu_reexec("example", "QSLAB_TUNE", "kmalloc-8192:order=3,hiwater=64;*:empty_decay_ms=500");
+    CHECKF(r == 0, "child with the example QSLAB_TUNE: status %d", r);
+    r = tu_reexec("override", "QSLAB_TUNE", "*:empty_decay_ms=700;kmalloc-96:freebatch=20,hiwater=100,empty_decay_ms=100");
+    CHECKF(r == 0, "child with overriding QSLAB_TUNE: status %d", r);
+    return tu_done();
+}

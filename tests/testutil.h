@@ -1,0 +1,337 @@
+/*
+ * testutil.h - the little every qslab test needs, header only.
+ *
+ *   CHECK(expr)            count a pass, or print file:line and the expression
+ *   CHECKF(expr, fmt, ...) same, with a formatted detail on failure
+ *   tu_done()              print "N passed, N failed"; returns the exit code
+ *   tu_fail(fmt, ...)      record a failure found in a hot loop (first few printed)
+ *
+ *   tu_capture_*           a fatal handler that records calls instead of aborting
+ *   tu_expect_abort()      fork a child, run a function, and check that it died
+ *                          of SIGABRT with one line on stderr holding the message
+ *   tu_stderr_begin/end    capture what the library writes on fd 2
+ *   tu_reexec()            run this executable again with one variable set
+ *
+ * Counters are atomic: CHECK may be used from any thread.  Nothing here calls
+ * qslab, so a test sees only the calls it makes itself.
+ */
+#ifndef QSLAB_TESTUTIL_H
+#define QSLAB_TESTUTIL_H
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Sanitizer builds run fewer iterations (gcc defines the __SANITIZE_ macros,
+ * clang answers __has_feature). */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define TU_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define TU_SANITIZED 1
+#endif
+#endif
+#ifndef TU_SANITIZED
+#define TU_SANITIZED 0
+#endif
+/* n normally, n/div (at least 1) under a sanitizer. */
+#define TU_SCALE(n, div) (TU_SANITIZED ? ((n) / (div) ? (n) / (div) : 1) : (n))
+
+static unsigned long tu_passed, tu_failed;
+
+static inline void tu_vreport(const char *file, int line, const char *expr, const char *fmt, va_list ap)
+{
+    unsigned long n = __atomic_add_fetch(&tu_failed, 1, __ATOMIC_RELAXED);
+    if (n > 50)
+        return; /* enough to go on */
+    char detail[512] = "";
+    if (fmt)
+        vsnprintf(detail, sizeof detail, fmt, ap);
+    fprintf(stderr, "%s:%d: CHECK failed: %s%s%s\n", file, line, expr, fmt ? " -- " : "", detail);
+    fflush(stderr);
+}
+
+static inline int tu_check(int ok, const char *file, int line, const char *expr, const char *fmt, ...)
+{
+    if (ok) {
+        __atomic_add_fetch(&tu_passed, 1, __ATOMIC_RELAXED);
+        return 1;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    tu_vreport(file, line, expr, fmt, ap);
+    va_end(ap);
+    return 0;
+}
+
+#define CHECK(expr) tu_check(!!(expr), __FILE__, __LINE__, #expr, NULL)
+#define CHECKF(expr, ...) tu_check(!!(expr), __FILE__, __LINE__, #expr, __VA_ARGS__)
+/* A failure found by hand (hot loops check silently and report only this). */
+#define tu_fail(...) tu_check(0, __FILE__, __LINE__, "failure", __VA_ARGS__)
+
+static inline unsigned long tu_failures(void)
+{
+    return __atomic_load_n(&tu_failed, __ATOMIC_RELAXED);
+}
+
+static inline int tu_done(void)
+{
+    fflush(stderr);
+    printf("%lu passed, %lu failed\n", __atomic_load_n(&tu_passed, __ATOMIC_RELAXED), tu_failures());
+    fflush(stdout);
+    return tu_failures() ? 1 : 0;
+}
+
+/* "%p" text of an address, as the library prints it. */
+static inline const char *tu_addr(char buf[32], const void *p)
+{
+    snprintf(buf, 32, "%p", p);
+    return buf;
+}
+
+/* Deterministic pseudo-random numbers (xorshift64*), one state per thread. */
+static inline uint64_t tu_rand(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+static inline uint64_t tu_seed(uint64_t n)
+{
+    uint64_t s = n * 0x9E3779B97F4A7C15ULL + 0x1234567ULL;
+    return s ? s : 1;
+}
+
+/* ---- capture fatal handler ------------------------------------------------ */
+
+static unsigned long tu_fatal_calls;
+static char tu_fatal_msg[1024];
+
+/* Does not allocate: it may run inside the allocator. */
+static inline void tu_fatal_capture(const char *msg)
+{
+    __atomic_add_fetch(&tu_fatal_calls, 1, __ATOMIC_RELAXED);
+    size_t n = msg ? strlen(msg) : 0;
+    if (n >= sizeof tu_fatal_msg)
+        n = sizeof tu_fatal_msg - 1;
+    if (n)
+        memcpy(tu_fatal_msg, msg, n);
+    tu_fatal_msg[n] = '\0';
+}
+
+static inline void tu_capture_reset(void)
+{
+    __atomic_store_n(&tu_fatal_calls, 0, __ATOMIC_RELAXED);
+    tu_fatal_msg[0] = '\0';
+}
+
+static inline unsigned long tu_capture_calls(void)
+{
+    return __atomic_load_n(&tu_fatal_calls, __ATOMIC_RELAXED);
+}
+
+/*
+ * Check that the handler was called exactly once since the last reset, with a
+ * one-line message holding `kind` and each further string (NULL-terminated
+ * list).  Resets the capture.  Returns 1 if everything matched.
+ */
+#define tu_check_fatal(...) tu_check_fatal_at(__FILE__, __LINE__, __VA_ARGS__, (const char *)NULL)
+static inline int tu_check_fatal_at(const char *file, int line, const char *kind, ...)
+{
+    int ok = 1;
+    unsigned long calls = tu_capture_calls();
+    ok &= tu_check(calls == 1, file, line, "fatal handler called once", "called %lu times, message \"%s\"",
+                   calls, tu_fatal_msg);
+    ok &= tu_check(strstr(tu_fatal_msg, kind) != NULL, file, line, "message names the error",
+                   "\"%s\" not in \"%s\"", kind, tu_fatal_msg);
+    ok &= tu_check(strchr(tu_fatal_msg, '\n') == NULL, file, line, "message is one line", "\"%s\"", tu_fatal_msg);
+    va_list ap;
+    va_start(ap, kind);
+    for (const char *s; (s = va_arg(ap, const char *)) != NULL;)
+        ok &= tu_check(strstr(tu_fatal_msg, s) != NULL, file, line, "message holds expected text",
+                       "\"%s\" not in \"%s\"", s, tu_fatal_msg);
+    va_end(ap);
+    tu_capture_reset();
+    return ok;
+}
+
+/* ---- forked children that must abort -------------------------------------- */
+
+static int tu_child_info_fd = -1;
+
+/* In a tu_expect_abort child: the message must also contain `s`. */
+static inline void tu_child_expect(const char *s)
+{
+    if (tu_child_info_fd < 0)
+        return;
+    size_t n = strlen(s);
+    if (write(tu_child_info_fd, s, n) != (ssize_t)n || write(tu_child_info_fd, "\n", 1) != 1)
+        _exit(99);
+}
+
+static inline size_t tu_read_all(int fd, char *buf, size_t cap)
+{
+    size_t len = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf + len, cap - 1 - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+        if (len == cap - 1) { /* drain the rest so the writer never blocks */
+            char sink[256];
+            while (read(fd, sink, sizeof sink) > 0)
+                ;
+            break;
+        }
+    }
+    buf[len] = '\0';
+    return len;
+}
+
+/*
+ * Run fn(arg) in a forked child whose stderr goes to a pipe.  The child must
+ * die of SIGABRT, and its stderr must be exactly one line containing `kind`
+ * and every string the child declared with tu_child_expect().
+ */
+#define tu_expect_abort(what, fn, arg, kind) tu_expect_abort_at(__FILE__, __LINE__, what, fn, arg, kind)
+static inline int tu_expect_abort_at(const char *file, int line, const char *what, void (*fn)(void *), void *arg,
+                                     const char *kind)
+{
+    int errp[2], infop[2];
+    if (pipe(errp) || pipe(infop)) {
+        perror("pipe");
+        return tu_check(0, file, line, what, "pipe failed");
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        return tu_check(0, file, line, what, "fork failed");
+    }
+    if (pid == 0) {
+        struct rlimit nocore = {0, 0};
+        setrlimit(RLIMIT_CORE, &nocore);
+        close(errp[0]);
+        close(infop[0]);
+        dup2(errp[1], 2);
+        close(errp[1]);
+        tu_child_info_fd = infop[1];
+        fn(arg);
+        _exit(0); /* survived: the parent reports it */
+    }
+    close(errp[1]);
+    close(infop[1]);
+    static char err[8192], info[2048];
+    tu_read_all(errp[0], err, sizeof err);
+    tu_read_all(infop[0], info, sizeof info);
+    close(errp[0]);
+    close(infop[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+
+    int ok = 1;
+    if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT)) {
+        if (WIFSIGNALED(st))
+            ok &= tu_check(0, file, line, what, "child died of signal %d, not SIGABRT; stderr: \"%s\"",
+                           WTERMSIG(st), err);
+        else
+            ok &= tu_check(0, file, line, what, "child exited with %d instead of aborting; stderr: \"%s\"",
+                           WEXITSTATUS(st), err);
+    } else {
+        tu_check(1, file, line, what, NULL);
+    }
+    size_t len = strlen(err);
+    int lines = 0;
+    for (size_t i = 0; i < len; i++)
+        if (err[i] == '\n' || i + 1 == len)
+            lines++;
+    ok &= tu_check(lines == 1, file, line, what, "stderr should be exactly one line, got %d: \"%s\"", lines, err);
+    ok &= tu_check(strstr(err, kind) != NULL, file, line, what, "\"%s\" not on stderr: \"%s\"", kind, err);
+    for (char *s = info, *nl; *s; s = nl + 1) {
+        nl = strchr(s, '\n');
+        if (!nl)
+            break;
+        *nl = '\0';
+        ok &= tu_check(strstr(err, s) != NULL, file, line, what, "\"%s\" not on stderr: \"%s\"", s, err);
+    }
+    return ok;
+}
+
+/* ---- capturing stderr ------------------------------------------------------ */
+
+static int tu_saved_stderr = -1;
+static FILE *tu_stderr_file;
+
+/* Send fd 2 to a temporary file until tu_stderr_end(). */
+static inline void tu_stderr_begin(void)
+{
+    fflush(stderr);
+    tu_stderr_file = tmpfile();
+    if (!tu_stderr_file) {
+        perror("tmpfile");
+        exit(2);
+    }
+    tu_saved_stderr = dup(2);
+    dup2(fileno(tu_stderr_file), 2);
+}
+
+/* Restore fd 2; copy what was written into buf (NUL-terminated). */
+static inline size_t tu_stderr_end(char *buf, size_t cap)
+{
+    fflush(stderr);
+    dup2(tu_saved_stderr, 2);
+    close(tu_saved_stderr);
+    tu_saved_stderr = -1;
+    int fd = fileno(tu_stderr_file);
+    lseek(fd, 0, SEEK_SET);
+    size_t n = tu_read_all(fd, buf, cap);
+    fclose(tu_stderr_file);
+    tu_stderr_file = NULL;
+    return n;
+}
+
+/* ---- re-executing this program --------------------------------------------- */
+
+/*
+ * Run /proc/self/exe with argv[1] = mode and the environment variable `name`
+ * set to `value` (NULL: removed).  Returns the exit status, or 128 + signal.
+ */
+static inline int tu_reexec(const char *mode, const char *name, const char *value)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        if (value)
+            setenv(name, value, 1);
+        else
+            unsetenv(name);
+        char *argv[] = {(char *)"reexec", (char *)mode, NULL};
+        execv("/proc/self/exe", argv);
+        perror("execv /proc/self/exe");
+        _exit(127);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+#endif /* QSLAB_TESTUTIL_H */
