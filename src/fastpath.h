@@ -51,8 +51,8 @@ static inline void qs_queue_push(qslab_cache *c, struct qs_queue *q, void *obj)
     *qs_link(c, obj) = qs_enc(c, q->head);
     q->head = obj;
     QS_ADD(q->stat[QS_FREE_FAST], 1);
-    if (unlikely(++q->nr > c->hiwater))
-        qs_queue_flush(c, q, c->freebatch);
+    if (unlikely(++q->nr > QS_LOAD(c->hiwater))) /* tunables: relaxed loads */
+        qs_queue_flush(c, q, QS_LOAD(c->freebatch));
 }
 
 /* Free obj (validated: an object of slab s of cache c). */

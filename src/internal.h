@@ -268,6 +268,7 @@ struct qslab_cache {
     struct qs_node *nodes;    /* [qs_nr_nodes] */
     struct qs_queue *queues;  /* every queue of this cache (qs_global) */
     struct qs_queue *pool;    /* queues of exited owners (qs_global) */
+    unsigned long purged_slabs, purged_objs; /* given back by the purger (its counters) */
     qslab_cache *next;        /* qs_caches (qs_global) */
 };
 
@@ -433,6 +434,8 @@ void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab 
 struct qs_slab *qs_node_take(qslab_cache *c, struct qs_queue *q, struct qs_node *n, unsigned want);
 void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list, size_t *bytes);
 size_t qs_node_shrink(qslab_cache *c, struct qs_queue *q, struct qs_node *n);
+void qs_node_purge_all(void);
+void qs_node_purger_forked(void);
 void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node);
 
 /* ---- queue.c ---- */

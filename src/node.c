@@ -18,6 +18,16 @@
  *     That time hysteresis is what keeps a program that frees and reallocates
  *     its working set from paying page faults (13 us per page on these VMs)
  *     while memory left idle still goes back.
+ *
+ * THE PURGER.  A program that frees its working set and then goes quiet
+ * touches no FIFO, so the decay would never run.  The first time empty slabs
+ * are kept, a detached background thread is started (signals blocked, 64 KiB
+ * stack); every QS_PURGE_TICK_MS it applies the policy to every cache and
+ * node.  QSLAB_PURGE=0 disables it (then decay runs only on activity).  It
+ * takes qs_global, then each node lock, as everyone else does; it is started
+ * from a point where the caller holds no qslab lock, because pthread_create
+ * may itself allocate.  After fork the child has no purger until it keeps
+ * empty slabs again.
  */
 #include "internal.h"
 
@@ -91,7 +101,7 @@ static void fifo_del(struct qs_node *n, struct qs_slab *s)
     else
         n->empty_tail = s->prev;
     s->next = s->prev = NULL;
-    n->nr_empty--;
+    QS_STORE(n->nr_empty, n->nr_empty - 1);
 }
 
 /* Apply the empty-slab policy; slabs to give back are pushed on *release. */
@@ -122,7 +132,7 @@ void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab 
     else
         n->empty_head = s;
     n->empty_tail = s;
-    n->nr_empty++;
+    QS_STORE(n->nr_empty, n->nr_empty + 1);
     empty_policy_locked(c, n, release);
 }
 
@@ -142,6 +152,64 @@ void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *li
     }
 }
 
+#define QS_PURGE_TICK_MS 250
+static int purger_state; /* 0 not started, 1 running, -1 disabled */
+
+static void *purger_main(void *arg)
+{
+    for (;;) {
+        qs_os_sleep_ms(QS_PURGE_TICK_MS);
+        qs_node_purge_all();
+    }
+    return arg;
+}
+
+/* Apply the empty-slab policy to every node of every cache. */
+void qs_node_purge_all(void)
+{
+    qs_lock_acquire(&qs_global);
+    for (qslab_cache *c = qs_caches; c; c = c->next) {
+        for (int i = 0; i < qs_nr_nodes; i++) {
+            struct qs_node *n = &c->nodes[i];
+            struct qs_slab *release = NULL;
+            if (!QS_LOAD(n->nr_empty))
+                continue;
+            qs_lock_acquire(&n->lock);
+            empty_policy_locked(c, n, &release);
+            qs_lock_release(&n->lock);
+            /* counted in the cache (the purger owns no queue; it is the
+             * only writer of these two counters) */
+            while (release) {
+                struct qs_slab *next = release->next;
+                QS_ADD(c->purged_slabs, 1);
+                QS_ADD(c->purged_objs, release->objects);
+                qs_page_free_slab(release);
+                release = next;
+            }
+        }
+    }
+    qs_lock_release(&qs_global);
+}
+
+static void purger_start(void)
+{
+    int st = __atomic_load_n(&purger_state, __ATOMIC_RELAXED);
+    if (likely(st != 0))
+        return;
+    const char *v = qs_os_getenv("QSLAB_PURGE");
+    int next = (v && v[0] == '0') ? -1 : 1;
+    if (!__atomic_compare_exchange_n(&purger_state, &st, next, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_RELAXED))
+        return;
+    if (next == 1 && qs_os_thread_start(purger_main, NULL) != 0)
+        __atomic_store_n(&purger_state, 0, __ATOMIC_RELAXED); /* try again later */
+}
+
+void qs_node_purger_forked(void)
+{
+    __atomic_store_n(&purger_state, 0, __ATOMIC_RELAXED);
+}
+
 void qs_node_put_empty(qslab_cache *c, struct qs_queue *q, struct qs_node *n, struct qs_slab *list)
 {
     struct qs_slab *release = NULL;
@@ -151,8 +219,11 @@ void qs_node_put_empty(qslab_cache *c, struct qs_queue *q, struct qs_node *n, st
         qs_node_put_empty_locked(c, n, list, &release);
         list = next;
     }
+    bool kept = n->nr_empty != 0;
     qs_lock_release(&n->lock);
     qs_node_release_list(c, q, release, NULL);
+    if (kept)
+        purger_start();
 }
 
 struct qs_slab *qs_node_take(qslab_cache *c, struct qs_queue *q, struct qs_node *n, unsigned want)
@@ -185,8 +256,7 @@ size_t qs_node_shrink(qslab_cache *c, struct qs_queue *q, struct qs_node *n)
     size_t bytes = 0;
     qs_lock_acquire(&n->lock);
     struct qs_slab *list = n->empty_head;
-    for (struct qs_slab *s = list; s; s = s->next)
-        n->nr_empty--;
+    QS_STORE(n->nr_empty, 0);
     n->empty_head = n->empty_tail = NULL;
     qs_lock_release(&n->lock);
     qs_node_release_list(c, q, list, &bytes);

@@ -54,6 +54,10 @@ int qs_os_numa_topology(int *cpu_node, int max_cpus);
 int qs_os_thread_exit_init(void (*fn)(void *));
 void qs_os_thread_watch(void *arg);
 
+/* Start a detached thread running fn(arg) with every signal blocked; 0 or -1. */
+int qs_os_thread_start(void *(*fn)(void *), void *arg);
+void qs_os_sleep_ms(unsigned ms);
+
 /* Install fork handlers (prepare, parent, child). */
 void qs_os_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void));
 

@@ -12,6 +12,7 @@
 
 #define CHURNERS 12
 #define WALKERS 3
+#define ROUNDS TU_SCALE(400, 2) /* caches each churner creates */
 
 static int stop;
 static unsigned long destroyed, walks;
@@ -20,7 +21,7 @@ static void *churn(void *arg)
 {
     int id = (int)(intptr_t)arg;
     uint64_t seed = tu_seed((uint64_t)id + 7);
-    int rounds = TU_SCALE(400, 8);
+    int rounds = ROUNDS;
     char name[32];
     void *objs[200];
     for (int r = 0; r < rounds; r++) {
@@ -107,7 +108,7 @@ int main(void)
     for (int i = 0; i < WALKERS; i++)
         pthread_join(w[i], NULL);
 
-    int rounds = TU_SCALE(400, 8);
+    int rounds = ROUNDS;
     CHECKF(destroyed == (unsigned long)CHURNERS * rounds, "%lu of %d caches destroyed", destroyed,
            CHURNERS * rounds);
     CHECK(walks > 0);

@@ -90,7 +90,7 @@ static void *consumer(void *arg)
 
 int main(void)
 {
-    int rounds = TU_SCALE(60, 4), per_round = TU_SCALE(20000, 8);
+    int rounds = TU_SCALE(60, 2), per_round = TU_SCALE(20000, 4);
     cache = qslab_cache_create("t-prodcons", OBJ, 0, 0, NULL);
     qslab_cache *km = qslab_cache_find("kmalloc-192");
     CHECK(cache && km);

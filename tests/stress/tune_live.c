@@ -37,7 +37,7 @@ static void *worker(void *arg)
 {
     uint64_t id = (uint64_t)(uintptr_t)arg;
     uint64_t seed = tu_seed(id + 1000);
-    int iters = TU_SCALE(150000, 20);
+    int iters = TU_SCALE(150000, 5);
     unsigned long n = 0;
     for (int i = 0; i < iters; i++) {
         uint64_t r = tu_rand(&seed);
