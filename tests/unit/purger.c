@@ -1,0 +1,40 @@
+/*
+ * unit: empty slabs of a program that went quiet go back through the
+ * background purger once they are older than empty_decay_ms.  Polls for up to
+ * 20 s (a loaded machine may be slow to schedule the purger); fails only if
+ * they never go back.
+ */
+#include "../testutil.h"
+#include "internal.h"
+
+#include <time.h>
+
+enum { N = 2000 };
+static void *objs[N];
+
+int main(void)
+{
+    qslab_cache *c = qslab_cache_create("t-purge", 2048, 0, 0, NULL);
+    CHECK(c && qslab_tune("t-purge", "empty_decay_ms", "100") == 0);
+    for (int i = 0; i < N; i++)
+        objs[i] = qslab_cache_alloc(c);
+    for (int i = 0; i < N; i++)
+        qslab_cache_free(c, objs[i]);
+    struct qslab_cache_stats st;
+    qslab_cache_stats(c, &st);
+    unsigned long kept = st.empty_slabs;
+    CHECKF(kept > 0, "no empty slab kept right after the frees (%lu)", kept);
+    /* now do nothing with the cache */
+    for (int waited = 0; waited < 200; waited++) {
+        qslab_cache_stats(c, &st);
+        if (st.empty_slabs == 0)
+            break;
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    CHECKF(st.empty_slabs == 0, "%lu of %lu empty slabs still kept after 20 s", st.empty_slabs, kept);
+    CHECK(st.free_slab >= kept);
+    CHECK(qslab_cache_validate(c) == 0);
+    CHECK(qslab_cache_destroy(c) == 0);
+    return tu_done();
+}
