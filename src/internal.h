@@ -377,9 +377,6 @@ unsigned qs_slab_objects(const qslab_cache *c, unsigned order);
 unsigned qs_slab_min_order(size_t slot_size, size_t align);
 unsigned qs_slab_default_order(size_t slot_size, size_t align);
 struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node);
-/* Free an object to its slab; caller owns the slab.  Returns true when the
- * slab became empty (caller then takes it off its list). */
-void qs_slab_give(qslab_cache *c, struct qs_slab *s, void *obj);
 /* Allocate one object from a slab the caller owns (freelist non-empty). */
 void *qs_slab_take_one(qslab_cache *c, struct qs_slab *s);
 void qs_list_add(struct qs_list *l, struct qs_slab *s, int state);
@@ -412,6 +409,15 @@ static inline bool qs_slab_valid_obj(const struct qs_slab *s, const void *p)
         return false;
     uint64_t idx = (uint64_t)(((unsigned __int128)off * s->recip) >> 64);
     return idx < s->objects && idx * s->slot_size == off;
+}
+/* Free an object to its slab's free list; the caller owns the slab. */
+static inline void qs_slab_give(qslab_cache *c, struct qs_slab *s, void *obj)
+{
+    *qs_link(c, obj) = qs_enc(c, s->freelist);
+    if (!s->freelist)
+        s->tail = obj;
+    s->freelist = obj;
+    s->inuse--;
 }
 static inline struct qs_list *qs_slab_owner(const struct qs_slab *s)
 {

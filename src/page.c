@@ -167,16 +167,17 @@ struct qs_slab *qs_page_alloc_slab(int node, unsigned order)
         s = ch->free_slots;
         ch->free_slots = s->next;
     } else {
+        /* first use of the slot: mem, order and node never change again */
         s = &ch->slabs[ch->next_unused];
         s->mem = ch->data + ((size_t)ch->next_unused << (QS_PAGE_SHIFT + order));
+        s->order = (uint8_t)order;
+        s->node = (uint16_t)node;
         ch->next_unused++;
     }
     if (--ch->nr_free == 0)
         avail_del(p, ch);
     qs_lock_release(&p->lock);
     s->next = s->prev = NULL;
-    s->order = (uint8_t)order;
-    s->node = (uint16_t)node;
     s->state = QS_SLAB_FREE;
     return s;
 }

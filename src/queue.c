@@ -138,10 +138,15 @@ void qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned long
     unsigned long limit = QS_LOAD(c->freebatch);
     unsigned victim = 0;
     void *obj = head;
+    /* Objects freed together often share a slab: keep the last descriptor
+     * while obj lies in its memory (mem and order never change for a
+     * descriptor, so this holds even if the slab was given back meanwhile). */
+    struct qs_slab *s = NULL;
     for (unsigned long i = 0; i < n; i++) {
         bool bad;
         void *next = qs_dec(c, *qs_link(c, obj), &bad);
-        struct qs_slab *s = slab_of_obj(obj);
+        if (!s || (uintptr_t)obj - (uintptr_t)s->mem >= qs_slab_bytes(s->order))
+            s = slab_of_obj(obj);
         struct qs_list *to = qs_slab_owner(s);
         if (q && to == &q->list) {
             slab_put(c, &q->list, s, obj, &empties);

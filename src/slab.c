@@ -117,15 +117,6 @@ struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node)
     return s;
 }
 
-void qs_slab_give(qslab_cache *c, struct qs_slab *s, void *obj)
-{
-    *qs_link(c, obj) = qs_enc(c, s->freelist);
-    if (!s->freelist)
-        s->tail = obj;
-    s->freelist = obj;
-    s->inuse--;
-}
-
 void *qs_slab_take_one(qslab_cache *c, struct qs_slab *s)
 {
     void *obj = s->freelist;
