@@ -196,6 +196,10 @@ static void purger_start(void)
     int st = __atomic_load_n(&purger_state, __ATOMIC_RELAXED);
     if (likely(st != 0))
         return;
+    /* only from a thread in normal operation: an exiting thread holds
+     * qs_global here, and pthread_create may allocate */
+    if (qs_self.state != 1)
+        return;
     const char *v = qs_os_getenv("QSLAB_PURGE");
     int next = (v && v[0] == '0') ? -1 : 1;
     if (!__atomic_compare_exchange_n(&purger_state, &st, next, false, __ATOMIC_ACQ_REL,

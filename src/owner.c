@@ -100,6 +100,7 @@ out:
 static void owner_exit(void *arg)
 {
     struct qs_owner *o = &qs_self;
+    o->state = 2; /* exiting: e.g. no purger start from under qs_global */
     qs_lock_acquire(&qs_global);
     for (unsigned i = 0; i < o->cap; i++) {
         struct qs_queue *q = o->slots[i];
@@ -116,7 +117,6 @@ static void owner_exit(void *arg)
     unsigned cap = o->cap;
     __atomic_store_n(&o->cap, 0, __ATOMIC_RELEASE);
     o->slots = NULL;
-    o->state = 2;
     qs_lock_release(&qs_global);
     qs_meta_free(slots, cap * sizeof(*slots));
 }
