@@ -119,8 +119,12 @@ void qs_init_slow(void)
         qs_node_topology_init();
         qs_page_init();
         qs_kmalloc_init();
-        qs_os_atfork(NULL, NULL, qs_node_purger_forked);
         __atomic_store_n(&qs_initialized, 1, __ATOMIC_RELEASE);
+        qs_lock_release(&init_lock);
+        /* last, and outside the init lock: pthread_atfork may allocate,
+         * which now simply uses qslab */
+        qs_fork_init();
+        return;
     }
     qs_lock_release(&init_lock);
 }

@@ -17,6 +17,8 @@
  *   stats.c     counters, /proc/slabinfo text, slabinfo -AD report
  *   tune.c      tunables table, qslab_tune, QSLAB_TUNE
  *   report.c    messages without stdio, the fatal handler
+ *   fork.c      fork handlers over every lock
+ *   validate.c  the invariant walker (qslab_cache_validate)
  *   fastpath.h  the inline alloc/free fast paths
  *
  * STRUCTURES (SLQB's, with a thread as the queue owner)
@@ -315,6 +317,7 @@ void qs_assert_fail(const char *expr, const char *file, int line) __attribute__(
 /* ---- meta.c ---- */
 void *qs_meta_alloc(size_t size); /* zeroed; NULL on ENOMEM */
 void qs_meta_free(void *p, size_t size);
+void qs_meta_lock_all(bool lock);
 
 /* ---- page.c ---- */
 enum { QS_CHUNK_SLABS = 1, QS_CHUNK_LARGE = 2 };
@@ -371,6 +374,10 @@ static inline size_t qs_slab_bytes(unsigned order)
     return QS_PAGE_SIZE << order;
 }
 void qs_page_init(void);
+void qs_page_lock_all(bool lock);
+
+/* ---- fork.c ---- */
+void qs_fork_init(void);
 
 /* ---- slab.c ---- */
 unsigned qs_slab_objects(const qslab_cache *c, unsigned order);

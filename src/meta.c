@@ -83,3 +83,12 @@ void qs_meta_free(void *p, size_t size)
     meta_bins[s] = f;
     qs_lock_release(&meta_lock);
 }
+
+/* fork: take or release the meta lock */
+void qs_meta_lock_all(bool lock)
+{
+    if (lock)
+        qs_lock_acquire(&meta_lock);
+    else
+        qs_lock_release(&meta_lock);
+}

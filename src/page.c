@@ -43,6 +43,15 @@ void qs_page_init(void)
 {
 }
 
+/* fork: take (lock) or release every page-layer lock, in order */
+void qs_page_lock_all(bool lock)
+{
+    for (int n = 0; n < qs_nr_nodes; n++)
+        for (int o = 0; o < QS_NR_ORDERS; o++)
+            (lock ? qs_lock_acquire : qs_lock_release)(&pools[n][o].lock);
+    (lock ? qs_lock_acquire : qs_lock_release)(&qs_map_lock);
+}
+
 static size_t round_up(size_t v, size_t a)
 {
     return (v + a - 1) & ~(a - 1);

@@ -43,14 +43,19 @@ void *qs_os_map_aligned(size_t size, size_t align)
     return (void *)start;
 }
 
+/* free() must keep errno: the calls made on free paths restore it. */
 void qs_os_unmap(void *p, size_t size)
 {
+    int e = errno;
     munmap(p, size);
+    errno = e;
 }
 
 void qs_os_decommit(void *p, size_t size)
 {
+    int e = errno;
     madvise(p, size, MADV_DONTNEED);
+    errno = e;
 }
 
 int qs_os_remap_inplace(void *p, size_t old_size, size_t new_size)
