@@ -195,6 +195,10 @@ QSLAB_EXPORT int qslab_tune_get(const char *cache, const char *attr, unsigned lo
 /* Apply the QSLAB_TUNE entries that name cache c (or '*'). */
 void qs_tune_apply_env(qslab_cache *c)
 {
+    /* syntax problems are reported once, for the first cache (kmalloc-8 at
+     * start-up), not again for every cache created later */
+    static int syntax_reported;
+    bool report = !__atomic_exchange_n(&syntax_reported, 1, __ATOMIC_RELAXED);
     const char *s = qs_os_getenv("QSLAB_TUNE");
     if (!s)
         return;
@@ -204,7 +208,8 @@ void qs_tune_apply_env(qslab_cache *c)
             end = s + strlen(s);
         const char *colon = memchr(s, ':', (size_t)(end - s));
         if (!colon) {
-            qs_warn("QSLAB_TUNE: entry without ':' ignored");
+            if (report)
+                qs_warn("QSLAB_TUNE: entry without ':' ignored");
         } else {
             size_t nlen = (size_t)(colon - s);
             bool match = (nlen == 1 && s[0] == '*') ||
@@ -218,6 +223,7 @@ void qs_tune_apply_env(qslab_cache *c)
                 int t = eq ? find_tunable(a, (size_t)(eq - a)) : -1;
                 if (t < 0)
                     qs_warn("QSLAB_TUNE: unknown attribute in entry for %s ignored", c->name);
+                /* (named per cache: it only matches the caches it names) */
                 else
                     (void)set_one(c, t, eq + 1, (size_t)(aend - eq - 1));
                 a = aend + (aend < end);
