@@ -61,6 +61,10 @@ size_t qslab_cache_shrink(qslab_cache *c);
  * then left intact and usable, and a report is printed on stderr). */
 int qslab_cache_destroy(qslab_cache *c);
 
+/* Flush the calling thread's queues and give every empty slab of every cache
+ * back to the OS (what malloc_trim does).  Returns the bytes given back. */
+size_t qslab_trim(void);
+
 /* Name, object size (as asked) and slot size of a cache. */
 const char *qslab_cache_name(const qslab_cache *c);
 size_t qslab_cache_object_size(const qslab_cache *c);

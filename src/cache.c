@@ -356,3 +356,18 @@ QSLAB_EXPORT int qslab_object_node(const void *p)
         return -1;
     return ch->kind == QS_CHUNK_SLABS ? ch->node : (qs_real_numa ? qs_os_page_node(p) : 0);
 }
+
+QSLAB_EXPORT size_t qslab_trim(void)
+{
+    qs_init();
+    struct qs_owner *o = &qs_self;
+    /* the caller's queues first (no other thread's queue can be touched) */
+    for (unsigned i = 0; i < o->cap; i++) {
+        struct qs_queue *q = o->slots[i];
+        if (!q)
+            continue;
+        qs_queue_claim(q->cache, q);
+        qs_queue_flush(q->cache, q, q->nr);
+    }
+    return qs_node_sweep(true);
+}

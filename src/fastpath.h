@@ -36,7 +36,7 @@ static inline void *qs_alloc_fast(qslab_cache *c)
             if (unlikely(bad))
                 return qs_queue_corrupt(c, q, obj);
             q->head = next;
-            q->nr--;
+            QS_STORE(q->nr, q->nr - 1);
             *l = 0;
             QS_ADD(q->stat[QS_ALLOC_FAST], 1);
             return obj;
@@ -51,7 +51,9 @@ static inline void qs_queue_push(qslab_cache *c, struct qs_queue *q, void *obj)
     *qs_link(c, obj) = qs_enc(c, q->head);
     q->head = obj;
     QS_ADD(q->stat[QS_FREE_FAST], 1);
-    if (unlikely(++q->nr > QS_LOAD(c->hiwater))) /* tunables: relaxed loads */
+    unsigned nr = q->nr + 1;
+    QS_STORE(q->nr, nr); /* read by statistics: relaxed store, a plain mov */
+    if (unlikely(nr > QS_LOAD(c->hiwater))) /* tunables: relaxed loads */
         qs_queue_flush(c, q, QS_LOAD(c->freebatch));
 }
 

@@ -270,7 +270,7 @@ struct qslab_cache {
     struct qs_node *nodes;    /* [qs_nr_nodes] */
     struct qs_queue *queues;  /* every queue of this cache (qs_global) */
     struct qs_queue *pool;    /* queues of exited owners (qs_global) */
-    unsigned long purged_slabs, purged_objs; /* given back by the purger (its counters) */
+    unsigned long purged_slabs, purged_objs; /* given back by qs_node_sweep (atomic) */
     qslab_cache *next;        /* qs_caches (qs_global) */
 };
 
@@ -447,7 +447,7 @@ void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab 
 struct qs_slab *qs_node_take(qslab_cache *c, struct qs_queue *q, struct qs_node *n, unsigned want);
 void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list, size_t *bytes);
 size_t qs_node_shrink(qslab_cache *c, struct qs_queue *q, struct qs_node *n);
-void qs_node_purge_all(void);
+size_t qs_node_sweep(bool all);
 void qs_node_purger_forked(void);
 void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node);
 
@@ -483,6 +483,16 @@ void qs_kmalloc_init(void);
 /* ---- stats.c ---- */
 void qs_stats_sum(qslab_cache *c, unsigned long *sum); /* qs_global held */
 void qs_stats_at_exit(void);
+/* Totals over every cache, for mallinfo and friends. */
+struct qs_totals {
+    size_t slab_bytes;   /* objects' slots in all slabs (num_objs * slot) */
+    size_t inuse_bytes;  /* allocated objects' slots */
+    size_t queued_bytes; /* free objects held in queues and inboxes */
+    size_t empty_bytes;  /* empty slabs kept for reuse */
+    unsigned long slabs, large_count;
+    size_t large_bytes;
+};
+void qs_stats_totals(struct qs_totals *t);
 
 /* ---- tune.c ---- */
 void qs_tune_defaults(qslab_cache *c);

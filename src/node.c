@@ -159,36 +159,52 @@ static void *purger_main(void *arg)
 {
     for (;;) {
         qs_os_sleep_ms(QS_PURGE_TICK_MS);
-        qs_node_purge_all();
+        qs_node_sweep(false);
     }
     return arg;
 }
 
-/* Apply the empty-slab policy to every node of every cache. */
-void qs_node_purge_all(void)
+/* Give back the empty slabs of every node of every cache: by the policy
+ * (all == false, the purger) or all of them (malloc_trim).  Bytes given
+ * back.  The slabs are detached under the locks and given back after. */
+size_t qs_node_sweep(bool all)
 {
+    struct qs_slab *release = NULL;
+    size_t bytes = 0;
     qs_lock_acquire(&qs_global);
     for (qslab_cache *c = qs_caches; c; c = c->next) {
         for (int i = 0; i < qs_nr_nodes; i++) {
             struct qs_node *n = &c->nodes[i];
-            struct qs_slab *release = NULL;
+            struct qs_slab *mine = NULL;
             if (!QS_LOAD(n->nr_empty))
                 continue;
             qs_lock_acquire(&n->lock);
-            empty_policy_locked(c, n, &release);
+            if (all) {
+                mine = n->empty_head;
+                n->empty_head = n->empty_tail = NULL;
+                QS_STORE(n->nr_empty, 0);
+            } else {
+                empty_policy_locked(c, n, &mine);
+            }
             qs_lock_release(&n->lock);
-            /* counted in the cache (the purger owns no queue; it is the
-             * only writer of these two counters) */
-            while (release) {
-                struct qs_slab *next = release->next;
-                QS_ADD(c->purged_slabs, 1);
-                QS_ADD(c->purged_objs, release->objects);
-                qs_page_free_slab(release);
-                release = next;
+            /* counted in the cache: the sweeper owns no queue */
+            while (mine) {
+                struct qs_slab *next = mine->next;
+                __atomic_fetch_add(&c->purged_slabs, 1, __ATOMIC_RELAXED);
+                __atomic_fetch_add(&c->purged_objs, mine->objects, __ATOMIC_RELAXED);
+                mine->next = release;
+                release = mine;
+                mine = next;
             }
         }
     }
     qs_lock_release(&qs_global);
+    while (release) {
+        struct qs_slab *next = release->next;
+        bytes += qs_page_free_slab(release);
+        release = next;
+    }
+    return bytes;
 }
 
 static void purger_start(void)

@@ -197,7 +197,7 @@ void qs_queue_flush(qslab_cache *c, struct qs_queue *q, unsigned count)
         }
     }
     q->head = obj;
-    q->nr -= count;
+    QS_STORE(q->nr, q->nr - count);
     QS_ADD(q->stat[QS_FLUSH], 1);
     qs_route_list(c, q, head, count);
 }
@@ -215,7 +215,7 @@ void qs_queue_claim(qslab_cache *c, struct qs_queue *q)
         return;
     *qs_link(c, tail) = qs_enc(c, q->head);
     q->head = head;
-    q->nr += (unsigned)n;
+    QS_STORE(q->nr, q->nr + (unsigned)n);
     QS_ADD(q->stat[QS_CLAIM], 1);
 }
 
@@ -227,7 +227,7 @@ static void take_slab(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, voi
     else
         q->head = s->freelist;
     *tail = s->tail;
-    q->nr += s->objects - s->inuse;
+    QS_STORE(q->nr, q->nr + s->objects - s->inuse);
     s->inuse = s->objects;
     s->freelist = s->tail = NULL;
     if (listed)
@@ -283,7 +283,7 @@ void *qs_alloc_slow(qslab_cache *c)
     if (unlikely(bad))
         return qs_queue_corrupt(c, q, obj);
     q->head = next;
-    q->nr--;
+    QS_STORE(q->nr, q->nr - 1);
     *qs_link(c, obj) = 0;
     QS_ADD(q->stat[QS_ALLOC_SLOW], 1);
     return obj;
@@ -358,7 +358,7 @@ void *qs_queue_corrupt(qslab_cache *c, struct qs_queue *q, void *obj)
     /* the handler returned: forget the queue (leaking it) rather than hand
      * out memory reached through a corrupt link */
     q->head = NULL;
-    q->nr = 0;
+    QS_STORE(q->nr, 0);
     return NULL;
 }
 
@@ -371,7 +371,7 @@ void qs_queue_retire(qslab_cache *c, struct qs_queue *q)
         void *head = q->head;
         unsigned long n = q->nr;
         q->head = NULL;
-        q->nr = 0;
+        QS_STORE(q->nr, 0);
         qs_route_list(c, q, head, n);
     }
     qs_queue_claim(c, q);
@@ -379,7 +379,7 @@ void qs_queue_retire(qslab_cache *c, struct qs_queue *q)
         void *head = q->head;
         unsigned long n = q->nr;
         q->head = NULL;
-        q->nr = 0;
+        QS_STORE(q->nr, 0);
         qs_route_list(c, q, head, n);
     }
     for (int pass = 0; pass < 2; pass++) {

@@ -197,6 +197,32 @@ QSLAB_EXPORT void qslab_stats_report(int fd)
     }
 }
 
+void qs_stats_totals(struct qs_totals *t)
+{
+    memset(t, 0, sizeof(*t));
+    qs_init();
+    qs_lock_acquire(&qs_global);
+    for (qslab_cache *c = qs_caches; c; c = c->next) {
+        struct qslab_cache_stats st;
+        fill(c, &st);
+        t->slab_bytes += st.num_objs * st.slot_size;
+        t->inuse_bytes += st.active_objs * st.slot_size;
+        t->slabs += st.num_slabs;
+        t->empty_bytes += st.empty_slabs * qs_slab_bytes(st.order);
+        for (struct qs_queue *q = c->queues; q; q = q->all_next) {
+            qs_lock_acquire(&q->inbox.lock);
+            size_t n = QS_LOAD(q->nr) + q->inbox.nr;
+            qs_lock_release(&q->inbox.lock);
+            t->queued_bytes += n * st.slot_size;
+        }
+    }
+    qs_lock_release(&qs_global);
+    struct qslab_large_stats ls;
+    qslab_large_stats(&ls);
+    t->large_count = ls.live;
+    t->large_bytes = ls.live_bytes;
+}
+
 void qs_stats_at_exit(void)
 {
     const char *v = qs_os_getenv("QSLAB_STATS");
