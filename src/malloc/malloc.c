@@ -1,0 +1,256 @@
+/*
+ * malloc/malloc.c - the glibc allocation surface over qslab, for
+ * libqslab-malloc.so (LD_PRELOAD) and libqslab-malloc.a (link time).
+ *
+ * Every function is a thin wrapper; the library is linked with
+ * -Bsymbolic-functions so the wrappers reach qslab directly.  Edge cases
+ * follow glibc 2.36: malloc(0) returns a unique pointer; realloc(p, 0) frees
+ * p and returns NULL; memalign/aligned_alloc round an alignment that is not a
+ * power of two up to one (glibc before 2.38 does) and refuse one above
+ * SIZE_MAX/2+1 with EINVAL; posix_memalign returns EINVAL for an alignment
+ * that is not a power-of-two multiple of sizeof(void *) and leaves errno
+ * alone; free keeps errno.  C++ operator new/delete reach these through
+ * libstdc++.
+ */
+#define _GNU_SOURCE
+#include "../internal.h"
+
+#include <errno.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MALLOC_EXPORT __attribute__((visibility("default")))
+
+MALLOC_EXPORT void *malloc(size_t size)
+{
+    return qslab_malloc(size);
+}
+
+MALLOC_EXPORT void free(void *p)
+{
+    qslab_free(p);
+}
+
+MALLOC_EXPORT void cfree(void *p)
+{
+    qslab_free(p);
+}
+
+MALLOC_EXPORT void free_sized(void *p, size_t size)
+{
+    (void)size;
+    qslab_free(p);
+}
+
+MALLOC_EXPORT void free_aligned_sized(void *p, size_t align, size_t size)
+{
+    (void)align;
+    (void)size;
+    qslab_free(p);
+}
+
+MALLOC_EXPORT void *calloc(size_t n, size_t size)
+{
+    return qslab_calloc(n, size);
+}
+
+MALLOC_EXPORT void *realloc(void *p, size_t size)
+{
+    return qslab_realloc(p, size);
+}
+
+MALLOC_EXPORT void *reallocarray(void *p, size_t n, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return qslab_realloc(p, total);
+}
+
+static void *memalign_impl(size_t align, size_t size)
+{
+    if (align > SIZE_MAX / 2 + 1) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (align <= 16) /* malloc's alignment already */
+        return qslab_malloc(size);
+    if (align & (align - 1))
+        align = (size_t)1 << (64 - __builtin_clzl(align));
+    return qslab_aligned_alloc(align, size);
+}
+
+MALLOC_EXPORT void *memalign(size_t align, size_t size)
+{
+    return memalign_impl(align, size);
+}
+
+MALLOC_EXPORT void *aligned_alloc(size_t align, size_t size)
+{
+    return memalign_impl(align, size);
+}
+
+MALLOC_EXPORT int posix_memalign(void **out, size_t align, size_t size)
+{
+    if (align % sizeof(void *) != 0 || (align & (align - 1)) || align == 0)
+        return EINVAL;
+    int saved = errno;
+    void *p = memalign_impl(align, size);
+    if (!p) {
+        errno = saved;
+        return ENOMEM;
+    }
+    *out = p;
+    return 0;
+}
+
+MALLOC_EXPORT void *valloc(size_t size)
+{
+    return memalign_impl((size_t)sysconf(_SC_PAGESIZE), size);
+}
+
+MALLOC_EXPORT void *pvalloc(size_t size)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t rounded = (size + page - 1) & ~(page - 1);
+    if (rounded < size) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return memalign_impl(page, rounded ? rounded : page);
+}
+
+MALLOC_EXPORT size_t malloc_usable_size(void *p)
+{
+    return qslab_usable_size(p);
+}
+
+MALLOC_EXPORT int malloc_trim(size_t pad)
+{
+    (void)pad;
+    return qslab_trim() > 0;
+}
+
+/* glibc's internal names, for programs and libraries that call them. */
+MALLOC_EXPORT void *__libc_malloc(size_t size) { return qslab_malloc(size); }
+MALLOC_EXPORT void __libc_free(void *p) { qslab_free(p); }
+MALLOC_EXPORT void *__libc_calloc(size_t n, size_t size) { return qslab_calloc(n, size); }
+MALLOC_EXPORT void *__libc_realloc(void *p, size_t size) { return qslab_realloc(p, size); }
+MALLOC_EXPORT void *__libc_memalign(size_t align, size_t size) { return memalign_impl(align, size); }
+MALLOC_EXPORT void *__libc_valloc(size_t size) { return valloc(size); }
+MALLOC_EXPORT void *__libc_pvalloc(size_t size) { return pvalloc(size); }
+MALLOC_EXPORT int __posix_memalign(void **out, size_t align, size_t size)
+{
+    return posix_memalign(out, align, size);
+}
+
+/* ---- statistics in glibc's shapes ---- */
+
+static void totals(struct qs_totals *t)
+{
+    qs_stats_totals(t);
+}
+
+MALLOC_EXPORT struct mallinfo2 mallinfo2(void)
+{
+    struct qs_totals t;
+    struct mallinfo2 mi;
+    memset(&mi, 0, sizeof(mi));
+    totals(&t);
+    mi.arena = t.slab_bytes;       /* bytes in slabs */
+    mi.ordblks = t.slabs;          /* slabs */
+    mi.hblks = t.large_count;      /* directly mapped blocks */
+    mi.hblkhd = t.large_bytes;
+    mi.uordblks = t.inuse_bytes;   /* allocated (slot bytes) */
+    mi.fordblks = t.slab_bytes - t.inuse_bytes; /* free in slabs, queues included */
+    mi.fsmblks = t.queued_bytes;   /* of which in per-thread queues */
+    mi.keepcost = t.empty_bytes;   /* empty slabs kept for reuse (trimmable) */
+    return mi;
+}
+
+static int clamp_int(size_t v)
+{
+    return v > (size_t)0x7fffffff ? 0x7fffffff : (int)v;
+}
+
+MALLOC_EXPORT struct mallinfo mallinfo(void)
+{
+    struct mallinfo2 m2 = mallinfo2();
+    struct mallinfo mi;
+    mi.arena = clamp_int(m2.arena);
+    mi.ordblks = clamp_int(m2.ordblks);
+    mi.smblks = clamp_int(m2.smblks);
+    mi.hblks = clamp_int(m2.hblks);
+    mi.hblkhd = clamp_int(m2.hblkhd);
+    mi.usmblks = clamp_int(m2.usmblks);
+    mi.fsmblks = clamp_int(m2.fsmblks);
+    mi.uordblks = clamp_int(m2.uordblks);
+    mi.fordblks = clamp_int(m2.fordblks);
+    mi.keepcost = clamp_int(m2.keepcost);
+    return mi;
+}
+
+MALLOC_EXPORT void malloc_stats(void)
+{
+    struct qs_totals t;
+    totals(&t);
+    char text[512];
+    struct qs_buf b = {text, 0, sizeof(text)};
+    size_t from;
+#define LINE(label, v)                                                                             \
+    qs_buf_str(&b, label);                                                                         \
+    from = b.len;                                                                                  \
+    qs_buf_u64(&b, v);                                                                             \
+    qs_buf_pad(&b, 10, true, from);                                                                \
+    qs_buf_putc(&b, '\n')
+    qs_buf_str(&b, "Arena 0:\n");
+    LINE("system bytes     = ", t.slab_bytes);
+    LINE("in use bytes     = ", t.inuse_bytes);
+    qs_buf_str(&b, "Total (incl. mmap):\n");
+    LINE("system bytes     = ", t.slab_bytes + t.large_bytes);
+    LINE("in use bytes     = ", t.inuse_bytes + t.large_bytes);
+    LINE("max mmap regions = ", t.large_count);
+    LINE("max mmap bytes   = ", t.large_bytes);
+#undef LINE
+    qs_os_write(2, text, b.len);
+}
+
+MALLOC_EXPORT int malloc_info(int options, FILE *fp)
+{
+    if (options != 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct qs_totals t;
+    totals(&t);
+    fprintf(fp,
+            "<malloc version=\"1\">\n"
+            "<heap nr=\"0\">\n"
+            "<sizes>\n</sizes>\n"
+            "<total type=\"fast\" count=\"0\" size=\"%zu\"/>\n"
+            "<total type=\"rest\" count=\"%lu\" size=\"%zu\"/>\n"
+            "<system type=\"current\" size=\"%zu\"/>\n"
+            "<system type=\"max\" size=\"%zu\"/>\n"
+            "<aspace type=\"total\" size=\"%zu\"/>\n"
+            "<aspace type=\"mprotect\" size=\"%zu\"/>\n"
+            "</heap>\n"
+            "<total type=\"fast\" count=\"0\" size=\"%zu\"/>\n"
+            "<total type=\"rest\" count=\"%lu\" size=\"%zu\"/>\n"
+            "<total type=\"mmap\" count=\"%lu\" size=\"%zu\"/>\n"
+            "<system type=\"current\" size=\"%zu\"/>\n"
+            "<system type=\"max\" size=\"%zu\"/>\n"
+            "<aspace type=\"total\" size=\"%zu\"/>\n"
+            "<aspace type=\"mprotect\" size=\"%zu\"/>\n"
+            "</malloc>\n",
+            t.queued_bytes, t.slabs, t.slab_bytes - t.inuse_bytes, t.slab_bytes, t.slab_bytes,
+            t.slab_bytes, t.slab_bytes, t.queued_bytes, t.slabs, t.slab_bytes - t.inuse_bytes,
+            t.large_count, t.large_bytes, t.slab_bytes + t.large_bytes,
+            t.slab_bytes + t.large_bytes, t.slab_bytes + t.large_bytes,
+            t.slab_bytes + t.large_bytes);
+    return 0;
+}
