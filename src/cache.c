@@ -177,9 +177,9 @@ QSLAB_EXPORT void *qslab_cache_alloc_node(qslab_cache *c, int node)
         return NULL;
     }
     struct qs_queue *q = qs_queue_of(c);
-    if (!q && !(q = qs_queue_attach(c)))
-        return NULL;
-    if (node == q->node)
+    if (!q)
+        q = qs_queue_attach(c); /* NULL for an exited thread: node path */
+    if (q && node == q->node)
         return qs_alloc_fast(c);
     return qs_node_alloc(c, q, node);
 }
@@ -243,10 +243,12 @@ QSLAB_EXPORT void qslab_cache_free(qslab_cache *c, void *obj)
 QSLAB_EXPORT size_t qslab_cache_shrink(qslab_cache *c)
 {
     struct qs_queue *q = qs_queue_of(c);
-    if (!q && !(q = qs_queue_attach(c)))
-        return 0;
-    qs_queue_claim(c, q);
-    qs_queue_flush(c, q, q->nr);
+    if (!q)
+        q = qs_queue_attach(c);
+    if (q) {
+        qs_queue_claim(c, q);
+        qs_queue_flush(c, q, q->nr);
+    }
     size_t bytes = 0;
     for (int n = 0; n < qs_nr_nodes; n++)
         bytes += qs_node_shrink(c, q, &c->nodes[n]);

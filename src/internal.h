@@ -270,7 +270,9 @@ struct qslab_cache {
     struct qs_node *nodes;    /* [qs_nr_nodes] */
     struct qs_queue *queues;  /* every queue of this cache (qs_global) */
     struct qs_queue *pool;    /* queues of exited owners (qs_global) */
-    unsigned long purged_slabs, purged_objs; /* given back by qs_node_sweep (atomic) */
+    /* events of callers without a queue (the purger, malloc_trim, a thread
+     * past its exit destructor): atomic adds, summed with the queues' */
+    unsigned long orphan_stat[QS_STAT_NR];
     qslab_cache *next;        /* qs_caches (qs_global) */
 };
 
@@ -497,6 +499,16 @@ void qs_stats_totals(struct qs_totals *t);
 /* ---- tune.c ---- */
 void qs_tune_defaults(qslab_cache *c);
 void qs_tune_apply_env(qslab_cache *c);
+
+/* Count an event: in the caller's queue (one writer, plain stores), or in
+ * the cache's orphan counters (atomic) when the caller has no queue. */
+static inline void qs_stat(qslab_cache *c, struct qs_queue *q, int item, unsigned long n)
+{
+    if (likely(q != NULL))
+        QS_ADD(q->stat[item], n);
+    else
+        __atomic_fetch_add(&c->orphan_stat[item], n, __ATOMIC_RELAXED);
+}
 
 /* Node of the calling owner's queues. */
 static inline int qs_current_node(void)

@@ -144,10 +144,8 @@ void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *li
         size_t b = qs_page_free_slab(list);
         if (bytes)
             *bytes += b;
-        if (q) {
-            QS_ADD(q->stat[QS_FREE_SLAB], 1);
-            QS_ADD(q->stat[QS_FREE_OBJS], objs);
-        }
+        qs_stat(c, q, QS_FREE_SLAB, 1);
+        qs_stat(c, q, QS_FREE_OBJS, objs);
         list = next;
     }
 }
@@ -187,11 +185,11 @@ size_t qs_node_sweep(bool all)
                 empty_policy_locked(c, n, &mine);
             }
             qs_lock_release(&n->lock);
-            /* counted in the cache: the sweeper owns no queue */
+            /* the sweeper owns no queue: orphan counters */
             while (mine) {
                 struct qs_slab *next = mine->next;
-                __atomic_fetch_add(&c->purged_slabs, 1, __ATOMIC_RELAXED);
-                __atomic_fetch_add(&c->purged_objs, mine->objects, __ATOMIC_RELAXED);
+                qs_stat(c, NULL, QS_FREE_SLAB, 1);
+                qs_stat(c, NULL, QS_FREE_OBJS, mine->objects);
                 mine->next = release;
                 release = mine;
                 mine = next;
@@ -314,9 +312,9 @@ void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node)
     empty_policy_locked(c, n, &release);
     qs_lock_release(&n->lock);
     qs_node_release_list(c, q, release, NULL);
-    if (obj && q) {
-        QS_ADD(q->stat[QS_ALLOC_SLOW], 1);
-        QS_ADD(q->stat[QS_NODE_ALLOC], 1);
+    if (obj) {
+        qs_stat(c, q, QS_ALLOC_SLOW, 1);
+        qs_stat(c, q, QS_NODE_ALLOC, 1);
     }
     return obj;
 }

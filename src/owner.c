@@ -8,6 +8,9 @@
  * so a later per-CPU owner (restartable sequences) changes this file and
  * fastpath.h's qs_queue_of, not the slow paths.
  *
+ * States: 0 new, 1 active (has or may make queues), 2 exited (its exit
+ * destructor ran; it gets no queue again).
+ *
  * Lifetime: a queue is made on a thread's first use of a cache and linked on
  * the cache's queue list.  When the thread exits, qs_queue_retire gives its
  * objects back and hands its slabs to the node lists, and the queue goes to
@@ -67,6 +70,12 @@ struct qs_queue *qs_queue_attach(qslab_cache *c)
 {
     qs_init();
     struct qs_owner *o = &qs_self;
+    /* Past its exit destructor a thread still frees (and may allocate) from
+     * later destructors and libc's own clean-up; a queue made now would never
+     * be retired, so such a thread works without one (node lists, orphan
+     * counters). */
+    if (o->state == 2)
+        return NULL;
     if (o->state != 1)
         qs_owner_init();
     struct qs_queue *q = NULL;

@@ -86,8 +86,7 @@ static void send_node(qslab_cache *c, struct qs_queue *q, struct route_batch *b)
     }
     qs_lock_release(&n->lock);
     qs_node_release_list(c, q, release, NULL);
-    if (q)
-        QS_ADD(q->stat[QS_NODE_FREE], done);
+    qs_stat(c, q, QS_NODE_FREE, done);
     if (nagain)
         qs_route_list(c, q, again, nagain);
 }
@@ -112,10 +111,8 @@ static void send_inbox(qslab_cache *c, struct qs_queue *q, struct route_batch *b
     t->inbox.nr += b->n;
     __atomic_store_n(&t->inbox.pending, 1, __ATOMIC_RELAXED);
     qs_lock_release(&t->inbox.lock);
-    if (q) {
-        QS_ADD(q->stat[QS_REMOTE_FREE], b->n);
-        QS_ADD(q->stat[QS_REMOTE_BATCH], 1);
-    }
+    qs_stat(c, q, QS_REMOTE_FREE, b->n);
+    qs_stat(c, q, QS_REMOTE_BATCH, 1);
 }
 
 static void send_batch(qslab_cache *c, struct qs_queue *q, struct route_batch *b)
@@ -273,8 +270,11 @@ void *qs_alloc_slow(qslab_cache *c)
 {
     qs_init();
     struct qs_queue *q = qs_queue_of(c);
-    if (!q && !(q = qs_queue_attach(c)))
+    if (!q && !(q = qs_queue_attach(c))) {
+        if (qs_self.state == 2) /* exited thread: straight from the node list */
+            return qs_node_alloc(c, NULL, qs_self.node);
         return NULL;
+    }
     if (!q->head && !queue_refill(c, q))
         return NULL;
     void *obj = q->head;
@@ -302,8 +302,7 @@ void qs_free_slow(qslab_cache *c, struct qs_slab *s, void *obj)
     if (q && qs_looks_free(c, *qs_link(c, obj)) && qs_double_free_check(c, q, s, obj))
         return;
     *qs_link(c, obj) = qs_enc(c, NULL);
-    if (q)
-        QS_ADD(q->stat[QS_FREE_SLOW], 1);
+    qs_stat(c, q, QS_FREE_SLOW, 1);
     qs_route_list(c, q, obj, 1);
 }
 

@@ -110,10 +110,8 @@ struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node)
     s->freelist = base;
     s->tail = base + (size_t)(n - 1) * c->slot_size;
     __atomic_store_n(&s->cache, c, __ATOMIC_RELEASE);
-    if (q) {
-        QS_ADD(q->stat[QS_NEW_SLAB], 1);
-        QS_ADD(q->stat[QS_NEW_OBJS], n);
-    }
+    qs_stat(c, q, QS_NEW_SLAB, 1);
+    qs_stat(c, q, QS_NEW_OBJS, n);
     return s;
 }
 

@@ -19,8 +19,8 @@ void qs_stats_sum(qslab_cache *c, unsigned long *sum)
     for (struct qs_queue *q = c->queues; q; q = q->all_next)
         for (int i = 0; i < QS_STAT_NR; i++)
             sum[i] += QS_LOAD(q->stat[i]);
-    sum[QS_FREE_SLAB] += QS_LOAD(c->purged_slabs);
-    sum[QS_FREE_OBJS] += QS_LOAD(c->purged_objs);
+    for (int i = 0; i < QS_STAT_NR; i++)
+        sum[i] += QS_LOAD(c->orphan_stat[i]);
 }
 
 static void fill(qslab_cache *c, struct qslab_cache_stats *st)
