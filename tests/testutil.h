@@ -42,6 +42,17 @@
 #ifndef TU_SANITIZED
 #define TU_SANITIZED 0
 #endif
+/* ThreadSanitizer alone: it cannot follow a multi-threaded fork. */
+#if defined(__SANITIZE_THREAD__)
+#define TU_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TU_TSAN 1
+#endif
+#endif
+#ifndef TU_TSAN
+#define TU_TSAN 0
+#endif
 /* n normally, n/div (at least 1) under a sanitizer. */
 #define TU_SCALE(n, div) (TU_SANITIZED ? ((n) / (div) ? (n) / (div) : 1) : (n))
 

@@ -114,6 +114,31 @@ static void test_free_null(void)
     CHECK(1);
 }
 
+/* Freeing never changes errno (POSIX asks it of free). */
+static void test_free_keeps_errno(void)
+{
+    static const size_t sizes[] = {0, 8, 100, 5000, 300000, (size_t)40 << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        void *p = qslab_malloc(sizes[i]);
+        errno = 4242;
+        qslab_free(p);
+        CHECKF(errno == 4242, "qslab_free of a %zu-byte block set errno to %d", sizes[i], errno);
+    }
+    /* Frees that give memory back: a whole cache's worth, then shrink. */
+    qslab_cache *c = qslab_cache_create("t-errno", 2000, 0, 0, NULL);
+    void *v[300];
+    for (int i = 0; i < 300; i++)
+        v[i] = qslab_cache_alloc(c);
+    int changed = 0;
+    for (int i = 0; i < 300; i++) {
+        errno = 4242;
+        qslab_cache_free(c, v[i]);
+        changed += errno != 4242;
+    }
+    CHECKF(changed == 0, "%d of 300 qslab_cache_free calls changed errno", changed);
+    qslab_cache_destroy(c);
+}
+
 /* Many sizes at once: distinct, writable, no overlap. */
 static void test_many_sizes(void)
 {
@@ -151,6 +176,7 @@ int main(void)
     test_enomem();
     test_calloc_zero();
     test_free_null();
+    test_free_keeps_errno();
     test_many_sizes();
     return tu_done();
 }

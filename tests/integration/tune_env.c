@@ -65,6 +65,19 @@ static int child_override(void)
     return tu_done();
 }
 
+/* QSLAB_TUNE="kmalloc-8192:order=99;no-such-cache:order=1;kmalloc-64:bogus=1;junk"
+ * Refused settings change nothing; the program runs. */
+static int child_bad(void)
+{
+    unsigned long order = get("kmalloc-8192", "order");
+    CHECKF(order != 99 && order != 0xdeadbeef, "kmalloc-8192 order %lu", order);
+    exercise(8192);
+    exercise(64);
+    CHECK(qslab_tune("kmalloc-8192", "order", "3") == 0);
+    EXPECT("kmalloc-8192", "order", 3);
+    return tu_done();
+}
+
 /* No QSLAB_TUNE: the defaults, which the other runs must differ from for the
  * test to mean anything. */
 static int child_defaults(void)
@@ -83,6 +96,8 @@ int main(int argc, char **argv)
             return child_example();
         if (!strcmp(argv[1], "override"))
             return child_override();
+        if (!strcmp(argv[1], "bad"))
+            return child_bad();
         if (!strcmp(argv[1], "defaults"))
             return child_defaults();
         fprintf(stderr, "unknown mode %s\n", argv[1]);
@@ -94,5 +109,28 @@ int main(int argc, char **argv)
     CHECKF(r == 0, "child with the example QSLAB_TUNE: status %d", r);
     r = tu_reexec("override", "QSLAB_TUNE", "*:empty_decay_ms=700;kmalloc-96:freebatch=20,hiwater=100,empty_decay_ms=100");
     CHECKF(r == 0, "child with overriding QSLAB_TUNE: status %d", r);
+
+    /* Bad entries: refused with a message each, once (not once per cache). */
+    static char err[1 << 16];
+    tu_stderr_begin();
+    r = tu_reexec("bad", "QSLAB_TUNE", "kmalloc-8192:order=99;no-such-cache:order=1;kmalloc-64:bogus=1;junk");
+    tu_stderr_end(err, sizeof err);
+    CHECKF(r == 0, "child with a bad QSLAB_TUNE: status %d", r);
+    CHECKF(strstr(err, "order") != NULL, "no message for order=99: \"%s\"", err);
+    int lines = 0, repeated = 0;
+    for (char *l = err, *nl; *l; l = nl + 1) {
+        nl = strchr(l, '\n');
+        if (!nl)
+            break;
+        *nl = '\0';
+        lines++;
+        for (char *m = err; m < l; m += strlen(m) + 1)
+            if (!strcmp(m, l) && strchr(l, ':')) {
+                if (repeated++ == 0)
+                    fprintf(stderr, "repeated message: %s\n", l);
+                break;
+            }
+    }
+    CHECKF(repeated == 0, "%d of %d lines on stderr repeat an earlier one", repeated, lines);
     return tu_done();
 }

@@ -12,7 +12,7 @@
 
 #define CHURNERS 12
 #define WALKERS 3
-#define ROUNDS TU_SCALE(400, 2) /* caches each churner creates */
+#define ROUNDS TU_SCALE(400, 4) /* caches each churner creates */
 
 static int stop;
 static unsigned long destroyed, walks;

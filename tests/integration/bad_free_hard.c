@@ -1,0 +1,170 @@
+/*
+ * Harder bad frees, beyond the simple cases of bad_free.c: a double free
+ * after the object went back to its slab (queue flush, shrink), a free of a
+ * slot that was never handed out, a pointer into a slab's unused tail.  Each
+ * is reported exactly once through a handler that returns, the bad free does
+ * nothing, and nothing is handed out twice afterwards.
+ */
+#include <qslab.h>
+
+#include "../testutil.h"
+
+static qslab_cache *A;
+
+static int cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* n fresh objects: none NULL, none twice, no handler call; all freed. */
+static void check_sane(qslab_cache *c, int n, const char *when)
+{
+    void **v = calloc((size_t)n, sizeof *v);
+    int nulls = 0, dups = 0;
+    for (int i = 0; i < n; i++)
+        nulls += (v[i] = qslab_cache_alloc(c)) == NULL;
+    void **s = calloc((size_t)n, sizeof *s);
+    memcpy(s, v, sizeof *v * (size_t)n);
+    qsort(s, (size_t)n, sizeof *s, cmp_ptr);
+    for (int i = 1; i < n; i++)
+        dups += s[i] && s[i] == s[i - 1];
+    for (int i = 0; i < n; i++)
+        if (v[i])
+            qslab_cache_free(c, v[i]);
+    CHECKF(nulls == 0 && dups == 0, "after %s: %d NULL, %d handed out twice", when, nulls, dups);
+    CHECKF(tu_capture_calls() == 0, "after %s: handler called: %s", when, tu_fatal_msg);
+    tu_capture_reset();
+    free(v);
+    free(s);
+}
+
+static unsigned long active(qslab_cache *c)
+{
+    struct qslab_cache_stats st;
+    return qslab_cache_stats(c, &st) ? (unsigned long)-1 : st.active_objs;
+}
+
+/* The handler was called once, with a one-line message holding the address.
+ * (Which words describe these cases is not part of the contract.) */
+static void check_reported(const void *p, const char *what)
+{
+    char s[32];
+    CHECKF(tu_capture_calls() == 1 && strstr(tu_fatal_msg, tu_addr(s, p)) && !strchr(tu_fatal_msg, '\n'),
+           "%s: handler called %lu times, message \"%s\"", what, tu_capture_calls(), tu_fatal_msg);
+    tu_capture_reset();
+}
+
+/* Free a, then enough other objects that a is flushed from the queue back
+ * to its slab, then free a again. */
+static void test_double_free_after_flush(void)
+{
+    char s[32];
+    unsigned long hi = 1024;
+    qslab_tune_get("t-hard", "hiwater", &hi);
+    int n = (int)hi * 3 + 100;
+    void **v = calloc((size_t)n, sizeof *v);
+    void *a = qslab_cache_alloc(A);
+    for (int i = 0; i < n; i++)
+        v[i] = qslab_cache_alloc(A);
+    qslab_cache_free(A, a);
+    for (int i = 0; i < n; i++)
+        qslab_cache_free(A, v[i]);
+    qslab_cache_free(A, a);
+    tu_check_fatal("double free", tu_addr(s, a), "t-hard");
+    CHECK(active(A) == 0);
+    check_sane(A, n, "a double free after a queue flush");
+    free(v);
+}
+
+/* A slot next to a live object, never handed out. */
+static void test_never_allocated_slot(void)
+{
+    qslab_cache *c = qslab_cache_create("t-hard-slot", 64, 0, 0, NULL);
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    struct qslab_cache_stats st;
+    char *p = qslab_cache_alloc(c);
+    qslab_cache_stats(c, &st);
+    char *q = p + st.slot_size; /* the next slot of the same slab, or the one before */
+    if (st.objs_per_slab < 2)
+        q = NULL;
+    else if (((uintptr_t)q & ~(((uintptr_t)4096 << st.order) - 1)) != ((uintptr_t)p & ~(((uintptr_t)4096 << st.order) - 1)))
+        q = p - st.slot_size;
+    if (q) {
+        qslab_cache_free(c, q);
+        check_reported(q, "free of a slot never handed out");
+        CHECK(active(c) == 1);
+        check_sane(c, 500, "a free of a slot never handed out");
+    }
+    qslab_cache_free(c, p);
+    CHECK(tu_capture_calls() == 0);
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
+/* After a shrink gave the object's slab back, free it again. */
+static void test_double_free_after_shrink(void)
+{
+    qslab_cache *c = qslab_cache_create("t-hard-shrunk", 256, 0, 0, NULL);
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    void *keep = qslab_cache_alloc(c); /* keeps the cache's memory around */
+    void *v[200];
+    for (int i = 0; i < 200; i++)
+        v[i] = qslab_cache_alloc(c);
+    for (int i = 0; i < 200; i++)
+        qslab_cache_free(c, v[i]);
+    qslab_cache_shrink(c);
+    qslab_cache_free(c, v[199]);
+    check_reported(v[199], "double free after shrink");
+    qslab_free(v[100]);
+    check_reported(v[100], "qslab_free after shrink");
+    check_sane(c, 500, "a double free after shrink");
+    qslab_cache_free(c, keep);
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
+/* Pointers inside a slab but in no object: the slab's unused tail. */
+static void test_slab_tail(void)
+{
+    /* 1000-byte slots: a 4 KiB slab has a tail of at least 96 bytes. */
+    qslab_cache *c = qslab_cache_create("t-hard-tail", 1000, 0, 0, NULL);
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    struct qslab_cache_stats st;
+    char *p = qslab_cache_alloc(c);
+    qslab_cache_stats(c, &st);
+    size_t slab = (size_t)4096 << st.order;
+    char *base = (char *)((uintptr_t)p & ~(uintptr_t)(slab - 1));
+    char *tail = base + slab - 8;
+    if ((size_t)st.objs_per_slab * st.slot_size <= slab - 8 && (uintptr_t)p >= (uintptr_t)base) {
+        qslab_cache_free(c, tail);
+        check_reported(tail, "free of a slab's tail");
+        qslab_free(tail);
+        check_reported(tail, "qslab_free of a slab's tail");
+    }
+    CHECK(active(c) == 1);
+    qslab_cache_free(c, p);
+    check_sane(c, 100, "frees of a slab's tail");
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
+int main(void)
+{
+    qslab_set_fatal_handler(tu_fatal_capture);
+    tu_capture_reset();
+    A = qslab_cache_create("t-hard", 48, 0, 0, NULL);
+    CHECK(A != NULL);
+    if (!A)
+        return tu_done();
+    test_double_free_after_flush();
+    test_never_allocated_slot();
+    test_double_free_after_shrink();
+    test_slab_tail();
+    CHECK(qslab_cache_destroy(A) == 0);
+    qslab_set_fatal_handler(NULL);
+    return tu_done();
+}
