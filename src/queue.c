@@ -320,8 +320,8 @@ static bool list_has(qslab_cache *c, void *head, unsigned long max, const void *
 }
 
 /* obj's link word looks like a free object's.  Look for obj where the
- * caller may look: its queue and, for its own slabs, the slab's free list
- * and its inbox.  An object sitting in another live thread's queue is not
+ * caller may look: its queue; for its own slabs, the slab's free list and
+ * its inbox; for node-owned slabs, the slab's free list under the node lock.  An object sitting in another live thread's queue is not
  * found (that queue is its owner's alone); the caller then frees it, as
  * glibc's tcache does when its key matches by chance.  True (after
  * reporting) if it is a double free. */
@@ -329,13 +329,19 @@ bool qs_double_free_check(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
 {
     QS_ADD(q->stat[QS_DOUBLE_FREE_CHECK], 1);
     bool found = list_has(c, q->head, q->nr, obj);
-    if (!found && qs_slab_owner(s) == &q->list) {
+    struct qs_list *own = qs_slab_owner(s);
+    if (!found && own == &q->list) {
         found = list_has(c, s->freelist, s->objects, obj);
         if (!found) { /* freed by another thread and posted back to us */
             qs_lock_acquire(&q->inbox.lock);
             found = list_has(c, q->inbox.head, q->inbox.nr, obj);
             qs_lock_release(&q->inbox.lock);
         }
+    } else if (!found && own && own->node) { /* node-owned: its lock */
+        qs_lock_acquire(&own->node->lock);
+        if (qs_slab_owner(s) == own)
+            found = list_has(c, s->freelist, s->objects, obj);
+        qs_lock_release(&own->node->lock);
     }
     if (found)
         qs_fatal("double free of %p in cache %s", obj, c->name);
