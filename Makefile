@@ -52,7 +52,7 @@ test-tsan: deps
 	cd build/tsan && $(CTEST) -L concurrency
 
 install: deps
-	$(call build,build/release,-DCMAKE_BUILD_TYPE=Release,qslab_static qslab_shared)
+	$(call build,build/release,-DCMAKE_BUILD_TYPE=Release)
 	cmake --install build/release --prefix $(abspath $(PREFIX))
 
 clean:
