@@ -388,8 +388,6 @@ unsigned qs_slab_default_order(size_t slot_size, size_t align);
 struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node);
 /* Allocate one object from a slab the caller owns (freelist non-empty). */
 void *qs_slab_take_one(qslab_cache *c, struct qs_slab *s);
-void qs_list_add(struct qs_list *l, struct qs_slab *s, int state);
-void qs_list_del(struct qs_list *l, struct qs_slab *s);
 
 static inline uintptr_t *qs_link(const qslab_cache *c, void *obj)
 {
@@ -419,6 +417,37 @@ static inline bool qs_slab_valid_obj(const struct qs_slab *s, const void *p)
     uint64_t idx = (uint64_t)(((unsigned __int128)off * s->recip) >> 64);
     return idx < s->objects && idx * s->slot_size == off;
 }
+/* Owner lists: doubly linked, head insertion; the caller owns the list. */
+static inline void qs_list_add(struct qs_list *l, struct qs_slab *s, int state)
+{
+    struct qs_slab **head = state == QS_SLAB_FULL ? &l->full : &l->partial;
+    s->state = (uint8_t)state;
+    s->prev = NULL;
+    s->next = *head;
+    if (*head)
+        (*head)->prev = s;
+    *head = s;
+    if (state == QS_SLAB_FULL)
+        l->nr_full++;
+    else
+        l->nr_partial++;
+}
+static inline void qs_list_del(struct qs_list *l, struct qs_slab *s)
+{
+    struct qs_slab **head = s->state == QS_SLAB_FULL ? &l->full : &l->partial;
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        *head = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    s->next = s->prev = NULL;
+    if (s->state == QS_SLAB_FULL)
+        l->nr_full--;
+    else
+        l->nr_partial--;
+}
+
 /* Free an object to its slab's free list; the caller owns the slab. */
 static inline void qs_slab_give(qslab_cache *c, struct qs_slab *s, void *obj)
 {
@@ -443,7 +472,8 @@ int qs_node_of_cpu(int cpu);
 void qs_node_init(struct qs_node *n, int id);
 /* Put empty slabs (linked by ->next) on node n's FIFO; release by policy. */
 void qs_node_put_empty(qslab_cache *c, struct qs_queue *q, struct qs_node *n, struct qs_slab *list);
-void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab *s, struct qs_slab **release);
+void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab *list,
+                              struct qs_slab **release);
 /* Take slabs with free objects from node n into q's ownership (returned as
  * a list linked by ->next).  Takes partial slabs, then empty ones. */
 struct qs_slab *qs_node_take(qslab_cache *c, struct qs_queue *q, struct qs_node *n, unsigned want);

@@ -104,12 +104,13 @@ static void fifo_del(struct qs_node *n, struct qs_slab *s)
     QS_STORE(n->nr_empty, n->nr_empty - 1);
 }
 
-/* Apply the empty-slab policy; slabs to give back are pushed on *release. */
-static void empty_policy_locked(qslab_cache *c, struct qs_node *n, struct qs_slab **release)
+/* Apply the empty-slab policy at time `now` (ms): slabs to give back are
+ * pushed on *release. */
+static void empty_policy_locked(qslab_cache *c, struct qs_node *n, struct qs_slab **release,
+                                uint64_t now)
 {
     unsigned long limit = QS_LOAD(c->empty_limit);
     uint64_t decay = QS_LOAD(c->empty_decay_ms);
-    uint64_t now = n->empty_head ? qs_os_now_ms() : 0;
     struct qs_slab *s;
     while ((s = n->empty_head) && (n->nr_empty > limit || now - s->empty_ms >= decay)) {
         fifo_del(n, s);
@@ -118,22 +119,29 @@ static void empty_policy_locked(qslab_cache *c, struct qs_node *n, struct qs_sla
     }
 }
 
-void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab *s,
+/* Append empty slabs (a list linked by ->next) to n's FIFO, one clock read
+ * for the lot, then apply the policy once. */
+void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab *list,
                               struct qs_slab **release)
 {
-    qs_assert(s->inuse == 0);
-    qs_slab_set_owner(s, &n->list);
-    s->state = QS_SLAB_EMPTY;
-    s->empty_ms = qs_os_now_ms();
-    s->next = NULL;
-    s->prev = n->empty_tail;
-    if (n->empty_tail)
-        n->empty_tail->next = s;
-    else
-        n->empty_head = s;
-    n->empty_tail = s;
-    QS_STORE(n->nr_empty, n->nr_empty + 1);
-    empty_policy_locked(c, n, release);
+    uint64_t now = qs_os_now_ms();
+    while (list) {
+        struct qs_slab *s = list;
+        list = list->next;
+        qs_assert(s->inuse == 0);
+        qs_slab_set_owner(s, &n->list);
+        s->state = QS_SLAB_EMPTY;
+        s->empty_ms = now;
+        s->next = NULL;
+        s->prev = n->empty_tail;
+        if (n->empty_tail)
+            n->empty_tail->next = s;
+        else
+            n->empty_head = s;
+        n->empty_tail = s;
+        QS_STORE(n->nr_empty, n->nr_empty + 1);
+    }
+    empty_policy_locked(c, n, release, now);
 }
 
 void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list, size_t *bytes)
@@ -169,6 +177,7 @@ size_t qs_node_sweep(bool all)
 {
     struct qs_slab *release = NULL;
     size_t bytes = 0;
+    uint64_t now = qs_os_now_ms();
     qs_lock_acquire(&qs_global);
     for (qslab_cache *c = qs_caches; c; c = c->next) {
         for (int i = 0; i < qs_nr_nodes; i++) {
@@ -182,7 +191,7 @@ size_t qs_node_sweep(bool all)
                 n->empty_head = n->empty_tail = NULL;
                 QS_STORE(n->nr_empty, 0);
             } else {
-                empty_policy_locked(c, n, &mine);
+                empty_policy_locked(c, n, &mine, now);
             }
             qs_lock_release(&n->lock);
             /* the sweeper owns no queue: orphan counters */
@@ -232,11 +241,7 @@ void qs_node_put_empty(qslab_cache *c, struct qs_queue *q, struct qs_node *n, st
 {
     struct qs_slab *release = NULL;
     qs_lock_acquire(&n->lock);
-    while (list) {
-        struct qs_slab *next = list->next;
-        qs_node_put_empty_locked(c, n, list, &release);
-        list = next;
-    }
+    qs_node_put_empty_locked(c, n, list, &release);
     bool kept = n->nr_empty != 0;
     qs_lock_release(&n->lock);
     qs_node_release_list(c, q, release, NULL);
@@ -246,7 +251,7 @@ void qs_node_put_empty(qslab_cache *c, struct qs_queue *q, struct qs_node *n, st
 
 struct qs_slab *qs_node_take(qslab_cache *c, struct qs_queue *q, struct qs_node *n, unsigned want)
 {
-    struct qs_slab *out = NULL, *release = NULL;
+    struct qs_slab *out = NULL;
     unsigned got = 0;
     qs_lock_acquire(&n->lock);
     while (got < want) {
@@ -263,9 +268,7 @@ struct qs_slab *qs_node_take(qslab_cache *c, struct qs_queue *q, struct qs_node 
         s->next = out;
         out = s;
     }
-    empty_policy_locked(c, n, &release);
     qs_lock_release(&n->lock);
-    qs_node_release_list(c, q, release, NULL);
     return out;
 }
 
@@ -286,7 +289,6 @@ size_t qs_node_shrink(qslab_cache *c, struct qs_queue *q, struct qs_node *n)
 void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node)
 {
     struct qs_node *n = &c->nodes[node];
-    struct qs_slab *release = NULL;
     void *obj = NULL;
     qs_lock_acquire(&n->lock);
     struct qs_slab *s = n->list.partial;
@@ -309,9 +311,7 @@ void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node)
         qs_list_del(&n->list, s);
         qs_list_add(&n->list, s, QS_SLAB_FULL);
     }
-    empty_policy_locked(c, n, &release);
     qs_lock_release(&n->lock);
-    qs_node_release_list(c, q, release, NULL);
     if (obj) {
         qs_stat(c, q, QS_ALLOC_SLOW, 1);
         qs_stat(c, q, QS_NODE_ALLOC, 1);

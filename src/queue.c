@@ -79,11 +79,8 @@ static void send_node(qslab_cache *c, struct qs_queue *q, struct route_batch *b)
         }
         obj = next;
     }
-    while (empties) {
-        struct qs_slab *next = empties->next;
+    if (empties)
         qs_node_put_empty_locked(c, n, empties, &release);
-        empties = next;
-    }
     qs_lock_release(&n->lock);
     qs_node_release_list(c, q, release, NULL);
     qs_stat(c, q, QS_NODE_FREE, done);

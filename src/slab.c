@@ -53,37 +53,6 @@ unsigned qs_slab_default_order(size_t slot_size, size_t align)
     return best;
 }
 
-void qs_list_add(struct qs_list *l, struct qs_slab *s, int state)
-{
-    struct qs_slab **head = state == QS_SLAB_FULL ? &l->full : &l->partial;
-    s->state = (uint8_t)state;
-    s->prev = NULL;
-    s->next = *head;
-    if (*head)
-        (*head)->prev = s;
-    *head = s;
-    if (state == QS_SLAB_FULL)
-        l->nr_full++;
-    else
-        l->nr_partial++;
-}
-
-void qs_list_del(struct qs_list *l, struct qs_slab *s)
-{
-    struct qs_slab **head = s->state == QS_SLAB_FULL ? &l->full : &l->partial;
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        *head = s->next;
-    if (s->next)
-        s->next->prev = s->prev;
-    s->next = s->prev = NULL;
-    if (s->state == QS_SLAB_FULL)
-        l->nr_full--;
-    else
-        l->nr_partial--;
-}
-
 /* A new slab of cache c on `node`, every object free and constructed.  Not on
  * any list, no owner yet. */
 struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node)
