@@ -194,12 +194,14 @@ struct qs_list {
 /* Slab descriptor, in the chunk header.  Identity fields are written when
  * the slot is given to a cache and read by anyone; the rest by the owner. */
 struct qs_slab {
+    /* what the free path reads to validate a pointer: the first 32 bytes,
+     * so that it is one cache line (descriptors are 96 bytes, 32-aligned) */
     qslab_cache *cache;     /* NULL: slot free in the page layer (atomic) */
-    char *mem;              /* slab start (page aligned); set by page layer */
     char *base;             /* first object */
     uint32_t slot_size;     /* bytes per object (copy of cache->slot_size) */
     uint32_t objects;       /* objects in this slab */
     uint64_t recip;         /* ceil(2^64 / slot_size): index check */
+    char *mem;              /* slab start (page aligned); set by page layer */
     struct qs_list *owner;  /* atomic (acquire/release) */
     void *freelist, *tail;  /* objects free in the slab (encoded links) */
     uint32_t inuse;         /* objects not on freelist */
@@ -211,6 +213,8 @@ struct qs_slab {
 };
 
 enum { QS_SLAB_FREE, QS_SLAB_PARTIAL, QS_SLAB_FULL, QS_SLAB_EMPTY };
+_Static_assert(sizeof(struct qs_slab) % 32 == 0 && __builtin_offsetof(struct qs_slab, mem) == 32,
+               "slab descriptors: validation fields in one aligned 32-byte block");
 
 /* Remote frees posted to a queue by other owners. */
 struct qs_inbox {
@@ -338,7 +342,7 @@ struct qs_chunk {
     /* large blocks */
     char *large_ptr;   /* the user's pointer */
     size_t large_size; /* bytes usable from large_ptr */
-    struct qs_slab slabs[];
+    struct qs_slab slabs[] __attribute__((aligned(QS_CACHELINE)));
 };
 
 #define QS_MAP_L1_BITS 13
