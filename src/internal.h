@@ -69,7 +69,7 @@
  *                    empty FIFO, and changing a slab's owner to or from the node.
  *   2. inbox.lock    one queue's inbox (posted remote frees) and its dead flag.
  *   3. pool->lock    the page layer's chunk lists for one (node, order).
- *   4. qs_map_lock   growing the chunk map.  qs_meta_lock: the meta allocator.
+ *   4. qs_meta_lock  the meta allocator.
  *
  * MEMORY ORDERING.  slab->owner is written with release and read with
  * acquire: whoever changes it holds the node lock, so the slab's fields
@@ -345,19 +345,33 @@ struct qs_chunk {
     struct qs_slab slabs[] __attribute__((aligned(QS_CACHELINE)));
 };
 
-#define QS_MAP_L1_BITS 13
-#define QS_MAP_L2_BITS 13
-extern struct qs_chunk **qs_map[1u << QS_MAP_L1_BITS];
+/* The unit map: one byte per 4 MiB unit of the user address space.
+ *   0      the unit is not qslab's
+ *   1      a chunk header starts at the unit's first byte
+ *   k > 1  the chunk's header is k-1 units back (255: at least 254 back;
+ *          step back and read again)
+ * A static array (32 MiB of BSS on x86-64, untouched pages cost nothing), so
+ * the common lookup is one load at a constant base. */
+#if defined(__aarch64__)
+#define QS_VA_BITS 48
+#else
+#define QS_VA_BITS 47
+#endif
+#define QS_UNITS ((size_t)1 << (QS_VA_BITS - QS_CHUNK_SHIFT))
+extern uint8_t qs_unit_map[QS_UNITS];
+struct qs_chunk *qs_chunk_of_far(size_t unit, unsigned k);
 
 static inline struct qs_chunk *qs_chunk_of(const void *p)
 {
     uintptr_t u = (uintptr_t)p;
-    if (unlikely(u >> 48))
+    if (unlikely(u >> QS_VA_BITS))
         return NULL;
-    struct qs_chunk **l2 = __atomic_load_n(&qs_map[u >> (QS_CHUNK_SHIFT + QS_MAP_L2_BITS)], __ATOMIC_ACQUIRE);
-    if (unlikely(!l2))
+    unsigned k = __atomic_load_n(&qs_unit_map[u >> QS_CHUNK_SHIFT], __ATOMIC_ACQUIRE);
+    if (likely(k == 1))
+        return (struct qs_chunk *)(u & ~(uintptr_t)(QS_CHUNK_SIZE - 1));
+    if (k == 0)
         return NULL;
-    return __atomic_load_n(&l2[(u >> QS_CHUNK_SHIFT) & ((1u << QS_MAP_L2_BITS) - 1)], __ATOMIC_ACQUIRE);
+    return qs_chunk_of_far(u >> QS_CHUNK_SHIFT, k);
 }
 
 /* Slab descriptor of the slot that holds p, or NULL (header, past the end). */

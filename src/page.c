@@ -8,11 +8,12 @@
  * 4 MiB and more get a chunk of their own, several 4 MiB units long.  Large
  * blocks (kmalloc above 32 MiB) are chunks of kind LARGE with one block.
  *
- * The chunk map is a two-level radix table indexed by address >> 22: every
- * 4 MiB unit that a chunk covers points to the chunk's header.  A unit that
- * points nowhere is not qslab's, so qs_chunk_of() tells "not ours" in O(1)
- * with two dependent loads.  Each unit belongs to at most one chunk because
- * chunks start and end on unit boundaries.
+ * The unit map (internal.h) has a byte per 4 MiB unit of the address space:
+ * 0 for units that are not qslab's, else how many units back the chunk's
+ * header is.  qs_chunk_of() tells "not ours" in O(1) with one load at a
+ * constant address for the common case (a chunk of one unit).  Each unit
+ * belongs to at most one chunk because chunks start and end on unit
+ * boundaries.
  *
  * Slots given back are decommitted (MADV_DONTNEED) at once: the caches keep
  * empty slabs for reuse (node.c), so what reaches this layer is meant to go
@@ -21,15 +22,15 @@
  * spare (it costs address space only) to avoid mmap churn.
  *
  * Lock: pool->lock protects a pool's chunk list and each of its chunks'
- * slot lists and counters.  qs_map_lock only serialises growing the map.
+ * slot lists and counters.  The unit map needs no lock: a chunk's units are
+ * written only by whoever maps or unmaps that chunk.
  */
 #include "internal.h"
 
 #include <errno.h>
 #include <string.h>
 
-struct qs_chunk **qs_map[1u << QS_MAP_L1_BITS];
-static qs_lock qs_map_lock;
+uint8_t qs_unit_map[QS_UNITS];
 
 struct qs_page_pool {
     qs_lock lock;
@@ -49,7 +50,6 @@ void qs_page_lock_all(bool lock)
     for (int n = 0; n < qs_nr_nodes; n++)
         for (int o = 0; o < QS_NR_ORDERS; o++)
             (lock ? qs_lock_acquire : qs_lock_release)(&pools[n][o].lock);
-    (lock ? qs_lock_acquire : qs_lock_release)(&qs_map_lock);
 }
 
 static size_t round_up(size_t v, size_t a)
@@ -57,31 +57,28 @@ static size_t round_up(size_t v, size_t a)
     return (v + a - 1) & ~(a - 1);
 }
 
-static bool map_set(struct qs_chunk *ch, size_t size, struct qs_chunk *val)
+/* Mark the units of [ch, ch + size) as belonging to chunk ch (or to nobody,
+ * when clear).  Entries are published with release stores after the header
+ * is written; a chunk's units are its own, so no lock is needed. */
+static void map_set(struct qs_chunk *ch, size_t size, bool clear)
 {
-    uintptr_t start = (uintptr_t)ch, end = start + size;
-    for (uintptr_t u = start; u < end; u += QS_CHUNK_SIZE) {
-        size_t i1 = u >> (QS_CHUNK_SHIFT + QS_MAP_L2_BITS);
-        size_t i2 = (u >> QS_CHUNK_SHIFT) & ((1u << QS_MAP_L2_BITS) - 1);
-        struct qs_chunk **l2 = __atomic_load_n(&qs_map[i1], __ATOMIC_ACQUIRE);
-        if (!l2) {
-            if (!val)
-                continue;
-            qs_lock_acquire(&qs_map_lock);
-            l2 = qs_map[i1];
-            if (!l2) {
-                l2 = qs_os_map_aligned(sizeof(*l2) << QS_MAP_L2_BITS, QS_PAGE_SIZE);
-                if (!l2) {
-                    qs_lock_release(&qs_map_lock);
-                    return false;
-                }
-                __atomic_store_n(&qs_map[i1], l2, __ATOMIC_RELEASE);
-            }
-            qs_lock_release(&qs_map_lock);
-        }
-        __atomic_store_n(&l2[i2], val, __ATOMIC_RELEASE);
+    size_t first = (uintptr_t)ch >> QS_CHUNK_SHIFT, n = size >> QS_CHUNK_SHIFT;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t v = clear ? 0 : (uint8_t)(i + 1 < 255 ? i + 1 : 255);
+        __atomic_store_n(&qs_unit_map[first + i], v, __ATOMIC_RELEASE);
     }
-    return true;
+}
+
+/* Header of a chunk that spans more than one unit (p in a later unit). */
+struct qs_chunk *qs_chunk_of_far(size_t unit, unsigned k)
+{
+    while (k == 255) {
+        unit -= 254;
+        k = __atomic_load_n(&qs_unit_map[unit], __ATOMIC_ACQUIRE);
+    }
+    if (k == 0)
+        return NULL;
+    return (struct qs_chunk *)((unit - (k - 1)) << QS_CHUNK_SHIFT);
 }
 
 /* Layout of a chunk of order-`order` slabs: number of slots, data offset
@@ -126,10 +123,7 @@ static struct qs_chunk *chunk_new(int node, unsigned order)
     ch->nr_free = nr;
     ch->data = (char *)ch + off;
     ch->map_size = size;
-    if (!map_set(ch, size, ch)) {
-        qs_os_unmap(ch, size);
-        return NULL;
-    }
+    map_set(ch, size, false);
     return ch;
 }
 
@@ -218,7 +212,7 @@ size_t qs_page_free_slab(struct qs_slab *s)
     }
     qs_lock_release(&p->lock);
     if (unmap) {
-        map_set(unmap, unmap->map_size, NULL);
+        map_set(unmap, unmap->map_size, true);
         qs_os_unmap(unmap, unmap->map_size);
     }
     return bytes;
@@ -244,16 +238,13 @@ struct qs_chunk *qs_page_map_large(size_t size, size_t align)
     ch->map_size = map;
     ch->large_ptr = (char *)ch + off;
     ch->large_size = map - off;
-    if (!map_set(ch, map, ch)) {
-        qs_os_unmap(ch, map);
-        return NULL;
-    }
+    map_set(ch, map, false);
     return ch;
 }
 
 void qs_page_unmap_large(struct qs_chunk *ch)
 {
-    map_set(ch, ch->map_size, NULL);
+    map_set(ch, ch->map_size, true);
     qs_os_unmap(ch, ch->map_size);
 }
 
@@ -270,31 +261,23 @@ struct qs_chunk *qs_page_remap_large(struct qs_chunk *ch, size_t size)
     if (map == old)
         return ch;
     if (map < old) {
-        map_set((struct qs_chunk *)((char *)ch + map), old - map, NULL);
+        map_set((struct qs_chunk *)((char *)ch + map), old - map, true);
         qs_os_unmap((char *)ch + map, old - map);
     } else if (qs_os_remap_inplace(ch, old, map) == 0) {
-        if (!map_set(ch, map, ch)) {
-            qs_os_remap_inplace(ch, map, old);
-            return NULL;
-        }
+        map_set(ch, map, false);
     } else {
         size_t malign = off > QS_CHUNK_SIZE ? off : QS_CHUNK_SIZE;
         struct qs_chunk *dst = qs_os_map_aligned(map, malign);
         if (!dst)
             return NULL;
-        if (!map_set(dst, map, dst)) {
-            qs_os_unmap(dst, map);
-            return NULL;
-        }
-        map_set(ch, old, NULL);
         if (qs_os_remap_to(ch, old, dst, old) != 0) {
-            map_set(dst, map, NULL);
             qs_os_unmap(dst, map);
-            map_set(ch, old, ch);
             return NULL;
         }
+        map_set(ch, old, true); /* the old range is gone (moved) */
         ch = dst;
         ch->large_ptr = (char *)ch + off;
+        map_set(ch, map, false);
     }
     ch->map_size = map;
     ch->large_size = map - off;

@@ -46,6 +46,21 @@ int main(void)
     CHECK(qs_chunk_of(big + (39u << 20)) == ch);
     qslab_free(big);
     CHECK(qs_chunk_of(big) == NULL); /* unmapped and unregistered */
+
+    /* a block of more than 254 units: interior units step back in 254s */
+    size_t huge = (size_t)3 << 30; /* 3 GiB, never touched */
+    char *h = qslab_malloc(huge);
+    CHECK(h != NULL);
+    if (h) {
+        struct qs_chunk *hc = qs_chunk_of(h);
+        CHECK(hc && hc->kind == QS_CHUNK_LARGE);
+        for (size_t off = 0; off < huge; off += (size_t)97 << 20)
+            if (qs_chunk_of(h + off) != hc)
+                tu_fail("offset %zu MiB maps elsewhere", off >> 20);
+        CHECK(qs_chunk_of(h + huge - 1) == hc);
+        qslab_free(h);
+        CHECK(qs_chunk_of(h + ((size_t)2 << 30)) == NULL);
+    }
     free(libc);
     return tu_done();
 }
