@@ -72,7 +72,7 @@ bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align,
         return false;
     }
     size_t i = 0;
-    for (; name[i] && i < QS_NAME_MAX - 1; i++)
+    for (; i < QS_NAME_MAX - 1 && name[i]; i++)
         c->name[i] = name[i];
     c->name[i] = '\0';
     c->obj_size = size;

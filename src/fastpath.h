@@ -24,24 +24,27 @@ static inline struct qs_queue *qs_queue_of(const qslab_cache *c)
     return NULL;
 }
 
+/* Pop the queue's head (non-empty), counting it as `item`. */
+static inline void *qs_queue_pop(qslab_cache *c, struct qs_queue *q, int item)
+{
+    void *obj = q->head;
+    uintptr_t *l = qs_link(c, obj);
+    bool bad;
+    void *next = qs_dec(c, *l, &bad);
+    if (unlikely(bad))
+        return qs_queue_corrupt(c, q, obj);
+    q->head = next;
+    QS_STORE(q->nr, q->nr - 1);
+    *l = 0; /* an allocated object must not look free */
+    QS_ADD(q->stat[item], 1);
+    return obj;
+}
+
 static inline void *qs_alloc_fast(qslab_cache *c)
 {
     struct qs_queue *q = qs_queue_of(c);
-    if (likely(q != NULL)) {
-        void *obj = q->head;
-        if (likely(obj != NULL)) {
-            uintptr_t *l = qs_link(c, obj);
-            bool bad;
-            void *next = qs_dec(c, *l, &bad);
-            if (unlikely(bad))
-                return qs_queue_corrupt(c, q, obj);
-            q->head = next;
-            QS_STORE(q->nr, q->nr - 1);
-            *l = 0;
-            QS_ADD(q->stat[QS_ALLOC_FAST], 1);
-            return obj;
-        }
-    }
+    if (likely(q != NULL && q->head != NULL))
+        return qs_queue_pop(c, q, QS_ALLOC_FAST);
     return qs_alloc_slow(c);
 }
 

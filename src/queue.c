@@ -274,16 +274,7 @@ void *qs_alloc_slow(qslab_cache *c)
     }
     if (!q->head && !queue_refill(c, q))
         return NULL;
-    void *obj = q->head;
-    bool bad;
-    void *next = qs_dec(c, *qs_link(c, obj), &bad);
-    if (unlikely(bad))
-        return qs_queue_corrupt(c, q, obj);
-    q->head = next;
-    QS_STORE(q->nr, q->nr - 1);
-    *qs_link(c, obj) = 0;
-    QS_ADD(q->stat[QS_ALLOC_SLOW], 1);
-    return obj;
+    return qs_queue_pop(c, q, QS_ALLOC_SLOW);
 }
 
 void qs_free_slow(qslab_cache *c, struct qs_slab *s, void *obj)
@@ -369,13 +360,6 @@ void *qs_queue_corrupt(qslab_cache *c, struct qs_queue *q, void *obj)
  * is marked dead, so a sender that finds it dead sees the new owners. */
 void qs_queue_retire(qslab_cache *c, struct qs_queue *q)
 {
-    if (q->head) {
-        void *head = q->head;
-        unsigned long n = q->nr;
-        q->head = NULL;
-        QS_STORE(q->nr, 0);
-        qs_route_list(c, q, head, n);
-    }
     qs_queue_claim(c, q);
     if (q->head) {
         void *head = q->head;

@@ -113,14 +113,20 @@ QSLAB_EXPORT qslab_fatal_fn qslab_set_fatal_handler(qslab_fatal_fn fn)
     return __atomic_exchange_n(&fatal_handler, fn, __ATOMIC_ACQ_REL);
 }
 
+/* "qslab: " + the formatted message into b */
+static void message(struct qs_buf *b, const char *fmt, va_list ap)
+{
+    qs_buf_str(b, "qslab: ");
+    qs_vformat(b, fmt, ap);
+}
+
 void qs_fatal(const char *fmt, ...)
 {
     char text[512];
     struct qs_buf b = {text, 0, sizeof(text)};
     va_list ap;
-    qs_buf_str(&b, "qslab: ");
     va_start(ap, fmt);
-    qs_vformat(&b, fmt, ap);
+    message(&b, fmt, ap);
     va_end(ap);
     qslab_fatal_fn fn = __atomic_load_n(&fatal_handler, __ATOMIC_ACQUIRE);
     if (fn) {
@@ -137,9 +143,8 @@ void qs_warn(const char *fmt, ...)
     char text[512];
     struct qs_buf b = {text, 0, sizeof(text)};
     va_list ap;
-    qs_buf_str(&b, "qslab: ");
     va_start(ap, fmt);
-    qs_vformat(&b, fmt, ap);
+    message(&b, fmt, ap);
     va_end(ap);
     qs_buf_putc(&b, '\n');
     qs_os_write(2, text, b.len);
