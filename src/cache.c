@@ -119,6 +119,7 @@ void qs_init_slow(void)
         qs_node_topology_init();
         qs_page_init();
         qs_kmalloc_init();
+        qs_stats_init();
         __atomic_store_n(&qs_initialized, 1, __ATOMIC_RELEASE);
         qs_lock_release(&init_lock);
         /* last, and outside the init lock: pthread_atfork may allocate,

@@ -286,6 +286,7 @@ struct qs_owner {
     unsigned cap;
     int node;
     int state; /* 0 new, 1 active, 2 exited */
+    unsigned direct_frees; /* frees routed without a queue while state 0 */
 };
 
 /* ---- globals ---- */
@@ -533,6 +534,7 @@ void qs_kmalloc_init(void);
 /* ---- stats.c ---- */
 void qs_stats_sum(qslab_cache *c, unsigned long *sum); /* qs_global held */
 void qs_stats_at_exit(void);
+void qs_stats_init(void);
 /* Totals over every cache, for mallinfo and friends. */
 struct qs_totals {
     size_t slab_bytes;   /* objects' slots in all slabs (num_objs * slot) */

@@ -31,6 +31,8 @@ int qs_os_page_node(const void *p);
 
 /* Write all of buf to fd (retrying on EINTR and short writes). */
 void qs_os_write(int fd, const char *buf, size_t len);
+/* A close-on-exec duplicate of fd (numbered 64 or above), or -1. */
+int qs_os_dup_fd(int fd);
 /* Abort the process (SIGABRT). */
 void qs_os_abort(void) __attribute__((noreturn));
 /* 64 random bits (getrandom, or a fallback mixed from addresses and time). */

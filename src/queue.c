@@ -277,10 +277,17 @@ void *qs_alloc_slow(qslab_cache *c)
     return qs_queue_pop(c, q, QS_ALLOC_SLOW);
 }
 
+/* A thread that has never allocated gets a queue on its QS_FREE_ONLY_ATTACH-th
+ * free, not its first: glibc frees memory (the thread vectors of cached
+ * stacks) from an exiting thread after the key destructors ran, and a queue
+ * attached then would never be retired.  A thread that only frees (a pure
+ * consumer) pays the direct route for its first few frees only. */
+#define QS_FREE_ONLY_ATTACH 32
+
 void qs_free_slow(qslab_cache *c, struct qs_slab *s, void *obj)
 {
     struct qs_queue *q = qs_queue_of(c);
-    if (!q)
+    if (!q && (qs_self.state != 0 || ++qs_self.direct_frees >= QS_FREE_ONLY_ATTACH))
         q = qs_queue_attach(c);
     if (q && !(qs_multi_node && s->node != q->node)) {
         qs_free_fast(c, s, obj);

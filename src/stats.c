@@ -223,9 +223,20 @@ void qs_stats_totals(struct qs_totals *t)
     t->large_bytes = ls.live_bytes;
 }
 
-void qs_stats_at_exit(void)
+/* QSLAB_STATS=1: the report goes to a copy of stderr made at start-up, since
+ * programs (coreutils among them) close stderr in their own exit handlers,
+ * which run before qslab's destructor. */
+static int stats_fd = -1;
+
+void qs_stats_init(void)
 {
     const char *v = qs_os_getenv("QSLAB_STATS");
     if (v && v[0] == '1')
-        qslab_stats_report(2);
+        stats_fd = qs_os_dup_fd(2);
+}
+
+void qs_stats_at_exit(void)
+{
+    if (stats_fd >= 0)
+        qslab_stats_report(stats_fd);
 }

@@ -4,14 +4,17 @@
  *
  * Every function is a thin wrapper; the library is linked with
  * -Bsymbolic-functions so the wrappers reach qslab directly.  Edge cases
- * follow glibc 2.36: malloc(0) returns a unique pointer; realloc(p, 0) frees
- * p and returns NULL; memalign/aligned_alloc round an alignment that is not a
- * power of two up to one (glibc before 2.38 does) and refuse one above
- * SIZE_MAX/2+1 with EINVAL; posix_memalign returns EINVAL for an alignment
- * that is not a power-of-two multiple of sizeof(void *) and leaves errno
- * alone; free keeps errno.  C++ operator new/delete reach these through
- * libstdc++.
+ * follow glibc 2.36: every block is 16-byte aligned (the x86-64 ABI's
+ * max_align_t: requests under 16 bytes take kmalloc-16, not kmalloc-8);
+ * malloc(0) returns a unique pointer; realloc(p, 0) frees p and returns NULL;
+ * memalign/aligned_alloc round an alignment that is not a power of two up to
+ * one (glibc before 2.38 does) and refuse one above SIZE_MAX/2+1 with EINVAL;
+ * posix_memalign returns EINVAL for an alignment that is not a power-of-two
+ * multiple of sizeof(void *) without touching errno, and ENOMEM with errno
+ * ENOMEM; malloc_info with options != 0 returns EINVAL; free keeps errno.
+ * C++ operator new/delete reach these through libstdc++.
  */
+
 #define _GNU_SOURCE
 #include "../internal.h"
 
@@ -24,9 +27,15 @@
 
 #define MALLOC_EXPORT __attribute__((visibility("default")))
 
+/* malloc's minimum block: 16 bytes, for 16-byte alignment */
+static inline size_t min16(size_t size)
+{
+    return size < 16 ? 16 : size;
+}
+
 MALLOC_EXPORT void *malloc(size_t size)
 {
-    return qslab_malloc(size);
+    return qslab_malloc(min16(size));
 }
 
 MALLOC_EXPORT void free(void *p)
@@ -54,12 +63,18 @@ MALLOC_EXPORT void free_aligned_sized(void *p, size_t align, size_t size)
 
 MALLOC_EXPORT void *calloc(size_t n, size_t size)
 {
-    return qslab_calloc(n, size);
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return qslab_calloc(1, min16(total));
 }
 
 MALLOC_EXPORT void *realloc(void *p, size_t size)
 {
-    return qslab_realloc(p, size);
+    /* realloc(p, 0) frees p (glibc); realloc(NULL, 0) is malloc(0) */
+    return qslab_realloc(p, size == 0 && p ? 0 : min16(size));
 }
 
 MALLOC_EXPORT void *reallocarray(void *p, size_t n, size_t size)
@@ -69,7 +84,7 @@ MALLOC_EXPORT void *reallocarray(void *p, size_t n, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    return qslab_realloc(p, total);
+    return realloc(p, total);
 }
 
 static void *memalign_impl(size_t align, size_t size)
@@ -79,7 +94,7 @@ static void *memalign_impl(size_t align, size_t size)
         return NULL;
     }
     if (align <= 16) /* malloc's alignment already */
-        return qslab_malloc(size);
+        return qslab_malloc(min16(size));
     if (align & (align - 1))
         align = (size_t)1 << (64 - __builtin_clzl(align));
     return qslab_aligned_alloc(align, size);
@@ -99,12 +114,9 @@ MALLOC_EXPORT int posix_memalign(void **out, size_t align, size_t size)
 {
     if (align % sizeof(void *) != 0 || (align & (align - 1)) || align == 0)
         return EINVAL;
-    int saved = errno;
-    void *p = memalign_impl(align, size);
-    if (!p) {
-        errno = saved;
+    void *p = memalign_impl(align, size); /* errno ENOMEM on failure, as glibc */
+    if (!p)
         return ENOMEM;
-    }
     *out = p;
     return 0;
 }
@@ -137,10 +149,10 @@ MALLOC_EXPORT int malloc_trim(size_t pad)
 }
 
 /* glibc's internal names, for programs and libraries that call them. */
-MALLOC_EXPORT void *__libc_malloc(size_t size) { return qslab_malloc(size); }
+MALLOC_EXPORT void *__libc_malloc(size_t size) { return malloc(size); }
 MALLOC_EXPORT void __libc_free(void *p) { qslab_free(p); }
-MALLOC_EXPORT void *__libc_calloc(size_t n, size_t size) { return qslab_calloc(n, size); }
-MALLOC_EXPORT void *__libc_realloc(void *p, size_t size) { return qslab_realloc(p, size); }
+MALLOC_EXPORT void *__libc_calloc(size_t n, size_t size) { return calloc(n, size); }
+MALLOC_EXPORT void *__libc_realloc(void *p, size_t size) { return realloc(p, size); }
 MALLOC_EXPORT void *__libc_memalign(size_t align, size_t size) { return memalign_impl(align, size); }
 MALLOC_EXPORT void *__libc_valloc(size_t size) { return valloc(size); }
 MALLOC_EXPORT void *__libc_pvalloc(size_t size) { return pvalloc(size); }
@@ -222,10 +234,8 @@ MALLOC_EXPORT void malloc_stats(void)
 
 MALLOC_EXPORT int malloc_info(int options, FILE *fp)
 {
-    if (options != 0) {
-        errno = EINVAL;
-        return -1;
-    }
+    if (options != 0)
+        return EINVAL; /* glibc 2.36 returns the error code, errno untouched */
     struct qs_totals t;
     totals(&t);
     fprintf(fp,

@@ -103,6 +103,14 @@ void qs_os_write(int fd, const char *buf, size_t len)
     errno = saved;
 }
 
+int qs_os_dup_fd(int fd)
+{
+    int saved = errno;
+    int r = fcntl(fd, F_DUPFD_CLOEXEC, 64);
+    errno = saved;
+    return r;
+}
+
 void qs_os_abort(void)
 {
     abort();

@@ -1,0 +1,176 @@
+/*
+ * bad_free.c - bad pointers through the glibc names, under the preload.
+ *
+ * Each case runs in a child process (core dumps off) whose stderr goes to a
+ * pipe.  The child must die of SIGABRT after writing exactly one line, which
+ * starts with "qslab: " and contains the expected words:
+ *   free(stack pointer)                 "not allocated by qslab"
+ *   realloc(stack pointer, 100)         "not an object allocated by qslab"
+ *   malloc_usable_size(stack pointer)   "not an object allocated by qslab"
+ *   free(interior pointer of a block)   "interior pointer"
+ *   free(p) twice                       "double free"
+ *   free(interior of a 40 MiB block)    "interior pointer"
+ * A last case checks that a good free in a child exits normally (the harness
+ * itself is sound).  Prints one line per case; exits 1 if any failed.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Keep the compiler from seeing through the bad calls. */
+static void *volatile sink;
+static void *launder(void *p)
+{
+    sink = p;
+    return sink;
+}
+
+static void case_free_stack(void)
+{
+    char buf[64];
+    free(launder(buf + 16));
+}
+
+static void case_realloc_stack(void)
+{
+    char buf[64];
+    sink = realloc(launder(buf), 100);
+}
+
+static void case_usable_stack(void)
+{
+    char buf[64];
+    sink = (void *)(uintptr_t)malloc_usable_size(launder(buf));
+}
+
+static void case_free_interior(void)
+{
+    char *p = malloc(100);
+    free(launder(p + 8));
+}
+
+static void case_double_free(void)
+{
+    void *p = malloc(48), *again = launder(p);
+    free(p);
+    free(again);
+}
+
+static void case_free_interior_large(void)
+{
+    char *p = malloc(40 << 20);
+    free(launder(p + 4096));
+}
+
+static void case_good(void)
+{
+    free(launder(malloc(100)));
+}
+
+struct bad_case {
+    const char *name;
+    void (*fn)(void);
+    const char *words; /* NULL: must exit 0 silently */
+};
+
+static const struct bad_case cases[] = {
+    {"free(stack pointer)", case_free_stack, "not allocated by qslab"},
+    {"realloc(stack pointer, 100)", case_realloc_stack, "not an object allocated by qslab"},
+    {"malloc_usable_size(stack pointer)", case_usable_stack, "not an object allocated by qslab"},
+    {"free(malloc(100) + 8)", case_free_interior, "interior pointer"},
+    {"free(p) twice", case_double_free, "double free"},
+    {"free(malloc(40 MiB) + 4096)", case_free_interior_large, "interior pointer"},
+    {"free(malloc(100)) (control)", case_good, NULL},
+};
+
+static int run_case(const struct bad_case *c)
+{
+    int fds[2];
+    if (pipe(fds) != 0) {
+        perror("pipe");
+        return 0;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);
+        close(fds[0]);
+        dup2(fds[1], 2);
+        close(fds[1]);
+        c->fn();
+        _exit(0);
+    }
+    close(fds[1]);
+    char out[4096];
+    size_t len = 0;
+    ssize_t r;
+    while (len < sizeof out - 1 &&
+           ((r = read(fds[0], out + len, sizeof out - 1 - len)) > 0 || (r < 0 && errno == EINTR)))
+        if (r > 0)
+            len += (size_t)r;
+    out[len] = 0;
+    close(fds[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+
+    int lines = 0;
+    for (size_t i = 0; i < len; i++)
+        lines += out[i] == '\n';
+    int ok;
+    const char *why = "";
+    if (!c->words) {
+        ok = WIFEXITED(st) && WEXITSTATUS(st) == 0 && len == 0;
+        why = "expected a normal exit and no output";
+    } else if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGABRT) {
+        ok = 0;
+        why = "expected death by SIGABRT";
+    } else if (lines != 1 || out[len - 1] != '\n') {
+        ok = 0;
+        why = "expected exactly one line on stderr";
+    } else if (strncmp(out, "qslab: ", 7) != 0 || !strstr(out, c->words)) {
+        ok = 0;
+        why = "expected a line starting \"qslab: \" with the words";
+    } else {
+        ok = 1;
+    }
+    if (ok) {
+        printf("ok   %-36s %s", c->name, c->words ? out : "exit 0\n");
+    } else {
+        printf("FAIL %-36s %s%s%s: ", c->name, why, c->words ? " " : "", c->words ? c->words : "");
+        if (WIFSIGNALED(st))
+            printf("got signal %d, ", WTERMSIG(st));
+        else
+            printf("got exit %d, ", WEXITSTATUS(st));
+        printf("%d line(s) on stderr:\n%s%s", lines, out, len && out[len - 1] != '\n' ? "\n" : "");
+    }
+    return ok;
+}
+
+int main(void)
+{
+    int (*node)(const void *) = (int (*)(const void *))dlsym(RTLD_DEFAULT, "qslab_object_node");
+    if (!node) {
+        fprintf(stderr, "FAIL: not running on libqslab-malloc (run under qslab-run)\n");
+        return 1;
+    }
+    int failed = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        failed += !run_case(&cases[i]);
+    if (failed)
+        printf("FAIL: %d of %zu cases\n", failed, sizeof cases / sizeof cases[0]);
+    else
+        printf("PASS: every bad pointer aborted with one qslab line\n");
+    return failed != 0;
+}
