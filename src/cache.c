@@ -46,6 +46,20 @@ static size_t round_up(size_t v, size_t a)
     return (v + a - 1) & ~(a - 1);
 }
 
+/* Per-cache link secrets: one getrandom per process, then splitmix64 over a
+ * counter (start-up makes 25 caches; 25 system calls saved). */
+static uint64_t cache_secret(void)
+{
+    static uint64_t seed, counter;
+    if (!__atomic_load_n(&seed, __ATOMIC_ACQUIRE))
+        __atomic_store_n(&seed, qs_os_random64() | 1, __ATOMIC_RELEASE);
+    uint64_t z = __atomic_load_n(&seed, __ATOMIC_ACQUIRE) +
+                 0x9e3779b97f4a7c15ULL * __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
 bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align, unsigned long flags,
                     void (*ctor)(void *), bool is_kmalloc)
 {
@@ -83,7 +97,7 @@ bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align,
     c->slot_size = (uint32_t)slot;
     c->is_kmalloc = is_kmalloc;
     /* a zero word must not look free: set the top bit */
-    c->secret = (uintptr_t)(qs_os_random64() | (1ULL << 63));
+    c->secret = (uintptr_t)(cache_secret() | (1ULL << 63));
     c->min_order = qs_slab_min_order(slot, align);
     c->order = qs_slab_default_order(slot, align);
     qs_tune_defaults(c);
