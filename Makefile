@@ -1,5 +1,6 @@
 # Quick start:
-#   make bench    Release build in build/release, run bench_slub, print its table
+#   make bench    Release build in build/release, run the benchmark suite
+#                 (bench/run.py: qslab against glibc, jemalloc, tcmalloc, mimalloc)
 #   make test     normal, ASan+UBSan and TSan builds, each tested through ctest
 #
 # Other targets: make install PREFIX=/dir, make clean.  QUICK=1 shortens `make bench`.
@@ -9,11 +10,16 @@ PREFIX ?= /usr/local
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 CTEST   = ctest -j2 --output-on-failure
 # Tools the build needs: when one is missing, scripts/install-deps installs it.
-TOOLS   = cmake cc gcc c++ make setarch
+TOOLS   = cmake cc gcc c++ g++ make setarch python3 git nm awk sort
 
-BENCH_ARGS = --csv bench/results/slub.csv $(if $(QUICK),--quick)
+# make bench: QUICK=1 for the quick mode; PEERS=0 not to install missing peer
+# allocators (as root, scripts/install-peers does by default); BENCH_ARGS for
+# more options of bench/run.py, e.g. BENCH_ARGS="--only slub.pair,prodcons".
+BENCH_ARGS ?=
+BENCH_RUN   = python3 bench/run.py --bin-dir build/release/bench \
+              --qslab-lib build/release/src/malloc/libqslab-malloc.so
 
-.PHONY: all deps bench test test-normal test-asan test-tsan install clean
+.PHONY: all deps bench bench-peers test test-normal test-asan test-tsan install clean
 .NOTPARALLEL:
 MAKEFLAGS += --no-print-directory
 
@@ -29,10 +35,20 @@ cmake -S . -B $(1) $(2)
 cmake --build $(1) -j $(JOBS) $(if $(3),--target $(3))
 endef
 
-bench: deps
-	$(call build,build/release,-DCMAKE_BUILD_TYPE=Release,bench_slub)
-	@mkdir -p bench/results
-	build/release/bench_slub $(BENCH_ARGS)
+bench: deps bench-peers
+	$(call build,build/release,-DCMAKE_BUILD_TYPE=Release,bench)
+	$(BENCH_RUN) $(if $(QUICK),--quick) $(BENCH_ARGS)
+
+# Peers and gnuplot: installed when missing if we are root (the runner says
+# which allocators it did not find either way).
+bench-peers:
+	@if [ "$(PEERS)" != 0 ] && ! scripts/install-peers --check 2>/dev/null; then \
+	    if [ "$$(id -u)" -eq 0 ]; then \
+	        scripts/install-peers || echo "make bench: install-peers failed, going on"; \
+	    else \
+	        echo "make bench: not root: run scripts/install-peers to add the missing peers"; \
+	    fi; \
+	fi
 
 test: test-normal test-asan test-tsan
 

@@ -1,0 +1,221 @@
+/*
+ * bench/bench.c - the helpers of bench/bench.h.
+ */
+#define _GNU_SOURCE
+#include "bench.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <time.h>
+
+const char *bench_name = "bench";
+
+void bench_die(const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "%s: ", bench_name);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(1);
+}
+
+double bench_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void bench_sleep_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* The CPUs the process may run on, read before any thread pins itself. */
+static cpu_set_t allowed_cpus;
+
+__attribute__((constructor)) static void read_allowed_cpus(void)
+{
+    if (sched_getaffinity(0, sizeof(allowed_cpus), &allowed_cpus) != 0 ||
+        CPU_COUNT(&allowed_cpus) == 0) {
+        CPU_ZERO(&allowed_cpus);
+        CPU_SET(0, &allowed_cpus);
+    }
+}
+
+int bench_ncpus(void)
+{
+    return CPU_COUNT(&allowed_cpus);
+}
+
+int bench_pin(int i)
+{
+    cpu_set_t set;
+
+    i %= bench_ncpus();
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &allowed_cpus) || i-- > 0)
+            continue;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        return sched_setaffinity(0, sizeof(set), &set) == 0 ? cpu : -1;
+    }
+    return -1;
+}
+
+/* A "Field:   1234 kB" line of /proc/self/status. */
+static long status_kib(const char *field)
+{
+    char line[256];
+    size_t len = strlen(field);
+    long kib = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, field, len) == 0 && line[len] == ':') {
+            kib = strtol(line + len + 1, NULL, 10);
+            break;
+        }
+    }
+    fclose(f);
+    return kib;
+}
+
+long bench_rss_kib(void)
+{
+    return status_kib("VmRSS");
+}
+
+long bench_peak_rss_kib(void)
+{
+    return status_kib("VmHWM");
+}
+
+long bench_minflt(void)
+{
+    struct rusage ru;
+
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_minflt : -1;
+}
+
+void *bench_map(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    if (p == MAP_FAILED)
+        bench_die("mmap of %zu bytes: %s", bytes, strerror(errno));
+    return p;
+}
+
+void bench_unmap(void *p, size_t bytes)
+{
+    munmap(p, bytes);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
+double bench_median(double *v, int n)
+{
+    if (n <= 0)
+        return 0;
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+void bench_barrier_init(struct bench_barrier *b, unsigned threads)
+{
+    b->threads = threads;
+    atomic_init(&b->waiting, 0);
+    atomic_init(&b->generation, 0);
+}
+
+void bench_barrier_wait(struct bench_barrier *b)
+{
+    unsigned gen = atomic_load(&b->generation);
+
+    if (atomic_fetch_add(&b->waiting, 1) + 1 == b->threads) {
+        atomic_store(&b->waiting, 0);
+        atomic_fetch_add(&b->generation, 1);
+        return;
+    }
+    for (unsigned spins = 0; atomic_load(&b->generation) == gen; spins++) {
+        if (spins < 1000)
+            _mm_pause();
+        else
+            sched_yield();
+    }
+}
+
+static _Noreturn void usage_exit(const char *usage)
+{
+    fprintf(stderr, "usage: %s %s\n", bench_name, usage);
+    exit(2);
+}
+
+void bench_parse(int argc, char **argv, const struct bench_opt *opts, int nopts, const char *usage)
+{
+    const char *slash = strrchr(argv[0], '/');
+
+    bench_name = slash ? slash + 1 : argv[0];
+    for (int i = 1; i < argc; i++) {
+        const struct bench_opt *o = NULL;
+
+        if (strncmp(argv[i], "--", 2) == 0)
+            for (int k = 0; k < nopts && !o; k++)
+                if (strcmp(argv[i] + 2, opts[k].name) == 0)
+                    o = &opts[k];
+        if (!o || i + 1 >= argc)
+            usage_exit(usage);
+
+        const char *value = argv[++i];
+        if (o->str) {
+            *o->str = value;
+        } else {
+            char *end;
+            errno = 0;
+            long v = strtol(value, &end, 10);
+            if (errno || end == value || *end || v < 0)
+                usage_exit(usage);
+            *o->num = v;
+        }
+    }
+}
+
+static int result_started;
+
+void bench_result(const char *key, double value)
+{
+    if (!result_started) {
+        fputs("result", stdout);
+        result_started = 1;
+    }
+    printf(" %s=%.6g", key, value);
+}
+
+void bench_result_end(void)
+{
+    putchar('\n');
+    fflush(stdout);
+    result_started = 0;
+}

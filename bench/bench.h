@@ -1,0 +1,120 @@
+/*
+ * bench/bench.h - what every benchmark driver shares.
+ *
+ * A driver (bench/<name>.c, built as bench_<name>) runs one case of one test
+ * in its own process and prints its numbers as one line
+ *
+ *     result key=value key=value ...
+ *
+ * which the runner (bench/run.py) parses.  Drivers call malloc and free, so
+ * that LD_PRELOAD chooses the allocator under test; their own bookkeeping
+ * (pointer arrays, queues) lives in memory from bench_map(), outside every
+ * allocator, and is not counted as the allocator's.  Drivers never pass or
+ * fail on a number; they exit non-zero only when they cannot run.
+ *
+ * Time is read two ways: tsc_begin()/tsc_end() around short loops (time-stamp
+ * counter ticks: on current x86 a fixed rate, which under turbo or in a VM is
+ * not the core clock), and bench_now() (CLOCK_MONOTONIC seconds) for runs of
+ * a second or so.
+ */
+#ifndef BENCH_H
+#define BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <x86intrin.h>
+
+#define NOINLINE __attribute__((noinline))
+
+/* TSC before a measured region: earlier instructions have completed. */
+static inline uint64_t tsc_begin(void)
+{
+    _mm_lfence();
+    uint64_t t = __rdtsc();
+    _mm_lfence();
+    return t;
+}
+
+/* TSC after a measured region: the region's instructions have completed. */
+static inline uint64_t tsc_end(void)
+{
+    unsigned aux;
+    uint64_t t = __rdtscp(&aux);
+    _mm_lfence();
+    return t;
+}
+
+/* Keep the compiler from pairing up a malloc and a free and deleting both. */
+static inline void escape(void *p)
+{
+    __asm__ volatile("" : : "g"(p) : "memory");
+}
+
+/* Seconds on CLOCK_MONOTONIC. */
+double bench_now(void);
+void bench_sleep_ms(long ms);
+
+/* Number of CPUs this process may run on. */
+int bench_ncpus(void);
+/* Pin the calling thread to the i-th CPU it may run on (i modulo their
+ * number).  Returns the CPU number, or -1 (then the thread stays unpinned). */
+int bench_pin(int i);
+
+/* Memory of this process in KiB: resident now (VmRSS), resident at most so
+ * far (VmHWM); -1 if /proc cannot be read. */
+long bench_rss_kib(void);
+long bench_peak_rss_kib(void);
+/* Minor page faults of the whole process so far (getrusage). */
+long bench_minflt(void);
+
+/* Anonymous zeroed memory from mmap, never from the allocator under test. */
+void *bench_map(size_t bytes);
+void bench_unmap(void *p, size_t bytes);
+
+/* Median of v[0..n-1] (reorders v). */
+double bench_median(double *v, int n);
+
+/* xorshift64*: deterministic pseudo-random numbers, one state per thread. */
+static inline uint64_t bench_rand(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+/* A barrier for threads pinned to distinct CPUs: spins, then yields the CPU,
+ * so it also behaves when threads outnumber CPUs. */
+struct bench_barrier {
+    unsigned threads;
+    _Atomic unsigned waiting;
+    _Atomic unsigned generation;
+};
+void bench_barrier_init(struct bench_barrier *b, unsigned threads);
+void bench_barrier_wait(struct bench_barrier *b);
+
+/*
+ * Command line: `bench_<name> [--option value]...`.  Each driver lists its
+ * options with their defaults; an unknown option or a value that is not a
+ * non-negative integer prints the usage line and exits 2.  String options
+ * (`str` non-NULL) take any word.
+ */
+struct bench_opt {
+    const char *name; /* without the leading "--" */
+    long *num;        /* integer option, or NULL */
+    const char **str; /* string option, or NULL */
+};
+void bench_parse(int argc, char **argv, const struct bench_opt *opts, int nopts, const char *usage);
+
+/* The result line: bench_result("alloc", 12.5); ...; bench_result_end(). */
+void bench_result(const char *key, double value);
+void bench_result_end(void);
+
+/* Print "bench_<name>: message" on stderr and exit 1. */
+_Noreturn void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Name used in messages, set from argv[0] by bench_parse. */
+extern const char *bench_name;
+
+#endif /* BENCH_H */

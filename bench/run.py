@@ -1,0 +1,829 @@
+#!/usr/bin/env python3
+"""bench/run.py - qslab's benchmark suite: qslab against the allocators people
+use today, on the workloads of the SLAB/SLUB/SLQB discussion.
+
+Every (test, case, allocator) runs in its own process: the drivers
+(bench/<name>.c) call malloc and free, and LD_PRELOAD picks the allocator
+(libqslab-malloc.so for qslab, the peer's shared library for a peer, nothing
+for glibc).  The rounds are interleaved: round r runs every case of every test
+once for every allocator, the allocators taking turns at going first.  The
+tables give the median over the rounds, the ratio qslab/peer, and the spread
+(half the range over the rounds, relative to the median, widest of the row).
+
+    bench/run.py --bin-dir BUILD/bench --qslab-lib BUILD/.../libqslab-malloc.so
+                 [--quick | --smoke] [--rounds N] [--only TEST,...] [--out DIR]
+
+Writes to --out (default bench/results): report.txt (what the terminal shows),
+results.csv (medians and ratios), samples.csv (every number of every run),
+and, when gnuplot is installed, one PNG per table.  --smoke runs every test
+at a tiny size under glibc, qslab and the installed peers and fails (exit 1)
+if a run fails or prints a result line that does not parse; no timing is
+judged.  See docs/benchmarks.md.
+"""
+
+import argparse
+import csv
+import datetime
+import functools
+import math
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# --------------------------------------------------------------------------
+# Allocators
+
+LIB_DIRS = ["/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64",
+            "/usr/local/lib", "/usr/lib"]
+
+# name: (library file names, Debian package)
+PEERS = {
+    "jemalloc": (["libjemalloc.so.2"], "libjemalloc2"),
+    "tcmalloc": (["libtcmalloc_minimal.so.4"], "libtcmalloc-minimal4"),
+    "mimalloc": (["libmimalloc.so.2", "libmimalloc.so.2.0"], "libmimalloc2.0"),
+}
+
+
+class Contender:
+    """One column of a table: an allocator, and the driver arguments it gets.
+
+    The subject (qslab) is the first column; every other column gets a ratio.
+    An `info` column (qslab through malloc in the object-cache test) is shown
+    but is not a peer: summaries and targets ignore it.
+    """
+
+    def __init__(self, name, preload, version, extra_args=(), info=False):
+        self.name = name
+        self.preload = preload
+        self.version = version
+        self.extra_args = list(extra_args)
+        self.info = info
+
+
+def package_version(pkg):
+    try:
+        out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", pkg],
+                             capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def find_allocators(qslab_lib):
+    """glibc, qslab, then the peers that are installed; and the missing ones."""
+    glibc = os.confstr("CS_GNU_LIBC_VERSION") or "glibc"
+    allocs = [Contender("qslab", qslab_lib, qslab_version()),
+              Contender("glibc", None, glibc.replace("glibc ", ""))]
+    missing = []
+    for name, (files, pkg) in PEERS.items():
+        path = next((os.path.join(d, f) for f in files for d in LIB_DIRS
+                     if os.path.exists(os.path.join(d, f))), None)
+        if path:
+            allocs.append(Contender(name, path, package_version(pkg)))
+        else:
+            missing.append((name, pkg))
+    return allocs, missing
+
+
+def qslab_version():
+    try:
+        text = open(os.path.join(REPO, "include", "qslab.h")).read()
+        major = re.search(r"QSLAB_VERSION_MAJOR (\d+)", text).group(1)
+        minor = re.search(r"QSLAB_VERSION_MINOR (\d+)", text).group(1)
+        version = f"{major}.{minor}"
+    except (OSError, AttributeError):
+        version = "?"
+    commit = git("rev-parse", "--short", "HEAD")
+    if commit:  # local changes to the allocator itself, not to bench/ or docs
+        dirty = git("status", "--porcelain", "--", "src", "include")
+        version += f" at {commit}" + (" + local changes to src/" if dirty else "")
+    return version
+
+
+def git(*args):
+    try:
+        out = subprocess.run(["git", "-C", REPO] + list(args), capture_output=True,
+                             text=True, timeout=10)
+        return out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+# --------------------------------------------------------------------------
+# Tests
+
+class Metric:
+    """A number a driver prints, and how a table shows it."""
+
+    def __init__(self, key, title, unit, lower_is_better, scale=1.0, split=None):
+        self.key = key                  # key in the result line
+        self.title = title              # what the number is
+        self.unit = unit                # unit after scaling, for the table title
+        self.lower_is_better = lower_is_better
+        self.scale = scale              # table value = driver value * scale
+        self.split = split              # (key, key): cells show "a+b" (slub alloc+free)
+
+    def better(self):
+        return "lower is better" if self.lower_is_better else "higher is better"
+
+    def describe(self):
+        """ "title (unit), lower is better", without repeating the unit."""
+        unit = "" if self.unit in self.title else f" ({self.unit})"
+        return f"{self.title}{unit}, {self.better()}"
+
+
+class Case:
+    def __init__(self, label, args, x=None, control=False):
+        self.label = label      # row label
+        self.args = args        # driver arguments
+        self.x = x              # numeric x for plots (size, threads), or None
+        self.control = control  # a reference row, not counted in summary and targets
+
+
+class Test:
+    def __init__(self, key, title, seed, driver, cases, metrics, models,
+                 parallel=False, contenders=None):
+        self.key = key            # short name, used in file names and --only
+        self.title = title
+        self.seed = seed          # the seed table or story it reproduces
+        self.driver = driver      # bench_<driver>
+        self.cases = cases
+        self.metrics = metrics
+        self.models = models      # one line: what the workload stands for
+        self.parallel = parallel  # run a case's allocators at once (sleeping memory tests)
+        self.contenders = contenders  # function(allocs) -> columns, default: allocs
+
+
+# Sizes and lengths per mode.  Full: the seed tables' sizes and lengths.
+MODES = {
+    "full": dict(rounds=7, sizes=[8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384],
+                 objs=10000, inner=5, msgs=300000, ops=3000000, idle_threads=1000,
+                 mib=256, wait_ms=2000, cache_objs=10000),
+    "quick": dict(rounds=3, sizes=[8, 64, 256, 1024, 4096, 16384],
+                  objs=10000, inner=3, msgs=100000, ops=1000000, idle_threads=1000,
+                  mib=64, wait_ms=2000, cache_objs=10000),
+    "smoke": dict(rounds=1, sizes=[64, 4096], objs=200, inner=1, msgs=2000, ops=20000,
+                  idle_threads=20, mib=2, wait_ms=500, cache_objs=200),
+}
+
+
+def build_tests(m, ncpus):
+    """The suite, for the mode parameters m."""
+    tests = []
+
+    n = m["objs"]
+    alloc_free = Metric("total", "cycles per object, alloc+free", "cycles", True,
+                        split=("alloc", "free"))
+    pair = Metric("total", "cycles per malloc+free pair", "cycles", True)
+    peak = Metric("peak_rss_kib", "peak RSS", "MiB", True, scale=1 / 1024)
+
+    def slub(key, title, seed, models, metrics):
+        cases = [Case(str(s), ["--test", key, "--size", str(s), "--objs", str(n),
+                               "--rounds", str(m["inner"])], s) for s in m["sizes"]]
+        tests.append(Test("slub." + key, title, seed, "slub", cases, metrics, models))
+
+    slub("batch", f"{n:,} mallocs, then {n:,} frees, one CPU",
+         'single thread test 1, "Repeatedly allocate 10000 objs then free them"',
+         "a burst of allocations released together (a request's buffers, a batch job)",
+         [alloc_free])
+    slub("pair", f"{n:,} malloc+free pairs, one CPU",
+         'single thread test 2, "alloc/free test (repeatedly allocate and free)"',
+         "short-lived temporaries: the fast path alone", [pair])
+    slub("batch_all", f"batch on all {ncpus} CPUs at once",
+         'concurrent allocs test 1 (batch "running on all CPUs")',
+         "every CPU bursting at once: contention on shared state", [alloc_free])
+    slub("pair_all", f"pair on all {ncpus} CPUs at once",
+         "concurrent allocs test 2 (pairs on all CPUs)",
+         "the fast path under concurrency", [pair])
+    allocating = (f"CPU 1 allocates {n:,} objects" if ncpus == 2
+                  else f"CPUs 1..{ncpus - 1} allocate {n:,} objects each")
+    slub("remote", f"{allocating}, CPU 0 frees them all",
+         'remote free test 1 ("Allocate N objects on CPUs 1-7, then free them all from CPU 0")',
+         "objects freed by another thread than the one that allocated them", [alloc_free, peak])
+    slub("ring", f"every CPU allocates {n:,}; CPU i frees what CPU i-1 allocated",
+         'remote free test 2 ("CPU1 frees objects allocated by CPU0")',
+         "a pipeline of threads handing objects on", [alloc_free, peak])
+
+    msgs = m["msgs"]
+    pc_cases = [
+        Case("1 pair, 2 CPUs", ["--pin", "split"]),
+        Case("1 pair, 1 CPU", ["--pin", "same"]),
+        Case(f"{ncpus} pairs, unpinned", ["--pin", "none", "--pairs", str(ncpus)]),
+        Case("batch of 10,000", ["--mode", "batch", "--pin", "split",
+                                 "--batch", str(min(10000, msgs // 10 or 1))]),
+    ]
+    for c in pc_cases:
+        c.args += ["--msgs", str(msgs)]
+    tests.append(Test(
+        "prodcons", "producer/consumer: 4,696-byte buffers + 256-byte heads through queues",
+        "netperf UDP_STREAM (UDP-U-4k), the kmalloc-4696/kmalloc-8192 story",
+        "prodcons", pc_cases,
+        [Metric("msgs_per_s", "messages per second", "million msg/s", False, scale=1e-6), peak],
+        "a network stack: the sender allocates skbs, the receiver frees them"))
+
+    counts = sorted({1, 2, ncpus, 2 * ncpus, 4 * ncpus})
+    tests.append(Test(
+        "scale", f"threads doing random malloc/free of 16 B..4 KiB, {m['ops']:,} ops each",
+        "tbench/hackbench style scaling (seed: tbench 1..16 threads)", "threads",
+        [Case(f"{t} thread{'s' if t > 1 else ''}",
+              ["--mode", "scale", "--threads", str(t), "--ops", str(m["ops"])], t)
+         for t in counts],
+        [Metric("ops_per_s", "operations per second (all threads)", "Mop/s", False,
+                scale=1e-6)],
+        "a thread pool doing independent work, from 1 to 4x the CPUs"))
+
+    nt, wait = m["idle_threads"], m["wait_ms"]
+    idle_args = ["--mode", "idle", "--threads", str(nt), "--wait-ms", str(wait)]
+    tests.append(Test(
+        "idle", f"{nt:,} threads each malloc and free 64 blocks, then idle",
+        "per-CPU/per-thread caches' memory cost (the SLAB crossbar-of-queues concern)",
+        "threads",
+        [Case(f"{nt:,} threads", idle_args),
+         Case(f"{nt:,} threads, no malloc", idle_args + ["--objs", "0"], control=True)],
+        [Metric("rss_idle_kib", "RSS added, threads alive and idle", "MiB", True,
+                scale=1 / 1024),
+         Metric("rss_exit_kib", "RSS added, right after the threads exited", "MiB", True,
+                scale=1 / 1024),
+         Metric("rss_later_kib", f"RSS added, {wait / 1000:g} s after the threads exited",
+                "MiB", True, scale=1 / 1024)],
+        "a server with many mostly idle threads (the no-malloc row is the stacks' share)",
+        parallel=True))
+
+    gb_cases = [Case(f"{m['mib']} MiB, {t} thread{'s' if t > 1 else ''}",
+                     ["--mib", str(m["mib"]), "--threads", str(t), "--wait-ms", str(wait)])
+                for t in (1, ncpus)]
+    tests.append(Test(
+        "giveback", f"allocate {m['mib']} MiB (16 B..32 KiB blocks), free it all, stay idle",
+        "SLUB's batch frees releasing slabs vs SLQB keeping them; empty_decay_ms",
+        "giveback", gb_cases,
+        [Metric("kept_0_pct", "resident right after the frees", "% of the working set", True),
+         Metric(f"kept_{wait}_pct", f"resident after {wait / 1000:g} s idle",
+                "% of the working set", True),
+         Metric("ws_kib", "the working set, resident before the frees", "MiB", True,
+                scale=1 / 1024)],
+        "a program that finishes a phase and goes quiet", parallel=True))
+
+    co = m["cache_objs"]
+    cache_args = ["--objs", str(co), "--rounds", str(m["inner"])]
+    tests.append(Test(
+        "cache", "512-byte objects with a constructed state (mutex, lists, buffer)",
+        "kmem_cache constructors (the skb initialisation thread)", "cache",
+        [Case("request pairs", ["--pattern", "pair"] + cache_args),
+         Case(f"batch of {co:,}", ["--pattern", "batch"] + cache_args)],
+        [Metric("cycles", "cycles per request (get, use, put)", "cycles", True)],
+        "qslab_cache_alloc with a constructor against malloc + initialisation each time",
+        contenders=cache_contenders))
+    return tests
+
+
+def cache_contenders(allocs):
+    """qslab's object-cache API (no preload) against every allocator's malloc +
+    init; qslab's own malloc + init is shown for reference."""
+    cols = []
+    for a in allocs:
+        if a.name == "qslab":
+            cols.append(Contender("qslab", None, a.version, ["--api", "cache"]))
+            cols.append(Contender("qslab-malloc", a.preload, a.version, ["--api", "malloc"],
+                                  info=True))
+        else:
+            cols.append(Contender(a.name, a.preload, a.version, ["--api", "malloc"]))
+    return cols
+
+
+# --------------------------------------------------------------------------
+# Running
+
+class RunError(Exception):
+    pass
+
+
+def parse_result(text):
+    """The numbers of the driver's "result key=value ..." line."""
+    for line in text.splitlines():
+        if line.startswith("result "):
+            out = {}
+            for tok in line.split()[1:]:
+                key, sep, value = tok.partition("=")
+                if not sep:
+                    raise RunError(f"bad token {tok!r} in {line!r}")
+                try:
+                    out[key] = float(value)
+                except ValueError:
+                    raise RunError(f"bad number in {tok!r}")
+                if not math.isfinite(out[key]):
+                    raise RunError(f"not a finite number: {tok!r}")
+            return out
+    raise RunError("no result line")
+
+
+def start(bin_dir, test, case, cont):
+    exe = os.path.join(bin_dir, "bench_" + test.driver)
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if cont.preload:
+        env["LD_PRELOAD"] = cont.preload
+    cmd = [exe] + case.args + cont.extra_args
+    return cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, env=env)
+
+
+def finish(cmd, proc, test, timeout):
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise RunError(f"timed out after {timeout} s: {' '.join(cmd)}")
+    if proc.returncode != 0:
+        msg = (err.strip().splitlines() or [""])[-1]
+        raise RunError(f"exit {proc.returncode} ({msg}): {' '.join(cmd)}")
+    result = parse_result(out)
+    for m in test.metrics:
+        keys = m.split or ()
+        for key in (m.key,) + tuple(keys):
+            if key not in result:
+                raise RunError(f"no {key}= in the result line: {' '.join(cmd)}")
+    return result
+
+
+class Progress:
+    def __init__(self, total):
+        self.total, self.done, self.t0 = total, 0, time.time()
+        self.tty = sys.stderr.isatty()
+
+    def step(self, what, n=1):
+        self.done += n
+        if self.tty:
+            el = time.time() - self.t0
+            sys.stderr.write(f"\r\033[K[{self.done}/{self.total} runs, {el:.0f} s] {what}")
+            sys.stderr.flush()
+
+    def line(self, text):
+        if self.tty:
+            sys.stderr.write("\r\033[K")
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+    def end(self):
+        if self.tty:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def run_suite(tests, allocs, rounds, bin_dir, timeout):
+    """samples[(test, case label, contender)] = [result dict per round]."""
+    columns = {t.key: (t.contenders(allocs) if t.contenders else allocs) for t in tests}
+    total = rounds * sum(len(t.cases) * len(columns[t.key]) for t in tests)
+    progress = Progress(total)
+    samples, errors = {}, []
+    for r in range(rounds):
+        progress.line(f"round {r + 1}/{rounds}  ({time.time() - progress.t0:.0f} s)")
+        for test in tests:
+            cols = columns[test.key]
+            for ci, case in enumerate(test.cases):
+                k = (r + ci) % len(cols)
+                order = cols[k:] + cols[:k]
+                # Memory tests that mostly sleep run their allocators at once.
+                procs = [start(bin_dir, test, case, c) for c in order] if test.parallel else None
+                for i, c in enumerate(order):
+                    progress.step(f"{test.key} {case.label} {c.name}")
+                    try:
+                        cmd, proc = procs[i] if procs else start(bin_dir, test, case, c)
+                        res = finish(cmd, proc, test, timeout)
+                        samples.setdefault((test.key, case.label, c.name), []).append(res)
+                    except (RunError, OSError) as e:
+                        errors.append(f"{test.key} [{case.label}] {c.name}: {e}")
+    progress.end()
+    return columns, samples, errors
+
+
+# --------------------------------------------------------------------------
+# Numbers
+
+class Cell:
+    """Median and spread of one metric for one (case, contender)."""
+
+    def __init__(self, values, split=None):
+        self.values = values
+        self.median = statistics.median(values)
+        lo, hi = min(values), max(values)
+        self.spread = (hi - lo) / 2 / self.median if self.median else 0.0
+        self.split = split  # (median a, median b) for a+b cells
+
+
+def cell(samples, test, case, cont, metric):
+    runs = samples.get((test.key, case.label, cont.name))
+    if not runs:
+        return None
+    vals = [r[metric.key] * metric.scale for r in runs]
+    split = None
+    if metric.split:
+        split = tuple(statistics.median(r[k] * metric.scale for r in runs) for k in metric.split)
+    return Cell(vals, split)
+
+
+def ratio(a, b):
+    if a is None or b is None or not b.median:
+        return None
+    return a.median / b.median
+
+
+def fmt_num(v):
+    a = abs(v)
+    if a >= 1e7:
+        return f"{v / 1e6:.1f}M"
+    if a >= 1e5:
+        return f"{v / 1e6:.2f}M"
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def fmt_cell(c):
+    if c is None:
+        return "-"
+    if c.split:
+        return f"{c.split[0]:.0f}+{c.split[1]:.0f}"
+    return fmt_num(c.median)
+
+
+def best_peer(cells, cols, metric):
+    """(contender, cell) of the best peer in a row, or (None, None)."""
+    peers = [(c, x) for c, x in zip(cols[1:], cells[1:]) if x is not None and not c.info]
+    if not peers:
+        return None, None
+    pick = min if metric.lower_is_better else max
+    return pick(peers, key=lambda p: p[1].median)
+
+
+def table(test, metric, cols, samples, number):
+    """Lines of one table."""
+    name_w = max([len(c.label) for c in test.cases] + [len(test_col_title(test))])
+    cells_by_case = [[cell(samples, test, case, c, metric) for c in cols] for case in test.cases]
+    texts = [[fmt_cell(x) for x in row] for row in cells_by_case]
+    ws = [max([len(c.name), 6] + [len(row[i]) for row in texts]) for i, c in enumerate(cols)]
+    rws = [max(5, len("q/" + c.name)) for c in cols[1:]]  # ratio column widths
+
+    lines = [f"{number} {test.title}",
+             f"   {metric.describe()}"
+             + ("; cells: median alloc + median free" if metric.split else ""),
+             f"   models: {test.models}",
+             f"   reproduces: {test.seed}"]
+    head = f"{test_col_title(test):>{name_w}} | " + " ".join(
+        f"{c.name:>{w}}" for c, w in zip(cols, ws))
+    if len(cols) > 1:
+        head += " | " + " ".join(f"{'q/' + c.name:>{rw}}" for c, rw in zip(cols[1:], rws))
+    head += " | spread"
+    lines += [head, "-" * len(head)]
+    for case, row, txt in zip(test.cases, cells_by_case, texts):
+        line = f"{case.label:>{name_w}} | " + " ".join(f"{t:>{w}}" for t, w in zip(txt, ws))
+        if len(cols) > 1:
+            rs = [ratio(row[0], x) for x in row[1:]]
+            line += " | " + " ".join(f"{r:>{rw}.2f}" if r is not None else f"{'-':>{rw}}"
+                                     for r, rw in zip(rs, rws))
+        spreads = [x.spread for x in row if x is not None]
+        line += f" | ±{max(spreads) * 100:.0f}%" if spreads else " |"
+        lines.append(line)
+    return lines
+
+
+def test_col_title(test):
+    return "size" if test.key.startswith("slub.") else "case"
+
+
+TIE = 0.05  # within 5% of the best peer counts as a tie in the summary
+
+
+def summary(tests, columns, samples):
+    """Per table: where qslab is best, tied, behind, from the medians."""
+    lines = [f"Summary: qslab against the best peer of each row (ratio qslab/best; "
+             f"within ±{TIE * 100:.0f}% is a tie)"]
+    for test in tests:
+        cols = columns[test.key]
+        for metric in test.metrics:
+            wins, ties, losses, logs = [], [], [], []
+            for case in test.cases:
+                if case.control:
+                    continue
+                row = [cell(samples, test, case, c, metric) for c in cols]
+                peer, best = best_peer(row, cols, metric)
+                if row[0] is None or best is None:
+                    continue
+                r = ratio(row[0], best)
+                gain = (1 / r) if metric.lower_is_better else r  # > 1: qslab better
+                logs.append(math.log(r))
+                item = f"{case.label} ({r:.2f} vs {peer.name})"
+                if gain > 1 + TIE:
+                    wins.append(item)
+                elif gain < 1 - TIE:
+                    losses.append(item)
+                else:
+                    ties.append(item)
+            if not logs:
+                continue
+            g = math.exp(sum(logs) / len(logs))  # geometric mean of qslab/best
+            lines.append(f"  {test.key:<14} {metric.title}: qslab best in "
+                         f"{len(wins)}/{len(logs)}, tied {len(ties)}, behind {len(losses)}; "
+                         f"geomean qslab/best {g:.2f} ({metric.better()})")
+            if losses:
+                lines += wrap("behind at: " + ", ".join(losses), 18)
+    return lines
+
+
+def wrap(text, indent):
+    return textwrap.wrap(text, width=110, initial_indent=" " * indent,
+                         subsequent_indent=" " * (indent + 2))
+
+
+# Memory readings move by a few pages from run to run: a memory target counts
+# as met within this share of the best peer.  Speed targets have no tolerance.
+MEMORY_TOLERANCE = 0.01
+
+
+def targets(tests, columns, samples):
+    """The issue's targets, measured and reported, never asserted."""
+    by_key = {t.key: t for t in tests}
+    lines = ["Targets (from the benchmark issue; medians, strict for speed, within "
+             f"{MEMORY_TOLERANCE * 100:.0f}% for memory)"]
+
+    def check(desc, key, metric_key, limit, what, case_filter=lambda c: True):
+        """limit: the highest qslab/best ratio that meets the target (for a
+        higher-is-better metric, the lowest)."""
+        test = by_key.get(key)
+        metric = next((m for m in test.metrics if m.key == metric_key), None) if test else None
+        if metric is None:
+            return
+        cols = columns[key]
+        ok, miss = [], []
+        for case in test.cases:
+            if case.control or not case_filter(case):
+                continue
+            row = [cell(samples, test, case, c, metric) for c in cols]
+            peer, best = best_peer(row, cols, metric)
+            if row[0] is None or best is None:
+                continue
+            r = ratio(row[0], best)
+            met = r <= limit if metric.lower_is_better else r >= limit
+            (ok if met else miss).append(f"{case.label} ({r:.2f} vs {peer.name})")
+        if not ok and not miss:
+            return
+        status = "met   " if not miss else "MISSED"
+        lines.append(f"  {status} {desc}: {len(ok)}/{len(ok) + len(miss)} {what}")
+        if miss:
+            lines.extend(wrap("missed at: " + ", ".join(miss), 9))
+
+    mem = 1 + MEMORY_TOLERANCE
+    from_256 = lambda c: c.x is not None and c.x >= 256
+    check("alloc/free pairs within 10% of the fastest peer", "slub.pair", "total", 1.10, "sizes")
+    check("10,000-object batches faster than every peer from 256 B up", "slub.batch", "total",
+          1.0, "sizes", from_256)
+    check("remote free at least as fast as the fastest peer", "slub.remote", "total", 1.0,
+          "sizes")
+    check("remote free peak RSS no larger than the smallest peer's", "slub.remote",
+          "peak_rss_kib", mem, "sizes")
+    check("ring at least as fast as the fastest peer", "slub.ring", "total", 1.0, "sizes")
+    check("ring peak RSS no larger than the smallest peer's", "slub.ring", "peak_rss_kib", mem,
+          "sizes")
+    check("producer/consumer at least as fast as the fastest peer", "prodcons", "msgs_per_s",
+          1.0, "cases")
+    check("producer/consumer peak RSS no larger than the smallest peer's", "prodcons",
+          "peak_rss_kib", mem, "cases")
+    gb = by_key.get("giveback")
+    for m in (gb.metrics[:2] if gb else []):
+        check("memory given back at least as completely as the best peer "
+              f"({m.title.replace('resident ', '')})", "giveback", m.key, mem, "cases")
+    return lines
+
+
+# --------------------------------------------------------------------------
+# Output files
+
+def write_csvs(out, tests, columns, samples):
+    with open(os.path.join(out, "samples.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["test", "case", "allocator", "round", "key", "value"])
+        for test in tests:
+            for case in test.cases:
+                for c in columns[test.key]:
+                    for i, res in enumerate(samples.get((test.key, case.label, c.name), [])):
+                        for k, v in res.items():
+                            w.writerow([test.key, case.label, c.name, i + 1, k, v])
+    with open(os.path.join(out, "results.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["test", "metric", "unit", "case", "x", "allocator", "median", "min", "max",
+                    "rounds", "qslab_ratio"])
+        for test in tests:
+            cols = columns[test.key]
+            for m in test.metrics:
+                for case in test.cases:
+                    row = [cell(samples, test, case, c, m) for c in cols]
+                    for c, x in zip(cols, row):
+                        if x is None:
+                            continue
+                        r = ratio(row[0], x)
+                        w.writerow([test.key, m.key, m.unit, case.label,
+                                    "" if case.x is None else case.x, c.name,
+                                    f"{x.median:.6g}", f"{min(x.values):.6g}",
+                                    f"{max(x.values):.6g}", len(x.values),
+                                    "" if r is None else f"{r:.4f}"])
+
+
+def plot(out, tests, columns, samples):
+    """One PNG per table with gnuplot: lines over size/threads, else bars."""
+    gnuplot = shutil.which("gnuplot")
+    if not gnuplot:
+        return "plots: gnuplot not installed (scripts/install-peers installs it), none drawn"
+    made = []
+    for test in tests:
+        cols = columns[test.key]
+        for m in test.metrics:
+            name = f"{test.key}.{m.key}".replace("_", "-")
+            dat = os.path.join(out, name + ".dat")
+            with open(dat, "w") as f:
+                f.write("# case\tx\t" + "\t".join(c.name for c in cols) + "\n")
+                for case in test.cases:
+                    vals = []
+                    for c in cols:
+                        x = cell(samples, test, case, c, m)
+                        vals.append("NaN" if x is None else f"{x.median:.6g}")
+                    f.write(f"{case.label}\t{case.x if case.x is not None else 0}\t"
+                            + "\t".join(vals) + "\n")
+            numeric = all(c.x is not None for c in test.cases)
+            png = os.path.join(out, name + ".png")
+            script = [
+                "set terminal pngcairo size 900,500 font ',10' noenhanced"
+                if has_pngcairo(gnuplot) else "set terminal png size 900,500 noenhanced",
+                f"set output '{png}'",
+                f"set title \"{test.title}\\n{m.describe()}\"",
+                "set key outside right top", "set grid ytics",
+                f"set ylabel '{m.unit}'", "set datafile separator tab",
+            ]
+            if numeric:
+                xlabel = "object size (bytes)" if test.key.startswith("slub.") else "threads"
+                script += ["set logscale x 2", f"set xlabel '{xlabel}'"]
+                if test.key.startswith("slub."):
+                    script += ["set logscale y"]
+                plots = [f"'{dat}' using 2:{i + 3} with linespoints lw 2 title '{c.name}'"
+                         for i, c in enumerate(cols)]
+            else:
+                script += ["set style data histogram", "set style histogram clustered gap 1",
+                           "set style fill solid 0.8 border -1", "set yrange [0:*]",
+                           "set xtics font ',9'"]
+                plots = [f"'{dat}' using {i + 3}:xtic(1) title '{c.name}'"
+                         for i, c in enumerate(cols)]
+            script.append("plot " + ", ".join(plots))
+            r = subprocess.run([gnuplot], input="\n".join(script) + "\n", text=True,
+                               capture_output=True, timeout=60)
+            if r.returncode == 0:
+                made.append(os.path.basename(png))
+    return f"plots: {len(made)} PNG files in {out}"
+
+
+@functools.lru_cache(maxsize=None)
+def has_pngcairo(gnuplot):
+    r = subprocess.run([gnuplot, "-e", "set terminal"], capture_output=True, text=True)
+    return "pngcairo" in r.stdout + r.stderr
+
+
+# --------------------------------------------------------------------------
+# Machine
+
+def machine():
+    model = "unknown CPU"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal:"):
+                mem = f", {int(line.split()[1]) / 1024 / 1024:.0f} GiB"
+    except OSError:
+        pass
+    return f"{model}, {len(os.sched_getaffinity(0))} CPUs{mem}, Linux {platform.release()}"
+
+
+def cpu_times():
+    """(busy, steal, total) jiffies from /proc/stat."""
+    try:
+        f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = f[3] + (f[4] if len(f) > 4 else 0)
+    steal = f[7] if len(f) > 7 else 0
+    total = sum(f[:8])
+    return total - idle, steal, total
+
+
+# --------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bin-dir", required=True, help="directory of the bench_* drivers")
+    ap.add_argument("--qslab-lib", required=True, help="libqslab-malloc.so to preload")
+    ap.add_argument("--quick", action="store_true", help="fewer sizes, rounds and messages")
+    ap.add_argument("--smoke", action="store_true",
+                    help="every test at a tiny size; fail if a run fails or does not parse")
+    ap.add_argument("--rounds", type=int, help="rounds per case (default: by mode)")
+    ap.add_argument("--only", help="comma-separated tests (e.g. slub.pair,prodcons; "
+                                   "slub: every slub test)")
+    ap.add_argument("--allocators", help="comma-separated allocators (default: all found)")
+    ap.add_argument("--out", default=os.path.join(REPO, "bench", "results"))
+    ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--timeout", type=int, default=300, help="seconds per run")
+    args = ap.parse_args()
+
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+    params = MODES[mode]
+    rounds = args.rounds or params["rounds"]
+    ncpus = len(os.sched_getaffinity(0))
+    if not os.path.exists(args.qslab_lib):
+        sys.exit(f"run.py: {args.qslab_lib}: no such file (build the qslab_malloc target)")
+
+    tests = build_tests(params, ncpus)
+    if ncpus < 2:
+        tests = [t for t in tests if t.key not in ("slub.remote", "slub.ring")]
+    if args.only:
+        wanted = args.only.split(",")
+        picks = lambda w, t: t.key == w or t.key.startswith(w + ".")  # "slub": every slub.*
+        unknown = [w for w in wanted if not any(picks(w, t) for t in tests)]
+        if unknown:
+            sys.exit(f"run.py: unknown test {', '.join(unknown)}; tests: "
+                     + ", ".join(t.key for t in tests))
+        tests = [t for t in tests if any(picks(w, t) for w in wanted)]
+    allocs, missing = find_allocators(os.path.abspath(args.qslab_lib))
+    if args.allocators:
+        keep = args.allocators.split(",")
+        allocs = [a for a in allocs if a.name == "qslab" or a.name in keep]
+    os.makedirs(args.out, exist_ok=True)
+
+    load = os.getloadavg()[0]
+    cpu0, t0 = cpu_times(), time.time()
+    columns, samples, errors = run_suite(tests, allocs, rounds, args.bin_dir, args.timeout)
+    elapsed, cpu1 = time.time() - t0, cpu_times()
+
+    report = [f"qslab benchmark suite ({mode} mode): qslab {allocs[0].version}",
+              f"machine: {machine()}",
+              f"date:    {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
+              f"run took {elapsed:.0f} s"]
+    if cpu0 and cpu1 and cpu1[2] > cpu0[2]:
+        steal = (cpu1[1] - cpu0[1]) / (cpu1[2] - cpu0[2]) * 100
+        report.append(f"noise:   load average {load:.2f} before the run; {steal:.1f}% of CPU "
+                      "time stolen by the hypervisor during it")
+    report.append("allocators: " + ", ".join(
+        f"{a.name} {a.version}".strip() for a in allocs))
+    if missing:
+        report.append("missing:    " + ", ".join(f"{n} (Debian package {p})" for n, p in missing)
+                      + " -- scripts/install-peers installs them")
+    report.append(f"method: each (test, case, allocator) in its own process (LD_PRELOAD), "
+                  f"{rounds} interleaved round{'s' if rounds > 1 else ''}; "
+                  "medians; ratio = qslab/peer; spread = half the range over the rounds, "
+                  "relative, widest of the row")
+    report.append("")
+    report += summary(tests, columns, samples)
+    report.append("")
+    report += targets(tests, columns, samples)
+
+    for t, test in enumerate(tests, 1):
+        for i, metric in enumerate(test.metrics):
+            number = f"{t}{'abc'[i] if len(test.metrics) > 1 else ''}."
+            report.append("")
+            report += table(test, metric, columns[test.key], samples, number)
+
+    if errors:
+        report += ["", f"{len(errors)} run(s) failed:"] + [f"  {e}" for e in errors]
+
+    write_csvs(args.out, tests, columns, samples)
+    note = "plots: not drawn" if (args.no_plots or args.smoke) else plot(
+        args.out, tests, columns, samples)
+    report += ["", f"CSV: {os.path.join(args.out, 'results.csv')} (medians), samples.csv "
+                   f"(every run); {note}"]
+    text = "\n".join(report) + "\n"
+    with open(os.path.join(args.out, "report.txt"), "w") as f:
+        f.write(text)
+    sys.stdout.write(text)
+
+    if args.smoke:
+        expected = sum(len(t.cases) * len(columns[t.key]) for t in tests) * rounds
+        got = sum(len(v) for v in samples.values())
+        print(f"smoke: {got} passed, {expected - got} failed")
+        return 0 if got == expected and not errors else 1
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,157 @@
+/*
+ * bench_threads: how throughput scales with threads, and what many threads
+ * cost in memory.
+ *
+ *   --mode scale  --threads T threads (unpinned: more threads than CPUs is
+ *                 the point) each do --ops operations on their own array of
+ *                 1,000 slots: pick a slot at random, free what it holds,
+ *                 malloc a new block of 16..4096 bytes (sizes spread evenly
+ *                 over powers of two) and write its first word.  Result:
+ *                 ops_per_s over all threads (wall time of the slowest).
+ *   --mode idle   --threads T threads each allocate --objs blocks (sizes
+ *                 16..4096 in turn) and free them all, then wait, idle,
+ *                 while the main thread reads the process's RSS.  Result,
+ *                 each minus the RSS before the threads were created:
+ *                 rss_idle_kib (threads alive and idle), rss_exit_kib (right
+ *                 after they exited), rss_later_kib (--wait-ms later);
+ *                 per_thread_b (rss_idle per thread, bytes).  With --objs 0
+ *                 the threads allocate nothing: the stacks' share of the
+ *                 overhead, for reference.
+ *
+ * Threads get 128 KiB stacks, so 1,000 of them fit anywhere.
+ *
+ * Usage: bench_threads --mode scale|idle [--threads T] [--ops N] [--objs N] [--wait-ms MS]
+ */
+#define _GNU_SOURCE
+#include "bench.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SLOTS      1000
+#define STACK_SIZE (128 * 1024)
+
+static long nr_ops = 1000000, nr_objs = 64, wait_ms = 2000;
+
+/* 16, 32, ..., 4096 bytes plus up to the same again: every class is used. */
+static size_t random_size(uint64_t *rng)
+{
+    uint64_t r = bench_rand(rng);
+    size_t base = (size_t)16 << (r % 8);
+    return base + (size_t)((r >> 8) % base);
+}
+
+static void *scale_main(void *arg)
+{
+    uint64_t rng = (uint64_t)(uintptr_t)arg * 0x9E3779B97F4A7C15ULL + 1;
+    void **slot = bench_map(sizeof(void *) * SLOTS);
+
+    for (long i = 0; i < nr_ops; i++) {
+        size_t k = (size_t)(bench_rand(&rng) % SLOTS);
+        free(slot[k]);
+        slot[k] = malloc(random_size(&rng));
+        if (!slot[k])
+            bench_die("malloc failed");
+        *(volatile long *)slot[k] = i;
+    }
+    for (size_t k = 0; k < SLOTS; k++)
+        free(slot[k]);
+    bench_unmap(slot, sizeof(void *) * SLOTS);
+    return NULL;
+}
+
+/* idle mode: the threads park here until the main thread has measured. */
+static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t park_cond = PTHREAD_COND_INITIALIZER, all_parked = PTHREAD_COND_INITIALIZER;
+static long parked, nr_threads = 1;
+static int released;
+
+static void *idle_main(void *arg)
+{
+    void **objs = nr_objs ? bench_map(sizeof(void *) * (size_t)nr_objs) : NULL;
+
+    for (long i = 0; i < nr_objs; i++) {
+        objs[i] = malloc((size_t)16 << (i % 9));
+        if (!objs[i])
+            bench_die("malloc failed");
+        *(volatile char *)objs[i] = 1;
+    }
+    for (long i = 0; i < nr_objs; i++)
+        free(objs[i]);
+    if (objs)
+        bench_unmap(objs, sizeof(void *) * (size_t)nr_objs);
+
+    pthread_mutex_lock(&park_lock);
+    if (++parked == nr_threads)
+        pthread_cond_signal(&all_parked);
+    while (!released)
+        pthread_cond_wait(&park_cond, &park_lock);
+    pthread_mutex_unlock(&park_lock);
+    return arg;
+}
+
+static void start_threads(pthread_t *tids, void *(*fn)(void *))
+{
+    pthread_attr_t attr;
+
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, STACK_SIZE);
+    for (long i = 0; i < nr_threads; i++)
+        if (pthread_create(&tids[i], &attr, fn, (void *)(uintptr_t)(i + 1)) != 0)
+            bench_die("pthread_create of thread %ld failed", i + 1);
+    pthread_attr_destroy(&attr);
+}
+
+static void join_threads(pthread_t *tids)
+{
+    for (long i = 0; i < nr_threads; i++)
+        pthread_join(tids[i], NULL);
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = NULL;
+    const struct bench_opt opts[] = {
+        {"mode", NULL, &mode},    {"threads", &nr_threads, NULL}, {"ops", &nr_ops, NULL},
+        {"objs", &nr_objs, NULL}, {"wait-ms", &wait_ms, NULL},
+    };
+
+    bench_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
+                "--mode scale|idle [--threads T] [--ops N] [--objs N] [--wait-ms MS]");
+    if (!mode || nr_threads < 1)
+        bench_die("need --mode and at least one thread");
+    pthread_t *tids = bench_map(sizeof(pthread_t) * (size_t)nr_threads);
+
+    if (strcmp(mode, "scale") == 0) {
+        double t0 = bench_now();
+        start_threads(tids, scale_main);
+        join_threads(tids);
+        double secs = bench_now() - t0;
+        bench_result("ops_per_s", (double)(nr_ops * nr_threads) / secs);
+    } else if (strcmp(mode, "idle") == 0) {
+        long before = bench_rss_kib();
+        start_threads(tids, idle_main);
+        pthread_mutex_lock(&park_lock);
+        while (parked < nr_threads)
+            pthread_cond_wait(&all_parked, &park_lock);
+        long idle = bench_rss_kib();
+        released = 1;
+        pthread_cond_broadcast(&park_cond);
+        pthread_mutex_unlock(&park_lock);
+        join_threads(tids);
+        long exited = bench_rss_kib();
+        bench_sleep_ms(wait_ms);
+        long later = bench_rss_kib();
+        bench_result("rss_idle_kib", (double)(idle - before));
+        bench_result("rss_exit_kib", (double)(exited - before));
+        bench_result("rss_later_kib", (double)(later - before));
+        bench_result("per_thread_b", (double)(idle - before) * 1024 / (double)nr_threads);
+    } else {
+        bench_die("unknown --mode %s", mode);
+    }
+    bench_result("minflt", (double)bench_minflt());
+    bench_result_end();
+    return 0;
+}
