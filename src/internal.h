@@ -500,6 +500,8 @@ void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *li
 size_t qs_node_shrink(qslab_cache *c, struct qs_queue *q, struct qs_node *n);
 size_t qs_node_sweep(bool all);
 void qs_node_purger_forked(void);
+void qs_node_purger_start(void);
+void qs_node_purger_start_wanted(void);
 void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node);
 
 /* ---- queue.c ---- */

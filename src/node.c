@@ -214,14 +214,16 @@ size_t qs_node_sweep(bool all)
     return bytes;
 }
 
-static void purger_start(void)
+/* Start the purger once empty slabs are kept.  Not from under qs_global
+ * (an exiting thread retiring its queues holds it, and pthread_create may
+ * allocate): there the wish is recorded and qs_node_purger_start_wanted()
+ * acts on it once the lock is released. */
+static int purger_wanted;
+
+void qs_node_purger_start(void)
 {
     int st = __atomic_load_n(&purger_state, __ATOMIC_RELAXED);
     if (likely(st != 0))
-        return;
-    /* only from a thread in normal operation: an exiting thread holds
-     * qs_global here, and pthread_create may allocate */
-    if (qs_self.state != 1)
         return;
     const char *v = qs_os_getenv("QSLAB_PURGE");
     int next = (v && v[0] == '0') ? -1 : 1;
@@ -230,6 +232,22 @@ static void purger_start(void)
         return;
     if (next == 1 && qs_os_thread_start(purger_main, NULL) != 0)
         __atomic_store_n(&purger_state, 0, __ATOMIC_RELAXED); /* try again later */
+}
+
+static void purger_start(void)
+{
+    if (likely(__atomic_load_n(&purger_state, __ATOMIC_RELAXED) != 0))
+        return;
+    if (qs_self.state == 2) /* exiting: qs_global is held */
+        __atomic_store_n(&purger_wanted, 1, __ATOMIC_RELAXED);
+    else
+        qs_node_purger_start();
+}
+
+void qs_node_purger_start_wanted(void)
+{
+    if (__atomic_exchange_n(&purger_wanted, 0, __ATOMIC_RELAXED))
+        qs_node_purger_start();
 }
 
 void qs_node_purger_forked(void)

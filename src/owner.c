@@ -128,6 +128,9 @@ static void owner_exit(void *arg)
     o->slots = NULL;
     qs_lock_release(&qs_global);
     qs_meta_free(slots, cap * sizeof(*slots));
+    /* the slabs this thread gave back are on the empty FIFOs: make sure the
+     * purger runs even if nothing else ever touches them */
+    qs_node_purger_start_wanted();
 }
 
 void qs_owner_detach_cache(qslab_cache *c)

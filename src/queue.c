@@ -242,7 +242,12 @@ static bool queue_refill(qslab_cache *c, struct qs_queue *q)
     while (q->nr < QS_REFILL_MIN && (s = q->list.partial))
         take_slab(c, q, s, &tail, true);
     if (q->nr < QS_REFILL_MIN) {
-        s = qs_node_take(c, q, &c->nodes[q->node], QS_REFILL_MIN - q->nr);
+        /* slabs on the node lists are already faulted in: take enough for
+         * half a flush under one lock, not just QS_REFILL_MIN objects */
+        unsigned want = QS_LOAD(c->freebatch) / 2;
+        if (want < QS_REFILL_MIN)
+            want = QS_REFILL_MIN;
+        s = qs_node_take(c, q, &c->nodes[q->node], want - q->nr);
         while (s) {
             struct qs_slab *next = s->next;
             take_slab(c, q, s, &tail, false);

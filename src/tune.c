@@ -84,9 +84,10 @@ void qs_tune_defaults(qslab_cache *c)
         fb = 1;
     c->freebatch = (uint32_t)fb;
     c->hiwater = (uint32_t)(4 * fb);
-    /* keep up to 256 MiB of empty slabs per node, at least 4, for 1 s: the
-     * decay (and the purger) bounds the time, the limit bounds a burst */
-    size_t slabs = ((size_t)256 << 20) >> (QS_PAGE_SHIFT + c->order);
+    /* keep up to 1 GiB of empty slabs per node, at least 4, for 1 s: the
+     * decay (and the purger) bounds the time, the limit only a burst (two
+     * CPUs freeing 10,000 16 KiB objects each already keep 320 MiB) */
+    size_t slabs = ((size_t)1 << 30) >> (QS_PAGE_SHIFT + c->order);
     c->empty_limit = (uint32_t)(slabs < 4 ? 4 : slabs);
     c->empty_decay_ms = 1000;
 }
