@@ -228,13 +228,13 @@ void qs_bad_free(qslab_cache *expected, const void *p)
         return;
     }
     size_t off = (size_t)((const char *)p - s->base);
-    const char *obj = s->base + off / s->slot_size * s->slot_size;
+    const char *obj = s->base + off / c->slot_size * c->slot_size;
     if (qs_slab_valid_obj(s, p)) {
         qs_fatal("invalid free of %p: freed to cache %s but it belongs to cache %s", p, want,
                  c->name);
         return;
     }
-    if (off / s->slot_size >= s->objects)
+    if (off >= s->span)
         qs_fatal("invalid free of %p: not an object (slab tail of cache %s)", p, c->name);
     else
         qs_fatal("invalid free of %p: interior pointer into object %p of cache %s", p, obj,

@@ -198,9 +198,9 @@ struct qs_slab {
      * so that it is one cache line (descriptors are 96 bytes, 32-aligned) */
     qslab_cache *cache;     /* NULL: slot free in the page layer (atomic) */
     char *base;             /* first object */
-    uint32_t slot_size;     /* bytes per object (copy of cache->slot_size) */
+    uint64_t recip;         /* ceil(2^64 / slot_size): divisibility check */
+    uint32_t span;          /* objects * slot_size: bytes of objects */
     uint32_t objects;       /* objects in this slab */
-    uint64_t recip;         /* ceil(2^64 / slot_size): index check */
     char *mem;              /* slab start (page aligned); set by page layer */
     struct qs_list *owner;  /* atomic (acquire/release) */
     void *freelist, *tail;  /* objects free in the slab (encoded links) */
@@ -378,9 +378,9 @@ static inline struct qs_chunk *qs_chunk_of(const void *p)
 /* Slab descriptor of the slot that holds p, or NULL (header, past the end). */
 static inline struct qs_slab *qs_chunk_slab(struct qs_chunk *ch, const void *p)
 {
-    uintptr_t off = (uintptr_t)p - (uintptr_t)ch->data;
-    uintptr_t i = off >> (QS_PAGE_SHIFT + ch->order);
-    if (unlikely((uintptr_t)p < (uintptr_t)ch->data || i >= ch->nr_slots))
+    /* a p below data wraps to a huge index */
+    uintptr_t i = ((uintptr_t)p - (uintptr_t)ch->data) >> (QS_PAGE_SHIFT + ch->order);
+    if (unlikely(i >= ch->nr_slots))
         return NULL;
     return &ch->slabs[i];
 }
@@ -427,14 +427,15 @@ static inline void *qs_dec(const qslab_cache *c, uintptr_t w, bool *bad)
     *bad = (n & QS_LINK_TAG_MASK) != 0;
     return (void *)n;
 }
-/* Is p the start of an object of slab s? */
+/* Is p the start of an object of slab s?  off = p - base must lie in the
+ * objects (a p below base wraps to a huge off) and be a multiple of the slot
+ * size: with c = ceil(2^64 / size), off is a multiple of size exactly when
+ * off * c mod 2^64 < c, for off < 2^32 (Lemire's divisibility test; slabs
+ * are at most 64 MiB).  One multiply, two compares. */
 static inline bool qs_slab_valid_obj(const struct qs_slab *s, const void *p)
 {
     uintptr_t off = (uintptr_t)p - (uintptr_t)s->base;
-    if (unlikely((uintptr_t)p < (uintptr_t)s->base))
-        return false;
-    uint64_t idx = (uint64_t)(((unsigned __int128)off * s->recip) >> 64);
-    return idx < s->objects && idx * s->slot_size == off;
+    return off < s->span && off * s->recip < s->recip;
 }
 /* Owner lists: doubly linked, head insertion; the caller owns the list. */
 static inline void qs_list_add(struct qs_list *l, struct qs_slab *s, int state)

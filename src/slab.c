@@ -66,8 +66,8 @@ struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node)
     char *end = s->mem + qs_slab_bytes(order);
     uint32_t n = (uint32_t)((size_t)(end - base) / c->slot_size);
     s->base = base;
-    s->slot_size = c->slot_size;
     s->objects = n;
+    s->span = n * c->slot_size;
     s->recip = ~(uint64_t)0 / c->slot_size + 1;
     s->inuse = 0;
     char *obj = base;
