@@ -131,7 +131,6 @@ void qs_init_slow(void)
     qs_lock_acquire(&init_lock);
     if (!qs_initialized) {
         qs_node_topology_init();
-        qs_page_init();
         qs_kmalloc_init();
         qs_stats_init();
         __atomic_store_n(&qs_initialized, 1, __ATOMIC_RELEASE);

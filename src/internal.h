@@ -394,7 +394,6 @@ static inline size_t qs_slab_bytes(unsigned order)
 {
     return QS_PAGE_SIZE << order;
 }
-void qs_page_init(void);
 void qs_page_lock_all(bool lock);
 
 /* ---- fork.c ---- */

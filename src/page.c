@@ -40,10 +40,6 @@ struct qs_page_pool {
 
 static struct qs_page_pool pools[QS_MAX_NODES][QS_NR_ORDERS];
 
-void qs_page_init(void)
-{
-}
-
 /* fork: take (lock) or release every page-layer lock, in order */
 void qs_page_lock_all(bool lock)
 {
