@@ -17,8 +17,12 @@ static void build_classes(void)
     static const size_t small[] = {8, 16, 32, 64, 96, 128, 192, 256};
     for (size_t i = 0; i < 8; i++)
         classes[nclasses++] = small[i];
-    for (size_t s = 512; s <= MAX_CLASS; s *= 2)
+    for (size_t s = 512; s <= 4096; s *= 2)
         classes[nclasses++] = s;
+    for (size_t s = 8192; s <= MAX_CLASS; s *= 2) { /* two per power of two above 4 KiB */
+        classes[nclasses++] = s / 4 * 3;
+        classes[nclasses++] = s;
+    }
 }
 
 static qslab_cache *class_cache(size_t size)
