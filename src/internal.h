@@ -562,10 +562,4 @@ static inline void qs_stat(qslab_cache *c, struct qs_queue *q, int item, unsigne
         __atomic_fetch_add(&c->orphan_stat[item], n, __ATOMIC_RELAXED);
 }
 
-/* Node of the calling owner's queues. */
-static inline int qs_current_node(void)
-{
-    return qs_self.node;
-}
-
 #endif /* QSLAB_INTERNAL_H */

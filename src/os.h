@@ -43,8 +43,6 @@ const char *qs_os_getenv(const char *name);
 uint64_t qs_os_now_ms(void);
 /* CPU the caller runs on (0 if unknown). */
 int qs_os_current_cpu(void);
-/* Number of configured CPUs. */
-int qs_os_nr_cpus(void);
 /* Give the CPU to another thread (lock back-off). */
 void qs_os_yield(void);
 

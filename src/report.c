@@ -167,14 +167,13 @@ void qs_assert_fail(const char *expr, const char *file, int line)
 
 void qs_lock_slow(qs_lock *l)
 {
-    for (unsigned spins = 0;; spins++) {
+    unsigned spins = 0;
+    for (;;) {
         while (__atomic_load_n(&l->v, __ATOMIC_RELAXED)) {
-            if (spins < 64) {
+            if (spins++ < 64)
                 qs_cpu_relax();
-                spins++;
-            } else {
+            else
                 qs_os_yield();
-            }
         }
         if (!__atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE))
             return;

@@ -147,12 +147,6 @@ int qs_os_current_cpu(void)
     return cpu < 0 ? 0 : cpu;
 }
 
-int qs_os_nr_cpus(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_CONF);
-    return n < 1 ? 1 : (int)n;
-}
-
 void qs_os_yield(void)
 {
     sched_yield();
