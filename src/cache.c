@@ -240,18 +240,26 @@ void qs_bad_free(qslab_cache *expected, const void *p)
                  c->name);
 }
 
-QSLAB_EXPORT void qslab_cache_free(qslab_cache *c, void *obj)
+static QS_NOINLINE void cache_free_other(qslab_cache *c, void *obj)
 {
-    if (unlikely(!obj))
+    if (!obj)
         return;
     struct qs_chunk *ch = qs_chunk_of(obj);
     struct qs_slab *s;
-    if (unlikely(!ch || ch->kind != QS_CHUNK_SLABS || !(s = qs_obj_slab(ch, obj)) ||
-                 s->cache != c)) {
+    if (ch && ch->kind == QS_CHUNK_SLABS && (s = qs_obj_slab(ch, obj)) && s->cache == c)
+        qs_free_fast(c, s, obj);
+    else
         qs_bad_free(c, obj);
+}
+
+QSLAB_EXPORT void qslab_cache_free(qslab_cache *c, void *obj)
+{
+    struct qs_slab *s = qs_slab_fast(obj);
+    if (likely(s && qs_slab_valid_obj(s, obj) && s->cache == c)) {
+        qs_free_fast(c, s, obj);
         return;
     }
-    qs_free_fast(c, s, obj);
+    cache_free_other(c, obj);
 }
 
 QSLAB_EXPORT size_t qslab_cache_shrink(qslab_cache *c)

@@ -5,23 +5,31 @@
  * pointer, 2 loads from the queue, 1 load of the object's link word;
  * 3 stores to the queue line (head, nr, counter) and 1 to the object (clear
  * the link).  No lock, no atomic read-modify-write.
- * Budget, free: the chunk-map walk (2 loads) and the slab descriptor (1 line)
- * to validate the pointer, then the same queue work as alloc, plus the
- * hiwater compare.
+ * Budget, free: the unit map (1 load) locates the slab descriptor, whose
+ * first 32 bytes (1 line) validate the pointer and name the cache id, then
+ * the same queue work as alloc, plus the hiwater compare.  The chain of
+ * dependent loads from the pointer to the queue is: unit map, descriptor,
+ * slot array entry; the chunk header and the cache are off that chain.
  */
 #ifndef QSLAB_FASTPATH_H
 #define QSLAB_FASTPATH_H
 
 #include "internal.h"
 
-/* The caller's queue for cache c, or NULL if it has none yet. */
-static inline struct qs_queue *qs_queue_of(const qslab_cache *c)
+#pragma GCC visibility push(hidden) /* as internal.h */
+
+/* The caller's queue for the cache with id `id`, or NULL if it has none. */
+static inline struct qs_queue *qs_queue_of_id(unsigned id)
 {
     struct qs_owner *o = &qs_self;
-    unsigned id = c->id;
     if (likely(id < o->cap))
         return o->slots[id];
     return NULL;
+}
+
+static inline struct qs_queue *qs_queue_of(const qslab_cache *c)
+{
+    return qs_queue_of_id(c->id);
 }
 
 /* Pop the queue's head (non-empty), counting it as `item`. */
@@ -53,17 +61,18 @@ static inline void qs_queue_push(qslab_cache *c, struct qs_queue *q, void *obj)
 {
     *qs_link(c, obj) = qs_enc(c, q->head);
     q->head = obj;
-    QS_ADD(q->stat[QS_FREE_FAST], 1);
+    /* not counted: FREE_FAST is derived from nr (qs_queue_nr_set) */
     unsigned nr = q->nr + 1;
     QS_STORE(q->nr, nr); /* read by statistics: relaxed store, a plain mov */
     if (unlikely(nr > QS_LOAD(c->hiwater))) /* tunables: relaxed loads */
         qs_queue_flush(c, q, QS_LOAD(c->freebatch));
 }
 
-/* Free obj (validated: an object of slab s of cache c). */
+/* Free obj (validated: an object of slab s of cache c).  The queue is found
+ * through the slab's copy of the cache id, in parallel with loading c. */
 static inline void qs_free_fast(qslab_cache *c, struct qs_slab *s, void *obj)
 {
-    struct qs_queue *q = qs_queue_of(c);
+    struct qs_queue *q = qs_queue_of_id(s->cache_id);
     if (unlikely(q == NULL || (qs_multi_node && s->node != q->node))) {
         qs_free_slow(c, s, obj);
         return;
@@ -84,5 +93,61 @@ static inline struct qs_slab *qs_obj_slab(struct qs_chunk *ch, const void *p)
         return NULL;
     return s;
 }
+
+/* ---- kmalloc's fast paths (kmalloc.c; inlined into the drop-in's malloc
+ * and free as well, so that they are one call deep) ---- */
+#define QS_KM_SMALL_MAX 1024
+#define QS_KM_SMALL_ENTRIES (QS_KM_SMALL_MAX / 8 + 1)
+extern const uint8_t qs_kmalloc_small_index[QS_KM_SMALL_ENTRIES];
+extern const uint8_t qs_kmalloc_small_index16[QS_KM_SMALL_ENTRIES];
+void *qs_large_alloc(size_t size, size_t align);
+void qs_free_other(void *p);
+
+#define QS_KM_POW2_TOP 11 /* class of kmalloc-4096 */
+
+/* Class of a request: a table for up to 1 KiB (`small` is
+ * qs_kmalloc_small_index, or ..16 for malloc's 16-byte minimum), powers of
+ * two up to 4 KiB, then two classes per power of two.  The table case falls
+ * through (no taken branch on the common path). */
+static inline unsigned qs_kmalloc_index(size_t size, const uint8_t *small)
+{
+    if (likely(size <= QS_KM_SMALL_MAX))
+        return small[(size + 7) >> 3];
+    unsigned k = (unsigned)(64 - __builtin_clzl(size - 1)); /* 2^(k-1) < size <= 2^k */
+    if (size <= 4096)
+        return k - 1;
+    /* above 4 KiB: 1.5 * 2^(k-1) or 2^k */
+    return QS_KM_POW2_TOP + 1 + 2 * (k - 13) + (size > ((size_t)3 << (k - 2)));
+}
+
+/* qs_alloc_fast for class i, whose cache id is i (qs_kmalloc_init): the
+ * queue lookup does not wait for the cache's line. */
+static inline void *qs_kmalloc_alloc(unsigned i)
+{
+    qslab_cache *c = &qs_kmalloc_caches[i];
+    struct qs_queue *q = qs_queue_of_id(i);
+    if (likely(q != NULL && q->head != NULL))
+        return qs_queue_pop(c, q, QS_ALLOC_FAST);
+    return qs_alloc_slow(c);
+}
+
+static inline void *qs_kmalloc(size_t size, const uint8_t *small)
+{
+    if (likely(size <= QS_KMALLOC_MAX))
+        return qs_kmalloc_alloc(qs_kmalloc_index(size, small));
+    return qs_large_alloc(size, 0);
+}
+
+static inline void qs_kfree(void *p)
+{
+    struct qs_slab *s = qs_slab_fast(p); /* NULL for p == NULL */
+    if (likely(s && qs_slab_valid_obj(s, p))) {
+        qs_free_fast(s->cache, s, p);
+        return;
+    }
+    qs_free_other(p); /* NULL, big slabs, large blocks, bad pointers */
+}
+
+#pragma GCC visibility pop
 
 #endif /* QSLAB_FASTPATH_H */

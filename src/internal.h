@@ -92,6 +92,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Everything declared below is internal: hidden, so that code in the shared
+ * libraries reaches qslab's globals directly, not through the GOT. */
+#pragma GCC visibility push(hidden)
+
 #define QSLAB_EXPORT __attribute__((visibility("default")))
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -194,26 +198,30 @@ struct qs_list {
 /* Slab descriptor, in the chunk header.  Identity fields are written when
  * the slot is given to a cache and read by anyone; the rest by the owner. */
 struct qs_slab {
-    /* what the free path reads to validate a pointer: the first 32 bytes,
-     * so that it is one cache line (descriptors are 96 bytes, 32-aligned) */
+    /* what the free path reads: the first 32 bytes, one cache line
+     * (descriptors are 96 bytes, 32-aligned).  A slot that holds no slab
+     * (free in the page layer, or covered by the chunk header) has span 0,
+     * so no pointer passes qs_slab_valid_obj for it. */
     qslab_cache *cache;     /* NULL: slot free in the page layer (atomic) */
     char *base;             /* first object */
     uint64_t recip;         /* ceil(2^64 / slot_size): divisibility check */
-    uint32_t span;          /* objects * slot_size: bytes of objects */
-    uint32_t objects;       /* objects in this slab */
+    uint32_t span;          /* objects * slot_size: bytes of objects; 0: none */
+    uint32_t cache_id;      /* cache->id: the free path finds its queue
+                               without waiting for the cache's line */
     char *mem;              /* slab start (page aligned); set by page layer */
     struct qs_list *owner;  /* atomic (acquire/release) */
     void *freelist, *tail;  /* objects free in the slab (encoded links) */
     uint32_t inuse;         /* objects not on freelist */
+    uint32_t objects;       /* objects in this slab */
     uint8_t state;          /* QS_SLAB_* */
     uint8_t order;          /* slab bytes = page << order */
     uint16_t node;          /* NUMA node of its memory */
+    uint32_t empty_ms;      /* when it went on the empty FIFO (ms, wraps) */
     struct qs_slab *next, *prev; /* list links (owner list, empty FIFO, page free slots) */
-    uint64_t empty_ms;      /* when it went on the empty FIFO */
 };
 
 enum { QS_SLAB_FREE, QS_SLAB_PARTIAL, QS_SLAB_FULL, QS_SLAB_EMPTY };
-_Static_assert(sizeof(struct qs_slab) % 32 == 0 && __builtin_offsetof(struct qs_slab, mem) == 32,
+_Static_assert(sizeof(struct qs_slab) == 96 && __builtin_offsetof(struct qs_slab, mem) == 32,
                "slab descriptors: validation fields in one aligned 32-byte block");
 
 /* Remote frees posted to a queue by other owners. */
@@ -235,7 +243,11 @@ struct qs_queue {
     int node;     /* owner's node; its slabs come from this node */
     struct qs_list list; /* slabs this owner owns */
     qslab_cache *cache;
-    unsigned long stat[QS_STAT_NR]; /* written by the owner (relaxed) */
+    unsigned long stat[QS_STAT_NR]; /* written by the owner (relaxed);
+                                       stat[QS_FREE_FAST] is derived, see
+                                       qs_queue_nr_set */
+    unsigned long moved; /* net change of nr by slow paths (wraps) */
+    unsigned nr_seq;     /* odd while the owner changes nr and moved */
     /* shared */
     struct qs_inbox inbox;
     /* bookkeeping under qs_global */
@@ -335,8 +347,10 @@ struct qs_chunk {
     uint8_t kind;
     uint8_t order;
     uint16_t node;
-    uint32_t nr_slots, nr_free, next_unused;
-    char *data;                  /* first slab */
+    uint32_t nr_slots;           /* descriptors: slots of the whole chunk */
+    uint32_t first_slot;         /* slots below it hold the header */
+    uint32_t nr_free, next_unused;
+    char *data;                  /* slot i starts at data + (i << (page shift + order)) */
     size_t map_size;             /* bytes mapped at the chunk's start */
     struct qs_slab *free_slots;  /* returned slots (slab->next) */
     struct qs_chunk *next, *prev; /* pool->avail */
@@ -345,20 +359,29 @@ struct qs_chunk {
     size_t large_size; /* bytes usable from large_ptr */
     struct qs_slab slabs[] __attribute__((aligned(QS_CACHELINE)));
 };
+#define QS_CHUNK_HDR_SLABS 128 /* offset of slabs[] in a chunk */
 
 /* The unit map: one byte per 4 MiB unit of the user address space.
- *   0      the unit is not qslab's
- *   1      a chunk header starts at the unit's first byte
- *   k > 1  the chunk's header is k-1 units back (255: at least 254 back;
- *          step back and read again)
- * A static array (32 MiB of BSS on x86-64, untouched pages cost nothing), so
- * the common lookup is one load at a constant base. */
+ *   0        the unit is not qslab's
+ *   1        a chunk header starts at the unit's first byte (a chunk of
+ *            several units, or a large block)
+ *   2..127   the chunk's header is k-1 units back (127: at least 126 back;
+ *            step back and read again)
+ *   0x80 | s a chunk of one unit, its header at the unit's start, cut into
+ *            slabs of 2^s bytes (s = page shift + order, at most 21); slot i
+ *            starts at i << s from the chunk and has descriptor slabs[i]
+ * The last form lets the free path find a slab descriptor from the pointer
+ * and this byte alone, without reading the chunk header.  A static array
+ * (32 MiB of BSS on x86-64, untouched pages cost nothing), so the lookup is
+ * one load at a constant base. */
 #if defined(__aarch64__)
 #define QS_VA_BITS 48
 #else
 #define QS_VA_BITS 47
 #endif
 #define QS_UNITS ((size_t)1 << (QS_VA_BITS - QS_CHUNK_SHIFT))
+#define QS_UNIT_FAR_MAX 127
+#define QS_UNIT_SLABS 0x80
 extern uint8_t qs_unit_map[QS_UNITS];
 struct qs_chunk *qs_chunk_of_far(size_t unit, unsigned k);
 
@@ -368,11 +391,27 @@ static inline struct qs_chunk *qs_chunk_of(const void *p)
     if (unlikely(u >> QS_VA_BITS))
         return NULL;
     unsigned k = __atomic_load_n(&qs_unit_map[u >> QS_CHUNK_SHIFT], __ATOMIC_ACQUIRE);
-    if (likely(k == 1))
+    if (likely(k >= QS_UNIT_SLABS || k == 1))
         return (struct qs_chunk *)(u & ~(uintptr_t)(QS_CHUNK_SIZE - 1));
     if (k == 0)
         return NULL;
     return qs_chunk_of_far(u >> QS_CHUNK_SHIFT, k);
+}
+
+/* The descriptor of p's slot when p lies in a one-unit slab chunk; NULL for
+ * anything else (not ours, a large block, a chunk of slabs of 4 MiB and
+ * more: the caller takes qs_chunk_of's general path).  The descriptor may
+ * be a header slot's or a free slot's (span 0): check qs_slab_valid_obj. */
+static inline struct qs_slab *qs_slab_fast(const void *p)
+{
+    uintptr_t u = (uintptr_t)p;
+    if (unlikely(u >> QS_VA_BITS))
+        return NULL;
+    unsigned k = __atomic_load_n(&qs_unit_map[u >> QS_CHUNK_SHIFT], __ATOMIC_ACQUIRE);
+    if (unlikely(k < QS_UNIT_SLABS))
+        return NULL;
+    struct qs_slab *slabs = (struct qs_slab *)((u & ~(uintptr_t)(QS_CHUNK_SIZE - 1)) + QS_CHUNK_HDR_SLABS);
+    return &slabs[(u & (QS_CHUNK_SIZE - 1)) >> (k & 63)]; /* x86 masks the count: one shr */
 }
 
 /* Slab descriptor of the slot that holds p, or NULL (header, past the end). */
@@ -380,10 +419,11 @@ static inline struct qs_slab *qs_chunk_slab(struct qs_chunk *ch, const void *p)
 {
     /* a p below data wraps to a huge index */
     uintptr_t i = ((uintptr_t)p - (uintptr_t)ch->data) >> (QS_PAGE_SHIFT + ch->order);
-    if (unlikely(i >= ch->nr_slots))
+    if (unlikely(i >= ch->nr_slots || i < ch->first_slot))
         return NULL;
     return &ch->slabs[i];
 }
+_Static_assert(__builtin_offsetof(struct qs_chunk, slabs) == QS_CHUNK_HDR_SLABS, "chunk header size");
 
 struct qs_slab *qs_page_alloc_slab(int node, unsigned order); /* NULL: ENOMEM */
 size_t qs_page_free_slab(struct qs_slab *s);                  /* bytes given back */
@@ -554,6 +594,26 @@ void qs_tune_apply_env(qslab_cache *c);
 
 /* Count an event: in the caller's queue (one writer, plain stores), or in
  * the cache's orphan counters (atomic) when the caller has no queue. */
+/* A slow-path change of q->nr (refill, claim, flush, drops), by the owner.
+ * Frees on the fast path are not counted there (a store saved per free):
+ * each push adds one to nr and nothing else does without going through
+ * here or a pop, so per queue
+ *     free_fast = nr + pops - moved,
+ *     pops = ALLOC_FAST + ALLOC_SLOW - NODE_ALLOC (node allocs skip the queue).
+ * nr and moved change together inside nr_seq (a seqcount: odd while
+ * changing), so a reader never pairs a new nr with an old moved; fast-path
+ * pops between a reader's loads can only make it undercount (qs_stats_sum
+ * reads pops before nr). */
+static inline void qs_queue_nr_set(struct qs_queue *q, unsigned nr)
+{
+    unsigned seq = q->nr_seq;
+    QS_STORE(q->nr_seq, seq + 1);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    QS_STORE(q->moved, q->moved + (unsigned long)nr - q->nr);
+    QS_STORE(q->nr, nr);
+    __atomic_store_n(&q->nr_seq, seq + 2, __ATOMIC_RELEASE);
+}
+
 static inline void qs_stat(qslab_cache *c, struct qs_queue *q, int item, unsigned long n)
 {
     if (likely(q != NULL))
@@ -561,5 +621,7 @@ static inline void qs_stat(qslab_cache *c, struct qs_queue *q, int item, unsigne
     else
         __atomic_fetch_add(&c->orphan_stat[item], n, __ATOMIC_RELAXED);
 }
+
+#pragma GCC visibility pop
 
 #endif /* QSLAB_INTERNAL_H */

@@ -23,14 +23,34 @@
 
 qslab_cache qs_kmalloc_caches[QS_KMALLOC_CLASSES];
 
-/* (size + 7) >> 3 -> class, for sizes up to 192 */
-static const uint8_t small_index[25] = {
-    0, 0, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6,
+/* (size + 7) >> 3 -> class, for sizes up to 1 KiB (one load on the common
+ * path); the second table is malloc's, whose blocks are at least 16 bytes
+ * (16-byte alignment).  Checked against class_size by qs_kmalloc_init. */
+const uint8_t qs_kmalloc_small_index[QS_KM_SMALL_ENTRIES] = {
+    0, 0, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5,
+    5, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7,
+    7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8,
+    8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8,
+    8, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
+    9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
+    9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
+    9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
+    9,
+};
+const uint8_t qs_kmalloc_small_index16[QS_KM_SMALL_ENTRIES] = {
+    1, 1, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5,
+    5, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7,
+    7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8,
+    8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8,
+    8, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
+    9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
+    9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
+    9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
+    9,
 };
 
 /* Classes 0..11: 8, 16, 32, 64, 96, 128, 192, 256, 512, 1K, 2K, 4K; from 4 KiB
  * up, two classes per power of two: 6K, 8K, 12K, 16K, ..., 24M, 32M. */
-#define QS_KM_POW2_TOP 11 /* index of kmalloc-4096 */
 
 static size_t class_size(unsigned i)
 {
@@ -45,13 +65,7 @@ static size_t class_size(unsigned i)
 
 static inline unsigned kmalloc_index(size_t size)
 {
-    if (size <= 192)
-        return small_index[(size + 7) >> 3];
-    unsigned k = (unsigned)(64 - __builtin_clzl(size - 1)); /* 2^(k-1) < size <= 2^k */
-    if (size <= 4096)
-        return k - 1;
-    /* above 4 KiB: 1.5 * 2^(k-1) or 2^k */
-    return QS_KM_POW2_TOP + 1 + 2 * (k - 13) + (size > ((size_t)3 << (k - 2)));
+    return qs_kmalloc_index(size, qs_kmalloc_small_index);
 }
 
 static struct {
@@ -70,10 +84,15 @@ void qs_kmalloc_init(void)
             qs_warn("cannot set up %s", name);
             qs_os_abort();
         }
+        /* the first caches made: class i has id i, which qs_kmalloc_alloc uses */
+        if (qs_kmalloc_caches[i].id != i) {
+            qs_warn("%s has id %u", name, (unsigned long)qs_kmalloc_caches[i].id);
+            qs_os_abort();
+        }
     }
 }
 
-static void *large_alloc(size_t size, size_t align)
+void *qs_large_alloc(size_t size, size_t align)
 {
     struct qs_chunk *ch = qs_page_map_large(size, align);
     if (!ch) {
@@ -104,9 +123,7 @@ QSLAB_EXPORT void qslab_large_stats(struct qslab_large_stats *st)
 
 QSLAB_EXPORT void *qslab_malloc(size_t size)
 {
-    if (likely(size <= QS_KMALLOC_MAX))
-        return qs_alloc_fast(&qs_kmalloc_caches[kmalloc_index(size)]);
-    return large_alloc(size, 0);
+    return qs_kmalloc(size, qs_kmalloc_small_index);
 }
 
 QSLAB_EXPORT void *qslab_malloc_node(size_t size, int node)
@@ -118,7 +135,7 @@ QSLAB_EXPORT void *qslab_malloc_node(size_t size, int node)
         errno = EINVAL;
         return NULL;
     }
-    void *p = large_alloc(size, 0);
+    void *p = qs_large_alloc(size, 0);
     if (p && node >= 0 && qs_real_numa) {
         struct qs_chunk *ch = qs_chunk_of(p);
         qs_os_bind_node(ch, ch->map_size, node);
@@ -134,21 +151,24 @@ QSLAB_EXPORT void *qslab_calloc(size_t n, size_t size)
         return NULL;
     }
     if (total > QS_KMALLOC_MAX)
-        return large_alloc(total, 0); /* fresh mapping: already zero */
+        return qs_large_alloc(total, 0); /* fresh mapping: already zero */
     void *p = qslab_malloc(total);
     if (p)
         memset(p, 0, total);
     return p;
 }
 
-/* qslab_free of anything but a small object: NULL, a large block, or a
- * pointer to report. */
+/* qslab_free of anything qs_slab_fast does not resolve to an object: NULL,
+ * an object in a chunk of big slabs, a large block, or a pointer to report. */
 QS_NOINLINE void qs_free_other(void *p)
 {
     if (!p)
         return;
     struct qs_chunk *ch = qs_chunk_of(p);
-    if (ch && ch->kind == QS_CHUNK_LARGE && p == ch->large_ptr)
+    struct qs_slab *s;
+    if (ch && ch->kind == QS_CHUNK_SLABS && (s = qs_obj_slab(ch, p)))
+        qs_free_fast(s->cache, s, p);
+    else if (ch && ch->kind == QS_CHUNK_LARGE && p == ch->large_ptr)
         large_free(ch);
     else
         qs_bad_free(NULL, p);
@@ -156,13 +176,7 @@ QS_NOINLINE void qs_free_other(void *p)
 
 QSLAB_EXPORT void qslab_free(void *p)
 {
-    struct qs_chunk *ch = qs_chunk_of(p); /* NULL for p == NULL */
-    struct qs_slab *s;
-    if (likely(ch && ch->kind == QS_CHUNK_SLABS && (s = qs_obj_slab(ch, p)))) {
-        qs_free_fast(s->cache, s, p);
-        return;
-    }
-    qs_free_other(p);
+    qs_kfree(p);
 }
 
 /* Usable size of a valid pointer; 0 (after reporting) if invalid. */
@@ -241,5 +255,5 @@ QSLAB_EXPORT void *qslab_aligned_alloc(size_t align, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    return large_alloc(size, align);
+    return qs_large_alloc(size, align);
 }

@@ -112,7 +112,7 @@ static void empty_policy_locked(qslab_cache *c, struct qs_node *n, struct qs_sla
     unsigned long limit = QS_LOAD(c->empty_limit);
     uint64_t decay = QS_LOAD(c->empty_decay_ms);
     struct qs_slab *s;
-    while ((s = n->empty_head) && (n->nr_empty > limit || now - s->empty_ms >= decay)) {
+    while ((s = n->empty_head) && (n->nr_empty > limit || (uint32_t)now - s->empty_ms >= decay)) {
         fifo_del(n, s);
         s->next = *release;
         *release = s;
@@ -131,7 +131,7 @@ void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab 
         qs_assert(s->inuse == 0);
         qs_slab_set_owner(s, &n->list);
         s->state = QS_SLAB_EMPTY;
-        s->empty_ms = now;
+        s->empty_ms = (uint32_t)now; /* ages compare modulo 2^32 ms (49 days) */
         s->next = NULL;
         s->prev = n->empty_tail;
         if (n->empty_tail)

@@ -2,18 +2,24 @@
  * page.c - where slabs come from.
  *
  * Memory is mapped in 4 MiB chunks aligned to 4 MiB.  A chunk serves slabs of
- * one order on one node: its header (struct qs_chunk) holds the descriptors
- * of all its slabs, followed by the slabs themselves, whose start is aligned
- * to their size (so power-of-two objects are naturally aligned).  Slabs of
- * 4 MiB and more get a chunk of their own, several 4 MiB units long.  Large
- * blocks (kmalloc above 32 MiB) are chunks of kind LARGE with one block.
+ * one order on one node.  Slabs of up to 2 MiB: the chunk is one unit cut
+ * into slots of the slab size, slot i at i << (page shift + order) from the
+ * chunk; the header (struct qs_chunk and one descriptor per slot) covers
+ * the first slots, which never hold a slab.  So a pointer's offset in its
+ * unit, shifted by the slab size, indexes its descriptor, and the unit map
+ * byte says what the shift is: the free path finds the descriptor with one
+ * load and no look at the header.  Slabs of 4 MiB and more get a chunk of
+ * their own, several units long (header page, then the slab).  Slabs start
+ * on a multiple of their size, so power-of-two objects are naturally
+ * aligned.  Large blocks (kmalloc above 32 MiB) are chunks of kind LARGE
+ * with one block.
  *
  * The unit map (internal.h) has a byte per 4 MiB unit of the address space:
- * 0 for units that are not qslab's, else how many units back the chunk's
- * header is.  qs_chunk_of() tells "not ours" in O(1) with one load at a
- * constant address for the common case (a chunk of one unit).  Each unit
- * belongs to at most one chunk because chunks start and end on unit
- * boundaries.
+ * 0 for units that are not qslab's, the slab shift for one-unit slab
+ * chunks, else how many units back the chunk's header is.  qs_chunk_of()
+ * tells "not ours" in O(1) with one load at a constant address for the
+ * common case (a chunk of one unit).  Each unit belongs to at most one
+ * chunk because chunks start and end on unit boundaries.
  *
  * Slots given back are decommitted (MADV_DONTNEED) at once: the caches keep
  * empty slabs for reuse (node.c), so what reaches this layer is meant to go
@@ -54,13 +60,20 @@ static size_t round_up(size_t v, size_t a)
 }
 
 /* Mark the units of [ch, ch + size) as belonging to chunk ch (or to nobody,
- * when clear).  Entries are published with release stores after the header
- * is written; a chunk's units are its own, so no lock is needed. */
+ * when clear).  A one-unit slab chunk gets the byte that locates its slab
+ * descriptors (internal.h); other chunks get back-distances.  Entries are
+ * published with release stores after the header is written; a chunk's
+ * units are its own, so no lock is needed. */
 static void map_set(struct qs_chunk *ch, size_t size, bool clear)
 {
     size_t first = (uintptr_t)ch >> QS_CHUNK_SHIFT, n = size >> QS_CHUNK_SHIFT;
+    if (!clear && n == 1 && ch->kind == QS_CHUNK_SLABS) {
+        uint8_t v = (uint8_t)(QS_UNIT_SLABS | (QS_PAGE_SHIFT + ch->order));
+        __atomic_store_n(&qs_unit_map[first], v, __ATOMIC_RELEASE);
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
-        uint8_t v = clear ? 0 : (uint8_t)(i + 1 < 255 ? i + 1 : 255);
+        uint8_t v = clear ? 0 : (uint8_t)(i + 1 < QS_UNIT_FAR_MAX ? i + 1 : QS_UNIT_FAR_MAX);
         __atomic_store_n(&qs_unit_map[first + i], v, __ATOMIC_RELEASE);
     }
 }
@@ -68,8 +81,8 @@ static void map_set(struct qs_chunk *ch, size_t size, bool clear)
 /* Header of a chunk that spans more than one unit (p in a later unit). */
 struct qs_chunk *qs_chunk_of_far(size_t unit, unsigned k)
 {
-    while (k == 255) {
-        unit -= 254;
+    while (k == QS_UNIT_FAR_MAX) {
+        unit -= QS_UNIT_FAR_MAX - 1;
         k = __atomic_load_n(&qs_unit_map[unit], __ATOMIC_ACQUIRE);
     }
     if (k == 0)
@@ -77,35 +90,36 @@ struct qs_chunk *qs_chunk_of_far(size_t unit, unsigned k)
     return (struct qs_chunk *)((unit - (k - 1)) << QS_CHUNK_SHIFT);
 }
 
-/* Layout of a chunk of order-`order` slabs: number of slots, data offset
- * and mapped size. */
-static void chunk_layout(unsigned order, uint32_t *nr, size_t *data_off, size_t *map_size)
+/* Layout of a chunk of order-`order` slabs: number of slots (descriptors),
+ * the first slot not covered by the header, data offset and mapped size.
+ * Slabs of up to half a unit: the chunk is one unit, slot i starts at
+ * i << (page shift + order) from the chunk and the header covers the first
+ * slots (so a pointer's offset in the unit indexes its descriptor).  Bigger
+ * slabs: one slab after a page of header, several units. */
+static void chunk_layout(unsigned order, uint32_t *nr, uint32_t *first, size_t *data_off,
+                         size_t *map_size)
 {
     size_t sb = qs_slab_bytes(order);
     if (sb > QS_CHUNK_SIZE / 2) {
         *nr = 1;
+        *first = 0;
         *data_off = round_up(sizeof(struct qs_chunk) + sizeof(struct qs_slab), QS_PAGE_SIZE);
         *map_size = round_up(*data_off + sb, QS_CHUNK_SIZE);
         return;
     }
     uint32_t n = (uint32_t)(QS_CHUNK_SIZE / sb);
-    for (;; n--) {
-        size_t hdr = round_up(sizeof(struct qs_chunk) + n * sizeof(struct qs_slab), QS_PAGE_SIZE);
-        size_t off = round_up(hdr, sb);
-        if (off + n * sb <= QS_CHUNK_SIZE) {
-            *nr = n;
-            *data_off = off;
-            *map_size = QS_CHUNK_SIZE;
-            return;
-        }
-    }
+    size_t hdr = round_up(sizeof(struct qs_chunk) + n * sizeof(struct qs_slab), QS_PAGE_SIZE);
+    *nr = n;
+    *first = (uint32_t)((hdr + sb - 1) / sb);
+    *data_off = 0;
+    *map_size = QS_CHUNK_SIZE;
 }
 
 static struct qs_chunk *chunk_new(int node, unsigned order)
 {
-    uint32_t nr;
+    uint32_t nr, first;
     size_t off, size;
-    chunk_layout(order, &nr, &off, &size);
+    chunk_layout(order, &nr, &first, &off, &size);
     struct qs_chunk *ch = qs_os_map_aligned(size, QS_CHUNK_SIZE);
     if (!ch)
         return NULL;
@@ -116,7 +130,9 @@ static struct qs_chunk *chunk_new(int node, unsigned order)
     ch->order = (uint8_t)order;
     ch->node = (uint16_t)node;
     ch->nr_slots = nr;
-    ch->nr_free = nr;
+    ch->first_slot = first;
+    ch->next_unused = first;
+    ch->nr_free = nr - first;
     ch->data = (char *)ch + off;
     ch->map_size = size;
     map_set(ch, size, false);
@@ -159,7 +175,7 @@ struct qs_slab *qs_page_alloc_slab(int node, unsigned order)
         avail_add(p, ch);
         p->nr_fully_free++;
     }
-    if (ch->nr_free == ch->nr_slots)
+    if (ch->nr_free == ch->nr_slots - ch->first_slot)
         p->nr_fully_free--;
     struct qs_slab *s;
     if (ch->free_slots) {
@@ -187,6 +203,7 @@ size_t qs_page_free_slab(struct qs_slab *s)
     size_t bytes = qs_slab_bytes(s->order);
     struct qs_page_pool *p = &pools[ch->node][ch->order];
     __atomic_store_n(&s->cache, NULL, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->span, 0, __ATOMIC_RELAXED); /* no pointer is its object now */
     s->state = QS_SLAB_FREE;
     s->owner = NULL;
     s->freelist = s->tail = NULL;
@@ -198,7 +215,7 @@ size_t qs_page_free_slab(struct qs_slab *s)
     ch->free_slots = s;
     if (ch->nr_free++ == 0)
         avail_add(p, ch);
-    if (ch->nr_free == ch->nr_slots) {
+    if (ch->nr_free == ch->nr_slots - ch->first_slot) {
         if (p->nr_fully_free >= 1) {
             avail_del(p, ch);
             unmap = ch;

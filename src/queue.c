@@ -191,7 +191,7 @@ void qs_queue_flush(qslab_cache *c, struct qs_queue *q, unsigned count)
         }
     }
     q->head = obj;
-    QS_STORE(q->nr, q->nr - count);
+    qs_queue_nr_set(q, q->nr - count);
     QS_ADD(q->stat[QS_FLUSH], 1);
     qs_route_list(c, q, head, count);
 }
@@ -209,7 +209,7 @@ void qs_queue_claim(qslab_cache *c, struct qs_queue *q)
         return;
     *qs_link(c, tail) = qs_enc(c, q->head);
     q->head = head;
-    QS_STORE(q->nr, q->nr + (unsigned)n);
+    qs_queue_nr_set(q, q->nr + (unsigned)n);
     QS_ADD(q->stat[QS_CLAIM], 1);
 }
 
@@ -221,7 +221,7 @@ static void take_slab(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, voi
     else
         q->head = s->freelist;
     *tail = s->tail;
-    QS_STORE(q->nr, q->nr + s->objects - s->inuse);
+    qs_queue_nr_set(q, q->nr + s->objects - s->inuse);
     s->inuse = s->objects;
     s->freelist = s->tail = NULL;
     if (listed)
@@ -363,7 +363,7 @@ void *qs_queue_corrupt(qslab_cache *c, struct qs_queue *q, void *obj)
     /* the handler returned: forget the queue (leaking it) rather than hand
      * out memory reached through a corrupt link */
     q->head = NULL;
-    QS_STORE(q->nr, 0);
+    qs_queue_nr_set(q, 0);
     return NULL;
 }
 
@@ -377,7 +377,7 @@ void qs_queue_retire(qslab_cache *c, struct qs_queue *q)
         void *head = q->head;
         unsigned long n = q->nr;
         q->head = NULL;
-        QS_STORE(q->nr, 0);
+        qs_queue_nr_set(q, 0);
         qs_route_list(c, q, head, n);
     }
     for (int pass = 0; pass < 2; pass++) {

@@ -69,6 +69,7 @@ struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node)
     s->objects = n;
     s->span = n * c->slot_size;
     s->recip = ~(uint64_t)0 / c->slot_size + 1;
+    s->cache_id = c->id;
     s->inuse = 0;
     char *obj = base;
     for (uint32_t i = 0; i < n; i++, obj += c->slot_size) {

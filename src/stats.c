@@ -16,9 +16,24 @@
 void qs_stats_sum(qslab_cache *c, unsigned long *sum)
 {
     memset(sum, 0, sizeof(unsigned long) * QS_STAT_NR);
-    for (struct qs_queue *q = c->queues; q; q = q->all_next)
+    for (struct qs_queue *q = c->queues; q; q = q->all_next) {
+        unsigned long st[QS_STAT_NR], moved, nr;
+        /* the seqcount pairs nr with moved (qs_queue_nr_set); an owner busy
+         * in its slow paths gets a few tries, then its last reading */
+        for (int tries = 0;; tries++) {
+            unsigned seq = __atomic_load_n(&q->nr_seq, __ATOMIC_ACQUIRE);
+            moved = QS_LOAD(q->moved);
+            for (int i = 0; i < QS_STAT_NR; i++)
+                st[i] = QS_LOAD(q->stat[i]);
+            nr = QS_LOAD(q->nr); /* after the pops: undercount, never over */
+            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            if ((!(seq & 1) && QS_LOAD(q->nr_seq) == seq) || tries >= 1000)
+                break;
+        }
+        st[QS_FREE_FAST] = nr + st[QS_ALLOC_FAST] + st[QS_ALLOC_SLOW] - st[QS_NODE_ALLOC] - moved;
         for (int i = 0; i < QS_STAT_NR; i++)
-            sum[i] += QS_LOAD(q->stat[i]);
+            sum[i] += st[i];
+    }
     for (int i = 0; i < QS_STAT_NR; i++)
         sum[i] += QS_LOAD(c->orphan_stat[i]);
 }

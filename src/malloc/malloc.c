@@ -16,7 +16,7 @@
  */
 
 #define _GNU_SOURCE
-#include "../internal.h"
+#include "../fastpath.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -35,12 +35,12 @@ static inline size_t min16(size_t size)
 
 MALLOC_EXPORT void *malloc(size_t size)
 {
-    return qslab_malloc(min16(size));
+    return qs_kmalloc(size, qs_kmalloc_small_index16); /* qslab_malloc(min16(size)) */
 }
 
 MALLOC_EXPORT void free(void *p)
 {
-    qslab_free(p);
+    qs_kfree(p); /* qslab_free's body: the fast path is one call deep */
 }
 
 MALLOC_EXPORT void cfree(void *p)

@@ -119,6 +119,31 @@ static void test_interior(void)
     check_sane(C, 48, "interior frees");
 }
 
+/* Pointers the free path's lookup resolves to slots that hold no slab: the
+ * chunk header, and a slab given back to the page layer. */
+static void test_no_slab(void)
+{
+    char s[32];
+    char *p = qslab_malloc(64);
+    char *hdr = (char *)((uintptr_t)p & ~(uintptr_t)((4u << 20) - 1));
+    qslab_free(hdr + 64);
+    tu_check_fatal("not an allocated object", tu_addr(s, hdr + 64));
+    qslab_free(p);
+
+    qslab_cache *d = qslab_cache_create("t-bad-gone", 200, 0, 0, NULL);
+    CHECK(d != NULL);
+    char *o = qslab_cache_alloc(d);
+    CHECK(o != NULL);
+    qslab_cache_free(d, o);
+    CHECK(qslab_cache_shrink(d) > 0); /* the slab went back to the page layer */
+    qslab_cache_free(d, o);
+    tu_check_fatal("free slab memory", tu_addr(s, o), "t-bad-gone");
+    qslab_free(o);
+    tu_check_fatal("free slab memory", tu_addr(s, o));
+    check_sane(d, 200, "frees into a given-back slab");
+    qslab_cache_destroy(d);
+}
+
 static void test_wrong_cache(void)
 {
     char s[32];
@@ -280,6 +305,7 @@ int main(void)
     test_not_qslab();
     test_interior();
     test_wrong_cache();
+    test_no_slab();
     test_double_free(A, 64, "t-bad-alpha");
     test_double_free(C, 48, "t-bad-ctor");
     test_double_free_kmalloc();

@@ -116,9 +116,73 @@ static void test_threads_counted(void)
     CHECK(qslab_cache_destroy(tc) == 0);
 }
 
+/* Frees on the fast path are not counted one by one but derived from the
+ * queue length and the slow paths' moves (qs_queue_nr_set): check the
+ * derivation stays exact through flushes, remote frees, claims, refills and
+ * queue reuse by a later thread. */
+#define DN 3000
+static void *remote_frees(void *arg)
+{
+    void **objs = arg;
+    for (int i = 0; i < DN; i += 2)
+        qslab_cache_free(tc, objs[i]);
+    return NULL;
+}
+
+static void *owner_thread(void *arg)
+{
+    (void)arg;
+    static void *objs[DN];
+    struct qslab_cache_stats st, st0;
+    qslab_cache_stats(tc, &st0);
+    for (int i = 0; i < DN; i++)
+        objs[i] = qslab_cache_alloc(tc);
+    pthread_t t;
+    pthread_create(&t, NULL, remote_frees, objs); /* even ones: to our inbox */
+    pthread_join(t, NULL);
+    for (int i = 1; i < DN; i += 2) /* odd ones: our queue, many flushes */
+        qslab_cache_free(tc, objs[i]);
+    qslab_cache_stats(tc, &st);
+    CHECKF(st.free - st0.free == DN && st.active_objs == 0, "after frees: free %lu active %lu", st.free - st0.free,
+           st.active_objs);
+    check_consistent(&st, "after frees");
+    for (int round = 0; round < 3; round++) { /* claims the inbox, refills */
+        for (int i = 0; i < DN; i++)
+            objs[i] = qslab_cache_alloc(tc);
+        for (int i = DN - 1; i >= 0; i--)
+            qslab_cache_free(tc, objs[i]);
+    }
+    qslab_cache_stats(tc, &st);
+    CHECKF(st.alloc - st0.alloc == 4 * DN && st.free - st0.free == 4 * DN && st.active_objs == 0,
+           "after rounds: alloc %lu free %lu active %lu", st.alloc - st0.alloc, st.free - st0.free, st.active_objs);
+    check_consistent(&st, "after rounds");
+    return NULL;
+}
+
+static void test_derived_free_count(void)
+{
+    tc = qslab_cache_create("t-stats-derived", 72, 0, 0, NULL);
+    CHECK(tc != NULL);
+    if (!tc)
+        return;
+    CHECK(qslab_tune("t-stats-derived", "hiwater", "256") == 0);
+    CHECK(qslab_tune("t-stats-derived", "freebatch", "32") == 0);
+    for (int k = 0; k < 2; k++) { /* the second thread reuses the first's queue */
+        pthread_t t;
+        pthread_create(&t, NULL, owner_thread, NULL);
+        pthread_join(t, NULL);
+        struct qslab_cache_stats st;
+        qslab_cache_stats(tc, &st);
+        CHECKF(st.alloc == (unsigned long)(k + 1) * 4 * DN && st.free == st.alloc && st.active_objs == 0,
+               "after thread %d: alloc %lu free %lu active %lu", k, st.alloc, st.free, st.active_objs);
+    }
+    CHECK(qslab_cache_destroy(tc) == 0);
+}
+
 int main(void)
 {
     test_deltas();
     test_threads_counted();
+    test_derived_free_count();
     return tu_done();
 }

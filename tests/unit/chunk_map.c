@@ -34,6 +34,18 @@ int main(void)
         CHECK(qs_chunk_of(p + sizes[i] - 1) == ch);
         /* the chunk header is the chunk's, but no slab's */
         CHECK(qs_chunk_of(ch) == ch && qs_chunk_slab(ch, ch) == NULL);
+        /* the free path's lookup: the same descriptor from the unit map
+         * alone for one-unit chunks; nothing for chunks of big slabs; and
+         * no pointer into the header is an object */
+        if (ch->map_size == QS_CHUNK_SIZE) {
+            CHECK(qs_slab_fast(p) == s);
+            CHECK(qs_slab_fast(p + sizes[i] - 1) == s);
+            CHECK(qs_slab_fast(ch) != NULL && !qs_slab_valid_obj(qs_slab_fast(ch), ch));
+            char *hdr_end = ch->data + ((size_t)ch->first_slot << (QS_PAGE_SHIFT + ch->order));
+            CHECK(!qs_slab_valid_obj(qs_slab_fast(hdr_end - 8), hdr_end - 8));
+        } else {
+            CHECK(qs_slab_fast(p) == NULL);
+        }
         /* the chunk is aligned and covers whole 4 MiB units */
         CHECK(((uintptr_t)ch & (QS_CHUNK_SIZE - 1)) == 0 && ch->map_size % QS_CHUNK_SIZE == 0);
         qslab_free(p);
