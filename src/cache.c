@@ -267,10 +267,8 @@ QSLAB_EXPORT size_t qslab_cache_shrink(qslab_cache *c)
     struct qs_queue *q = qs_queue_of(c);
     if (!q)
         q = qs_queue_attach(c);
-    if (q) {
-        qs_queue_claim(c, q);
-        qs_queue_flush(c, q, q->nr);
-    }
+    if (q)
+        qs_queue_empty_out(c, q);
     size_t bytes = 0;
     for (int n = 0; n < qs_nr_nodes; n++)
         bytes += qs_node_shrink(c, q, &c->nodes[n]);
@@ -323,6 +321,7 @@ QSLAB_EXPORT int qslab_cache_destroy(qslab_cache *c)
         struct qs_queue *next = q->all_next;
         release_list(q->list.partial);
         release_list(q->list.full);
+        release_list(q->stash);
         qs_meta_free(q, sizeof(*q));
         q = next;
     }
@@ -390,8 +389,7 @@ QSLAB_EXPORT size_t qslab_trim(void)
         struct qs_queue *q = o->slots[i];
         if (!q)
             continue;
-        qs_queue_claim(q->cache, q);
-        qs_queue_flush(q->cache, q, q->nr);
+        qs_queue_empty_out(q->cache, q);
     }
     return qs_node_sweep(true);
 }

@@ -56,16 +56,21 @@ static inline void *qs_alloc_fast(qslab_cache *c)
     return qs_alloc_slow(c);
 }
 
-/* Push a free object on the owner's queue; flush over hiwater. */
-static inline void qs_queue_push(qslab_cache *c, struct qs_queue *q, void *obj)
+/* Push a free object of slab s on the owner's queue.  A queue at hiwater
+ * takes no more: qs_free_full frees an object of one of our own slabs
+ * straight to it (no queue round trip: a burst of frees touches each object
+ * once), and pushes and flushes anything else. */
+static inline void qs_queue_push(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj)
 {
+    unsigned nr = q->nr;
+    if (unlikely(nr >= QS_LOAD(c->hiwater))) { /* tunables: relaxed loads */
+        qs_free_full(c, q, s, obj);
+        return;
+    }
     *qs_link(c, obj) = qs_enc(c, q->head);
     q->head = obj;
     /* not counted: FREE_FAST is derived from nr (qs_queue_nr_set) */
-    unsigned nr = q->nr + 1;
-    QS_STORE(q->nr, nr); /* read by statistics: relaxed store, a plain mov */
-    if (unlikely(nr > QS_LOAD(c->hiwater))) /* tunables: relaxed loads */
-        qs_queue_flush(c, q, QS_LOAD(c->freebatch));
+    QS_STORE(q->nr, nr + 1); /* read by statistics: relaxed store, a plain mov */
 }
 
 /* Free obj (validated: an object of slab s of cache c).  The queue is found
@@ -82,7 +87,7 @@ static inline void qs_free_fast(qslab_cache *c, struct qs_slab *s, void *obj)
         qs_free_suspect(c, q, s, obj); /* tail call keeps this path leaf-like */
         return;
     }
-    qs_queue_push(c, q, obj);
+    qs_queue_push(c, q, s, obj);
 }
 
 /* Slab of a pointer that should be an object of a slab chunk; NULL if not. */

@@ -122,6 +122,7 @@
 #define QS_NAME_MAX 32
 #define QS_CACHELINE 64
 #define QS_MAX_HIWATER (1u << 20)
+#define QS_QUEUE_BYTES ((size_t)256 << 10) /* default hiwater cap, bytes (tune.c) */
 #define QS_MAX_EMPTY_LIMIT (1u << 20)
 #define QS_MAX_DECAY_MS 3600000u
 
@@ -162,7 +163,7 @@ static inline void qs_lock_release(qs_lock *l)
     X(ALLOC_FAST, "alloc_fast", "allocations served from the owner's queue")                      \
     X(ALLOC_SLOW, "alloc_slow", "allocations that needed a refill or a node list")                \
     X(FREE_FAST, "free_fast", "frees pushed on the owner's queue")                                \
-    X(FREE_SLOW, "free_slow", "frees routed at once (remote node, no queue)")                     \
+    X(FREE_SLOW, "free_slow", "frees not pushed (queue full: to own slab; other node; no queue)")  \
     X(FLUSH, "flush", "queue flushes over hiwater")                                               \
     X(REMOTE_FREE, "remote_free", "objects posted to another owner's inbox")                      \
     X(REMOTE_BATCH, "remote_batch", "batches posted (one inbox lock each)")                       \
@@ -242,6 +243,11 @@ struct qs_queue {
     unsigned nr;  /* objects in the queue */
     int node;     /* owner's node; its slabs come from this node */
     struct qs_list list; /* slabs this owner owns */
+    struct qs_slab *stash; /* our empty slabs (state EMPTY, ->next linked), kept
+                              for the next refill; handed to the node in
+                              batches (qs_queue_drain_stash) */
+    unsigned nr_stash;
+    size_t stash_bytes;
     qslab_cache *cache;
     unsigned long stat[QS_STAT_NR]; /* written by the owner (relaxed);
                                        stat[QS_FREE_FAST] is derived, see
@@ -548,6 +554,11 @@ void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node);
 void *qs_alloc_slow(qslab_cache *c);
 void qs_free_slow(qslab_cache *c, struct qs_slab *s, void *obj);
 void qs_queue_flush(qslab_cache *c, struct qs_queue *q, unsigned count);
+void qs_free_full(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
+void qs_queue_drain_stash(qslab_cache *c, struct qs_queue *q);
+void qs_queue_empty_out(qslab_cache *c, struct qs_queue *q); /* claim, flush all, drain */
+#define QS_STASH_SLABS 8                  /* at most, per queue */
+#define QS_STASH_BYTES ((size_t)128 << 10) /* at most, per queue */
 void qs_queue_retire(qslab_cache *c, struct qs_queue *q);
 void qs_queue_claim(qslab_cache *c, struct qs_queue *q);
 bool qs_double_free_check(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
@@ -555,7 +566,7 @@ void qs_free_suspect(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void
 void qs_free_other(void *p);
 void *qs_queue_corrupt(qslab_cache *c, struct qs_queue *q, void *obj);
 /* Route a list of objects (linked, count n) of cache c to their slabs' owners. */
-void qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned long n);
+void *qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned long n);
 
 /* ---- owner.c ---- */
 struct qs_queue *qs_queue_attach(qslab_cache *c); /* the caller's queue, made if needed */

@@ -10,8 +10,10 @@
  *      partial and empty slabs (one lock for several slabs), then new slabs.
  *      A slab whose free list went to the queue is FULL: all its objects are
  *      in use or queued.
- * FREE SLOW PATH (the queue went over hiwater): qs_queue_flush takes
- * freebatch objects off the queue and routes each to its slab's owner:
+ * FREE SLOW PATH (the queue is at hiwater): an object of one of our own
+ * slabs goes straight to the slab (qs_free_full); anything else is pushed,
+ * and qs_queue_flush takes freebatch objects off the queue and routes each
+ * to its slab's owner (walking them once):
  *   - our own slab: straight onto the slab's free list, no lock;
  *   - another owner's slab: into a batch for that owner; each batch is posted
  *     to the owner's inbox under one lock (SLQB's rlist -> remote_free);
@@ -125,7 +127,56 @@ static void send_batch(qslab_cache *c, struct qs_queue *q, struct route_batch *b
     b->to = NULL;
 }
 
-void qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned long n)
+/* Hand the stash to the node's empty FIFO: one lock and one clock read
+ * for the lot. */
+void qs_queue_drain_stash(qslab_cache *c, struct qs_queue *q)
+{
+    struct qs_slab *list = q->stash;
+    if (!list)
+        return;
+    q->stash = NULL;
+    QS_STORE(q->nr_stash, 0); /* read by statistics */
+    q->stash_bytes = 0;
+    qs_node_put_empty(c, q, &c->nodes[q->node], list);
+}
+
+/* Keep our empty slabs (a list linked by ->next, off every list) for our
+ * next refill, which takes them without a lock.  At min(QS_STASH_SLABS,
+ * empty_limit) slabs or QS_STASH_BYTES the stash goes to the node, where
+ * the empty-slab policy and the purger see it; a cache tuned to keep no
+ * empties (limit or decay 0) has no stash. */
+static void stash_add(qslab_cache *c, struct qs_queue *q, struct qs_slab *list)
+{
+    unsigned limit = QS_LOAD(c->empty_limit);
+    if (limit > QS_STASH_SLABS)
+        limit = QS_STASH_SLABS;
+    if (QS_LOAD(c->empty_decay_ms) == 0)
+        limit = 0;
+    while (list) {
+        struct qs_slab *s = list;
+        list = s->next;
+        s->state = QS_SLAB_EMPTY;
+        s->next = q->stash;
+        q->stash = s;
+        QS_STORE(q->nr_stash, q->nr_stash + 1);
+        q->stash_bytes += qs_slab_bytes(s->order);
+        if (q->nr_stash >= limit || q->stash_bytes >= QS_STASH_BYTES)
+            qs_queue_drain_stash(c, q);
+    }
+}
+
+void qs_queue_empty_out(qslab_cache *c, struct qs_queue *q)
+{
+    qs_queue_claim(c, q);
+    qs_queue_flush(c, q, q->nr);
+    qs_queue_drain_stash(c, q);
+}
+
+/* Route n objects linked from head to their slabs' owners.  Returns what
+ * the n-th object's link points to (the rest of a queue being flushed), so a
+ * flush walks its objects once; NULL, after reporting, if a link on the way
+ * is corrupt (the objects after it are dropped, not followed). */
+void *qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned long n)
 {
     struct route_batch b[QS_ROUTE_BATCHES] = {{0}};
     struct qs_slab *empties = NULL;
@@ -136,9 +187,16 @@ void qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned long
      * while obj lies in its memory (mem and order never change for a
      * descriptor, so this holds even if the slab was given back meanwhile). */
     struct qs_slab *s = NULL;
+    void *rest = NULL;
     for (unsigned long i = 0; i < n; i++) {
         bool bad;
         void *next = qs_dec(c, *qs_link(c, obj), &bad);
+        if (unlikely(bad)) {
+            qs_fatal("free list corruption in cache %s: free object %p was overwritten (use after "
+                     "free?)", c->name, obj);
+            next = NULL;
+            n = i + 1; /* route obj itself, follow nothing more */
+        }
         if (!s || (uintptr_t)obj - (uintptr_t)s->mem >= qs_slab_bytes(s->order))
             s = slab_of_obj(obj);
         struct qs_list *to = qs_slab_owner(s);
@@ -169,10 +227,12 @@ void qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned long
         }
         obj = next;
     }
+    rest = obj;
     for (unsigned k = 0; k < QS_ROUTE_BATCHES; k++)
         send_batch(c, q, &b[k]);
     if (empties)
-        qs_node_put_empty(c, q, &c->nodes[q->node], empties);
+        stash_add(c, q, empties);
+    return rest;
 }
 
 void qs_queue_flush(qslab_cache *c, struct qs_queue *q, unsigned count)
@@ -181,19 +241,36 @@ void qs_queue_flush(qslab_cache *c, struct qs_queue *q, unsigned count)
         count = q->nr;
     if (!count)
         return;
-    void *head = q->head, *obj = head;
-    for (unsigned i = 0; i < count; i++) {
-        bool bad;
-        obj = qs_dec(c, *qs_link(c, obj), &bad);
-        if (unlikely(bad)) { /* corrupted: drop the rest of the queue */
-            qs_queue_corrupt(c, q, head);
-            return;
-        }
-    }
-    q->head = obj;
-    qs_queue_nr_set(q, q->nr - count);
+    /* one walk: the routing returns the new head (q->head is the owner's
+     * alone, and nothing the routing calls reads it) */
+    unsigned rest = q->nr - count;
+    void *head = q->head;
     QS_ADD(q->stat[QS_FLUSH], 1);
-    qs_route_list(c, q, head, count);
+    void *next = qs_route_list(c, q, head, count);
+    q->head = next;
+    /* a corrupt link (reported) drops the rest of the queue */
+    qs_queue_nr_set(q, next || !rest ? rest : 0);
+}
+
+/* A free while the queue is at hiwater.  An object of one of our own slabs
+ * goes straight to that slab: pushing it would only mean a flush walking
+ * the queue's objects again to put each back where this one can go now.
+ * Anything else (another owner's slab, a node's) is pushed, and the flush
+ * batches it to its owner as before. */
+void qs_free_full(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj)
+{
+    if (qs_slab_owner(s) == &q->list) {
+        struct qs_slab *empties = NULL;
+        slab_put(c, &q->list, s, obj, &empties);
+        QS_ADD(q->stat[QS_FREE_SLOW], 1);
+        if (empties)
+            stash_add(c, q, empties);
+        return;
+    }
+    *qs_link(c, obj) = qs_enc(c, q->head);
+    q->head = obj;
+    QS_STORE(q->nr, q->nr + 1); /* a push: counted by the FREE_FAST derivation */
+    qs_queue_flush(c, q, QS_LOAD(c->freebatch));
 }
 
 void qs_queue_claim(qslab_cache *c, struct qs_queue *q)
@@ -241,6 +318,12 @@ static bool queue_refill(qslab_cache *c, struct qs_queue *q)
     QS_ADD(q->stat[QS_REFILL], 1);
     while (q->nr < QS_REFILL_MIN && (s = q->list.partial))
         take_slab(c, q, s, &tail, true);
+    while (q->nr < QS_REFILL_MIN && (s = q->stash)) { /* our empties: no lock */
+        q->stash = s->next;
+        QS_STORE(q->nr_stash, q->nr_stash - 1);
+        q->stash_bytes -= qs_slab_bytes(s->order);
+        take_slab(c, q, s, &tail, false);
+    }
     if (q->nr < QS_REFILL_MIN) {
         /* slabs on the node lists are already faulted in: take enough for
          * half a flush under one lock, not just QS_REFILL_MIN objects */
@@ -353,7 +436,7 @@ bool qs_double_free_check(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
 QS_NOINLINE void qs_free_suspect(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj)
 {
     if (!qs_double_free_check(c, q, s, obj))
-        qs_queue_push(c, q, obj);
+        qs_queue_push(c, q, s, obj);
 }
 
 void *qs_queue_corrupt(qslab_cache *c, struct qs_queue *q, void *obj)
@@ -380,6 +463,7 @@ void qs_queue_retire(qslab_cache *c, struct qs_queue *q)
         qs_queue_nr_set(q, 0);
         qs_route_list(c, q, head, n);
     }
+    qs_queue_drain_stash(c, q);
     for (int pass = 0; pass < 2; pass++) {
         struct qs_slab *s;
         while ((s = pass ? q->list.full : q->list.partial)) {

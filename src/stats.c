@@ -62,6 +62,8 @@ static void fill(qslab_cache *c, struct qslab_cache_stats *st)
     st->num_objs = sum[QS_NEW_OBJS] - sum[QS_FREE_OBJS];
     for (int n = 0; n < qs_nr_nodes; n++)
         st->empty_slabs += QS_LOAD(c->nodes[n].nr_empty);
+    for (struct qs_queue *q = c->queues; q; q = q->all_next) /* qs_global held */
+        st->empty_slabs += QS_LOAD(q->nr_stash);
     st->object_size = c->obj_size;
     st->slot_size = c->slot_size;
     st->order = QS_LOAD(c->order);

@@ -96,6 +96,11 @@ QSLAB_EXPORT int qslab_cache_validate(qslab_cache *c)
         w.queued += q->inbox.nr;
         qs_lock_release(&q->inbox.lock);
         walk_list(&w, &q->list);
+        unsigned long ns = 0;
+        for (struct qs_slab *s = q->stash; s; s = s->next, ns++)
+            walk_slab(&w, s, &q->list, QS_SLAB_EMPTY);
+        if (ns != q->nr_stash)
+            problem(&w, "stash count does not match the stash", q);
     }
     for (int i = 0; i < qs_nr_nodes; i++) {
         struct qs_node *n = &c->nodes[i];

@@ -144,6 +144,62 @@ static void test_no_slab(void)
     qslab_cache_destroy(d);
 }
 
+/* A write into a free object's link word (use after free) is reported as
+ * free-list corruption when qslab next follows that link, on allocation and
+ * in a flush, and nothing reached through the bad link is used. */
+static qslab_cache *uaf_cache;
+static unsigned long uaf_n;
+static uint64_t **uaf_objs;
+static void *uaf_alloc(void *arg)
+{
+    (void)arg;
+    for (unsigned long i = 0; i < uaf_n; i++)
+        uaf_objs[i] = qslab_cache_alloc(uaf_cache);
+    return NULL;
+}
+
+static void test_use_after_free(void)
+{
+    char s[32];
+    qslab_cache *d = qslab_cache_create("t-bad-uaf", 64, 0, 0, NULL);
+    CHECK(d != NULL);
+    if (!d)
+        return;
+    uint64_t *p = qslab_cache_alloc(d);
+    qslab_cache_free(d, p);
+    p[0] = 0x4141414141414141ull; /* the queue's head now links nowhere */
+    void *got = qslab_cache_alloc(d);
+    tu_check_fatal("free list corruption", tu_addr(s, p), "t-bad-uaf");
+    CHECK(got == NULL || got != (void *)0x4141414141414141ull);
+    check_sane(d, 64, "an overwritten queue head");
+
+    /* in a flush: the corrupt object sits among the first freebatch */
+    unsigned long hi = 0;
+    CHECK(qslab_tune_get("t-bad-uaf", "hiwater", &hi) == 0 && hi > 20);
+    enum { MAXN = 4096 };
+    static uint64_t *objs[MAXN];
+    unsigned long n = hi + 1 < MAXN ? hi + 1 : MAXN;
+    /* objects of another thread's slabs (node-owned once it exits): frees
+     * of those are always pushed, and the push over hiwater flushes */
+    uaf_cache = d;
+    uaf_n = n;
+    uaf_objs = objs;
+    pthread_t t;
+    pthread_create(&t, NULL, uaf_alloc, NULL);
+    pthread_join(t, NULL);
+    qslab_cache_shrink(d); /* an empty queue: the (hi+1)-th free flushes */
+    for (unsigned long i = 0; i + 12 < n; i++)
+        qslab_cache_free(d, objs[i]);
+    uint64_t *x = objs[n - 12];
+    qslab_cache_free(d, x);
+    x[0] = 0x4242424242424242ull;
+    for (unsigned long i = n - 11; i < n; i++) /* the last one flushes */
+        qslab_cache_free(d, objs[i]);
+    tu_check_fatal("free list corruption", tu_addr(s, x), "t-bad-uaf");
+    check_sane(d, 64, "a flush through an overwritten object");
+    /* the objects after the bad link are leaked on purpose: no destroy */
+}
+
 static void test_wrong_cache(void)
 {
     char s[32];
@@ -306,6 +362,7 @@ int main(void)
     test_interior();
     test_wrong_cache();
     test_no_slab();
+    test_use_after_free();
     test_double_free(A, 64, "t-bad-alpha");
     test_double_free(C, 48, "t-bad-ctor");
     test_double_free_kmalloc();
