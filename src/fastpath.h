@@ -78,8 +78,15 @@ static inline void qs_queue_push(qslab_cache *c, struct qs_queue *q, struct qs_s
 static inline void qs_free_fast(qslab_cache *c, struct qs_slab *s, void *obj)
 {
     struct qs_queue *q = qs_queue_of_id(s->cache_id);
-    if (unlikely(q == NULL || (qs_multi_node && s->node != q->node))) {
+    /* only objects of our own slabs go on our queue (our slabs are on our
+     * node); anything else is batched home by the slow path.  A relaxed
+     * load: only we make a slab ours, so equality needs no ordering. */
+    if (unlikely(q == NULL)) {
         qs_free_slow(c, s, obj);
+        return;
+    }
+    if (unlikely(__atomic_load_n(&s->owner, __ATOMIC_RELAXED) != &q->list)) {
+        qs_free_remote(c, q, s, obj);
         return;
     }
     uintptr_t *l = qs_link(c, obj);

@@ -236,6 +236,16 @@ struct qs_inbox {
 
 struct qs_owner;
 
+#define QS_PENDING 4 /* owners with a pending batch at once, per queue */
+
+/* Objects on their way to one owner (a queue's list or a node's), linked
+ * through their link words; posted in one go (queue.c send_batch). */
+struct qs_batch {
+    struct qs_list *to;
+    void *head, *tail;
+    unsigned long n;
+};
+
 /* One owner's view of one cache. */
 struct qs_queue {
     /* hot: owner only, no lock */
@@ -248,6 +258,10 @@ struct qs_queue {
                               batches (qs_queue_drain_stash) */
     unsigned nr_stash;
     size_t stash_bytes;
+    struct qs_batch pending[QS_PENDING]; /* frees of objects of slabs we do
+                                            not own, on their way home
+                                            (queue.c pending_add) */
+    unsigned pending_victim, pending_mru;
     qslab_cache *cache;
     unsigned long stat[QS_STAT_NR]; /* written by the owner (relaxed);
                                        stat[QS_FREE_FAST] is derived, see
@@ -556,6 +570,8 @@ void qs_free_slow(qslab_cache *c, struct qs_slab *s, void *obj);
 void qs_queue_flush(qslab_cache *c, struct qs_queue *q, unsigned count);
 void qs_free_full(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
 void qs_queue_drain_stash(qslab_cache *c, struct qs_queue *q);
+void qs_queue_send_pending(qslab_cache *c, struct qs_queue *q);
+void qs_free_remote(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
 void qs_queue_empty_out(qslab_cache *c, struct qs_queue *q); /* claim, flush all, drain */
 #define QS_STASH_SLABS 8                  /* at most, per queue */
 #define QS_STASH_BYTES ((size_t)128 << 10) /* at most, per queue */

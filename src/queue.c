@@ -6,23 +6,24 @@
  *      onto the queue in O(1) (SLQB's claim_remote_free_list);
  *   2. refill from slabs: take the whole free list of slabs (O(1) each,
  *      thanks to the slab's tail pointer) until the queue holds at least
- *      QS_REFILL_MIN objects: our own partial slabs first, then the node's
- *      partial and empty slabs (one lock for several slabs), then new slabs.
- *      A slab whose free list went to the queue is FULL: all its objects are
- *      in use or queued.
- * FREE SLOW PATH (the queue is at hiwater): an object of one of our own
- * slabs goes straight to the slab (qs_free_full); anything else is pushed,
- * and qs_queue_flush takes freebatch objects off the queue and routes each
- * to its slab's owner (walking them once):
- *   - our own slab: straight onto the slab's free list, no lock;
- *   - another owner's slab: into a batch for that owner; each batch is posted
- *     to the owner's inbox under one lock (SLQB's rlist -> remote_free);
- *   - a node-owned slab: into a batch freed under one node lock.
- * Slabs that become empty go to the node's empty FIFO, one lock per flush.
+ *      QS_REFILL_MIN objects: our own partial slabs first, then our stash of
+ *      empty slabs, then the node's partial and empty slabs (one lock for
+ *      several slabs), then new slabs.  A slab whose free list went to the
+ *      queue is FULL: all its objects are in use or queued.
+ * FREE SLOW PATHS:
+ *   - an object of a slab we do not own (another thread's, a node's) never
+ *     goes on our queue: it joins the pending batch for its owner
+ *     (pending_add, SLQB's rlist), posted to the owner's inbox under one
+ *     lock, or freed under the node's lock, freebatch objects at a time;
+ *   - the queue is at hiwater: an object of our own slab goes straight onto
+ *     the slab's free list (qs_free_full); slabs that become empty go to our
+ *     stash, handed to the node's empty FIFO a few at a time.
+ * qs_queue_flush (shrink, trim) takes objects off the queue and routes each
+ * to its slab's owner, walking them once, with the same batching.
  *
- * Producer/consumer traffic stays bounded: a consumer's queue holds at most
- * hiwater objects, and whatever it flushes returns to the producer's inbox,
- * which the producer claims before it makes any new slab.
+ * Producer/consumer traffic stays bounded: a consumer parks at most
+ * QS_PENDING * freebatch of the producer's objects, and they return to the
+ * producer's inbox, which the producer claims before it makes any new slab.
  */
 #include "fastpath.h"
 
@@ -52,24 +53,24 @@ static struct qs_slab *slab_of_obj(const void *obj)
     return qs_chunk_slab(qs_chunk_of(obj), obj);
 }
 
-struct route_batch {
-    struct qs_list *to;
-    void *head, *tail;
-    unsigned long n;
-};
 
 /* Free a batch of objects whose slabs were owned by node list b->to. */
-static void send_node(qslab_cache *c, struct qs_queue *q, struct route_batch *b)
+static void send_node(qslab_cache *c, struct qs_queue *q, struct qs_batch *b)
 {
     struct qs_node *n = b->to->node;
     struct qs_slab *empties = NULL, *release = NULL;
     void *again = NULL;
     unsigned long nagain = 0, done = 0;
-    void *obj = b->head;
+    void *obj = b->head, *corrupt = NULL;
+    unsigned long count = b->n;
     qs_lock_acquire(&n->lock);
-    for (unsigned long i = 0; i < b->n; i++) {
+    for (unsigned long i = 0; i < count; i++) {
         bool bad;
         void *next = qs_dec(c, *qs_link(c, obj), &bad);
+        if (unlikely(bad)) { /* free obj, follow nothing more; report unlocked */
+            corrupt = obj;
+            count = i + 1;
+        }
         struct qs_slab *s = slab_of_obj(obj);
         if (qs_slab_owner(s) == b->to) {
             slab_put(c, &n->list, s, obj, &empties);
@@ -84,6 +85,9 @@ static void send_node(qslab_cache *c, struct qs_queue *q, struct route_batch *b)
     if (empties)
         qs_node_put_empty_locked(c, n, empties, &release);
     qs_lock_release(&n->lock);
+    if (corrupt)
+        qs_fatal("free list corruption in cache %s: free object %p was overwritten (use after "
+                 "free?)", c->name, corrupt);
     qs_node_release_list(c, q, release, NULL);
     qs_stat(c, q, QS_NODE_FREE, done);
     if (nagain)
@@ -91,7 +95,7 @@ static void send_node(qslab_cache *c, struct qs_queue *q, struct route_batch *b)
 }
 
 /* Post a batch to the inbox of the queue that owns list b->to. */
-static void send_inbox(qslab_cache *c, struct qs_queue *q, struct route_batch *b)
+static void send_inbox(qslab_cache *c, struct qs_queue *q, struct qs_batch *b)
 {
     struct qs_queue *t = (struct qs_queue *)((char *)b->to - __builtin_offsetof(struct qs_queue, list));
     qs_lock_acquire(&t->inbox.lock);
@@ -114,7 +118,7 @@ static void send_inbox(qslab_cache *c, struct qs_queue *q, struct route_batch *b
     qs_stat(c, q, QS_REMOTE_BATCH, 1);
 }
 
-static void send_batch(qslab_cache *c, struct qs_queue *q, struct route_batch *b)
+static void send_batch(qslab_cache *c, struct qs_queue *q, struct qs_batch *b)
 {
     if (!b->n)
         return;
@@ -167,6 +171,7 @@ static void stash_add(qslab_cache *c, struct qs_queue *q, struct qs_slab *list)
 
 void qs_queue_empty_out(qslab_cache *c, struct qs_queue *q)
 {
+    qs_queue_send_pending(c, q);
     qs_queue_claim(c, q);
     qs_queue_flush(c, q, q->nr);
     qs_queue_drain_stash(c, q);
@@ -178,7 +183,7 @@ void qs_queue_empty_out(qslab_cache *c, struct qs_queue *q)
  * is corrupt (the objects after it are dropped, not followed). */
 void *qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned long n)
 {
-    struct route_batch b[QS_ROUTE_BATCHES] = {{0}};
+    struct qs_batch b[QS_ROUTE_BATCHES] = {{0}};
     struct qs_slab *empties = NULL;
     unsigned long limit = QS_LOAD(c->freebatch);
     unsigned victim = 0;
@@ -203,7 +208,7 @@ void *qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned lon
         if (q && to == &q->list) {
             slab_put(c, &q->list, s, obj, &empties);
         } else {
-            struct route_batch *rb = NULL, *unused = NULL;
+            struct qs_batch *rb = NULL, *unused = NULL;
             for (unsigned k = 0; k < QS_ROUTE_BATCHES && !rb; k++) {
                 if (b[k].to == to)
                     rb = &b[k];
@@ -252,6 +257,52 @@ void qs_queue_flush(qslab_cache *c, struct qs_queue *q, unsigned count)
     qs_queue_nr_set(q, next || !rest ? rest : 0);
 }
 
+/* Objects of slabs we do not own go home, not onto our queue: onto the
+ * pending batch for their owner (SLQB's rlist), posted to its inbox (or
+ * freed under its node's lock) when it holds freebatch objects.  Up to
+ * QS_PENDING owners have a batch open at once; a new owner takes a free
+ * batch or sends one (round robin).  Our queue thus holds only objects of
+ * our own slabs: a thread that frees what others allocated parks at most
+ * QS_PENDING * freebatch of them, not hiwater, and the owner gets them back
+ * within a batch. */
+static QS_NOINLINE struct qs_batch *pending_find(qslab_cache *c, struct qs_queue *q,
+                                                struct qs_list *to)
+{
+    struct qs_batch *b = NULL;
+    unsigned k, unused = QS_PENDING;
+    for (k = 0; k < QS_PENDING; k++) {
+        if (q->pending[k].to == to)
+            break;
+        if (!q->pending[k].to && unused == QS_PENDING)
+            unused = k;
+    }
+    if (k == QS_PENDING) {
+        k = unused;
+        if (k == QS_PENDING) {
+            k = q->pending_victim++ % QS_PENDING;
+            send_batch(c, q, &q->pending[k]);
+        }
+        q->pending[k].to = to;
+    }
+    b = &q->pending[k];
+    q->pending_mru = k;
+    return b;
+}
+
+static inline void pending_add(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj)
+{
+    struct qs_list *to = qs_slab_owner(s);
+    struct qs_batch *b = &q->pending[q->pending_mru];
+    if (unlikely(b->to != to))
+        b = pending_find(c, q, to);
+    *qs_link(c, obj) = qs_enc(c, b->head);
+    if (!b->head)
+        b->tail = obj;
+    b->head = obj;
+    if (unlikely(++b->n >= QS_LOAD(c->freebatch)))
+        send_batch(c, q, b); /* a tail call */
+}
+
 /* A free while the queue is at hiwater.  An object of one of our own slabs
  * goes straight to that slab: pushing it would only mean a flush walking
  * the queue's objects again to put each back where this one can go now.
@@ -267,10 +318,38 @@ void qs_free_full(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *o
             stash_add(c, q, empties);
         return;
     }
-    *qs_link(c, obj) = qs_enc(c, q->head);
-    q->head = obj;
-    QS_STORE(q->nr, q->nr + 1); /* a push: counted by the FREE_FAST derivation */
-    qs_queue_flush(c, q, QS_LOAD(c->freebatch));
+    pending_add(c, q, s, obj);
+    QS_ADD(q->stat[QS_FREE_SLOW], 1);
+}
+
+/* Post every pending batch (see pending_add). */
+void qs_queue_send_pending(qslab_cache *c, struct qs_queue *q)
+{
+    for (unsigned k = 0; k < QS_PENDING; k++)
+        send_batch(c, q, &q->pending[k]);
+}
+
+/* The free of an object of a slab we do not own (another thread's, or a
+ * node's): checked for a double free, then batched home (pending_add). */
+static QS_NOINLINE void free_remote_suspect(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
+                                            void *obj)
+{
+    if (qs_double_free_check(c, q, s, obj))
+        return;
+    QS_ADD(q->stat[QS_FREE_SLOW], 1);
+    pending_add(c, q, s, obj);
+}
+
+/* Written so that the common case is a leaf: the suspect case and posting a
+ * full batch are tail calls. */
+void qs_free_remote(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj)
+{
+    if (unlikely(qs_looks_free(c, *qs_link(c, obj)))) {
+        free_remote_suspect(c, q, s, obj);
+        return;
+    }
+    QS_ADD(q->stat[QS_FREE_SLOW], 1);
+    pending_add(c, q, s, obj);
 }
 
 void qs_queue_claim(qslab_cache *c, struct qs_queue *q)
@@ -377,13 +456,15 @@ void qs_free_slow(qslab_cache *c, struct qs_slab *s, void *obj)
     struct qs_queue *q = qs_queue_of(c);
     if (!q && (qs_self.state != 0 || ++qs_self.direct_frees >= QS_FREE_ONLY_ATTACH))
         q = qs_queue_attach(c);
-    if (q && !(qs_multi_node && s->node != q->node)) {
+    if (q && qs_slab_owner(s) == &q->list) { /* our slab: the queue was just attached */
         qs_free_fast(c, s, obj);
         return;
     }
-    /* object of another node: straight back to its owner */
-    if (q && qs_looks_free(c, *qs_link(c, obj)) && qs_double_free_check(c, q, s, obj))
+    if (q) { /* another owner's slab: batched home */
+        qs_free_remote(c, q, s, obj);
         return;
+    }
+    /* no queue: straight back to its owner */
     *qs_link(c, obj) = qs_enc(c, NULL);
     qs_stat(c, q, QS_FREE_SLOW, 1);
     qs_route_list(c, q, obj, 1);
@@ -412,6 +493,8 @@ bool qs_double_free_check(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
 {
     QS_ADD(q->stat[QS_DOUBLE_FREE_CHECK], 1);
     bool found = list_has(c, q->head, q->nr, obj);
+    for (unsigned k = 0; k < QS_PENDING && !found; k++)
+        found = list_has(c, q->pending[k].head, q->pending[k].n, obj);
     struct qs_list *own = qs_slab_owner(s);
     if (!found && own == &q->list) {
         found = list_has(c, s->freelist, s->objects, obj);
@@ -455,6 +538,7 @@ void *qs_queue_corrupt(qslab_cache *c, struct qs_queue *q, void *obj)
  * is marked dead, so a sender that finds it dead sees the new owners. */
 void qs_queue_retire(qslab_cache *c, struct qs_queue *q)
 {
+    qs_queue_send_pending(c, q);
     qs_queue_claim(c, q);
     if (q->head) {
         void *head = q->head;

@@ -90,6 +90,12 @@ QSLAB_EXPORT int qslab_cache_validate(qslab_cache *c)
         if (walk_objects(&w, q->head, q->nr, NULL) != q->nr)
             problem(&w, "queue length does not match its count", q);
         w.queued += q->nr;
+        for (unsigned k = 0; k < QS_PENDING; k++) {
+            struct qs_batch *b = &q->pending[k];
+            if (walk_objects(&w, b->head, b->n, NULL) != b->n)
+                problem(&w, "pending batch length does not match its count", q);
+            w.queued += b->n;
+        }
         qs_lock_acquire(&q->inbox.lock);
         if (walk_objects(&w, q->inbox.head, q->inbox.nr, NULL) != q->inbox.nr)
             problem(&w, "inbox length does not match its count", q);

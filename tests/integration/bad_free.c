@@ -173,31 +173,42 @@ static void test_use_after_free(void)
     CHECK(got == NULL || got != (void *)0x4141414141414141ull);
     check_sane(d, 64, "an overwritten queue head");
 
-    /* in a flush: the corrupt object sits among the first freebatch */
-    unsigned long hi = 0;
+    /* in a flush (shrink flushes the whole queue) */
+    unsigned long hi = 0, fb = 0;
     CHECK(qslab_tune_get("t-bad-uaf", "hiwater", &hi) == 0 && hi > 20);
+    CHECK(qslab_tune_get("t-bad-uaf", "freebatch", &fb) == 0 && fb > 20);
     enum { MAXN = 4096 };
     static uint64_t *objs[MAXN];
-    unsigned long n = hi + 1 < MAXN ? hi + 1 : MAXN;
-    /* objects of another thread's slabs (node-owned once it exits): frees
-     * of those are always pushed, and the push over hiwater flushes */
+    unsigned long n = hi + fb < MAXN ? hi + fb : MAXN;
+    for (int i = 0; i < 40; i++)
+        objs[i] = qslab_cache_alloc(d);
+    qslab_cache_shrink(d);
+    for (int i = 0; i < 40; i++)
+        qslab_cache_free(d, objs[i]);
+    uint64_t *x = objs[20];
+    x[0] = 0x4242424242424242ull;
+    qslab_cache_shrink(d);
+    tu_check_fatal("free list corruption", tu_addr(s, x), "t-bad-uaf");
+    check_sane(d, 64, "a flush through an overwritten object");
+
+    /* in a batch of frees of another owner's objects (an exited thread's
+     * slabs, node-owned now): batched home, freebatch at a time */
     uaf_cache = d;
     uaf_n = n;
     uaf_objs = objs;
     pthread_t t;
     pthread_create(&t, NULL, uaf_alloc, NULL);
     pthread_join(t, NULL);
-    qslab_cache_shrink(d); /* an empty queue: the (hi+1)-th free flushes */
-    for (unsigned long i = 0; i + 12 < n; i++)
+    qslab_cache_shrink(d);
+    for (unsigned long i = 0; i < hi + 5; i++)
         qslab_cache_free(d, objs[i]);
-    uint64_t *x = objs[n - 12];
-    qslab_cache_free(d, x);
-    x[0] = 0x4242424242424242ull;
-    for (unsigned long i = n - 11; i < n; i++) /* the last one flushes */
+    x = objs[hi + 2]; /* in the batch being filled (n is hi + freebatch) */
+    x[0] = 0x4343434343434343ull;
+    for (unsigned long i = hi + 5; i < n; i++) /* the batch fills and is sent */
         qslab_cache_free(d, objs[i]);
     tu_check_fatal("free list corruption", tu_addr(s, x), "t-bad-uaf");
-    check_sane(d, 64, "a flush through an overwritten object");
-    /* the objects after the bad link are leaked on purpose: no destroy */
+    check_sane(d, 64, "a batch through an overwritten object");
+    /* the objects after the bad links are leaked on purpose: no destroy */
 }
 
 static void test_wrong_cache(void)
