@@ -272,6 +272,7 @@ QSLAB_EXPORT size_t qslab_cache_shrink(qslab_cache *c)
     size_t bytes = 0;
     for (int n = 0; n < qs_nr_nodes; n++)
         bytes += qs_node_shrink(c, q, &c->nodes[n]);
+    qs_purger_check();
     return bytes;
 }
 
@@ -391,5 +392,7 @@ QSLAB_EXPORT size_t qslab_trim(void)
             continue;
         qs_queue_empty_out(q->cache, q);
     }
-    return qs_node_sweep(true);
+    size_t bytes = qs_node_sweep(true);
+    qs_purger_check();
+    return bytes;
 }

@@ -562,6 +562,16 @@ size_t qs_node_sweep(bool all);
 void qs_node_purger_forked(void);
 void qs_node_purger_start(void);
 void qs_node_purger_start_wanted(void);
+extern int qs_purger_wanted; /* a purger is wanted and none runs yet */
+void qs_purger_kick(void);
+void qs_node_purger_want(void); /* record the wish (any context) */
+/* At a point where starting a thread is safe (see node.c): start the
+ * purger if it is wanted. */
+static inline void qs_purger_check(void)
+{
+    if (unlikely(__atomic_load_n(&qs_purger_wanted, __ATOMIC_RELAXED)))
+        qs_purger_kick();
+}
 void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node);
 
 /* ---- queue.c ---- */

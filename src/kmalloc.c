@@ -206,7 +206,7 @@ QSLAB_EXPORT void *qslab_realloc(void *p, size_t size)
     if (!p)
         return qslab_malloc(size);
     if (size == 0) {
-        qslab_free(p);
+        qs_kfree(p);
         return NULL;
     }
     size_t old = usable(p, "realloc");
@@ -230,7 +230,7 @@ QSLAB_EXPORT void *qslab_realloc(void *p, size_t size)
     if (!n)
         return NULL;
     memcpy(n, p, size < old ? size : old);
-    qslab_free(p);
+    qs_kfree(p);
     return n;
 }
 
@@ -249,7 +249,7 @@ QSLAB_EXPORT void *qslab_aligned_alloc(size_t align, size_t size)
         void *p = qslab_malloc(pow2);
         if (!p || ((uintptr_t)p & (align - 1)) == 0)
             return p;
-        qslab_free(p); /* an order tuned past the chunk size: map it */
+        qs_kfree(p); /* an order tuned past the chunk size: map it */
     }
     if (size > ((size_t)1 << 46)) {
         errno = ENOMEM;

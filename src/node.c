@@ -24,10 +24,9 @@
  * are kept, a detached background thread is started (signals blocked, 64 KiB
  * stack); every QS_PURGE_TICK_MS it applies the policy to every cache and
  * node.  QSLAB_PURGE=0 disables it (then decay runs only on activity).  It
- * takes qs_global, then each node lock, as everyone else does; it is started
- * from a point where the caller holds no qslab lock, because pthread_create
- * may itself allocate.  After fork the child has no purger until it keeps
- * empty slabs again.
+ * takes qs_global, then each node lock, as everyone else does.  Where it is
+ * started from matters (see qs_purger_wanted).  After fork the child has no
+ * purger until it keeps empty slabs again.
  */
 #include "internal.h"
 
@@ -214,11 +213,17 @@ size_t qs_node_sweep(bool all)
     return bytes;
 }
 
-/* Start the purger once empty slabs are kept.  Not from under qs_global
- * (an exiting thread retiring its queues holds it, and pthread_create may
- * allocate): there the wish is recorded and qs_node_purger_start_wanted()
- * acts on it once the lock is released. */
-static int purger_wanted;
+/* Start the purger once empty slabs are kept, or once slabs hold more than
+ * QS_PURGER_AT bytes (page.c: a heap that size will want its empties given
+ * back one day, maybe from a thread that then only sleeps).  The wish is
+ * recorded here (qs_purger_wanted) and acted on only where pthread_create
+ * is known to be safe: the allocation slow path, thread exit once qs_global
+ * is released, qslab_trim and shrink.  Never from a free: glibc frees a dead
+ * thread's TLS vector while it holds its thread-stack lock (pthread_join),
+ * and pthread_create from there waits for that lock forever.  glibc never
+ * allocates under that lock.  Never under a qslab lock either
+ * (pthread_create may allocate). */
+int qs_purger_wanted;
 
 void qs_node_purger_start(void)
 {
@@ -238,16 +243,25 @@ static void purger_start(void)
 {
     if (likely(__atomic_load_n(&purger_state, __ATOMIC_RELAXED) != 0))
         return;
-    if (qs_self.state == 2) /* exiting: qs_global is held */
-        __atomic_store_n(&purger_wanted, 1, __ATOMIC_RELAXED);
-    else
-        qs_node_purger_start();
+    __atomic_store_n(&qs_purger_wanted, 1, __ATOMIC_RELAXED);
 }
 
 void qs_node_purger_start_wanted(void)
 {
-    if (__atomic_exchange_n(&purger_wanted, 0, __ATOMIC_RELAXED))
+    if (__atomic_exchange_n(&qs_purger_wanted, 0, __ATOMIC_RELAXED))
         qs_node_purger_start();
+}
+
+void qs_purger_kick(void)
+{
+    if (qs_self.state == 2)
+        return; /* an exiting thread holding qs_global: its exit destructor acts */
+    qs_node_purger_start_wanted();
+}
+
+void qs_node_purger_want(void)
+{
+    purger_start();
 }
 
 void qs_node_purger_forked(void)

@@ -115,6 +115,10 @@ static void chunk_layout(unsigned order, uint32_t *nr, uint32_t *first, size_t *
     *map_size = QS_CHUNK_SIZE;
 }
 
+/* Bytes in slabs handed out; past QS_PURGER_AT the purger is wanted. */
+static size_t slab_bytes;
+#define QS_PURGER_AT ((size_t)1 << 20)
+
 static struct qs_chunk *chunk_new(int node, unsigned order)
 {
     uint32_t nr, first;
@@ -194,6 +198,10 @@ struct qs_slab *qs_page_alloc_slab(int node, unsigned order)
     qs_lock_release(&p->lock);
     s->next = s->prev = NULL;
     s->state = QS_SLAB_FREE;
+    size_t sb = qs_slab_bytes(order);
+    size_t total = __atomic_add_fetch(&slab_bytes, sb, __ATOMIC_RELAXED);
+    if (total >= QS_PURGER_AT && total - sb < QS_PURGER_AT)
+        qs_node_purger_want(); /* started at a safe point (node.c) */
     return s;
 }
 
@@ -202,6 +210,7 @@ size_t qs_page_free_slab(struct qs_slab *s)
     struct qs_chunk *ch = qs_chunk_of(s->mem);
     size_t bytes = qs_slab_bytes(s->order);
     struct qs_page_pool *p = &pools[ch->node][ch->order];
+    __atomic_sub_fetch(&slab_bytes, bytes, __ATOMIC_RELAXED);
     __atomic_store_n(&s->cache, NULL, __ATOMIC_RELAXED);
     __atomic_store_n(&s->span, 0, __ATOMIC_RELAXED); /* no pointer is its object now */
     s->state = QS_SLAB_FREE;

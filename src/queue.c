@@ -433,6 +433,7 @@ static bool queue_refill(qslab_cache *c, struct qs_queue *q)
 void *qs_alloc_slow(qslab_cache *c)
 {
     qs_init();
+    qs_purger_check(); /* a safe point to start the purger (node.c) */
     struct qs_queue *q = qs_queue_of(c);
     if (!q && !(q = qs_queue_attach(c))) {
         if (qs_self.state == 2) /* exited thread: straight from the node list */
