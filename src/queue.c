@@ -303,23 +303,24 @@ static inline void pending_add(qslab_cache *c, struct qs_queue *q, struct qs_sla
         send_batch(c, q, b); /* a tail call */
 }
 
-/* A free while the queue is at hiwater.  An object of one of our own slabs
- * goes straight to that slab: pushing it would only mean a flush walking
- * the queue's objects again to put each back where this one can go now.
- * Anything else (another owner's slab, a node's) is pushed, and the flush
- * batches it to its owner as before. */
+/* A free while the queue is at hiwater, of an object of one of our own
+ * slabs (nothing else is pushed): it goes straight to that slab.  Pushing it
+ * would only mean a flush walking the queue's objects again to put each
+ * back where this one can go now.  A slab it empties goes to the stash. */
 void qs_free_full(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj)
 {
-    if (qs_slab_owner(s) == &q->list) {
-        struct qs_slab *empties = NULL;
-        slab_put(c, &q->list, s, obj, &empties);
-        QS_ADD(q->stat[QS_FREE_SLOW], 1);
-        if (empties)
-            stash_add(c, q, empties);
-        return;
-    }
-    pending_add(c, q, s, obj);
+    /* s is ours: only objects of our own slabs are pushed (qs_free_fast) */
     QS_ADD(q->stat[QS_FREE_SLOW], 1);
+    bool was_full = s->state == QS_SLAB_FULL;
+    qs_slab_give(c, s, obj);
+    if (unlikely(s->inuse == 0)) {
+        qs_list_del(&q->list, s);
+        s->next = NULL;
+        stash_add(c, q, s); /* a tail call */
+    } else if (unlikely(was_full)) {
+        qs_list_del(&q->list, s);
+        qs_list_add(&q->list, s, QS_SLAB_PARTIAL);
+    }
 }
 
 /* Post every pending batch (see pending_add). */
@@ -395,20 +396,21 @@ static bool queue_refill(qslab_cache *c, struct qs_queue *q)
     void *tail = NULL;
     struct qs_slab *s;
     QS_ADD(q->stat[QS_REFILL], 1);
-    while (q->nr < QS_REFILL_MIN && (s = q->list.partial))
+    /* slabs we own and slabs on the node lists are already faulted in: take
+     * enough of them for half a batch (one lock for the node's), not just
+     * QS_REFILL_MIN objects; only new slabs stop at QS_REFILL_MIN */
+    unsigned want = QS_LOAD(c->freebatch) / 2;
+    if (want < QS_REFILL_MIN)
+        want = QS_REFILL_MIN;
+    while (q->nr < want && (s = q->list.partial))
         take_slab(c, q, s, &tail, true);
-    while (q->nr < QS_REFILL_MIN && (s = q->stash)) { /* our empties: no lock */
+    while (q->nr < want && (s = q->stash)) { /* our empties: no lock */
         q->stash = s->next;
         QS_STORE(q->nr_stash, q->nr_stash - 1);
         q->stash_bytes -= qs_slab_bytes(s->order);
         take_slab(c, q, s, &tail, false);
     }
     if (q->nr < QS_REFILL_MIN) {
-        /* slabs on the node lists are already faulted in: take enough for
-         * half a flush under one lock, not just QS_REFILL_MIN objects */
-        unsigned want = QS_LOAD(c->freebatch) / 2;
-        if (want < QS_REFILL_MIN)
-            want = QS_REFILL_MIN;
         s = qs_node_take(c, q, &c->nodes[q->node], want - q->nr);
         while (s) {
             struct qs_slab *next = s->next;
