@@ -19,10 +19,13 @@
 #pragma GCC visibility push(hidden) /* as internal.h */
 
 /* The caller's queue for the cache with id `id`, or NULL if it has none. */
+_Static_assert(QS_KMALLOC_CLASSES <= QS_FIXED_SLOTS, "kmalloc queues at fixed TLS offsets");
 static inline struct qs_queue *qs_queue_of_id(unsigned id)
 {
     struct qs_owner *o = &qs_self;
-    if (likely(id < o->cap))
+    if (likely(id < QS_FIXED_SLOTS))
+        return o->fixed[id];
+    if (id < o->cap)
         return o->slots[id];
     return NULL;
 }
@@ -136,6 +139,8 @@ static inline unsigned qs_kmalloc_index(size_t size, const uint8_t *small)
  * queue lookup does not wait for the cache's line. */
 static inline void *qs_kmalloc_alloc(unsigned i)
 {
+    if (i >= QS_KMALLOC_CLASSES)
+        __builtin_unreachable(); /* so i < QS_FIXED_SLOTS: no bound check */
     qslab_cache *c = &qs_kmalloc_caches[i];
     struct qs_queue *q = qs_queue_of_id(i);
     if (likely(q != NULL && q->head != NULL))

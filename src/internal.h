@@ -313,7 +313,13 @@ struct qslab_cache {
 };
 
 /* Per-thread owner (TLS). */
+#define QS_FIXED_SLOTS 64
 struct qs_owner {
+    /* queues of caches with ids below QS_FIXED_SLOTS (the kmalloc caches and
+     * the first user caches), at fixed offsets in TLS: the fast paths reach
+     * their queue with one TLS load, no bound check against cap, no slot
+     * array pointer to load first.  A mirror of slots[0..63]. */
+    struct qs_queue *fixed[QS_FIXED_SLOTS];
     struct qs_queue **slots; /* [cap], indexed by cache->id */
     unsigned cap;
     int node;
@@ -657,6 +663,14 @@ static inline void qs_stat(qslab_cache *c, struct qs_queue *q, int item, unsigne
         QS_ADD(q->stat[item], n);
     else
         __atomic_fetch_add(&c->orphan_stat[item], n, __ATOMIC_RELAXED);
+}
+
+/* Set the caller's (or an owner's) queue of cache id (qs_global held). */
+static inline void qs_owner_set_slot(struct qs_owner *o, unsigned id, struct qs_queue *q)
+{
+    __atomic_store_n(&o->slots[id], q, __ATOMIC_RELEASE);
+    if (id < QS_FIXED_SLOTS)
+        __atomic_store_n(&o->fixed[id], q, __ATOMIC_RELEASE);
 }
 
 #pragma GCC visibility pop

@@ -100,7 +100,7 @@ struct qs_queue *qs_queue_attach(qslab_cache *c)
     qs_lock_acquire(&q->inbox.lock);
     q->inbox.dead = 0;
     qs_lock_release(&q->inbox.lock);
-    __atomic_store_n(&o->slots[c->id], q, __ATOMIC_RELEASE);
+    qs_owner_set_slot(o, c->id, q);
 out:
     qs_lock_release(&qs_global);
     return q;
@@ -120,7 +120,7 @@ static void owner_exit(void *arg)
         q->owner = NULL;
         q->pool_next = c->pool;
         c->pool = q;
-        __atomic_store_n(&o->slots[i], NULL, __ATOMIC_RELAXED);
+        qs_owner_set_slot(o, i, NULL);
     }
     struct qs_queue **slots = o->slots;
     unsigned cap = o->cap;
@@ -137,5 +137,5 @@ void qs_owner_detach_cache(qslab_cache *c)
 {
     for (struct qs_queue *q = c->queues; q; q = q->all_next)
         if (q->owner)
-            __atomic_store_n(&q->owner->slots[c->id], NULL, __ATOMIC_RELAXED);
+            qs_owner_set_slot(q->owner, c->id, NULL);
 }
