@@ -36,10 +36,12 @@ static inline struct qs_queue *qs_queue_of(const qslab_cache *c)
 }
 
 /* Pop the queue's head (non-empty), counting it as `item`. */
-static inline void *qs_queue_pop(qslab_cache *c, struct qs_queue *q, int item)
+/* Pop with the link word at link_off (c->link_off; 0, a constant, for the
+ * kmalloc caches, which have no constructor). */
+static inline void *qs_queue_pop_at(qslab_cache *c, struct qs_queue *q, int item, uint32_t link_off)
 {
     void *obj = q->head;
-    uintptr_t *l = qs_link(c, obj);
+    uintptr_t *l = (uintptr_t *)((char *)obj + link_off);
     bool bad;
     void *next = qs_dec(c, *l, &bad);
     if (unlikely(bad))
@@ -49,6 +51,11 @@ static inline void *qs_queue_pop(qslab_cache *c, struct qs_queue *q, int item)
     *l = 0; /* an allocated object must not look free */
     QS_ADD(q->stat[item], 1);
     return obj;
+}
+
+static inline void *qs_queue_pop(qslab_cache *c, struct qs_queue *q, int item)
+{
+    return qs_queue_pop_at(c, q, item, c->link_off);
 }
 
 static inline void *qs_alloc_fast(qslab_cache *c)
@@ -144,7 +151,7 @@ static inline void *qs_kmalloc_alloc(unsigned i)
     qslab_cache *c = &qs_kmalloc_caches[i];
     struct qs_queue *q = qs_queue_of_id(i);
     if (likely(q != NULL && q->head != NULL))
-        return qs_queue_pop(c, q, QS_ALLOC_FAST);
+        return qs_queue_pop_at(c, q, QS_ALLOC_FAST, 0); /* no ctor: link at 0 */
     return qs_alloc_slow(c);
 }
 

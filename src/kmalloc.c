@@ -84,9 +84,11 @@ void qs_kmalloc_init(void)
             qs_warn("cannot set up %s", name);
             qs_os_abort();
         }
-        /* the first caches made: class i has id i, which qs_kmalloc_alloc uses */
-        if (qs_kmalloc_caches[i].id != i) {
-            qs_warn("%s has id %u", name, (unsigned long)qs_kmalloc_caches[i].id);
+        /* the first caches made: class i has id i, and no constructor puts
+         * the link word elsewhere than 0; qs_kmalloc_alloc relies on both */
+        if (qs_kmalloc_caches[i].id != i || qs_kmalloc_caches[i].link_off != 0) {
+            qs_warn("%s has id %u, link offset %u", name, (unsigned long)qs_kmalloc_caches[i].id,
+                    (unsigned long)qs_kmalloc_caches[i].link_off);
             qs_os_abort();
         }
     }
