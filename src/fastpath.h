@@ -42,9 +42,9 @@ static inline void *qs_queue_pop_at(qslab_cache *c, struct qs_queue *q, int item
 {
     void *obj = q->head;
     uintptr_t *l = (uintptr_t *)((char *)obj + link_off);
-    bool bad;
-    void *next = qs_dec(c, *l, &bad);
-    if (unlikely(bad))
+    uintptr_t n = *l ^ q->secret; /* qs_dec with the queue's copy */
+    void *next = (void *)n;
+    if (unlikely(n & QS_LINK_TAG_MASK))
         return qs_queue_corrupt(c, q, obj);
     q->head = next;
     QS_STORE(q->nr, q->nr - 1);
@@ -55,7 +55,7 @@ static inline void *qs_queue_pop_at(qslab_cache *c, struct qs_queue *q, int item
 
 static inline void *qs_queue_pop(qslab_cache *c, struct qs_queue *q, int item)
 {
-    return qs_queue_pop_at(c, q, item, c->link_off);
+    return qs_queue_pop_at(c, q, item, q->link_off);
 }
 
 static inline void *qs_alloc_fast(qslab_cache *c)
@@ -73,11 +73,11 @@ static inline void *qs_alloc_fast(qslab_cache *c)
 static inline void qs_queue_push(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj)
 {
     unsigned nr = q->nr;
-    if (unlikely(nr >= QS_LOAD(c->hiwater))) { /* tunables: relaxed loads */
+    if (unlikely(nr >= QS_LOAD(q->hiwater))) { /* tunables: relaxed loads */
         qs_free_full(c, q, s, obj);
         return;
     }
-    *qs_link(c, obj) = qs_enc(c, q->head);
+    *(uintptr_t *)((char *)obj + q->link_off) = (uintptr_t)q->head ^ q->secret;
     q->head = obj;
     /* not counted: FREE_FAST is derived from nr (qs_queue_nr_set) */
     QS_STORE(q->nr, nr + 1); /* read by statistics: relaxed store, a plain mov */
@@ -99,8 +99,8 @@ static inline void qs_free_fast(qslab_cache *c, struct qs_slab *s, void *obj)
         qs_free_remote(c, q, s, obj);
         return;
     }
-    uintptr_t *l = qs_link(c, obj);
-    if (unlikely(qs_looks_free(c, *l))) {
+    uintptr_t w = *(uintptr_t *)((char *)obj + q->link_off);
+    if (unlikely(((w ^ q->secret) & QS_LINK_TAG_MASK) == 0)) { /* qs_looks_free */
         qs_free_suspect(c, q, s, obj); /* tail call keeps this path leaf-like */
         return;
     }
@@ -124,6 +124,7 @@ extern const uint8_t qs_kmalloc_small_index[QS_KM_SMALL_ENTRIES];
 extern const uint8_t qs_kmalloc_small_index16[QS_KM_SMALL_ENTRIES];
 void *qs_large_alloc(size_t size, size_t align);
 void qs_free_other(void *p);
+void *qs_kmalloc_slow(unsigned i);
 
 #define QS_KM_POW2_TOP 11 /* class of kmalloc-4096 */
 
@@ -148,11 +149,21 @@ static inline void *qs_kmalloc_alloc(unsigned i)
 {
     if (i >= QS_KMALLOC_CLASSES)
         __builtin_unreachable(); /* so i < QS_FIXED_SLOTS: no bound check */
-    qslab_cache *c = &qs_kmalloc_caches[i];
     struct qs_queue *q = qs_queue_of_id(i);
-    if (likely(q != NULL && q->head != NULL))
-        return qs_queue_pop_at(c, q, QS_ALLOC_FAST, 0); /* no ctor: link at 0 */
-    return qs_alloc_slow(c);
+    void *obj;
+    if (likely(q != NULL && (obj = q->head) != NULL)) {
+        /* qs_queue_pop_at(c, q, QS_ALLOC_FAST, 0), with the cache's address
+         * left to the slow path: no constructor, so the link is at 0 */
+        uintptr_t *l = obj, n = *l ^ q->secret;
+        if (likely(!(n & QS_LINK_TAG_MASK))) {
+            q->head = (void *)n;
+            QS_STORE(q->nr, q->nr - 1);
+            *l = 0;
+            QS_ADD(q->stat[QS_ALLOC_FAST], 1);
+            return obj;
+        }
+    }
+    return qs_kmalloc_slow(i); /* refill, or report the corrupt link */
 }
 
 static inline void *qs_kmalloc(size_t size, const uint8_t *small)

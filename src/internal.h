@@ -252,6 +252,11 @@ struct qs_queue {
     void *head;   /* LIFO of free objects (encoded links) */
     unsigned nr;  /* objects in the queue */
     int node;     /* owner's node; its slabs come from this node */
+    /* copies of the cache's (set at attach, hiwater also by tune under
+     * qs_global): the fast paths read the queue's line, not the cache's */
+    uintptr_t secret;
+    uint32_t link_off;
+    uint32_t hiwater; /* relaxed */
     struct qs_list list; /* slabs this owner owns */
     struct qs_slab *stash; /* our empty slabs (state EMPTY, ->next linked), kept
                               for the next refill; handed to the node in

@@ -123,6 +123,17 @@ QSLAB_EXPORT void qslab_large_stats(struct qslab_large_stats *st)
     st->live_bytes = __atomic_load_n(&large.live_bytes, __ATOMIC_RELAXED);
 }
 
+/* qs_kmalloc_alloc's slow path: the queue is empty (or missing), or its
+ * head's link is corrupt (qs_queue_pop reports it). */
+QS_NOINLINE void *qs_kmalloc_slow(unsigned i)
+{
+    qslab_cache *c = &qs_kmalloc_caches[i];
+    struct qs_queue *q = qs_queue_of(c);
+    if (q && q->head)
+        return qs_queue_pop(c, q, QS_ALLOC_FAST);
+    return qs_alloc_slow(c);
+}
+
 QSLAB_EXPORT void *qslab_malloc(size_t size)
 {
     return qs_kmalloc(size, qs_kmalloc_small_index);

@@ -97,6 +97,9 @@ struct qs_queue *qs_queue_attach(qslab_cache *c)
     }
     q->owner = o;
     q->node = o->node;
+    q->secret = c->secret;
+    q->link_off = c->link_off;
+    QS_STORE(q->hiwater, QS_LOAD(c->hiwater));
     qs_lock_acquire(&q->inbox.lock);
     q->inbox.dead = 0;
     qs_lock_release(&q->inbox.lock);

@@ -145,6 +145,9 @@ static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
         return -1;
     }
     QS_STORE(*field(c, (unsigned)t), (uint32_t)v);
+    if (t == T_HIWATER) /* the queues' copies (internal.h) */
+        for (struct qs_queue *q = c->queues; q; q = q->all_next)
+            QS_STORE(q->hiwater, (uint32_t)v);
     return 0;
 }
 

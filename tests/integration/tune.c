@@ -175,11 +175,39 @@ static void test_all_caches(void)
     CHECK(qslab_cache_destroy(c) == 0);
 }
 
+/* A new hiwater reaches a queue that already exists: its thread's frees
+ * stop pushing at the new length (the rest go straight to the slabs). */
+static void test_hiwater_live(void)
+{
+    enum { N = 200 };
+    static void *objs[N];
+    qslab_cache *c = qslab_cache_create("t-tune-live", 100, 0, 0, NULL);
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    for (int i = 0; i < N; i++)
+        objs[i] = qslab_cache_alloc(c); /* the queue exists now */
+    CHECK(qslab_tune("t-tune-live", "freebatch", "4") == 0);
+    CHECK(qslab_tune("t-tune-live", "hiwater", "8") == 0);
+    qslab_cache_shrink(c); /* an empty queue */
+    struct qslab_cache_stats a, b;
+    qslab_cache_stats(c, &a);
+    for (int i = 0; i < N; i++)
+        qslab_cache_free(c, objs[i]);
+    qslab_cache_stats(c, &b);
+    CHECKF(b.free_fast - a.free_fast == 8 && b.free_slow - a.free_slow == N - 8,
+           "hiwater 8: %lu pushed, %lu freed past the queue", b.free_fast - a.free_fast,
+           b.free_slow - a.free_slow);
+    CHECK(qslab_cache_validate(c) == 0);
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
 int main(void)
 {
     test_order();
     test_unknown();
     test_batches();
     test_all_caches();
+    test_hiwater_live();
     return tu_done();
 }
