@@ -323,7 +323,8 @@ struct qs_owner {
     /* queues of caches with ids below QS_FIXED_SLOTS (the kmalloc caches and
      * the first user caches), at fixed offsets in TLS: the fast paths reach
      * their queue with one TLS load, no bound check against cap, no slot
-     * array pointer to load first.  A mirror of slots[0..63]. */
+     * array pointer to load first.  A mirror of slots[0..63], with
+     * &qs_no_queue where slots has NULL. */
     struct qs_queue *fixed[QS_FIXED_SLOTS];
     struct qs_queue **slots; /* [cap], indexed by cache->id */
     unsigned cap;
@@ -339,6 +340,7 @@ extern bool qs_real_numa;        /* bind slabs with mbind */
 extern qs_lock qs_global;
 extern qslab_cache *qs_caches;
 extern __thread struct qs_owner qs_self __attribute__((tls_model("initial-exec")));
+extern struct qs_queue qs_no_queue; /* "no queue" for the fast paths (fastpath.h) */
 extern volatile int qs_initialized;
 
 void qs_init_slow(void);
@@ -675,7 +677,7 @@ static inline void qs_owner_set_slot(struct qs_owner *o, unsigned id, struct qs_
 {
     __atomic_store_n(&o->slots[id], q, __ATOMIC_RELEASE);
     if (id < QS_FIXED_SLOTS)
-        __atomic_store_n(&o->fixed[id], q, __ATOMIC_RELEASE);
+        __atomic_store_n(&o->fixed[id], q ? q : &qs_no_queue, __ATOMIC_RELEASE);
 }
 
 #pragma GCC visibility pop

@@ -26,7 +26,11 @@
 
 #include <string.h>
 
-__thread struct qs_owner qs_self __attribute__((tls_model("initial-exec")));
+struct qs_queue qs_no_queue; /* never written: empty, owns no slab */
+
+__thread struct qs_owner qs_self __attribute__((tls_model("initial-exec"))) = {
+    .fixed = {[0 ... QS_FIXED_SLOTS - 1] = &qs_no_queue},
+};
 
 static void owner_exit(void *arg);
 

@@ -345,6 +345,10 @@ static QS_NOINLINE void free_remote_suspect(qslab_cache *c, struct qs_queue *q, 
  * full batch are tail calls. */
 void qs_free_remote(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj)
 {
+    if (unlikely(q == &qs_no_queue)) { /* no queue: see qs_queue_fast */
+        qs_free_slow(c, s, obj);
+        return;
+    }
     if (unlikely(qs_looks_free(c, *qs_link(c, obj)))) {
         free_remote_suspect(c, q, s, obj);
         return;
