@@ -84,6 +84,18 @@ static inline void qs_queue_push(qslab_cache *c, struct qs_queue *q, struct qs_s
 {
     unsigned nr = q->nr;
     if (unlikely(nr >= QS_LOAD(q->hiwater))) { /* tunables: relaxed loads */
+        /* full: straight onto our slab's free list (qs_free_full); inline
+         * unless the slab changes state (an own slab with a free list is
+         * partial; one left with no object in use becomes empty) */
+        void *fl = s->freelist;
+        uint32_t inuse = s->inuse - 1;
+        if (likely(fl != NULL && inuse != 0)) {
+            *(uintptr_t *)((char *)obj + q->link_off) = (uintptr_t)fl ^ q->secret;
+            s->freelist = obj;
+            s->inuse = inuse;
+            QS_ADD(q->stat[QS_FREE_SLOW], 1);
+            return;
+        }
         qs_free_full(c, q, s, obj);
         return;
     }
