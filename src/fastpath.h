@@ -145,21 +145,26 @@ void *qs_large_alloc(size_t size, size_t align);
 void qs_free_other(void *p);
 void *qs_kmalloc_slow(unsigned i);
 
-#define QS_KM_POW2_TOP 11 /* class of kmalloc-4096 */
+#define QS_KM_TABLE_CLASSES 12 /* 8 .. 1024: from the table */
+#define QS_KM_QUARTER_FIRST 16 /* 1.5K, 2K, 3K, 4K before it; then 5K .. 32K */
+#define QS_KM_HALF_FIRST 28    /* 48K .. 32M: two per power of two */
 
-/* Class of a request: a table for up to 1 KiB (`small` is
- * qs_kmalloc_small_index, or ..16 for malloc's 16-byte minimum), powers of
- * two up to 4 KiB, then two classes per power of two.  The table case falls
- * through (no taken branch on the common path). */
+/* Class of a request (kmalloc.c lists the classes): a table up to 1 KiB
+ * (`small` is qs_kmalloc_small_index, or ..16 for malloc's 16-byte minimum),
+ * then from the position of the top bit: two classes per power of two up
+ * to 4 KiB, four up to 32 KiB, two above.  The table case falls through (no
+ * taken branch on the common path). */
 static inline unsigned qs_kmalloc_index(size_t size, const uint8_t *small)
 {
     if (likely(size <= QS_KM_SMALL_MAX))
         return small[(size + 7) >> 3];
     unsigned k = (unsigned)(64 - __builtin_clzl(size - 1)); /* 2^(k-1) < size <= 2^k */
-    if (size <= 4096)
-        return k - 1;
-    /* above 4 KiB: 1.5 * 2^(k-1) or 2^k */
-    return QS_KM_POW2_TOP + 1 + 2 * (k - 13) + (size > ((size_t)3 << (k - 2)));
+    if (size <= 4096)                                       /* k = 11, 12 */
+        return QS_KM_TABLE_CLASSES + 2 * (k - 11) + (size > ((size_t)3 << (k - 2)));
+    if (size <= 32768) /* k = 13 .. 15: quarters */
+        return QS_KM_QUARTER_FIRST + 4 * (k - 13) +
+               (unsigned)((size - 1 - ((size_t)1 << (k - 1))) >> (k - 3));
+    return QS_KM_HALF_FIRST + 2 * (k - 16) + (size > ((size_t)3 << (k - 2)));
 }
 
 /* qs_alloc_fast for class i, whose cache id is i (qs_kmalloc_init): the

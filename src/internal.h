@@ -618,7 +618,7 @@ bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align,
 void qs_bad_free(qslab_cache *expected, const void *p);
 
 /* ---- kmalloc.c ---- */
-#define QS_KMALLOC_CLASSES 38
+#define QS_KMALLOC_CLASSES 48
 #define QS_KMALLOC_MAX ((size_t)32 << 20)
 extern qslab_cache qs_kmalloc_caches[QS_KMALLOC_CLASSES];
 void qs_kmalloc_init(void);

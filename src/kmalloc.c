@@ -1,16 +1,22 @@
 /*
  * kmalloc.c - the general allocator: size classes served from caches.
  *
- * Classes: 8, 16, 32, 64, 96, 128, 192, 256, 512, 1K, 2K, 4K, then two per
- * power of two up to 32 MiB (6K, 8K, 12K, 16K, ..., 24M, 32M): 38 caches,
- * named kmalloc-<bytes>.  The steps of 1.5 above 4 KiB bound the waste of a
- * large request at 25% instead of 50%: the seeds' 4,696-byte skb data takes
- * kmalloc-6144, not kmalloc-8192.  Every size up to 32 MiB is
- * served by a cache, never passed through to the page layer: the seeds show
- * what SLUB's pass-through of 4,696-byte allocations cost netperf.  Larger
- * requests are mapped directly (kind LARGE chunks in page.c), counted in
- * qslab_large_stats, and resized with mremap (in place when the address
- * space allows, otherwise moved without copying).
+ * 48 classes, named kmalloc-<bytes>:
+ *   8, 16, 32, 64, 96, 128, 192, 256            (classes 0..7)
+ *   384, 512, 768, 1K, 1.5K, 2K, 3K, 4K         (8..15: two per power of two)
+ *   5K, 6K, 7K, 8K, 10K, ..., 28K, 32K          (16..27: four per power of two)
+ *   48K, 64K, 96K, 128K, ..., 24M, 32M          (28..47: two per power of two)
+ * The waste of a request is at most a third below 4 KiB and a fifth from 4
+ * to 32 KiB, where most of a program's larger blocks are: the seeds'
+ * 4,696-byte skb data takes kmalloc-5120 (9% waste), not kmalloc-8192 (74%,
+ * SLUB's case in the netperf thread) or kmalloc-6144.  Every size up to 32 MiB
+ * is served by a cache, never passed through to the page layer: the seeds
+ * show what SLUB's pass-through of 4,696-byte allocations cost netperf.
+ * Larger requests are mapped directly (kind LARGE chunks in page.c), counted
+ * in qslab_large_stats, and resized with mremap (in place when the address
+ * space allows, otherwise moved without copying).  The class of a size is
+ * computed in fastpath.h (qs_kmalloc_index); class_size is its inverse, and
+ * unit_kmalloc_index checks the two against each other for every size.
  *
  * Power-of-two classes are naturally aligned (page.c aligns slabs to their
  * size), which is what qslab_aligned_alloc relies on (it asks for powers of
@@ -25,41 +31,45 @@ qslab_cache qs_kmalloc_caches[QS_KMALLOC_CLASSES];
 
 /* (size + 7) >> 3 -> class, for sizes up to 1 KiB (one load on the common
  * path); the second table is malloc's, whose blocks are at least 16 bytes
- * (16-byte alignment).  Checked against class_size by qs_kmalloc_init. */
+ * (16-byte alignment). */
 const uint8_t qs_kmalloc_small_index[QS_KM_SMALL_ENTRIES] = {
     0, 0, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5,
     5, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7,
     7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8,
-    8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8,
     8, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
-    9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
-    9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
-    9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
-    9,
+    9, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10,
+    10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10,
+    10, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11,
+    11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11,
+    11,
 };
 const uint8_t qs_kmalloc_small_index16[QS_KM_SMALL_ENTRIES] = {
     1, 1, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5,
     5, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7,
     7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8,
-    8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8,
     8, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
-    9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
-    9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
-    9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
-    9,
+    9, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10,
+    10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10,
+    10, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11,
+    11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11,
+    11,
 };
-
-/* Classes 0..11: 8, 16, 32, 64, 96, 128, 192, 256, 512, 1K, 2K, 4K; from 4 KiB
- * up, two classes per power of two: 6K, 8K, 12K, 16K, ..., 24M, 32M. */
 
 static size_t class_size(unsigned i)
 {
-    static const uint16_t small[8] = {8, 16, 32, 64, 96, 128, 192, 256};
-    if (i < 8)
+    static const uint16_t small[QS_KM_TABLE_CLASSES] = {8,   16,  32,  64,  96,  128,
+                                                        192, 256, 384, 512, 768, 1024};
+    if (i < QS_KM_TABLE_CLASSES)
         return small[i];
-    if (i <= QS_KM_POW2_TOP)
-        return (size_t)1 << (i + 1);
-    unsigned j = i - QS_KM_POW2_TOP - 1, k = 13 + j / 2; /* 2^(k-1) < size <= 2^k */
+    if (i < QS_KM_QUARTER_FIRST) { /* 1.5K, 2K, 3K, 4K */
+        unsigned j = i - QS_KM_TABLE_CLASSES, k = 11 + j / 2;
+        return (j & 1) ? (size_t)1 << k : (size_t)3 << (k - 2);
+    }
+    if (i < QS_KM_HALF_FIRST) { /* 5K .. 32K in quarters of the power of two */
+        unsigned j = i - QS_KM_QUARTER_FIRST, k = 13 + j / 4;
+        return ((size_t)1 << (k - 1)) + ((size_t)(j % 4 + 1) << (k - 3));
+    }
+    unsigned j = i - QS_KM_HALF_FIRST, k = 16 + j / 2; /* 48K .. 32M */
     return (j & 1) ? (size_t)1 << k : (size_t)3 << (k - 2);
 }
 

@@ -61,7 +61,7 @@ static void test_kmalloc(void)
     void *p[N];
     keep_empties("kmalloc-4096");
     for (int i = 0; i < N; i++)
-        p[i] = qslab_malloc(3000);
+        p[i] = qslab_malloc(3500); /* kmalloc-4096 */
     for (int i = 0; i < N; i++)
         qslab_free(p[i]);
     qslab_cache *c = qslab_cache_find("kmalloc-4096");

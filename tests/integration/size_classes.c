@@ -1,5 +1,5 @@
 /*
- * kmalloc size classes: the kmalloc-<bytes> caches exist, every qslab_malloc
+ * kmalloc size classes (48, kmalloc.c): the kmalloc-<bytes> caches exist, every qslab_malloc
  * size is served by its class cache (usable size = class size, the cache's
  * counters move by exactly one), and sizes over 32 MiB are mapped directly.
  */
@@ -17,9 +17,14 @@ static void build_classes(void)
     static const size_t small[] = {8, 16, 32, 64, 96, 128, 192, 256};
     for (size_t i = 0; i < 8; i++)
         classes[nclasses++] = small[i];
-    for (size_t s = 512; s <= 4096; s *= 2)
+    for (size_t s = 512; s <= 4096; s *= 2) { /* two per power of two up to 4 KiB */
+        classes[nclasses++] = s / 4 * 3;
         classes[nclasses++] = s;
-    for (size_t s = 8192; s <= MAX_CLASS; s *= 2) { /* two per power of two above 4 KiB */
+    }
+    for (size_t s = 8192; s <= 32768; s *= 2) /* four per power of two up to 32 KiB */
+        for (size_t q = 5; q <= 8; q++)
+            classes[nclasses++] = s / 8 * q;
+    for (size_t s = 65536; s <= MAX_CLASS; s *= 2) { /* then two */
         classes[nclasses++] = s / 4 * 3;
         classes[nclasses++] = s;
     }
@@ -48,6 +53,8 @@ static void test_caches_exist(void)
     CHECK(qslab_cache_find("kmalloc-192") != NULL);
     CHECK(qslab_cache_find("kmalloc-8192") != NULL);
     CHECK(qslab_cache_find("kmalloc-33554432") != NULL);
+    CHECK(qslab_cache_find("kmalloc-5120") != NULL); /* the seeds' 4,696-byte skb data */
+    CHECK(nclasses == 48);
     CHECK(qslab_cache_find("kmalloc-4") == NULL);
     CHECK(qslab_cache_find("kmalloc-48") == NULL);
     CHECK(qslab_cache_find("kmalloc-8k") == NULL);
