@@ -141,6 +141,9 @@ static inline struct qs_slab *qs_obj_slab(struct qs_chunk *ch, const void *p)
 #define QS_KM_SMALL_ENTRIES (QS_KM_SMALL_MAX / 8 + 1)
 extern const uint8_t qs_kmalloc_small_index[QS_KM_SMALL_ENTRIES];
 extern const uint8_t qs_kmalloc_small_index16[QS_KM_SMALL_ENTRIES];
+#define QS_KM_MID_MAX 32768
+#define QS_KM_MID_ENTRIES (QS_KM_MID_MAX / 128 + 1)
+extern const uint8_t qs_kmalloc_mid_index[QS_KM_MID_ENTRIES];
 void *qs_large_alloc(size_t size, size_t align);
 void qs_free_other(void *p);
 void *qs_kmalloc_slow(unsigned i);
@@ -151,19 +154,16 @@ void *qs_kmalloc_slow(unsigned i);
 
 /* Class of a request (kmalloc.c lists the classes): a table up to 1 KiB
  * (`small` is qs_kmalloc_small_index, or ..16 for malloc's 16-byte minimum),
- * then from the position of the top bit: two classes per power of two up
- * to 4 KiB, four up to 32 KiB, two above.  The table case falls through (no
- * taken branch on the common path). */
+ * a second one up to 32 KiB (128-byte steps), then from the position of the
+ * top bit, two classes per power of two.  The first table's case falls
+ * through (no taken branch on the common path). */
 static inline unsigned qs_kmalloc_index(size_t size, const uint8_t *small)
 {
     if (likely(size <= QS_KM_SMALL_MAX))
         return small[(size + 7) >> 3];
+    if (likely(size <= QS_KM_MID_MAX))
+        return qs_kmalloc_mid_index[(size + 127) >> 7];
     unsigned k = (unsigned)(64 - __builtin_clzl(size - 1)); /* 2^(k-1) < size <= 2^k */
-    if (size <= 4096)                                       /* k = 11, 12 */
-        return QS_KM_TABLE_CLASSES + 2 * (k - 11) + (size > ((size_t)3 << (k - 2)));
-    if (size <= 32768) /* k = 13 .. 15: quarters */
-        return QS_KM_QUARTER_FIRST + 4 * (k - 13) +
-               (unsigned)((size - 1 - ((size_t)1 << (k - 1))) >> (k - 3));
     return QS_KM_HALF_FIRST + 2 * (k - 16) + (size > ((size_t)3 << (k - 2)));
 }
 

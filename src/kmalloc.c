@@ -15,7 +15,8 @@
  * Larger requests are mapped directly (kind LARGE chunks in page.c), counted
  * in qslab_large_stats, and resized with mremap (in place when the address
  * space allows, otherwise moved without copying).  The class of a size is
- * computed in fastpath.h (qs_kmalloc_index); class_size is its inverse, and
+ * computed in fastpath.h (qs_kmalloc_index: two tables up to 32 KiB, then the
+ * top bit); class_size is its inverse, and
  * unit_kmalloc_index checks the two against each other for every size.
  *
  * Power-of-two classes are naturally aligned (page.c aligns slabs to their
@@ -53,6 +54,28 @@ const uint8_t qs_kmalloc_small_index16[QS_KM_SMALL_ENTRIES] = {
     10, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11,
     11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11,
     11,
+};
+
+/* (size + 127) >> 7 -> class, for sizes from 1 KiB to 32 KiB (every class
+ * boundary there is a multiple of 128 bytes). */
+const uint8_t qs_kmalloc_mid_index[QS_KM_MID_ENTRIES] = {
+    12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13,
+    13, 14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15,
+    15, 16, 16, 16, 16, 16, 16, 16, 16, 17, 17, 17, 17, 17, 17, 17,
+    17, 18, 18, 18, 18, 18, 18, 18, 18, 19, 19, 19, 19, 19, 19, 19,
+    19, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20,
+    20, 21, 21, 21, 21, 21, 21, 21, 21, 21, 21, 21, 21, 21, 21, 21,
+    21, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22,
+    22, 23, 23, 23, 23, 23, 23, 23, 23, 23, 23, 23, 23, 23, 23, 23,
+    23, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24,
+    24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24,
+    24, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25,
+    25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25,
+    25, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26,
+    26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26,
+    26, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27,
+    27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27,
+    27,
 };
 
 static size_t class_size(unsigned i)
