@@ -122,7 +122,6 @@
 #define QS_NAME_MAX 32
 #define QS_CACHELINE 64
 #define QS_MAX_HIWATER (1u << 20)
-#define QS_QUEUE_BYTES ((size_t)256 << 10) /* default hiwater cap, bytes (tune.c) */
 #define QS_MAX_EMPTY_LIMIT (1u << 20)
 #define QS_MAX_DECAY_MS 3600000u
 

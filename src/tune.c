@@ -75,12 +75,10 @@ static void range(qslab_cache *c, unsigned t, unsigned long *lo, unsigned long *
 void qs_tune_defaults(qslab_cache *c)
 {
     /* SLQB's watermarks: freebatch = max(4*PAGE/size, min(256, 64*PAGE/size)),
-     * hiwater = 4 * freebatch; but a queue parks at most QS_QUEUE_BYTES (or 2
-     * objects), with freebatch at most half of that.  SLQB's hiwater for
-     * kmalloc-6144 is 168 objects, 1 MiB per thread: a network receiver
-     * that only frees keeps that much for nothing (the producer/consumer
-     * benchmark's peak RSS was 1.5x glibc's).  Small objects keep SLQB's
-     * values (up to 256 bytes: at most 1024 objects, 256 KiB). */
+     * hiwater = 4 * freebatch.  (A cap of 256 KiB per queue was tried: once
+     * other owners' objects went home instead of onto the queue, it no longer
+     * saved the producer/consumer benchmark any memory, and it cost 3.5 MiB
+     * of peak RSS, 58.3 against 54.8, in tests/preload/alloc_heavy.py.) */
     size_t size = c->slot_size;
     size_t a = 4 * QS_PAGE_SIZE / size, b = 64 * QS_PAGE_SIZE / size;
     size_t fb = b < 256 ? b : 256;
@@ -88,13 +86,7 @@ void qs_tune_defaults(qslab_cache *c)
         fb = a;
     if (fb < 1)
         fb = 1;
-    size_t hw = 4 * fb, cap = QS_QUEUE_BYTES / size;
-    if (cap < 2)
-        cap = 2;
-    if (hw > cap) {
-        hw = cap;
-        fb = hw / 2;
-    }
+    size_t hw = 4 * fb;
     c->freebatch = (uint32_t)fb;
     c->hiwater = (uint32_t)hw;
     /* keep up to 1 GiB of empty slabs per node, at least 4, for 1 s: the

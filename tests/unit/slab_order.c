@@ -1,6 +1,6 @@
 /*
  * unit: the slab order rule (order 0 first; at most 1/8 waste within three
- * orders above the minimum) and the SLQB watermarks (capped in bytes).
+ * orders above the minimum) and the SLQB watermarks.
  */
 #include "../testutil.h"
 #include "internal.h"
@@ -40,12 +40,11 @@ int main(void)
     /* alignment raises the minimum order */
     CHECK(qs_slab_min_order(64, 16384) == 2);
 
-    /* watermarks: SLQB's formula (hiwater = 4 * freebatch), with a queue
-     * capped at 256 KiB (at least 2 objects, freebatch half of it) */
+    /* watermarks: SLQB's formula, hiwater = 4 * freebatch */
     static const struct { const char *name; unsigned long freebatch, hiwater; } wm[] = {
-        {"kmalloc-8", 2048, 8192},  {"kmalloc-64", 256, 1024},   {"kmalloc-256", 256, 1024},
-        {"kmalloc-1024", 128, 256}, {"kmalloc-4096", 32, 64},    {"kmalloc-6144", 21, 42},
-        {"kmalloc-16384", 8, 16},   {"kmalloc-1048576", 1, 2},
+        {"kmalloc-8", 2048, 8192},  {"kmalloc-64", 256, 1024},  {"kmalloc-256", 256, 1024},
+        {"kmalloc-1024", 256, 1024}, {"kmalloc-4096", 64, 256}, {"kmalloc-5120", 51, 204},
+        {"kmalloc-16384", 16, 64},  {"kmalloc-1048576", 1, 4},
     };
     for (size_t i = 0; i < sizeof wm / sizeof wm[0]; i++) {
         unsigned long fb = 0, hw = 0;
