@@ -182,6 +182,7 @@ enum qs_stat_item {
 #undef X
         QS_STAT_NR
 };
+_Static_assert(QS_ALLOC_FAST == 0, "the fast paths' counter is the queue's first");
 
 struct qs_slab;
 struct qs_queue;
@@ -247,7 +248,8 @@ struct qs_batch {
 
 /* One owner's view of one cache. */
 struct qs_queue {
-    /* hot: owner only, no lock */
+    /* hot: owner only, no lock; the first 64 bytes are all the fast paths
+     * touch (the struct is 64-aligned: its inbox is) */
     void *head;   /* LIFO of free objects (encoded links) */
     unsigned nr;  /* objects in the queue */
     int node;     /* owner's node; its slabs come from this node */
@@ -256,6 +258,10 @@ struct qs_queue {
     uintptr_t secret;
     uint32_t link_off;
     uint32_t hiwater; /* relaxed */
+    /* written by the owner (relaxed); stat[QS_FREE_FAST] is derived, see
+     * qs_queue_nr_set.  Here so that stat[QS_ALLOC_FAST], the one counter
+     * of the fast paths, shares the first cache line with head and nr. */
+    unsigned long stat[QS_STAT_NR];
     struct qs_list list; /* slabs this owner owns */
     struct qs_slab *stash; /* our empty slabs (state EMPTY, ->next linked), kept
                               for the next refill; handed to the node in
@@ -267,9 +273,6 @@ struct qs_queue {
                                             (queue.c pending_add) */
     unsigned pending_victim, pending_mru;
     qslab_cache *cache;
-    unsigned long stat[QS_STAT_NR]; /* written by the owner (relaxed);
-                                       stat[QS_FREE_FAST] is derived, see
-                                       qs_queue_nr_set */
     unsigned long moved; /* net change of nr by slow paths (wraps) */
     unsigned nr_seq;     /* odd while the owner changes nr and moved */
     /* shared */
@@ -279,6 +282,9 @@ struct qs_queue {
     struct qs_queue *all_next; /* cache->queues */
     struct qs_queue *pool_next;
 };
+
+_Static_assert(__builtin_offsetof(struct qs_queue, stat) + 8 * (QS_FREE_SLOW + 1) <= 64,
+               "the fast paths' queue fields and counters in one cache line");
 
 /* Per-(cache, node) lists. */
 struct qs_node {
