@@ -110,9 +110,10 @@ static inline void qs_queue_push(qslab_cache *c, struct qs_queue *q, struct qs_s
 static inline void qs_free_fast(qslab_cache *c, struct qs_slab *s, void *obj)
 {
     struct qs_queue *q = qs_queue_fast(s->cache_id);
-    /* only objects of our own slabs go on our queue (our slabs are on our
-     * node); anything else is batched home by the slow path, and so is
-     * everything when we have no queue (qs_no_queue owns no slab).  A relaxed
+    /* objects of our own slabs go on our queue (our slabs are on our node);
+     * anything else takes the slow path (queued while the queue is short,
+     * else batched home), and so does everything when we have no queue
+     * (qs_no_queue owns no slab).  A relaxed
      * load: only we make a slab ours, so equality needs no ordering. */
     if (unlikely(__atomic_load_n(&s->owner, __ATOMIC_RELAXED) != &q->list)) {
         qs_free_remote(c, q, s, obj);

@@ -236,7 +236,8 @@ struct qs_inbox {
 
 struct qs_owner;
 
-#define QS_PENDING 4 /* owners with a pending batch at once, per queue */
+#define QS_PENDING 4    /* owners with a pending batch at once, per queue */
+#define QS_REMOTE_LOW 4 /* others' objects are queued below hiwater / 4 */
 
 /* Objects on their way to one owner (a queue's list or a node's), linked
  * through their link words; posted in one go (queue.c send_batch). */

@@ -11,10 +11,12 @@
  *      several slabs), then new slabs.  A slab whose free list went to the
  *      queue is FULL: all its objects are in use or queued.
  * FREE SLOW PATHS:
- *   - an object of a slab we do not own (another thread's, a node's) never
- *     goes on our queue: it joins the pending batch for its owner
- *     (pending_add, SLQB's rlist), posted to the owner's inbox under one
- *     lock, or freed under the node's lock, freebatch objects at a time;
+ *   - an object of a slab we do not own (another thread's, a node's) goes
+ *     on our queue only while the queue is short (hiwater/4) and the object
+ *     is of our node; otherwise it
+ *     joins the pending batch for its owner (pending_add, SLQB's rlist),
+ *     posted to the owner's inbox under one lock, or freed under the node's
+ *     lock, freebatch objects at a time;
  *   - the queue is at hiwater: an object of our own slab goes straight onto
  *     the slab's free list (qs_free_full); slabs that become empty go to our
  *     stash, handed to the node's empty FIFO a few at a time.
@@ -22,8 +24,9 @@
  * to its slab's owner, walking them once, with the same batching.
  *
  * Producer/consumer traffic stays bounded: a consumer parks at most
- * QS_PENDING * freebatch of the producer's objects, and they return to the
- * producer's inbox, which the producer claims before it makes any new slab.
+ * hiwater/4 + QS_PENDING * freebatch of the producer's objects, and the
+ * rest return to the producer's inbox, which the producer claims before it
+ * makes any new slab.
  */
 #include "fastpath.h"
 
@@ -257,14 +260,15 @@ void qs_queue_flush(qslab_cache *c, struct qs_queue *q, unsigned count)
     qs_queue_nr_set(q, next || !rest ? rest : 0);
 }
 
-/* Objects of slabs we do not own go home, not onto our queue: onto the
- * pending batch for their owner (SLQB's rlist), posted to its inbox (or
- * freed under its node's lock) when it holds freebatch objects.  Up to
- * QS_PENDING owners have a batch open at once; a new owner takes a free
- * batch or sends one (round robin).  Our queue thus holds only objects of
- * our own slabs: a thread that frees what others allocated parks at most
- * QS_PENDING * freebatch of them, not hiwater, and the owner gets them back
- * within a batch. */
+/* Objects of slabs we do not own go onto our queue only while it is short
+ * (below hiwater / QS_REMOTE_LOW: local reuse, as SLQB does for all of
+ * them); otherwise home: onto the pending batch for their owner (SLQB's
+ * rlist), posted to its inbox (or freed under its node's lock) when it
+ * holds freebatch objects.  Up to QS_PENDING owners have a batch open at
+ * once; a new owner takes a free batch or sends one (round robin).  A
+ * thread that frees what others allocated thus parks at most hiwater/4 of
+ * them plus QS_PENDING * freebatch, not hiwater, and the owner gets the
+ * rest back within a batch. */
 static QS_NOINLINE struct qs_batch *pending_find(qslab_cache *c, struct qs_queue *q,
                                                 struct qs_list *to)
 {
@@ -309,7 +313,8 @@ static inline void pending_add(qslab_cache *c, struct qs_queue *q, struct qs_sla
  * back where this one can go now.  A slab it empties goes to the stash. */
 void qs_free_full(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj)
 {
-    /* s is ours: only objects of our own slabs are pushed (qs_free_fast) */
+    /* s is ours: a push reaches hiwater only from qs_free_fast, after its
+     * owner check (other owners' objects are pushed only below the low mark) */
     QS_ADD(q->stat[QS_FREE_SLOW], 1);
     bool was_full = s->state == QS_SLAB_FULL;
     qs_slab_give(c, s, obj);
@@ -351,6 +356,13 @@ void qs_free_remote(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void 
     }
     if (unlikely(qs_looks_free(c, *qs_link(c, obj)))) {
         free_remote_suspect(c, q, s, obj);
+        return;
+    }
+    if (q->nr < QS_LOAD(q->hiwater) / QS_REMOTE_LOW && s->node == q->node) {
+        /* a short queue takes it: the thread reuses it locally (a
+         * consumer that never allocates parks at most hiwater/4); never
+         * memory of another node, which a local allocation must not get */
+        qs_queue_push(c, q, s, obj); /* below hiwater: a plain push */
         return;
     }
     QS_ADD(q->stat[QS_FREE_SLOW], 1);
