@@ -466,6 +466,18 @@ def best_peer(cells, cols, metric):
     return pick(peers, key=lambda p: p[1].median)
 
 
+def against_best(samples, test, cols, metric, case_filter=lambda c: True):
+    """(case, qslab/best ratio, best peer) for every measured case of a test."""
+    for case in test.cases:
+        if case.control or not case_filter(case):
+            continue
+        row = [cell(samples, test, case, c, metric) for c in cols]
+        peer, best = best_peer(row, cols, metric)
+        if row[0] is None or best is None:
+            continue
+        yield case, ratio(row[0], best), peer
+
+
 def table(test, metric, cols, samples, number):
     """Lines of one table."""
     name_w = max([len(c.label) for c in test.cases] + [len(test_col_title(test))])
@@ -512,14 +524,7 @@ def summary(tests, columns, samples):
         cols = columns[test.key]
         for metric in test.metrics:
             wins, ties, losses, logs = [], [], [], []
-            for case in test.cases:
-                if case.control:
-                    continue
-                row = [cell(samples, test, case, c, metric) for c in cols]
-                peer, best = best_peer(row, cols, metric)
-                if row[0] is None or best is None:
-                    continue
-                r = ratio(row[0], best)
+            for case, r, peer in against_best(samples, test, cols, metric):
                 gain = (1 / r) if metric.lower_is_better else r  # > 1: qslab better
                 logs.append(math.log(r))
                 item = f"{case.label} ({r:.2f} vs {peer.name})"
@@ -565,14 +570,7 @@ def targets(tests, columns, samples):
             return
         cols = columns[key]
         ok, miss = [], []
-        for case in test.cases:
-            if case.control or not case_filter(case):
-                continue
-            row = [cell(samples, test, case, c, metric) for c in cols]
-            peer, best = best_peer(row, cols, metric)
-            if row[0] is None or best is None:
-                continue
-            r = ratio(row[0], best)
+        for case, r, peer in against_best(samples, test, cols, metric, case_filter):
             met = r <= limit if metric.lower_is_better else r >= limit
             (ok if met else miss).append(f"{case.label} ({r:.2f} vs {peer.name})")
         if not ok and not miss:

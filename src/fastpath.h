@@ -46,17 +46,19 @@ static inline struct qs_queue *qs_queue_of(const qslab_cache *c)
     return qs_queue_of_id(c->id);
 }
 
-/* Pop with the link word at link_off (c->link_off; 0, a constant, for the
- * kmalloc caches, which have no constructor). */
-static inline void *qs_queue_pop_at(qslab_cache *c, struct qs_queue *q, int item, uint32_t link_off)
+/* Pop the head of a non-empty queue, counting it as `item`, with the link
+ * word at link_off (q->link_off; the constant 0 for the kmalloc caches,
+ * which have no constructor).  NULL, the queue untouched, if the head's
+ * link is corrupt: the caller reports it (qs_queue_pop), so the kmalloc
+ * path need not know its cache's address until it is on a slow path. */
+static inline void *qs_queue_try_pop(struct qs_queue *q, int item, uint32_t link_off)
 {
     void *obj = q->head;
     uintptr_t *l = (uintptr_t *)((char *)obj + link_off);
     uintptr_t n = *l ^ q->secret; /* qs_dec with the queue's copy */
-    void *next = (void *)n;
     if (unlikely(n & QS_LINK_TAG_MASK))
-        return qs_queue_corrupt(c, q, obj);
-    q->head = next;
+        return NULL;
+    q->head = (void *)n;
     QS_STORE(q->nr, q->nr - 1);
     *l = 0; /* an allocated object must not look free */
     QS_ADD(q->stat[item], 1);
@@ -65,7 +67,8 @@ static inline void *qs_queue_pop_at(qslab_cache *c, struct qs_queue *q, int item
 
 static inline void *qs_queue_pop(qslab_cache *c, struct qs_queue *q, int item)
 {
-    return qs_queue_pop_at(c, q, item, q->link_off);
+    void *obj = qs_queue_try_pop(q, item, q->link_off);
+    return likely(obj != NULL) ? obj : qs_queue_corrupt(c, q, q->head);
 }
 
 static inline void *qs_alloc_fast(qslab_cache *c)
@@ -175,18 +178,10 @@ static inline void *qs_kmalloc_alloc(unsigned i)
     if (i >= QS_KMALLOC_CLASSES)
         __builtin_unreachable(); /* so i < QS_FIXED_SLOTS: no bound check */
     struct qs_queue *q = qs_queue_fast(i);
-    void *obj = q->head;
-    if (likely(obj != NULL)) {
-        /* qs_queue_pop_at(c, q, QS_ALLOC_FAST, 0), with the cache's address
-         * left to the slow path: no constructor, so the link is at 0 */
-        uintptr_t *l = obj, n = *l ^ q->secret;
-        if (likely(!(n & QS_LINK_TAG_MASK))) {
-            q->head = (void *)n;
-            QS_STORE(q->nr, q->nr - 1);
-            *l = 0;
-            QS_ADD(q->stat[QS_ALLOC_FAST], 1);
+    if (likely(q->head != NULL)) {
+        void *obj = qs_queue_try_pop(q, QS_ALLOC_FAST, 0); /* no ctor: link at 0 */
+        if (likely(obj != NULL))
             return obj;
-        }
     }
     return qs_kmalloc_slow(i); /* refill, or report the corrupt link */
 }

@@ -239,7 +239,7 @@ void qs_node_purger_start(void)
         __atomic_store_n(&purger_state, 0, __ATOMIC_RELAXED); /* try again later */
 }
 
-static void purger_start(void)
+void qs_node_purger_want(void)
 {
     if (likely(__atomic_load_n(&purger_state, __ATOMIC_RELAXED) != 0))
         return;
@@ -259,11 +259,6 @@ void qs_purger_kick(void)
     qs_node_purger_start_wanted();
 }
 
-void qs_node_purger_want(void)
-{
-    purger_start();
-}
-
 void qs_node_purger_forked(void)
 {
     __atomic_store_n(&purger_state, 0, __ATOMIC_RELAXED);
@@ -278,7 +273,7 @@ void qs_node_put_empty(qslab_cache *c, struct qs_queue *q, struct qs_node *n, st
     qs_lock_release(&n->lock);
     qs_node_release_list(c, q, release, NULL);
     if (kept)
-        purger_start();
+        qs_node_purger_want();
 }
 
 struct qs_slab *qs_node_take(qslab_cache *c, struct qs_queue *q, struct qs_node *n, unsigned want)

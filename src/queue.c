@@ -134,6 +134,38 @@ static void send_batch(qslab_cache *c, struct qs_queue *q, struct qs_batch *b)
     b->to = NULL;
 }
 
+/* The batch of b[0..nb) bound for owner `to`: the open one, else an unused
+ * one, else one sent to make room (round robin on *victim). */
+static struct qs_batch *batch_for(qslab_cache *c, struct qs_queue *q, struct qs_batch *b, unsigned nb,
+                                  unsigned *victim, struct qs_list *to)
+{
+    struct qs_batch *unused = NULL;
+    for (unsigned k = 0; k < nb; k++) {
+        if (b[k].to == to)
+            return &b[k];
+        if (!b[k].to && !unused)
+            unused = &b[k];
+    }
+    if (!unused) {
+        unused = &b[(*victim)++ % nb];
+        send_batch(c, q, unused);
+    }
+    unused->to = to;
+    return unused;
+}
+
+/* Add obj to batch b; post the batch once it holds `limit` objects. */
+static inline void batch_add(qslab_cache *c, struct qs_queue *q, struct qs_batch *b, void *obj,
+                             unsigned long limit)
+{
+    *qs_link(c, obj) = qs_enc(c, b->head);
+    if (!b->head)
+        b->tail = obj;
+    b->head = obj;
+    if (unlikely(++b->n >= limit))
+        send_batch(c, q, b);
+}
+
 /* Hand the stash to the node's empty FIFO: one lock and one clock read
  * for the lot. */
 void qs_queue_drain_stash(qslab_cache *c, struct qs_queue *q)
@@ -211,27 +243,7 @@ void *qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned lon
         if (q && to == &q->list) {
             slab_put(c, &q->list, s, obj, &empties);
         } else {
-            struct qs_batch *rb = NULL, *unused = NULL;
-            for (unsigned k = 0; k < QS_ROUTE_BATCHES && !rb; k++) {
-                if (b[k].to == to)
-                    rb = &b[k];
-                else if (!b[k].to && !unused)
-                    unused = &b[k];
-            }
-            if (!rb) {
-                rb = unused;
-                if (!rb) { /* all slots busy: send one to make room */
-                    rb = &b[victim++ % QS_ROUTE_BATCHES];
-                    send_batch(c, q, rb);
-                }
-                rb->to = to;
-            }
-            *qs_link(c, obj) = qs_enc(c, rb->head);
-            if (!rb->head)
-                rb->tail = obj;
-            rb->head = obj;
-            if (++rb->n >= limit)
-                send_batch(c, q, rb);
+            batch_add(c, q, batch_for(c, q, b, QS_ROUTE_BATCHES, &victim, to), obj, limit);
         }
         obj = next;
     }
@@ -272,24 +284,8 @@ void qs_queue_flush(qslab_cache *c, struct qs_queue *q, unsigned count)
 static QS_NOINLINE struct qs_batch *pending_find(qslab_cache *c, struct qs_queue *q,
                                                 struct qs_list *to)
 {
-    struct qs_batch *b = NULL;
-    unsigned k, unused = QS_PENDING;
-    for (k = 0; k < QS_PENDING; k++) {
-        if (q->pending[k].to == to)
-            break;
-        if (!q->pending[k].to && unused == QS_PENDING)
-            unused = k;
-    }
-    if (k == QS_PENDING) {
-        k = unused;
-        if (k == QS_PENDING) {
-            k = q->pending_victim++ % QS_PENDING;
-            send_batch(c, q, &q->pending[k]);
-        }
-        q->pending[k].to = to;
-    }
-    b = &q->pending[k];
-    q->pending_mru = k;
+    struct qs_batch *b = batch_for(c, q, q->pending, QS_PENDING, &q->pending_victim, to);
+    q->pending_mru = (unsigned)(b - q->pending);
     return b;
 }
 
@@ -299,33 +295,22 @@ static inline void pending_add(qslab_cache *c, struct qs_queue *q, struct qs_sla
     struct qs_batch *b = &q->pending[q->pending_mru];
     if (unlikely(b->to != to))
         b = pending_find(c, q, to);
-    *qs_link(c, obj) = qs_enc(c, b->head);
-    if (!b->head)
-        b->tail = obj;
-    b->head = obj;
-    if (unlikely(++b->n >= QS_LOAD(c->freebatch)))
-        send_batch(c, q, b); /* a tail call */
+    batch_add(c, q, b, obj, QS_LOAD(c->freebatch)); /* posting is a tail call */
 }
 
 /* A free while the queue is at hiwater, of an object of one of our own
- * slabs (nothing else is pushed): it goes straight to that slab.  Pushing it
+ * slabs (qs_free_fast checked the owner): it goes straight to that slab.  Pushing it
  * would only mean a flush walking the queue's objects again to put each
  * back where this one can go now.  A slab it empties goes to the stash. */
 void qs_free_full(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj)
 {
     /* s is ours: a push reaches hiwater only from qs_free_fast, after its
      * owner check (other owners' objects are pushed only below the low mark) */
+    struct qs_slab *empties = NULL;
     QS_ADD(q->stat[QS_FREE_SLOW], 1);
-    bool was_full = s->state == QS_SLAB_FULL;
-    qs_slab_give(c, s, obj);
-    if (unlikely(s->inuse == 0)) {
-        qs_list_del(&q->list, s);
-        s->next = NULL;
-        stash_add(c, q, s); /* a tail call */
-    } else if (unlikely(was_full)) {
-        qs_list_del(&q->list, s);
-        qs_list_add(&q->list, s, QS_SLAB_PARTIAL);
-    }
+    slab_put(c, &q->list, s, obj, &empties);
+    if (empties)
+        stash_add(c, q, empties);
 }
 
 /* Post every pending batch (see pending_add). */
