@@ -2,8 +2,8 @@
  * fork.c - fork from a multithreaded program.
  *
  * The prepare handler takes every qslab lock, in the lock order of
- * internal.h (qs_global, every node lock, every inbox lock, the page pools,
- * the map lock, the meta lock), so that no lock is held by a thread that does
+ * internal.h (qs_global, every node lock, every inbox and stash lock, the
+ * page pools, the map lock, the meta lock), so that no lock is held by a thread that does
  * not exist in the child.  Parent and child release them all; the child also
  * forgets the purger (threads do not survive fork) and may allocate at once.
  * Queues of the parent's other threads stay attached to owners that do not
@@ -22,8 +22,10 @@ static void for_each_lock(void (*op)(qs_lock *), bool reverse)
                 for (int n = 0; n < qs_nr_nodes; n++)
                     op(&c->nodes[n].lock);
             else
-                for (struct qs_queue *q = c->queues; q; q = q->all_next)
+                for (struct qs_queue *q = c->queues; q; q = q->all_next) {
                     op(&q->inbox.lock);
+                    op(&q->stash_lock);
+                }
         }
     }
 }

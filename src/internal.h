@@ -238,6 +238,8 @@ struct qs_owner;
 
 #define QS_PENDING 4    /* owners with a pending batch at once, per queue */
 #define QS_REMOTE_LOW 4 /* others' objects are queued below hiwater / 4 */
+#define QS_PARK_BYTES (64 << 10)   /* ... and below this many bytes of queue */
+#define QS_REMOTE_BYTES (32 << 10) /* a pending batch is posted at this size */
 
 /* Objects on their way to one owner (a queue's list or a node's), linked
  * through their link words; posted in one go (queue.c send_batch). */
@@ -264,11 +266,17 @@ struct qs_queue {
      * of the fast paths, shares the first cache line with head and nr. */
     unsigned long stat[QS_STAT_NR];
     struct qs_list list; /* slabs this owner owns */
-    struct qs_slab *stash; /* our empty slabs (state EMPTY, ->next linked), kept
-                              for the next refill; handed to the node in
-                              batches (qs_queue_drain_stash) */
-    unsigned nr_stash;
-    size_t stash_bytes;
+    /* our empty slabs (state EMPTY, ->next linked), kept for the next
+     * refill; handed to the node in batches (qs_queue_drain_stash).  Under
+     * stash_lock, a leaf lock: the owner takes it once per stash_add or
+     * refill, the purger to take a stash its owner left alone for a whole
+     * tick (stash_idle: set by the purger, cleared by the owner, relaxed),
+     * which a quiet thread would otherwise keep forever. */
+    qs_lock stash_lock;
+    int stash_idle;
+    struct qs_slab *stash;
+    unsigned nr_stash; /* also read unlocked (statistics, hints) */
+    uint32_t stash_bytes; /* at most QS_STASH_BYTES + one slab */
     struct qs_batch pending[QS_PENDING]; /* frees of objects of slabs we do
                                             not own, on their way home
                                             (queue.c pending_add) */
@@ -286,6 +294,9 @@ struct qs_queue {
 
 _Static_assert(__builtin_offsetof(struct qs_queue, stat) + 8 * (QS_FREE_SLOW + 1) <= 64,
                "the fast paths' queue fields and counters in one cache line");
+/* a thread has one queue per cache it uses: 1,000 threads using 20 classes
+ * hold 20,000 of them */
+_Static_assert(sizeof(struct qs_queue) <= 512, "queues stay at 512 bytes");
 
 /* Per-(cache, node) lists. */
 struct qs_node {
@@ -304,6 +315,10 @@ struct qslab_cache {
     uint32_t slot_size;  /* bytes per object in a slab */
     uint32_t hiwater;    /* tunable: queue length that triggers a flush */
     uint32_t freebatch;  /* tunable: objects moved per flush */
+    /* derived from hiwater, freebatch and slot_size (qs_tune_derive): what
+     * a thread holds of other owners' objects is bounded in bytes too */
+    uint32_t park;         /* others' objects queued while nr < park */
+    uint32_t remote_batch; /* a pending batch is posted at this many */
     void (*ctor)(void *);
     /* cold */
     size_t obj_size, align;
@@ -481,6 +496,8 @@ void qs_fork_init(void);
 /* ---- slab.c ---- */
 unsigned qs_slab_objects(const qslab_cache *c, unsigned order);
 unsigned qs_slab_min_order(size_t slot_size, size_t align);
+#define QS_SLAB_MIN_OBJS 4           /* objects per slab by default, */
+#define QS_SLAB_MIN_BYTES (16u << 10) /* or a slab this long (slab.c) */
 unsigned qs_slab_default_order(size_t slot_size, size_t align);
 struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node);
 /* Allocate one object from a slab the caller owns (freelist non-empty). */
@@ -599,6 +616,7 @@ void qs_free_slow(qslab_cache *c, struct qs_slab *s, void *obj);
 void qs_queue_flush(qslab_cache *c, struct qs_queue *q, unsigned count);
 void qs_free_full(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
 void qs_queue_drain_stash(qslab_cache *c, struct qs_queue *q);
+void qs_queue_steal_idle_stash(qslab_cache *c, struct qs_queue *q);
 void qs_queue_send_pending(qslab_cache *c, struct qs_queue *q);
 void qs_free_remote(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
 void qs_queue_empty_out(qslab_cache *c, struct qs_queue *q); /* claim, flush all, drain */
@@ -646,6 +664,7 @@ void qs_stats_totals(struct qs_totals *t);
 
 /* ---- tune.c ---- */
 void qs_tune_defaults(qslab_cache *c);
+void qs_tune_derive(qslab_cache *c);
 void qs_tune_apply_env(qslab_cache *c);
 
 /* Count an event: in the caller's queue (one writer, plain stores), or in

@@ -179,6 +179,8 @@ size_t qs_node_sweep(bool all)
     uint64_t now = qs_os_now_ms();
     qs_lock_acquire(&qs_global);
     for (qslab_cache *c = qs_caches; c; c = c->next) {
+        for (struct qs_queue *q = c->queues; q; q = q->all_next)
+            qs_queue_steal_idle_stash(c, q);
         for (int i = 0; i < qs_nr_nodes; i++) {
             struct qs_node *n = &c->nodes[i];
             struct qs_slab *mine = NULL;

@@ -12,11 +12,11 @@
  *      queue is FULL: all its objects are in use or queued.
  * FREE SLOW PATHS:
  *   - an object of a slab we do not own (another thread's, a node's) goes
- *     on our queue only while the queue is short (hiwater/4) and the object
- *     is of our node; otherwise it
+ *     on our queue only while the queue is short (c->park: hiwater/4 and
+ *     64 KiB) and the object is of our node; otherwise it
  *     joins the pending batch for its owner (pending_add, SLQB's rlist),
  *     posted to the owner's inbox under one lock, or freed under the node's
- *     lock, freebatch objects at a time;
+ *     lock, c->remote_batch objects at a time (freebatch, at most 32 KiB);
  *   - the queue is at hiwater: an object of our own slab goes straight onto
  *     the slab's free list (qs_free_full); slabs that become empty go to our
  *     stash, handed to the node's empty FIFO a few at a time.
@@ -24,8 +24,8 @@
  * to its slab's owner, walking them once, with the same batching.
  *
  * Producer/consumer traffic stays bounded: a consumer parks at most
- * hiwater/4 + QS_PENDING * freebatch of the producer's objects, and the
- * rest return to the producer's inbox, which the producer claims before it
+ * park + QS_PENDING * remote_batch of the producer's objects (at most
+ * 64 + 4 * 32 KiB, tune.c qs_tune_derive), and the rest return to the producer's inbox, which the producer claims before it
  * makes any new slab.
  */
 #include "fastpath.h"
@@ -166,24 +166,54 @@ static inline void batch_add(qslab_cache *c, struct qs_queue *q, struct qs_batch
         send_batch(c, q, b);
 }
 
-/* Hand the stash to the node's empty FIFO: one lock and one clock read
- * for the lot. */
-void qs_queue_drain_stash(qslab_cache *c, struct qs_queue *q)
+/* Detach the stash (stash_lock held). */
+static struct qs_slab *stash_detach_locked(struct qs_queue *q)
 {
     struct qs_slab *list = q->stash;
-    if (!list)
-        return;
     q->stash = NULL;
     QS_STORE(q->nr_stash, 0); /* read by statistics */
     q->stash_bytes = 0;
-    qs_node_put_empty(c, q, &c->nodes[q->node], list);
+    return list;
+}
+
+/* Hand the stash to the node's empty FIFO: one lock and one clock read
+ * for the lot.  The stash lock is never held with another qslab lock. */
+void qs_queue_drain_stash(qslab_cache *c, struct qs_queue *q)
+{
+    if (!QS_LOAD(q->nr_stash))
+        return;
+    qs_lock_acquire(&q->stash_lock);
+    struct qs_slab *list = stash_detach_locked(q);
+    qs_lock_release(&q->stash_lock);
+    if (list)
+        qs_node_put_empty(c, q, &c->nodes[q->node], list);
+}
+
+/* The purger, every tick (qs_global held, q may be another thread's): a
+ * stash its owner has not touched since the last tick goes to the node's
+ * empty FIFO, where the decay gives it back.  A thread that went quiet
+ * would otherwise keep up to QS_STASH_BYTES per cache for good.  Counted in
+ * the orphan counters: q's are its owner's alone. */
+void qs_queue_steal_idle_stash(qslab_cache *c, struct qs_queue *q)
+{
+    if (!QS_LOAD(q->nr_stash))
+        return;
+    if (!QS_LOAD(q->stash_idle)) { /* the owner clears it when it uses the stash */
+        QS_STORE(q->stash_idle, 1);
+        return;
+    }
+    qs_lock_acquire(&q->stash_lock);
+    struct qs_slab *list = q->stash_idle ? stash_detach_locked(q) : NULL;
+    qs_lock_release(&q->stash_lock);
+    if (list)
+        qs_node_put_empty(c, NULL, &c->nodes[q->node], list);
 }
 
 /* Keep our empty slabs (a list linked by ->next, off every list) for our
- * next refill, which takes them without a lock.  At min(QS_STASH_SLABS,
- * empty_limit) slabs or QS_STASH_BYTES the stash goes to the node, where
- * the empty-slab policy and the purger see it; a cache tuned to keep no
- * empties (limit or decay 0) has no stash. */
+ * next refill, which takes them without the node's lock.  At
+ * min(QS_STASH_SLABS, empty_limit) slabs or QS_STASH_BYTES the stash goes to
+ * the node, where the empty-slab policy and the purger see it; a cache
+ * tuned to keep no empties (limit or decay 0) has no stash. */
 static void stash_add(qslab_cache *c, struct qs_queue *q, struct qs_slab *list)
 {
     unsigned limit = QS_LOAD(c->empty_limit);
@@ -191,6 +221,9 @@ static void stash_add(qslab_cache *c, struct qs_queue *q, struct qs_slab *list)
         limit = QS_STASH_SLABS;
     if (QS_LOAD(c->empty_decay_ms) == 0)
         limit = 0;
+    struct qs_slab *full = NULL;
+    qs_lock_acquire(&q->stash_lock);
+    QS_STORE(q->stash_idle, 0);
     while (list) {
         struct qs_slab *s = list;
         list = s->next;
@@ -198,10 +231,21 @@ static void stash_add(qslab_cache *c, struct qs_queue *q, struct qs_slab *list)
         s->next = q->stash;
         q->stash = s;
         QS_STORE(q->nr_stash, q->nr_stash + 1);
-        q->stash_bytes += qs_slab_bytes(s->order);
-        if (q->nr_stash >= limit || q->stash_bytes >= QS_STASH_BYTES)
-            qs_queue_drain_stash(c, q);
+        q->stash_bytes += (uint32_t)qs_slab_bytes(s->order);
+        if (q->nr_stash >= limit || q->stash_bytes >= QS_STASH_BYTES) {
+            /* hand this stash over after unlocking; start a new one */
+            struct qs_slab *t = stash_detach_locked(q), *last = t;
+            while (last->next)
+                last = last->next;
+            last->next = full;
+            full = t;
+        }
     }
+    qs_lock_release(&q->stash_lock);
+    if (full)
+        qs_node_put_empty(c, q, &c->nodes[q->node], full);
+    else
+        qs_node_purger_want(); /* it takes the stash if we go quiet */
 }
 
 void qs_queue_empty_out(qslab_cache *c, struct qs_queue *q)
@@ -273,13 +317,13 @@ void qs_queue_flush(qslab_cache *c, struct qs_queue *q, unsigned count)
 }
 
 /* Objects of slabs we do not own go onto our queue only while it is short
- * (below hiwater / QS_REMOTE_LOW: local reuse, as SLQB does for all of
- * them); otherwise home: onto the pending batch for their owner (SLQB's
- * rlist), posted to its inbox (or freed under its node's lock) when it
- * holds freebatch objects.  Up to QS_PENDING owners have a batch open at
+ * (below c->park: local reuse, as SLQB does for all of them); otherwise
+ * home: onto the pending batch for their owner (SLQB's rlist), posted to
+ * its inbox (or freed under its node's lock) when it holds
+ * c->remote_batch objects.  Up to QS_PENDING owners have a batch open at
  * once; a new owner takes a free batch or sends one (round robin).  A
- * thread that frees what others allocated thus parks at most hiwater/4 of
- * them plus QS_PENDING * freebatch, not hiwater, and the owner gets the
+ * thread that frees what others allocated thus parks at most park of them
+ * plus QS_PENDING * remote_batch, not hiwater, and the owner gets the
  * rest back within a batch. */
 static QS_NOINLINE struct qs_batch *pending_find(qslab_cache *c, struct qs_queue *q,
                                                 struct qs_list *to)
@@ -295,7 +339,7 @@ static inline void pending_add(qslab_cache *c, struct qs_queue *q, struct qs_sla
     struct qs_batch *b = &q->pending[q->pending_mru];
     if (unlikely(b->to != to))
         b = pending_find(c, q, to);
-    batch_add(c, q, b, obj, QS_LOAD(c->freebatch)); /* posting is a tail call */
+    batch_add(c, q, b, obj, QS_LOAD(c->remote_batch)); /* posting is a tail call */
 }
 
 /* A free while the queue is at hiwater, of an object of one of our own
@@ -343,10 +387,11 @@ void qs_free_remote(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void 
         free_remote_suspect(c, q, s, obj);
         return;
     }
-    if (q->nr < QS_LOAD(q->hiwater) / QS_REMOTE_LOW && s->node == q->node) {
+    if (q->nr < QS_LOAD(c->park) && s->node == q->node) {
         /* a short queue takes it: the thread reuses it locally (a
-         * consumer that never allocates parks at most hiwater/4); never
-         * memory of another node, which a local allocation must not get */
+         * consumer that never allocates parks at most hiwater/4 objects
+         * and 64 KiB); never memory of another node, which a local
+         * allocation must not get */
         qs_queue_push(c, q, s, obj); /* below hiwater: a plain push */
         return;
     }
@@ -405,11 +450,16 @@ static bool queue_refill(qslab_cache *c, struct qs_queue *q)
         want = QS_REFILL_MIN;
     while (q->nr < want && (s = q->list.partial))
         take_slab(c, q, s, &tail, true);
-    while (q->nr < want && (s = q->stash)) { /* our empties: no lock */
-        q->stash = s->next;
-        QS_STORE(q->nr_stash, q->nr_stash - 1);
-        q->stash_bytes -= qs_slab_bytes(s->order);
-        take_slab(c, q, s, &tail, false);
+    if (q->nr < want && QS_LOAD(q->nr_stash)) { /* our empties: no node lock */
+        qs_lock_acquire(&q->stash_lock);
+        QS_STORE(q->stash_idle, 0);
+        while (q->nr < want && (s = q->stash)) {
+            q->stash = s->next;
+            QS_STORE(q->nr_stash, q->nr_stash - 1);
+            q->stash_bytes -= (uint32_t)qs_slab_bytes(s->order);
+            take_slab(c, q, s, &tail, false);
+        }
+        qs_lock_release(&q->stash_lock);
     }
     if (q->nr < QS_REFILL_MIN) {
         s = qs_node_take(c, q, &c->nodes[q->node], want - q->nr);

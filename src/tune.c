@@ -89,12 +89,31 @@ void qs_tune_defaults(qslab_cache *c)
     size_t hw = 4 * fb;
     c->freebatch = (uint32_t)fb;
     c->hiwater = (uint32_t)hw;
+    qs_tune_derive(c);
     /* keep up to 1 GiB of empty slabs per node, at least 4, for 1 s: the
      * decay (and the purger) bounds the time, the limit only a burst (two
      * CPUs freeing 10,000 16 KiB objects each already keep 320 MiB) */
     size_t slabs = ((size_t)1 << 30) >> (QS_PAGE_SHIFT + c->order);
     c->empty_limit = (uint32_t)(slabs < 4 ? 4 : slabs);
     c->empty_decay_ms = 1000;
+}
+
+/* The bounds on other owners' objects a thread holds (queue.c
+ * qs_free_remote): a queue takes them while it is shorter than hiwater /
+ * QS_REMOTE_LOW objects and QS_PARK_BYTES; a pending batch goes home at
+ * freebatch objects or QS_REMOTE_BYTES, whichever comes first.  In objects
+ * alone, a consumer of 4 KiB blocks parked 64 of them and held up to 64 more
+ * per owner in pending batches (0.5 MiB its producer had to make anew); in
+ * bytes it holds at most 64 + 4 * 32 KiB per cache.  Batches of big objects
+ * get shorter, one inbox lock per 32 KiB, small against the work of filling
+ * 32 KiB.  Called with qs_global held (or before the cache is published). */
+void qs_tune_derive(qslab_cache *c)
+{
+    uint32_t slot = c->slot_size;
+    uint32_t park = QS_LOAD(c->hiwater) / QS_REMOTE_LOW, park_b = QS_PARK_BYTES / slot;
+    uint32_t batch = QS_LOAD(c->freebatch), batch_b = QS_REMOTE_BYTES / slot;
+    QS_STORE(c->park, park < park_b ? park : park_b);
+    QS_STORE(c->remote_batch, batch_b < 1 ? 1 : batch < batch_b ? batch : batch_b);
 }
 
 static int find_tunable(const char *attr, size_t len)
@@ -140,6 +159,7 @@ static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
     if (t == T_HIWATER) /* the queues' copies (internal.h) */
         for (struct qs_queue *q = c->queues; q; q = q->all_next)
             QS_STORE(q->hiwater, (uint32_t)v);
+    qs_tune_derive(c);
     return 0;
 }
 

@@ -103,10 +103,12 @@ QSLAB_EXPORT int qslab_cache_validate(qslab_cache *c)
         qs_lock_release(&q->inbox.lock);
         walk_list(&w, &q->list);
         unsigned long ns = 0;
+        qs_lock_acquire(&q->stash_lock);
         for (struct qs_slab *s = q->stash; s; s = s->next, ns++)
             walk_slab(&w, s, &q->list, QS_SLAB_EMPTY);
         if (ns != q->nr_stash)
             problem(&w, "stash count does not match the stash", q);
+        qs_lock_release(&q->stash_lock);
     }
     for (int i = 0; i < qs_nr_nodes; i++) {
         struct qs_node *n = &c->nodes[i];

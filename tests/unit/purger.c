@@ -1,6 +1,8 @@
 /*
  * unit: empty slabs of a program that went quiet go back through the
- * background purger once they are older than empty_decay_ms.  Polls for up to
+ * background purger once they are older than empty_decay_ms, including
+ * those in a thread's stash (queue.c), which only its owner touches while
+ * it is active.  Polls for up to
  * 20 s (a loaded machine may be slow to schedule the purger); fails only if
  * they never go back.
  */
@@ -36,5 +38,27 @@ int main(void)
     CHECK(st.free_slab >= kept);
     CHECK(qslab_cache_validate(c) == 0);
     CHECK(qslab_cache_destroy(c) == 0);
+
+    /* a stash and nothing else: a queue of one object, so that frees go
+     * straight to their slabs, and two of three slabs empty into the stash */
+    qslab_cache *t = qslab_cache_create("t-stash", 1024, 0, 0, NULL);
+    CHECK(t && qslab_tune("t-stash", "empty_decay_ms", "100") == 0);
+    CHECK(qslab_tune("t-stash", "freebatch", "1") == 0 && qslab_tune("t-stash", "hiwater", "1") == 0);
+    void *few[12];
+    for (int i = 0; i < 12; i++)
+        few[i] = qslab_cache_alloc(t);
+    for (int i = 0; i < 12; i++)
+        qslab_cache_free(t, few[i]);
+    qslab_cache_stats(t, &st);
+    CHECKF(st.empty_slabs == 2, "%lu empty slabs in the stash, expected 2", st.empty_slabs);
+    for (int waited = 0; waited < 200 && st.empty_slabs; waited++) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        qslab_cache_stats(t, &st);
+    }
+    CHECKF(st.empty_slabs == 0, "%lu stashed slabs still kept after 20 s", st.empty_slabs);
+    CHECK(st.free_slab >= 2);
+    CHECK(qslab_cache_validate(t) == 0);
+    CHECK(qslab_cache_destroy(t) == 0);
     return tu_done();
 }

@@ -1,6 +1,7 @@
 /*
- * unit: the slab order rule (order 0 first; at most 1/8 waste within three
- * orders above the minimum) and the SLQB watermarks.
+ * unit: the slab order rule (order 0 first, but at least QS_SLAB_MIN_OBJS
+ * objects or QS_SLAB_MIN_BYTES; at most 1/8 waste within three orders above
+ * the minimum), the SLQB watermarks and the byte bounds derived from them.
  */
 #include "../testutil.h"
 #include "internal.h"
@@ -13,13 +14,14 @@ static size_t waste(size_t slot, unsigned order)
 
 int main(void)
 {
-    /* powers of two up to a page: order 0, no waste */
-    for (size_t s = 8; s <= 4096; s *= 2)
+    /* powers of two up to 1 KiB: order 0, no waste */
+    for (size_t s = 8; s <= 1024; s *= 2)
         CHECKF(qs_slab_default_order(s, 8) == 0, "size %zu", s);
-    /* bigger powers of two: the smallest order that holds one.  kmalloc-8192
-     * is order 1 here: the queues, not objects per slab, make it fast (the
-     * seeds' calculate_order discussion) */
-    CHECK(qs_slab_default_order(8192, 8) == 1);
+    /* bigger ones: four objects or 16 KiB, so that the 96-byte descriptor
+     * costs at most 0.6% (one per 4 KiB object was 2.3%) */
+    CHECK(qs_slab_default_order(2048, 8) == 1);
+    CHECK(qs_slab_default_order(4096, 8) == 2);
+    CHECK(qs_slab_default_order(8192, 8) == 2);
     CHECK(qs_slab_default_order(16384, 8) == 2);
     CHECK(qs_slab_default_order(32u << 20, 8) == 13);
     /* odd sizes: first order within three that wastes at most 1/8 */
@@ -27,15 +29,17 @@ int main(void)
     CHECK(qs_slab_default_order(192, 8) == 0);
     unsigned o = qs_slab_default_order(4696, 8); /* the netperf skb size */
     CHECKF(waste(4696, o) * 8 <= qs_slab_bytes(o), "order %u wastes %zu", o, waste(4696, o));
-    for (unsigned k = qs_slab_min_order(4696, 8); k < o; k++)
-        CHECKF(waste(4696, k) * 8 > qs_slab_bytes(k), "order %u was good enough", k);
     for (size_t s = 8; s < 70000; s += 8) {
         unsigned d = qs_slab_default_order(s, 8), m = qs_slab_min_order(s, 8);
-        CHECK(d >= m && d <= m + 3 && qs_slab_bytes(d) >= s);
-        if (d > m) /* every lower order wasted too much */
-            for (unsigned k = m; k < d; k++)
-                if (waste(s, k) * 8 <= qs_slab_bytes(k))
-                    tu_fail("size %zu: order %u fits but %u chosen", s, k, d);
+        size_t bytes = qs_slab_bytes(d);
+        CHECK(d >= m && d <= m + 3 && bytes >= s);
+        CHECKF(bytes / s >= QS_SLAB_MIN_OBJS || bytes >= QS_SLAB_MIN_BYTES, "size %zu: order %u", s, d);
+        for (unsigned k = m; k < d; k++) { /* every lower order was too small or wasteful */
+            size_t b = qs_slab_bytes(k);
+            bool small = b / s < QS_SLAB_MIN_OBJS && b < QS_SLAB_MIN_BYTES;
+            if (!small && waste(s, k) * 8 <= b)
+                tu_fail("size %zu: order %u fits but %u chosen", s, k, d);
+        }
     }
     /* alignment raises the minimum order */
     CHECK(qs_slab_min_order(64, 16384) == 2);
@@ -52,5 +56,22 @@ int main(void)
         CHECK(qslab_tune_get(wm[i].name, "hiwater", &hw) == 0);
         CHECKF(fb == wm[i].freebatch && hw == wm[i].hiwater, "%s: freebatch %lu hiwater %lu", wm[i].name, fb, hw);
     }
+
+    /* what a thread holds of other owners' objects, bounded in bytes too:
+     * parked below min(hiwater/4, 64 KiB), batches of min(freebatch, 32 KiB) */
+    static const struct { const char *name; unsigned park, batch; } rb[] = {
+        {"kmalloc-8", 2048, 2048}, {"kmalloc-256", 256, 128}, {"kmalloc-1024", 64, 32},
+        {"kmalloc-4096", 16, 8},   {"kmalloc-5120", 12, 6},   {"kmalloc-1048576", 0, 1},
+    };
+    for (size_t i = 0; i < sizeof rb / sizeof rb[0]; i++) {
+        qslab_cache *c = qslab_cache_find(rb[i].name);
+        CHECKF(c && c->park == rb[i].park && c->remote_batch == rb[i].batch, "%s: park %u batch %u",
+               rb[i].name, c ? c->park : 0, c ? c->remote_batch : 0);
+    }
+    /* and they follow the tunables */
+    CHECK(qslab_tune("kmalloc-4096", "freebatch", "4") == 0);
+    CHECK(qslab_tune("kmalloc-4096", "hiwater", "32") == 0);
+    qslab_cache *c4 = qslab_cache_find("kmalloc-4096");
+    CHECKF(c4->park == 8 && c4->remote_batch == 4, "park %u batch %u", c4->park, c4->remote_batch);
     return tu_done();
 }
