@@ -496,8 +496,8 @@ void qs_fork_init(void);
 /* ---- slab.c ---- */
 unsigned qs_slab_objects(const qslab_cache *c, unsigned order);
 unsigned qs_slab_min_order(size_t slot_size, size_t align);
-#define QS_SLAB_MIN_OBJS 4           /* objects per slab by default, */
-#define QS_SLAB_MIN_BYTES (16u << 10) /* or a slab this long (slab.c) */
+#define QS_SLAB_MIN_OBJS 8           /* objects per slab by default, */
+#define QS_SLAB_MIN_BYTES (32u << 10) /* or a slab this long (slab.c) */
 unsigned qs_slab_default_order(size_t slot_size, size_t align);
 struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node);
 /* Allocate one object from a slab the caller owns (freelist non-empty). */
@@ -620,7 +620,7 @@ void qs_queue_steal_idle_stash(qslab_cache *c, struct qs_queue *q);
 void qs_queue_send_pending(qslab_cache *c, struct qs_queue *q);
 void qs_free_remote(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
 void qs_queue_empty_out(qslab_cache *c, struct qs_queue *q); /* claim, flush all, drain */
-#define QS_STASH_SLABS 8                  /* at most, per queue */
+#define QS_STASH_SLABS 32                 /* at most, per queue */
 #define QS_STASH_BYTES ((size_t)128 << 10) /* at most, per queue */
 void qs_queue_retire(qslab_cache *c, struct qs_queue *q);
 void qs_queue_claim(qslab_cache *c, struct qs_queue *q);

@@ -6,18 +6,17 @@
  * stored in the slab, the descriptor lives in the chunk header (page.c).
  *
  * ORDER RULE (order 0 first, as SLQB).  The default order is the smallest
- * order that holds QS_SLAB_MIN_OBJS objects (or is QS_SLAB_MIN_BYTES long),
- * unless that wastes more than 1/8 of the slab; then up to three orders above
- * the one that holds one object are tried and the first that wastes at most
- * 1/8 is taken (or the least wasteful).  Every slab has a 96-byte descriptor:
- * a slab of one 4 KiB object paid 2.3% for it (0.94 MiB for 10,000 of them,
- * where glibc's header costs 16 bytes each); four objects per slab, or 16
- * KiB, keep it under 0.6%.  Objects of 1 KiB and less stay at order 0.  Unlike SLUB's calculate_order there
- * is no "minimum objects per slab" target that is halved on failure: that
- * halving is what left kmalloc-8192 at order 2 while order 3 fitted as well
- * (the netperf UDP-4k thread in the seeds).  qslab does not need many objects
- * per slab to be fast, because the per-owner queues, not the slab free lists,
- * serve the fast path; a tunable (qslab_tune "order") raises it per cache.
+ * order that holds QS_SLAB_MIN_OBJS (8) objects or is QS_SLAB_MIN_BYTES (32
+ * KiB) long, unless that wastes more than 1/8 of the slab; then up to three
+ * orders above the one that holds one object are tried and the first that
+ * wastes at most 1/8 is taken (or the least wasteful).  Objects up to 512
+ * bytes keep order 0.  Why not one object per page: every slab has a
+ * 96-byte descriptor (a 4 KiB object with a slab of its own paid 2.3% for
+ * it, 0.94 MiB per 10,000, where glibc's header costs 16 bytes), and a burst
+ * of frees pays a slab's list moves and stash entry once per slab: 1 KiB
+ * objects four to a page cost 84.6 + 99.4 instructions per malloc + free in
+ * a 10,000-object batch, eight to a 8 KiB slab 64.7 + 83.2 (4 KiB objects
+ * one to a page 178.9 + 177.8, eight to a 32 KiB slab 70.1 + 87.4).
  *
  * The slab's own free list (freelist/tail, encoded links as in queues) is
  * touched only by the slab's owner: the owning thread, or whoever holds the

@@ -21,9 +21,9 @@ default=$(on_qslab "$prog" kmalloc-64:hiwater) || fail "tune_probe exited $?"
 probe "kmalloc-64 hiwater 2048" "kmalloc-64:hiwater=2048" kmalloc-64:hiwater
 [ -s "$WORK/err" ] && fail "a valid QSLAB_TUNE printed: $(cat "$WORK/err")"
 probe "kmalloc-64 hiwater 2048
-kmalloc-8192 order 3
+kmalloc-8192 order 4
 kmalloc-96 empty_decay_ms 500
-kmalloc-64 empty_decay_ms 500" "kmalloc-64:hiwater=2048;kmalloc-8192:order=3;*:empty_decay_ms=500" \
+kmalloc-64 empty_decay_ms 500" "kmalloc-64:hiwater=2048;kmalloc-8192:order=4;*:empty_decay_ms=500" \
     kmalloc-64:hiwater kmalloc-8192:order kmalloc-96:empty_decay_ms kmalloc-64:empty_decay_ms
 probe "$default" "kmalloc-64:hiwater=1" kmalloc-64:hiwater
 grep -q '^qslab: .*hiwater' "$WORK/err" || fail "an out-of-range QSLAB_TUNE value was not reported: $(cat "$WORK/err")"

@@ -6,7 +6,7 @@
  * libqslab-malloc.so is loaded):
  *   tune_probe kmalloc-64:hiwater kmalloc-8192:order
  *   -> kmalloc-64 hiwater 2048
- *      kmalloc-8192 order 1
+ *      kmalloc-8192 order 3
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>

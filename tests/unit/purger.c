@@ -44,10 +44,12 @@ int main(void)
     qslab_cache *t = qslab_cache_create("t-stash", 1024, 0, 0, NULL);
     CHECK(t && qslab_tune("t-stash", "empty_decay_ms", "100") == 0);
     CHECK(qslab_tune("t-stash", "freebatch", "1") == 0 && qslab_tune("t-stash", "hiwater", "1") == 0);
-    void *few[12];
-    for (int i = 0; i < 12; i++)
+    unsigned per = qs_slab_objects(t, t->order), n = 3 * per;
+    void *few[64];
+    CHECK(n <= 64);
+    for (unsigned i = 0; i < n; i++)
         few[i] = qslab_cache_alloc(t);
-    for (int i = 0; i < 12; i++)
+    for (unsigned i = 0; i < n; i++)
         qslab_cache_free(t, few[i]);
     qslab_cache_stats(t, &st);
     CHECKF(st.empty_slabs == 2, "%lu empty slabs in the stash, expected 2", st.empty_slabs);
