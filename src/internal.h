@@ -240,6 +240,8 @@ struct qs_owner;
 #define QS_REMOTE_LOW 4 /* others' objects are queued below hiwater / 4 */
 #define QS_PARK_BYTES (64 << 10)   /* ... and below this many bytes of queue */
 #define QS_REMOTE_BYTES (32 << 10) /* a pending batch is posted at this size */
+#define QS_REFILL_BYTES (64 << 10) /* a refill takes at most this much */
+#define QS_QUEUE_BYTES ((size_t)256 << 10) /* default hiwater, at most (tune.c) */
 
 /* Objects on their way to one owner (a queue's list or a node's), linked
  * through their link words; posted in one go (queue.c send_batch). */
@@ -319,6 +321,7 @@ struct qslab_cache {
      * a thread holds of other owners' objects is bounded in bytes too */
     uint32_t park;         /* others' objects queued while nr < park */
     uint32_t remote_batch; /* a pending batch is posted at this many */
+    uint32_t refill;       /* objects a refill aims for (queue.c) */
     void (*ctor)(void *);
     /* cold */
     size_t obj_size, align;

@@ -444,10 +444,11 @@ static bool queue_refill(qslab_cache *c, struct qs_queue *q)
     QS_ADD(q->stat[QS_REFILL], 1);
     /* slabs we own and slabs on the node lists are already faulted in: take
      * enough of them for half a batch (one lock for the node's), not just
-     * QS_REFILL_MIN objects; only new slabs stop at QS_REFILL_MIN */
-    unsigned want = QS_LOAD(c->freebatch) / 2;
-    if (want < QS_REFILL_MIN)
-        want = QS_REFILL_MIN;
+     * QS_REFILL_MIN objects; only new slabs stop at QS_REFILL_MIN.  Both at
+     * most QS_REFILL_BYTES, at least one object (c->refill): a thread that
+     * took four 256 KiB slabs for one allocation hoarded 768 KiB that the
+     * other threads then made anew */
+    unsigned want = QS_LOAD(c->refill), least = want < QS_REFILL_MIN ? want : QS_REFILL_MIN;
     while (q->nr < want && (s = q->list.partial))
         take_slab(c, q, s, &tail, true);
     if (q->nr < want && QS_LOAD(q->nr_stash)) { /* our empties: no node lock */
@@ -461,7 +462,7 @@ static bool queue_refill(qslab_cache *c, struct qs_queue *q)
         }
         qs_lock_release(&q->stash_lock);
     }
-    if (q->nr < QS_REFILL_MIN) {
+    if (q->nr < least) {
         s = qs_node_take(c, q, &c->nodes[q->node], want - q->nr);
         while (s) {
             struct qs_slab *next = s->next;
@@ -469,7 +470,7 @@ static bool queue_refill(qslab_cache *c, struct qs_queue *q)
             s = next;
         }
     }
-    while (q->nr < QS_REFILL_MIN) {
+    while (q->nr < least) {
         s = qs_slab_new(c, q, q->node);
         if (!s)
             break;

@@ -74,11 +74,19 @@ static void range(qslab_cache *c, unsigned t, unsigned long *lo, unsigned long *
 
 void qs_tune_defaults(qslab_cache *c)
 {
-    /* SLQB's watermarks: freebatch = max(4*PAGE/size, min(256, 64*PAGE/size)),
-     * hiwater = 4 * freebatch.  (A cap of 256 KiB per queue was tried: once
-     * other owners' objects went home instead of onto the queue, it no longer
-     * saved the producer/consumer benchmark any memory, and it cost 3.5 MiB
-     * of peak RSS, 58.3 against 54.8, in tests/preload/alloc_heavy.py.) */
+    /* SLQB's watermarks, freebatch = max(4*PAGE/size, min(256, 64*PAGE/size))
+     * and hiwater = 4 * freebatch, but a queue holds at most QS_QUEUE_BYTES
+     * (256 KiB; at least freebatch objects).  Objects in a queue are its
+     * thread's alone: nobody else can use them or give their slabs back,
+     * and after a program frees its working set and goes quiet they stay
+     * (each pinning its slab).  At SLQB's 1 MiB per class, an idle thread
+     * kept 19.6% of a freed 256 MiB working set 2 s later; at 256 KiB, 7.0%.
+     * (The cap was tried once before and cost 3.5 MiB in the 4-thread
+     * Python run: big blocks then came four or five to a slab, and a block
+     * freed past hiwater went to its slab while the thread's next malloc
+     * took a cold one from the queue.  With one big block per slab (slab.c)
+     * the Python run peaks at 47.5 to 48.9 MiB with the cap, 47.6 to 49.3
+     * without.) */
     size_t size = c->slot_size;
     size_t a = 4 * QS_PAGE_SIZE / size, b = 64 * QS_PAGE_SIZE / size;
     size_t fb = b < 256 ? b : 256;
@@ -87,6 +95,9 @@ void qs_tune_defaults(qslab_cache *c)
     if (fb < 1)
         fb = 1;
     size_t hw = 4 * fb;
+    size_t hw_b = QS_QUEUE_BYTES / size;
+    if (hw > hw_b)
+        hw = hw_b > fb ? hw_b : fb;
     c->freebatch = (uint32_t)fb;
     c->hiwater = (uint32_t)hw;
     qs_tune_derive(c);
@@ -106,7 +117,9 @@ void qs_tune_defaults(qslab_cache *c)
  * per owner in pending batches (0.5 MiB its producer had to make anew); in
  * bytes it holds at most 64 + 4 * 32 KiB per cache.  Batches of big objects
  * get shorter, one inbox lock per 32 KiB, small against the work of filling
- * 32 KiB.  Called with qs_global held (or before the cache is published). */
+ * 32 KiB.  A refill (queue.c) aims for half a batch, at least 4 objects,
+ * but at most QS_REFILL_BYTES (at least one object).  Called with
+ * qs_global held (or before the cache is published). */
 void qs_tune_derive(qslab_cache *c)
 {
     uint32_t slot = c->slot_size;
@@ -114,6 +127,13 @@ void qs_tune_derive(qslab_cache *c)
     uint32_t batch = QS_LOAD(c->freebatch), batch_b = QS_REMOTE_BYTES / slot;
     QS_STORE(c->park, park < park_b ? park : park_b);
     QS_STORE(c->remote_batch, batch_b < 1 ? 1 : batch < batch_b ? batch : batch_b);
+    /* a refill: half a batch, at least 4 objects, at most 64 KiB, at least 1 */
+    uint32_t refill = batch / 2, refill_b = QS_REFILL_BYTES / slot;
+    if (refill < 4)
+        refill = 4;
+    if (refill > refill_b)
+        refill = refill_b;
+    QS_STORE(c->refill, refill < 1 ? 1 : refill);
 }
 
 static int find_tunable(const char *attr, size_t len)

@@ -6,10 +6,12 @@
 #include "../testutil.h"
 #include "internal.h"
 
+/* bytes of the slab's touched pages that no object covers (the tail past
+ * the last object's page is never written, so costs no memory) */
 static size_t waste(size_t slot, unsigned order)
 {
-    size_t b = qs_slab_bytes(order);
-    return b - b / slot * slot;
+    size_t used = qs_slab_bytes(order) / slot * slot;
+    return (used + 4095) / 4096 * 4096 - used;
 }
 
 int main(void)
@@ -27,6 +29,9 @@ int main(void)
     CHECK(qs_slab_default_order(16384, 8) == 3);
     CHECK(qs_slab_default_order(65536, 8) == 4);
     CHECK(qs_slab_default_order(32u << 20, 8) == 13);
+    /* big blocks: one per slab; the tail is address space, not memory */
+    CHECK(qs_slab_default_order(3u << 19, 8) == 9);    /* 1.5 MiB in 2 MiB, not 5 in 8 MiB */
+    CHECK(qs_slab_default_order(196608, 8) == 6);      /* 192 KiB in 256 KiB */
     /* odd sizes: first order within three that wastes at most 1/8 */
     CHECK(qs_slab_default_order(96, 8) == 0);
     CHECK(qs_slab_default_order(192, 8) == 0);
@@ -47,11 +52,13 @@ int main(void)
     /* alignment raises the minimum order */
     CHECK(qs_slab_min_order(64, 16384) == 2);
 
-    /* watermarks: SLQB's formula, hiwater = 4 * freebatch */
+    /* watermarks: SLQB's formula, hiwater = 4 * freebatch, but at most
+     * 256 KiB of objects (at least freebatch) */
     static const struct { const char *name; unsigned long freebatch, hiwater; } wm[] = {
         {"kmalloc-8", 2048, 8192},  {"kmalloc-64", 256, 1024},  {"kmalloc-256", 256, 1024},
-        {"kmalloc-1024", 256, 1024}, {"kmalloc-4096", 64, 256}, {"kmalloc-5120", 51, 204},
-        {"kmalloc-16384", 16, 64},  {"kmalloc-1048576", 1, 4},
+        {"kmalloc-512", 256, 512},  {"kmalloc-1024", 256, 256}, {"kmalloc-4096", 64, 64},
+        {"kmalloc-5120", 51, 51},   {"kmalloc-16384", 16, 16},  {"kmalloc-1048576", 1, 1},
+        {"kmalloc-33554432", 1, 1},
     };
     for (size_t i = 0; i < sizeof wm / sizeof wm[0]; i++) {
         unsigned long fb = 0, hw = 0;
@@ -62,15 +69,25 @@ int main(void)
 
     /* what a thread holds of other owners' objects, bounded in bytes too:
      * parked below min(hiwater/4, 64 KiB), batches of min(freebatch, 32 KiB) */
-    static const struct { const char *name; unsigned park, batch; } rb[] = {
-        {"kmalloc-8", 2048, 2048}, {"kmalloc-256", 256, 128}, {"kmalloc-1024", 64, 32},
-        {"kmalloc-4096", 16, 8},   {"kmalloc-5120", 12, 6},   {"kmalloc-1048576", 0, 1},
+    /* and a refill aims for half a batch, at least 4, at most 64 KiB, at
+     * least one object */
+    static const struct { const char *name; unsigned park, batch, refill; } rb[] = {
+        {"kmalloc-8", 2048, 2048, 1024}, {"kmalloc-256", 256, 128, 128}, {"kmalloc-1024", 64, 32, 64},
+        {"kmalloc-4096", 16, 8, 16},     {"kmalloc-5120", 12, 6, 12},    {"kmalloc-1048576", 0, 1, 1},
     };
     for (size_t i = 0; i < sizeof rb / sizeof rb[0]; i++) {
         qslab_cache *c = qslab_cache_find(rb[i].name);
-        CHECKF(c && c->park == rb[i].park && c->remote_batch == rb[i].batch, "%s: park %u batch %u",
-               rb[i].name, c ? c->park : 0, c ? c->remote_batch : 0);
+        CHECKF(c && c->park == rb[i].park && c->remote_batch == rb[i].batch && c->refill == rb[i].refill,
+               "%s: park %u batch %u refill %u", rb[i].name, c ? c->park : 0, c ? c->remote_batch : 0,
+               c ? c->refill : 0);
     }
+    /* one big object makes one slab, not QS_REFILL_MIN of them */
+    qslab_cache *big = qslab_cache_create("t-big", 256 << 10, 0, 0, NULL);
+    void *bp = qslab_cache_alloc(big);
+    struct qslab_cache_stats bst;
+    qslab_cache_stats(big, &bst);
+    CHECKF(bp && bst.num_slabs == 1, "%lu slabs for one 256 KiB object", bst.num_slabs);
+    qslab_cache_free(big, bp);
     /* and they follow the tunables */
     CHECK(qslab_tune("kmalloc-4096", "freebatch", "4") == 0);
     CHECK(qslab_tune("kmalloc-4096", "hiwater", "32") == 0);
