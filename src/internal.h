@@ -238,8 +238,8 @@ struct qs_owner;
 
 #define QS_PENDING 4    /* owners with a pending batch at once, per queue */
 #define QS_REMOTE_LOW 4 /* others' objects are queued below hiwater / 4 */
-#define QS_PARK_BYTES (64 << 10)   /* ... and below this many bytes of queue */
-#define QS_REMOTE_BYTES (32 << 10) /* a pending batch is posted at this size */
+#define QS_PARK_BYTES (16 << 10)   /* ... and below this many bytes of queue */
+#define QS_REMOTE_BYTES (16 << 10) /* a pending batch is posted at this size */
 #define QS_REFILL_BYTES (64 << 10) /* a refill takes at most this much */
 #define QS_QUEUE_BYTES ((size_t)256 << 10) /* default hiwater, at most (tune.c) */
 

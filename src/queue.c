@@ -13,10 +13,10 @@
  * FREE SLOW PATHS:
  *   - an object of a slab we do not own (another thread's, a node's) goes
  *     on our queue only while the queue is short (c->park: hiwater/4 and
- *     64 KiB) and the object is of our node; otherwise it
+ *     16 KiB) and the object is of our node; otherwise it
  *     joins the pending batch for its owner (pending_add, SLQB's rlist),
  *     posted to the owner's inbox under one lock, or freed under the node's
- *     lock, c->remote_batch objects at a time (freebatch, at most 32 KiB);
+ *     lock, c->remote_batch objects at a time (freebatch, at most 16 KiB);
  *   - the queue is at hiwater: an object of our own slab goes straight onto
  *     the slab's free list (qs_free_full); slabs that become empty go to our
  *     stash, handed to the node's empty FIFO a few at a time.
@@ -25,7 +25,7 @@
  *
  * Producer/consumer traffic stays bounded: a consumer parks at most
  * park + QS_PENDING * remote_batch of the producer's objects (at most
- * 64 + 4 * 32 KiB, tune.c qs_tune_derive), and the rest return to the producer's inbox, which the producer claims before it
+ * 16 + 4 * 16 KiB, tune.c qs_tune_derive), and the rest return to the producer's inbox, which the producer claims before it
  * makes any new slab.
  */
 #include "fastpath.h"
@@ -390,7 +390,7 @@ void qs_free_remote(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void 
     if (q->nr < QS_LOAD(c->park) && s->node == q->node) {
         /* a short queue takes it: the thread reuses it locally (a
          * consumer that never allocates parks at most hiwater/4 objects
-         * and 64 KiB); never memory of another node, which a local
+         * and 16 KiB); never memory of another node, which a local
          * allocation must not get */
         qs_queue_push(c, q, s, obj); /* below hiwater: a plain push */
         return;

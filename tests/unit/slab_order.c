@@ -68,12 +68,12 @@ int main(void)
     }
 
     /* what a thread holds of other owners' objects, bounded in bytes too:
-     * parked below min(hiwater/4, 64 KiB), batches of min(freebatch, 32 KiB) */
+     * parked below min(hiwater/4, 16 KiB), batches of min(freebatch, 16 KiB) */
     /* and a refill aims for half a batch, at least 4, at most 64 KiB, at
      * least one object */
     static const struct { const char *name; unsigned park, batch, refill; } rb[] = {
-        {"kmalloc-8", 2048, 2048, 1024}, {"kmalloc-256", 256, 128, 128}, {"kmalloc-1024", 64, 32, 64},
-        {"kmalloc-4096", 16, 8, 16},     {"kmalloc-5120", 12, 6, 12},    {"kmalloc-1048576", 0, 1, 1},
+        {"kmalloc-8", 2048, 2048, 1024}, {"kmalloc-256", 64, 64, 128}, {"kmalloc-1024", 16, 16, 64},
+        {"kmalloc-4096", 4, 4, 16},      {"kmalloc-5120", 3, 3, 12},   {"kmalloc-1048576", 0, 1, 1},
     };
     for (size_t i = 0; i < sizeof rb / sizeof rb[0]; i++) {
         qslab_cache *c = qslab_cache_find(rb[i].name);
@@ -92,6 +92,7 @@ int main(void)
     CHECK(qslab_tune("kmalloc-4096", "freebatch", "4") == 0);
     CHECK(qslab_tune("kmalloc-4096", "hiwater", "32") == 0);
     qslab_cache *c4 = qslab_cache_find("kmalloc-4096");
-    CHECKF(c4->park == 8 && c4->remote_batch == 4, "park %u batch %u", c4->park, c4->remote_batch);
+    CHECK(qslab_tune("kmalloc-4096", "hiwater", "8") == 0);
+    CHECKF(c4->park == 2 && c4->remote_batch == 4, "park %u batch %u", c4->park, c4->remote_batch);
     return tu_done();
 }
