@@ -233,8 +233,9 @@ void qs_bad_free(qslab_cache *expected, const void *p)
                  c->name);
         return;
     }
-    if (off >= s->span)
-        qs_fatal("invalid free of %p: not an object (slab tail of cache %s)", p, c->name);
+    if (off >= __atomic_load_n(&s->span, __ATOMIC_RELAXED))
+        qs_fatal("invalid free of %p: not an allocated object (slab tail, or a slot never handed "
+                 "out, of cache %s)", p, c->name);
     else
         qs_fatal("invalid free of %p: interior pointer into object %p of cache %s", p, obj,
                  c->name);

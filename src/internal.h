@@ -206,14 +206,14 @@ struct qs_slab {
     qslab_cache *cache;     /* NULL: slot free in the page layer (atomic) */
     char *base;             /* first object */
     uint64_t recip;         /* ceil(2^64 / slot_size): divisibility check */
-    uint32_t span;          /* objects * slot_size: bytes of objects; 0: none */
+    uint32_t span;          /* objects * slot_size: bytes of born objects; 0: none */
     uint32_t cache_id;      /* cache->id: the free path finds its queue
                                without waiting for the cache's line */
     char *mem;              /* slab start (page aligned); set by page layer */
     struct qs_list *owner;  /* atomic (acquire/release) */
     void *freelist, *tail;  /* objects free in the slab (encoded links) */
     uint32_t inuse;         /* objects not on freelist */
-    uint32_t objects;       /* objects in this slab */
+    uint32_t objects;       /* objects born in this slab (slab.c qs_slab_grow) */
     uint8_t state;          /* QS_SLAB_* */
     uint8_t order;          /* slab bytes = page << order */
     uint16_t node;          /* NUMA node of its memory */
@@ -241,6 +241,7 @@ struct qs_owner;
 #define QS_PARK_BYTES (16 << 10)   /* ... and below this many bytes of queue */
 #define QS_REMOTE_BYTES (16 << 10) /* a pending batch is posted at this size */
 #define QS_REFILL_BYTES (64 << 10) /* a refill takes at most this much */
+#define QS_REFILL_MIN 4            /* ... and at least this many objects */
 #define QS_QUEUE_BYTES ((size_t)256 << 10) /* default hiwater, at most (tune.c) */
 
 /* Objects on their way to one owner (a queue's list or a node's), linked
@@ -322,6 +323,7 @@ struct qslab_cache {
     uint32_t park;         /* others' objects queued while nr < park */
     uint32_t remote_batch; /* a pending batch is posted at this many */
     uint32_t refill;       /* objects a refill aims for (queue.c) */
+    uint32_t fresh;        /* ... and takes at least, of new memory */
     void (*ctor)(void *);
     /* cold */
     size_t obj_size, align;
@@ -504,7 +506,9 @@ unsigned qs_slab_min_order(size_t slot_size, size_t align);
 unsigned qs_slab_default_order(size_t slot_size, size_t align);
 struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node);
 /* Allocate one object from a slab the caller owns (freelist non-empty). */
-void *qs_slab_take_one(qslab_cache *c, struct qs_slab *s);
+void *qs_slab_take_one(qslab_cache *c, struct qs_queue *q, struct qs_slab *s);
+uint32_t qs_slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, uint32_t want);
+bool qs_slab_growable(const qslab_cache *c, const struct qs_slab *s);
 
 static inline uintptr_t *qs_link(const qslab_cache *c, void *obj)
 {
@@ -533,7 +537,8 @@ static inline void *qs_dec(const qslab_cache *c, uintptr_t w, bool *bad)
 static inline bool qs_slab_valid_obj(const struct qs_slab *s, const void *p)
 {
     uintptr_t off = (uintptr_t)p - (uintptr_t)s->base;
-    return off < s->span && off * s->recip < s->recip;
+    /* span grows while the slab lives (lazy birth, slab.c): relaxed */
+    return off < __atomic_load_n(&s->span, __ATOMIC_RELAXED) && off * s->recip < s->recip;
 }
 /* Owner lists: doubly linked, head insertion; the caller owns the list. */
 static inline void qs_list_add(struct qs_list *l, struct qs_slab *s, int state)

@@ -334,9 +334,10 @@ void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node)
         qs_slab_set_owner(s, &n->list);
         qs_list_add(&n->list, s, QS_SLAB_PARTIAL);
     }
-    /* s is on n's partial list and has a free object: we hold the lock */
-    obj = qs_slab_take_one(c, s);
-    if (s->inuse == s->objects) {
+    /* s is on n's partial list: it has a free object, or can grow one (we
+     * hold the lock) */
+    obj = qs_slab_take_one(c, q, s);
+    if (!s->freelist && !qs_slab_growable(c, s)) {
         qs_list_del(&n->list, s);
         qs_list_add(&n->list, s, QS_SLAB_FULL);
     }

@@ -5,11 +5,13 @@
  *   1. claim the inbox: remote frees other owners posted to us are spliced
  *      onto the queue in O(1) (SLQB's claim_remote_free_list);
  *   2. refill from slabs: take the whole free list of slabs (O(1) each,
- *      thanks to the slab's tail pointer) until the queue holds at least
- *      QS_REFILL_MIN objects: our own partial slabs first, then our stash of
- *      empty slabs, then the node's partial and empty slabs (one lock for
- *      several slabs), then new slabs.  A slab whose free list went to the
- *      queue is FULL: all its objects are in use or queued.
+ *      thanks to the slab's tail pointer) until the queue holds c->refill
+ *      objects (half a batch, at most 64 KiB): our own partial slabs first,
+ *      then our stash of empty slabs, then the node's partial and empty
+ *      slabs (one lock for several slabs), then new memory: a slab of ours
+ *      that can grow (lazy birth, slab.c) or a new slab, until c->fresh
+ *      objects (QS_REFILL_MIN, at most a page's worth).  A slab whose free
+ *      list went to the queue is FULL, unless it can grow.
  * FREE SLOW PATHS:
  *   - an object of a slab we do not own (another thread's, a node's) goes
  *     on our queue only while the queue is short (c->park: hiwater/4 and
@@ -32,7 +34,6 @@
 
 #include <errno.h>
 
-#define QS_REFILL_MIN 4
 #define QS_ROUTE_BATCHES 8
 
 /* Owner-side free of obj to slab s on list l; empties collected on *empties. */
@@ -416,9 +417,14 @@ void qs_queue_claim(qslab_cache *c, struct qs_queue *q)
     QS_ADD(q->stat[QS_CLAIM], 1);
 }
 
-/* Move the whole free list of slab s (owned by q) onto the queue after *tail. */
-static void take_slab(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void **tail, bool listed)
+/* Move the whole free list of slab s (owned by q) onto the queue after *tail;
+ * an empty list is grown first (lazy birth, slab.c: at least `want` objects
+ * or a page's worth).  The slab is FULL after, unless it can grow again. */
+static void take_slab(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void **tail, bool listed,
+                      unsigned want)
 {
+    if (!s->freelist)
+        qs_slab_grow(c, q, s, want);
     if (*tail)
         *qs_link(c, *tail) = qs_enc(c, s->freelist);
     else
@@ -429,7 +435,7 @@ static void take_slab(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, voi
     s->freelist = s->tail = NULL;
     if (listed)
         qs_list_del(&q->list, s);
-    qs_list_add(&q->list, s, QS_SLAB_FULL);
+    qs_list_add(&q->list, s, qs_slab_growable(c, s) ? QS_SLAB_PARTIAL : QS_SLAB_FULL);
 }
 
 static bool queue_refill(qslab_cache *c, struct qs_queue *q)
@@ -444,13 +450,13 @@ static bool queue_refill(qslab_cache *c, struct qs_queue *q)
     QS_ADD(q->stat[QS_REFILL], 1);
     /* slabs we own and slabs on the node lists are already faulted in: take
      * enough of them for half a batch (one lock for the node's), not just
-     * QS_REFILL_MIN objects; only new slabs stop at QS_REFILL_MIN.  Both at
+     * QS_REFILL_MIN objects; only new memory stops at c->fresh.  Both at
      * most QS_REFILL_BYTES, at least one object (c->refill): a thread that
      * took four 256 KiB slabs for one allocation hoarded 768 KiB that the
      * other threads then made anew */
-    unsigned want = QS_LOAD(c->refill), least = want < QS_REFILL_MIN ? want : QS_REFILL_MIN;
+    unsigned want = QS_LOAD(c->refill), least = QS_LOAD(c->fresh);
     while (q->nr < want && (s = q->list.partial))
-        take_slab(c, q, s, &tail, true);
+        take_slab(c, q, s, &tail, true, want - q->nr);
     if (q->nr < want && QS_LOAD(q->nr_stash)) { /* our empties: no node lock */
         qs_lock_acquire(&q->stash_lock);
         QS_STORE(q->stash_idle, 0);
@@ -458,7 +464,7 @@ static bool queue_refill(qslab_cache *c, struct qs_queue *q)
             q->stash = s->next;
             QS_STORE(q->nr_stash, q->nr_stash - 1);
             q->stash_bytes -= (uint32_t)qs_slab_bytes(s->order);
-            take_slab(c, q, s, &tail, false);
+            take_slab(c, q, s, &tail, false, want - q->nr);
         }
         qs_lock_release(&q->stash_lock);
     }
@@ -466,16 +472,22 @@ static bool queue_refill(qslab_cache *c, struct qs_queue *q)
         s = qs_node_take(c, q, &c->nodes[q->node], want - q->nr);
         while (s) {
             struct qs_slab *next = s->next;
-            take_slab(c, q, s, &tail, false);
+            take_slab(c, q, s, &tail, false, want > q->nr ? want - q->nr : 1);
             s = next;
         }
     }
+    /* new memory: grow a slab of ours that can (left PARTIAL by take_slab),
+     * else make one, until `least` objects */
     while (q->nr < least) {
+        if ((s = q->list.partial)) {
+            take_slab(c, q, s, &tail, true, least - q->nr);
+            continue;
+        }
         s = qs_slab_new(c, q, q->node);
         if (!s)
             break;
         qs_slab_set_owner(s, &q->list);
-        take_slab(c, q, s, &tail, false);
+        take_slab(c, q, s, &tail, false, least - q->nr);
     }
     if (!q->head) {
         errno = ENOMEM;

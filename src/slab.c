@@ -62,8 +62,61 @@ unsigned qs_slab_default_order(size_t slot_size, size_t align)
     return best;
 }
 
-/* A new slab of cache c on `node`, every object free and constructed.  Not on
- * any list, no owner yet. */
+/* Objects slab s of cache c can hold; s->objects counts those born so far. */
+static uint32_t slab_capacity(const qslab_cache *c, const struct qs_slab *s)
+{
+    return (uint32_t)((qs_slab_bytes(s->order) - (size_t)(s->base - s->mem)) / c->slot_size);
+}
+
+bool qs_slab_growable(const qslab_cache *c, const struct qs_slab *s)
+{
+    return s->objects < slab_capacity(c, s);
+}
+
+/* LAZY BIRTH.  A slab's objects are born (constructed, linked onto its free
+ * list) a page's worth at a time, or `want` at a time if more, as its owner
+ * needs them, not all at once when the slab is made: writing the link word
+ * of every object touched every page of the slab, so one 4 KiB malloc made
+ * a 32 KiB slab resident (mimalloc extends its pages' free lists the same
+ * way).  s->objects and s->span count the born objects only, so every
+ * invariant (inuse + free list == objects) holds as before and a free of a
+ * never-born address fails validation like any other non-object.  A slab
+ * with unborn objects and an empty free list is PARTIAL: the next refill
+ * (or node allocation) grows it.  The caller owns the slab's free list.
+ * span is stored relaxed: other threads read it to validate their frees of
+ * objects born earlier (handed to them after birth), and it only grows.
+ * Returns the number born, 0 when s is at capacity. */
+uint32_t qs_slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, uint32_t want)
+{
+    uint32_t cap = slab_capacity(c, s), n = s->objects;
+    if (n >= cap)
+        return 0;
+    uint32_t k = (uint32_t)(QS_PAGE_SIZE / c->slot_size);
+    if (k < want)
+        k = want;
+    if (k < 1)
+        k = 1;
+    if (k > cap - n)
+        k = cap - n;
+    char *first = s->base + (size_t)n * c->slot_size, *obj = first;
+    for (uint32_t i = 0; i < k; i++, obj += c->slot_size) {
+        if (c->ctor)
+            c->ctor(obj);
+        *qs_link(c, obj) = qs_enc(c, i + 1 < k ? obj + c->slot_size : NULL);
+    }
+    if (s->tail)
+        *qs_link(c, s->tail) = qs_enc(c, first);
+    else
+        s->freelist = first;
+    s->tail = first + (size_t)(k - 1) * c->slot_size;
+    s->objects = n + k;
+    __atomic_store_n(&s->span, (n + k) * c->slot_size, __ATOMIC_RELAXED);
+    qs_stat(c, q, QS_NEW_OBJS, k);
+    return k;
+}
+
+/* A new slab of cache c on `node`, its first page's worth of objects (at
+ * least one) born: free and constructed.  Not on any list, no owner yet. */
 struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node)
 {
     unsigned order = QS_LOAD(c->order);
@@ -71,31 +124,23 @@ struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node)
     if (!s)
         return NULL;
     size_t al = c->align > 8 ? c->align : 8;
-    char *base = (char *)(((uintptr_t)s->mem + al - 1) & ~(uintptr_t)(al - 1));
-    char *end = s->mem + qs_slab_bytes(order);
-    uint32_t n = (uint32_t)((size_t)(end - base) / c->slot_size);
-    s->base = base;
-    s->objects = n;
-    s->span = n * c->slot_size;
+    s->base = (char *)(((uintptr_t)s->mem + al - 1) & ~(uintptr_t)(al - 1));
+    s->objects = 0;
+    s->span = 0;
     s->recip = ~(uint64_t)0 / c->slot_size + 1;
     s->cache_id = c->id;
     s->inuse = 0;
-    char *obj = base;
-    for (uint32_t i = 0; i < n; i++, obj += c->slot_size) {
-        if (c->ctor)
-            c->ctor(obj);
-        *qs_link(c, obj) = qs_enc(c, i + 1 < n ? obj + c->slot_size : NULL);
-    }
-    s->freelist = base;
-    s->tail = base + (size_t)(n - 1) * c->slot_size;
+    s->freelist = s->tail = NULL;
+    qs_slab_grow(c, q, s, 1);
     __atomic_store_n(&s->cache, c, __ATOMIC_RELEASE);
     qs_stat(c, q, QS_NEW_SLAB, 1);
-    qs_stat(c, q, QS_NEW_OBJS, n);
     return s;
 }
 
-void *qs_slab_take_one(qslab_cache *c, struct qs_slab *s)
+void *qs_slab_take_one(qslab_cache *c, struct qs_queue *q, struct qs_slab *s)
 {
+    if (!s->freelist && !qs_slab_grow(c, q, s, 1))
+        return NULL;
     void *obj = s->freelist;
     bool bad;
     void *next = qs_dec(c, *qs_link(c, obj), &bad);

@@ -131,11 +131,21 @@ void qs_tune_derive(qslab_cache *c)
     QS_STORE(c->remote_batch, batch_b < 1 ? 1 : batch < batch_b ? batch : batch_b);
     /* a refill: half a batch, at least 4 objects, at most 64 KiB, at least 1 */
     uint32_t refill = batch / 2, refill_b = QS_REFILL_BYTES / slot;
-    if (refill < 4)
-        refill = 4;
+    if (refill < QS_REFILL_MIN)
+        refill = QS_REFILL_MIN;
     if (refill > refill_b)
         refill = refill_b;
-    QS_STORE(c->refill, refill < 1 ? 1 : refill);
+    refill = refill < 1 ? 1 : refill;
+    QS_STORE(c->refill, refill);
+    /* of new memory, a refill takes QS_REFILL_MIN objects, but no more than
+     * a page's worth (at least one): a new slab's objects are born as they
+     * are needed (slab.c), and one 4 KiB malloc should touch one page */
+    uint32_t fresh = QS_PAGE_SIZE / slot;
+    if (fresh > QS_REFILL_MIN)
+        fresh = QS_REFILL_MIN;
+    if (fresh > refill)
+        fresh = refill;
+    QS_STORE(c->fresh, fresh < 1 ? 1 : fresh);
 }
 
 static int find_tunable(const char *attr, size_t len)

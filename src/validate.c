@@ -62,10 +62,13 @@ static void walk_slab(struct walk *w, struct qs_slab *s, struct qs_list *owner, 
     unsigned long nfree = walk_objects(w, s->freelist, s->objects, s);
     if (nfree + s->inuse != s->objects)
         problem(w, "inuse + free != objects", s->mem);
-    if (state == QS_SLAB_PARTIAL && (s->inuse == 0 || s->inuse >= s->objects))
+    bool growable = qs_slab_growable(w->c, s); /* unborn objects (slab.c) */
+    if (state == QS_SLAB_PARTIAL && (s->inuse == 0 || (s->inuse >= s->objects && !growable)))
         problem(w, "partial slab that is empty or full", s->mem);
-    if (state == QS_SLAB_FULL && s->inuse != s->objects)
-        problem(w, "full slab with free objects", s->mem);
+    if (state == QS_SLAB_FULL && (s->inuse != s->objects || growable))
+        problem(w, "full slab with free or unborn objects", s->mem);
+    if (__atomic_load_n(&s->span, __ATOMIC_RELAXED) != s->objects * w->c->slot_size)
+        problem(w, "span does not match the objects born", s->mem);
     if (state == QS_SLAB_EMPTY && s->inuse != 0)
         problem(w, "empty slab with objects in use", s->mem);
 }
