@@ -5,6 +5,7 @@
 #include "bench.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -14,6 +15,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 const char *bench_name = "bench";
 
@@ -105,6 +107,25 @@ long bench_rss_kib(void)
 long bench_peak_rss_kib(void)
 {
     return status_kib("VmHWM");
+}
+
+int bench_smaps_kib(long *rss, long *anon)
+{
+    char buf[4096];
+    int fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    const char *r = strstr(buf, "\nRss:"), *a = strstr(buf, "\nAnonymous:");
+    if (!r || !a)
+        return -1;
+    *rss = strtol(r + 5, NULL, 10);
+    *anon = strtol(a + 11, NULL, 10);
+    return 0;
 }
 
 long bench_minflt(void)

@@ -64,6 +64,13 @@ int bench_pin(int i);
  * far (VmHWM); -1 if /proc cannot be read. */
 long bench_rss_kib(void);
 long bench_peak_rss_kib(void);
+/* Resident memory now and its anonymous part, in KiB, exact: from
+ * /proc/self/smaps_rollup, a walk of the page tables (VmRSS and VmHWM come
+ * from per-CPU counters that lag, and the kernel updates VmHWM only when
+ * memory is unmapped or given back, so a peak that ends in madvise can be
+ * missed).  Costs about a millisecond per 10,000 pages; read with open and
+ * read, never malloc.  0, or -1 if it cannot be read. */
+int bench_smaps_kib(long *rss, long *anon);
 /* Minor page faults of the whole process so far (getrusage). */
 long bench_minflt(void);
 

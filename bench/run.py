@@ -184,6 +184,10 @@ def build_tests(m, ncpus):
                         split=("alloc", "free"))
     pair = Metric("total", "cycles per malloc+free pair", "cycles", True)
     peak = Metric("peak_rss_kib", "peak RSS", "MiB", True, scale=1 / 1024)
+    # exact, when every object is allocated: the allocator's own (anonymous)
+    # memory, without the code pages that peak RSS also counts
+    anon = Metric("peak_anon_kib", "anonymous memory at the peak (exact, every object allocated)",
+                  "MiB", True, scale=1 / 1024)
 
     def slub(key, title, seed, models, metrics):
         cases = [Case(str(s), ["--test", key, "--size", str(s), "--objs", str(n),
@@ -207,10 +211,10 @@ def build_tests(m, ncpus):
                   else f"CPUs 1..{ncpus - 1} allocate {n:,} objects each")
     slub("remote", f"{allocating}, CPU 0 frees them all",
          'remote free test 1 ("Allocate N objects on CPUs 1-7, then free them all from CPU 0")',
-         "objects freed by another thread than the one that allocated them", [alloc_free, peak])
+         "objects freed by another thread than the one that allocated them", [alloc_free, peak, anon])
     slub("ring", f"every CPU allocates {n:,}; CPU i frees what CPU i-1 allocated",
          'remote free test 2 ("CPU1 frees objects allocated by CPU0")',
-         "a pipeline of threads handing objects on", [alloc_free, peak])
+         "a pipeline of threads handing objects on", [alloc_free, peak, anon])
 
     msgs = m["msgs"]
     pc_cases = [

@@ -26,6 +26,11 @@
  *   total  alloc + free, or cycles per malloc+free pair
  *   minflt minor page faults per measured round
  *   peak_rss_kib  the process's peak RSS (VmHWM) at the end
+ *   peak_sampled_kib, peak_anon_kib  (remote and ring) resident memory and
+ *                 its anonymous part, exact (smaps_rollup), sampled when
+ *                 every object of the round is allocated: the most over the
+ *                 rounds.  The anonymous part is the allocator's own memory;
+ *                 the rest is mostly code pages (file-backed, shared)
  *
  * Usage: bench_slub --test NAME --size BYTES [--objs N] [--rounds N] [--cpus N]
  */
@@ -103,6 +108,20 @@ static NOINLINE void alloc_free_pairs(struct worker *w)
     w->allocs += nr_objs;
 }
 
+/* remote, ring: memory when every object of the round is allocated */
+static long peak_sampled, peak_anon;
+
+static void sample_peak(void)
+{
+    long rss, anon;
+    if (bench_smaps_kib(&rss, &anon) != 0)
+        return;
+    if (rss > peak_sampled)
+        peak_sampled = rss;
+    if (anon > peak_anon)
+        peak_anon = anon;
+}
+
 /* One round of the pattern, as seen by worker w; every worker calls it. */
 static void round_step(struct worker *w)
 {
@@ -124,13 +143,18 @@ static void round_step(struct worker *w)
         if (w->id != 0)
             alloc_objs(w);
         bench_barrier_wait(&barrier);
-        if (w->id == 0)
+        if (w->id == 0) {
+            sample_peak(); /* untimed; the others wait at the last barrier */
             for (int i = 1; i < n; i++)
                 free_objs(w, &workers[i]);
+        }
         break;
     case RING:
         alloc_objs(w);
         bench_barrier_wait(&barrier);
+        if (w->id == 0)
+            sample_peak();
+        bench_barrier_wait(&barrier); /* untimed */
         free_objs(w, &workers[(w->id + n - 1) % n]);
         break;
     default:
@@ -235,6 +259,10 @@ int main(int argc, char **argv)
     bench_result("total", a + f);
     bench_result("minflt", bench_median(faults, (int)nr_rounds));
     bench_result("peak_rss_kib", (double)bench_peak_rss_kib());
+    if (pattern == REMOTE || pattern == RING) {
+        bench_result("peak_sampled_kib", (double)peak_sampled);
+        bench_result("peak_anon_kib", (double)peak_anon);
+    }
     bench_result_end();
     return 0;
 }
