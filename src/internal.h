@@ -239,7 +239,6 @@ struct qs_owner;
 #define QS_PENDING 4    /* owners with a pending batch at once, per queue */
 #define QS_REMOTE_LOW 4 /* others' objects are queued below hiwater / 4 */
 #define QS_PARK_BYTES (16 << 10)   /* ... and below this many bytes of queue */
-#define QS_REMOTE_BYTES (16 << 10) /* a pending batch is posted at this size */
 #define QS_REFILL_BYTES (64 << 10) /* a refill takes at most this much */
 #define QS_REFILL_MIN 4            /* ... and at least this many objects */
 #define QS_QUEUE_BYTES ((size_t)256 << 10) /* default hiwater, at most (tune.c) */
@@ -321,7 +320,6 @@ struct qslab_cache {
     /* derived from hiwater, freebatch and slot_size (qs_tune_derive): what
      * a thread holds of other owners' objects is bounded in bytes too */
     uint32_t park;         /* others' objects queued while nr < park */
-    uint32_t remote_batch; /* a pending batch is posted at this many */
     uint32_t refill;       /* objects a refill aims for (queue.c) */
     uint32_t fresh;        /* ... and takes at least, of new memory */
     void (*ctor)(void *);

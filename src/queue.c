@@ -18,7 +18,7 @@
  *     16 KiB) and the object is of our node; otherwise it
  *     joins the pending batch for its owner (pending_add, SLQB's rlist),
  *     posted to the owner's inbox under one lock, or freed under the node's
- *     lock, c->remote_batch objects at a time (freebatch, at most 16 KiB);
+ *     lock, freebatch objects at a time;
  *   - the queue is at hiwater: an object of our own slab goes straight onto
  *     the slab's free list (qs_free_full); slabs that become empty go to our
  *     stash, handed to the node's empty FIFO a few at a time.
@@ -26,8 +26,8 @@
  * to its slab's owner, walking them once, with the same batching.
  *
  * Producer/consumer traffic stays bounded: a consumer parks at most
- * park + QS_PENDING * remote_batch of the producer's objects (at most
- * 16 + 4 * 16 KiB, tune.c qs_tune_derive), and the rest return to the producer's inbox, which the producer claims before it
+ * park + QS_PENDING * freebatch of the producer's objects (park at most
+ * 16 KiB, tune.c qs_tune_derive), and the rest return to the producer's inbox, which the producer claims before it
  * makes any new slab.
  */
 #include "fastpath.h"
@@ -321,10 +321,10 @@ void qs_queue_flush(qslab_cache *c, struct qs_queue *q, unsigned count)
  * (below c->park: local reuse, as SLQB does for all of them); otherwise
  * home: onto the pending batch for their owner (SLQB's rlist), posted to
  * its inbox (or freed under its node's lock) when it holds
- * c->remote_batch objects.  Up to QS_PENDING owners have a batch open at
+ * freebatch objects.  Up to QS_PENDING owners have a batch open at
  * once; a new owner takes a free batch or sends one (round robin).  A
  * thread that frees what others allocated thus parks at most park of them
- * plus QS_PENDING * remote_batch, not hiwater, and the owner gets the
+ * plus QS_PENDING * freebatch, not hiwater, and the owner gets the
  * rest back within a batch. */
 static QS_NOINLINE struct qs_batch *pending_find(qslab_cache *c, struct qs_queue *q,
                                                 struct qs_list *to)
@@ -340,7 +340,7 @@ static inline void pending_add(qslab_cache *c, struct qs_queue *q, struct qs_sla
     struct qs_batch *b = &q->pending[q->pending_mru];
     if (unlikely(b->to != to))
         b = pending_find(c, q, to);
-    batch_add(c, q, b, obj, QS_LOAD(c->remote_batch)); /* posting is a tail call */
+    batch_add(c, q, b, obj, QS_LOAD(c->freebatch)); /* posting is a tail call */
 }
 
 /* A free while the queue is at hiwater, of an object of one of our own

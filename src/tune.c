@@ -109,26 +109,26 @@ void qs_tune_defaults(qslab_cache *c)
     c->empty_decay_ms = 1000;
 }
 
-/* The bounds on other owners' objects a thread holds (queue.c
- * qs_free_remote): a queue takes them while it is shorter than hiwater /
- * QS_REMOTE_LOW objects and QS_PARK_BYTES; a pending batch goes home at
- * freebatch objects or QS_REMOTE_BYTES, whichever comes first.  In objects
- * alone, a consumer of 4 KiB blocks parked 64 of them and held up to 64 more
- * per owner in pending batches (0.5 MiB its producer had to make anew); in
- * bytes it holds at most 16 + 4 * 16 KiB per cache.  Batches of big objects
- * get shorter, one inbox lock per 16 KiB, small against the work of filling
- * 16 KiB (remote free of 1 KiB objects: 91.1 -> 95.3 instructions per free
- * against 32 KiB batches and a 64 KiB park; producer/consumer on one CPU
- * 3560 -> 3444 KiB peak RSS; the Python run unchanged).  A refill (queue.c) aims for half a batch, at least 4 objects,
- * but at most QS_REFILL_BYTES (at least one object).  Called with
- * qs_global held (or before the cache is published). */
+/* What derives from the tunables and the slot size, kept current by tune:
+ * - park: other owners' objects a queue takes while it is shorter than
+ *   hiwater / QS_REMOTE_LOW objects and QS_PARK_BYTES (queue.c
+ *   qs_free_remote); the rest go home in pending batches of freebatch.  In
+ *   objects alone, a consumer of 4 KiB blocks parked 64 of them (0.25 MiB
+ *   its producer had to make anew).  (Pending batches were bounded in bytes
+ *   too, at 16 KiB: producer/consumer on one CPU 3704 -> 3448 KiB of peak
+ *   RSS, but one inbox lock per one or two big objects made the ring of 8
+ *   and 16 KiB objects 1.5 to 2x slower, 446 -> 710 and 749 -> 1096 cycles
+ *   per object, medians of 5; SLQB's freebatch it is.)
+ * - refill (queue.c): half a batch, at least QS_REFILL_MIN objects, at most
+ *   QS_REFILL_BYTES, at least one object; fresh: of new memory, at most a
+ *   page's worth.
+ * Called with qs_global held (or before the cache is published). */
 void qs_tune_derive(qslab_cache *c)
 {
     uint32_t slot = c->slot_size;
     uint32_t park = QS_LOAD(c->hiwater) / QS_REMOTE_LOW, park_b = QS_PARK_BYTES / slot;
-    uint32_t batch = QS_LOAD(c->freebatch), batch_b = QS_REMOTE_BYTES / slot;
+    uint32_t batch = QS_LOAD(c->freebatch);
     QS_STORE(c->park, park < park_b ? park : park_b);
-    QS_STORE(c->remote_batch, batch_b < 1 ? 1 : batch < batch_b ? batch : batch_b);
     /* a refill: half a batch, at least 4 objects, at most 64 KiB, at least 1 */
     uint32_t refill = batch / 2, refill_b = QS_REFILL_BYTES / slot;
     if (refill < QS_REFILL_MIN)

@@ -67,19 +67,19 @@ int main(void)
         CHECKF(fb == wm[i].freebatch && hw == wm[i].hiwater, "%s: freebatch %lu hiwater %lu", wm[i].name, fb, hw);
     }
 
-    /* what a thread holds of other owners' objects, bounded in bytes too:
-     * parked below min(hiwater/4, 16 KiB), batches of min(freebatch, 16 KiB) */
-    /* and a refill aims for half a batch, at least 4, at most 64 KiB, at
-     * least one object */
-    static const struct { const char *name; unsigned park, batch, refill; } rb[] = {
-        {"kmalloc-8", 2048, 2048, 1024}, {"kmalloc-256", 64, 64, 128}, {"kmalloc-1024", 16, 16, 64},
-        {"kmalloc-4096", 4, 4, 16},      {"kmalloc-5120", 3, 3, 12},   {"kmalloc-1048576", 0, 1, 1},
+    /* what a thread parks of other owners' objects, bounded in bytes too:
+     * below min(hiwater/4, 16 KiB); a refill aims for half a batch, at
+     * least 4, at most 64 KiB, at least one object; of new memory at most a
+     * page's worth */
+    static const struct { const char *name; unsigned park, refill, fresh; } rb[] = {
+        {"kmalloc-8", 2048, 1024, 4}, {"kmalloc-256", 64, 128, 4}, {"kmalloc-1024", 16, 64, 4},
+        {"kmalloc-4096", 4, 16, 1},   {"kmalloc-5120", 3, 12, 1},  {"kmalloc-1048576", 0, 1, 1},
     };
     for (size_t i = 0; i < sizeof rb / sizeof rb[0]; i++) {
         qslab_cache *c = qslab_cache_find(rb[i].name);
-        CHECKF(c && c->park == rb[i].park && c->remote_batch == rb[i].batch && c->refill == rb[i].refill,
-               "%s: park %u batch %u refill %u", rb[i].name, c ? c->park : 0, c ? c->remote_batch : 0,
-               c ? c->refill : 0);
+        CHECKF(c && c->park == rb[i].park && c->refill == rb[i].refill && c->fresh == rb[i].fresh,
+               "%s: park %u refill %u fresh %u", rb[i].name, c ? c->park : 0, c ? c->refill : 0,
+               c ? c->fresh : 0);
     }
     /* one big object makes one slab, not QS_REFILL_MIN of them */
     qslab_cache *big = qslab_cache_create("t-big", 256 << 10, 0, 0, NULL);
@@ -93,6 +93,6 @@ int main(void)
     CHECK(qslab_tune("kmalloc-4096", "hiwater", "32") == 0);
     qslab_cache *c4 = qslab_cache_find("kmalloc-4096");
     CHECK(qslab_tune("kmalloc-4096", "hiwater", "8") == 0);
-    CHECKF(c4->park == 2 && c4->remote_batch == 4, "park %u batch %u", c4->park, c4->remote_batch);
+    CHECKF(c4->park == 2 && c4->refill == 4, "park %u refill %u", c4->park, c4->refill);
     return tu_done();
 }
