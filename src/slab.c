@@ -126,7 +126,7 @@ struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node)
     size_t al = c->align > 8 ? c->align : 8;
     s->base = (char *)(((uintptr_t)s->mem + al - 1) & ~(uintptr_t)(al - 1));
     s->objects = 0;
-    s->span = 0;
+    __atomic_store_n(&s->span, 0, __ATOMIC_RELAXED); /* read by frees' validation */
     s->recip = ~(uint64_t)0 / c->slot_size + 1;
     s->cache_id = c->id;
     s->inuse = 0;
