@@ -418,21 +418,24 @@ void qs_queue_claim(qslab_cache *c, struct qs_queue *q)
 }
 
 /* Move the whole free list of slab s (owned by q) onto the queue after *tail;
- * an empty list is grown first (lazy birth, slab.c: at least `want` objects
- * or a page's worth).  The slab is FULL after, unless it can grow again. */
+ * an empty list is grown first when `grow` (lazy birth, slab.c: at least
+ * `grow` objects or a page's worth).  The slab is FULL after, unless it can
+ * grow again (then PARTIAL, with an empty free list). */
 static void take_slab(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void **tail, bool listed,
-                      unsigned want)
+                      unsigned grow)
 {
-    if (!s->freelist)
-        qs_slab_grow(c, q, s, want);
-    if (*tail)
-        *qs_link(c, *tail) = qs_enc(c, s->freelist);
-    else
-        q->head = s->freelist;
-    *tail = s->tail;
-    qs_queue_nr_set(q, q->nr + s->objects - s->inuse);
-    s->inuse = s->objects;
-    s->freelist = s->tail = NULL;
+    if (!s->freelist && grow)
+        qs_slab_grow(c, q, s, grow);
+    if (s->freelist) { /* (a node's partial slab may have none yet) */
+        if (*tail)
+            *qs_link(c, *tail) = qs_enc(c, s->freelist);
+        else
+            q->head = s->freelist;
+        *tail = s->tail;
+        qs_queue_nr_set(q, q->nr + s->objects - s->inuse);
+        s->inuse = s->objects;
+        s->freelist = s->tail = NULL;
+    }
     if (listed)
         qs_list_del(&q->list, s);
     qs_list_add(&q->list, s, qs_slab_growable(c, s) ? QS_SLAB_PARTIAL : QS_SLAB_FULL);
@@ -455,8 +458,15 @@ static bool queue_refill(qslab_cache *c, struct qs_queue *q)
      * took four 256 KiB slabs for one allocation hoarded 768 KiB that the
      * other threads then made anew */
     unsigned want = QS_LOAD(c->refill), least = QS_LOAD(c->fresh);
-    while (q->nr < want && (s = q->list.partial))
-        take_slab(c, q, s, &tail, true, want - q->nr);
+    /* objects already born: our partial slabs' free lists (a partial slab
+     * with an empty list can only grow: that is new memory, below) */
+    s = q->list.partial;
+    while (s && q->nr < want) {
+        struct qs_slab *next = s->next; /* take_slab moves s to a list head */
+        if (s->freelist)
+            take_slab(c, q, s, &tail, true, 0);
+        s = next;
+    }
     if (q->nr < want && QS_LOAD(q->nr_stash)) { /* our empties: no node lock */
         qs_lock_acquire(&q->stash_lock);
         QS_STORE(q->stash_idle, 0);
@@ -464,7 +474,7 @@ static bool queue_refill(qslab_cache *c, struct qs_queue *q)
             q->stash = s->next;
             QS_STORE(q->nr_stash, q->nr_stash - 1);
             q->stash_bytes -= (uint32_t)qs_slab_bytes(s->order);
-            take_slab(c, q, s, &tail, false, want - q->nr);
+            take_slab(c, q, s, &tail, false, 0);
         }
         qs_lock_release(&q->stash_lock);
     }
@@ -472,12 +482,13 @@ static bool queue_refill(qslab_cache *c, struct qs_queue *q)
         s = qs_node_take(c, q, &c->nodes[q->node], want - q->nr);
         while (s) {
             struct qs_slab *next = s->next;
-            take_slab(c, q, s, &tail, false, want > q->nr ? want - q->nr : 1);
+            take_slab(c, q, s, &tail, false, 0);
             s = next;
         }
     }
-    /* new memory: grow a slab of ours that can (left PARTIAL by take_slab),
-     * else make one, until `least` objects */
+    /* new memory: grow a slab of ours that can (every partial slab left
+     * has an empty free list now), else make one, until `least` objects:
+     * a page's worth at most, so a class's first mallocs touch a page each */
     while (q->nr < least) {
         if ((s = q->list.partial)) {
             take_slab(c, q, s, &tail, true, least - q->nr);

@@ -74,8 +74,10 @@ bool qs_slab_growable(const qslab_cache *c, const struct qs_slab *s)
 }
 
 /* LAZY BIRTH.  A slab's objects are born (constructed, linked onto its free
- * list) a page's worth at a time, or `want` at a time if more, as its owner
- * needs them, not all at once when the slab is made: writing the link word
+ * list) as its owner needs them, not all at once when the slab is made: a
+ * page's worth first, then `want` or as many as are born already, whichever
+ * is more (a slab that keeps growing doubles, so a run of fresh mallocs
+ * pays a refill per few objects, not per page).  Writing the link word
  * of every object touched every page of the slab, so one 4 KiB malloc made
  * a 32 KiB slab resident (mimalloc extends its pages' free lists the same
  * way).  s->objects and s->span count the born objects only, so every
@@ -91,9 +93,14 @@ uint32_t qs_slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, uin
     uint32_t cap = slab_capacity(c, s), n = s->objects;
     if (n >= cap)
         return 0;
+    /* a page's worth, or what the caller wants, or as many as were born
+     * already: a slab that keeps growing doubles, so a run of fresh
+     * mallocs pays a refill per few objects, not per page */
     uint32_t k = (uint32_t)(QS_PAGE_SIZE / c->slot_size);
     if (k < want)
         k = want;
+    if (k < n)
+        k = n;
     if (k < 1)
         k = 1;
     if (k > cap - n)

@@ -54,6 +54,14 @@ int main(void)
     qslab_set_fatal_handler(NULL);
     CHECK(s->objects == 1 && s->inuse == 1 && qslab_cache_validate(c) == 0);
 
+    /* a second object: one more page, not the rest of the slab */
+    char *second = qslab_cache_alloc(c);
+    CHECK(second && qs_slab_fast(second) == s);
+    CHECKF(s->objects == 2 && resident_pages(s->mem, slab) <= 2, "objects %u, %u pages resident after two",
+           s->objects, resident_pages(s->mem, slab));
+    qslab_cache_free(c, second);
+    CHECK(qslab_cache_validate(c) == 0);
+
     /* the rest are born as they are needed, in the same slab */
     char *more[7];
     for (int i = 0; i < 7; i++) {
