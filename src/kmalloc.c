@@ -31,30 +31,20 @@
 qslab_cache qs_kmalloc_caches[QS_KMALLOC_CLASSES];
 
 /* (size + 7) >> 3 -> class, for sizes up to 1 KiB (one load on the common
- * path); the second table is malloc's, whose blocks are at least 16 bytes
- * (16-byte alignment). */
-const uint8_t qs_kmalloc_small_index[QS_KM_SMALL_ENTRIES] = {
-    0, 0, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5,
-    5, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7,
-    7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8,
-    8, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
-    9, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10,
-    10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10,
-    10, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11,
-    11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11,
-    11,
-};
-const uint8_t qs_kmalloc_small_index16[QS_KM_SMALL_ENTRIES] = {
-    1, 1, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5,
-    5, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7,
-    7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8,
-    8, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
-    9, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10,
-    10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10,
-    10, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11,
-    11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11,
-    11,
-};
+ * path).  The two tables differ only for sizes 0..8: kmalloc's smallest
+ * class is 8 bytes, malloc's blocks are at least 16 (16-byte alignment). */
+#define QS_KM_SMALL_FROM_16 \
+    1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, \
+    5, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, \
+    7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, \
+    8, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, \
+    9, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, \
+    10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, \
+    10, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, \
+    11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, \
+    11
+const uint8_t qs_kmalloc_small_index[QS_KM_SMALL_ENTRIES] = {0, 0, QS_KM_SMALL_FROM_16};
+const uint8_t qs_kmalloc_small_index16[QS_KM_SMALL_ENTRIES] = {1, 1, QS_KM_SMALL_FROM_16};
 
 /* (size + 127) >> 7 -> class, for sizes from 1 KiB to 32 KiB (every class
  * boundary there is a multiple of 128 bytes). */

@@ -68,9 +68,12 @@ static uint32_t slab_capacity(const qslab_cache *c, const struct qs_slab *s)
     return (uint32_t)((qs_slab_bytes(s->order) - (size_t)(s->base - s->mem)) / c->slot_size);
 }
 
+/* Whether s has unborn objects: one more slot fits past the born ones
+ * (slab_capacity without its division; take_slab asks for every slab). */
 bool qs_slab_growable(const qslab_cache *c, const struct qs_slab *s)
 {
-    return s->objects < slab_capacity(c, s);
+    size_t born = (size_t)(s->base - s->mem) + (size_t)s->objects * c->slot_size;
+    return born + c->slot_size <= qs_slab_bytes(s->order);
 }
 
 /* LAZY BIRTH.  A slab's objects are born (constructed, linked onto its free
