@@ -61,4 +61,122 @@ void qs_os_sleep_ms(unsigned ms);
 /* Install fork handlers (prepare, parent, child). */
 void qs_os_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void));
 
+/* ---- CPUs ------------------------------------------------------------------ */
+
+/* Number of possible CPU ids: highest possible id + 1, from
+ * /sys/devices/system/cpu/possible; without sysfs, an upper bound from the
+ * kernel's affinity mask size; at least 1.  Every id the kernel reports (rseq
+ * cpu_id, sched_getcpu) is below it, but callers indexing per-CPU arrays
+ * should still range-check. */
+int qs_os_cpu_possible(void);
+/* Number of CPUs in the calling thread's affinity mask (at start-up: the
+ * process's), counted in a fixed mask of 1024 CPUs; at least 1. */
+int qs_os_cpus_allowed(void);
+
+/* ---- restartable sequences (rseq) -------------------------------------------
+ *
+ * Each thread has one `struct rseq` (32 bytes, 32-byte aligned) that the
+ * kernel keeps up to date; it lies at qs_os_thread_pointer() + offset, the
+ * offset being the same for every thread.  Whose area it is depends on who
+ * registered it:
+ *
+ *   QS_RSEQ_GLIBC  glibc 2.35+ registered its own area for every thread
+ *                  (__rseq_size != 0); offset = __rseq_offset.
+ *   QS_RSEQ_SELF   glibc did not (GLIBC_TUNABLES=glibc.pthread.rseq=0, or an
+ *                  older glibc): the area is a static-TLS variable of qslab's,
+ *                  registered by each thread in qs_os_rseq_register_thread().
+ *                  It is never unregistered: static TLS lives exactly as long
+ *                  as its thread, and the kernel stops touching the area when
+ *                  the thread exits (kernel/rseq.c skips tasks with
+ *                  PF_EXITING; rseq(2): "reclaim ... after either an explicit
+ *                  rseq unregistration is performed or after the thread
+ *                  exits").  fork() children inherit the registration; execve
+ *                  drops it; a new thread starts unregistered.
+ *   QS_RSEQ_NONE   unusable (no kernel support, seccomp, another library holds
+ *                  the registration, signature mismatch, unknown architecture).
+ *
+ * The fields qslab reads, as byte offsets into the area (the ABI of
+ * <linux/rseq.h>, checked in os/linux.c): */
+#define QS_RSEQ_CPU_ID_START_OFF 0 /* u32, always a possible CPU id */
+#define QS_RSEQ_CPU_ID_OFF 4       /* s32: >= 0 current CPU; -1 not registered
+                                      (yet), -2 registration failed */
+#define QS_RSEQ_CS_OFF 8           /* u64, pointer to the active struct rseq_cs */
+#define QS_RSEQ_AREA_SIZE 32
+
+/* The 32-bit word that must precede every abort handler, as a data word in
+ * the code (`.long QS_RSEQ_SIG` on x86-64, `.inst` on aarch64).  The kernel
+ * kills the thread (SIGSEGV) on an abort whose handler is not preceded by the
+ * signature the thread registered with.  When glibc registered, that is
+ * glibc's RSEQ_SIG for the architecture (qs_os_rseq_init verifies it with the
+ * kernel); qslab's own registration uses the same value.  These are the
+ * values of glibc's <bits/rseq.h>: x86 "ud1 0x53053053(%rip),%edi" bytes;
+ * aarch64 "brk #0x45e0", byte-swapped as data on big-endian.  Undefined on
+ * other architectures, where rseq is reported unavailable. */
+#if defined(__x86_64__) || defined(__i386__)
+#define QS_RSEQ_SIG 0x53053053u
+#elif defined(__aarch64__) && defined(__AARCH64EB__)
+#define QS_RSEQ_SIG 0x00bc28d4u
+#elif defined(__aarch64__)
+#define QS_RSEQ_SIG 0xd428bc00u
+#endif
+
+enum { QS_RSEQ_NONE = 0, QS_RSEQ_GLIBC = 1, QS_RSEQ_SELF = 2 };
+
+struct qs_os_rseq_info {
+    int mode;        /* QS_RSEQ_NONE, QS_RSEQ_GLIBC or QS_RSEQ_SELF */
+    const char *why; /* static text naming the outcome (never NULL) */
+    long offset;     /* area at qs_os_thread_pointer() + offset (mode != NONE) */
+    unsigned size;   /* glibc's __rseq_size (may be 20, the feature size, on
+                        newer glibc), or QS_RSEQ_AREA_SIZE; 0 when NONE */
+};
+
+/* Decide how threads get their rseq area; call once, from the main thread at
+ * start-up, before any qs_os_rseq_register_thread().  In QS_RSEQ_SELF mode
+ * this registers the calling thread.  Fills *out (every outcome has a `why`);
+ * 0 if rseq is usable (GLIBC or SELF), -1 if not.  Later calls change nothing
+ * and return the first result.  Keeps errno. */
+int qs_os_rseq_init(struct qs_os_rseq_info *out);
+/* Make sure the calling thread's area is registered: 0 when cpu_id is valid
+ * from now on, -1 if not (mode NONE, init not run, or the kernel refused this
+ * thread; see qs_os_rseq_thread_why).  Cheap once decided: a TLS load and a
+ * compare, no system call (a refusal is remembered, never retried).  Keeps
+ * errno. */
+int qs_os_rseq_register_thread(void);
+/* Static text for the calling thread's state: "registered", or why not. */
+const char *qs_os_rseq_thread_why(void);
+
+/* The thread pointer (x86-64: %fs base; aarch64: TPIDR_EL0). */
+static inline char *qs_os_thread_pointer(void)
+{
+#if defined(__x86_64__)
+    char *tp;
+    __asm__("mov %%fs:0, %0" : "=r"(tp));
+    return tp;
+#elif defined(__i386__)
+    char *tp;
+    __asm__("mov %%gs:0, %0" : "=r"(tp));
+    return tp;
+#else
+    return (char *)__builtin_thread_pointer();
+#endif
+}
+
+/* cpu_id of the calling thread's rseq area (offset from qs_os_rseq_info):
+ * the current CPU, or negative when this thread is not registered. */
+static inline int qs_os_rseq_cpu(long offset)
+{
+    return *(volatile const int32_t *)(qs_os_thread_pointer() + offset + QS_RSEQ_CPU_ID_OFF);
+}
+
+/* ---- membarrier ------------------------------------------------------------ */
+
+/* Register the process for qs_os_membarrier_rseq (Linux 5.10+); 0 or -1. */
+int qs_os_membarrier_rseq_register(void);
+/* Abort any rseq critical section running in a thread of this process on
+ * `cpu` (every CPU if cpu < 0) and wait until that is done: afterwards no
+ * thread is inside a critical section it entered before the call.  Uses the
+ * CPU-targeted form when the kernel has it, else all CPUs.  0 or -1 (not
+ * registered, or no kernel support).  Keeps errno. */
+int qs_os_membarrier_rseq(int cpu);
+
 #endif /* QSLAB_OS_H */
