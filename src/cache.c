@@ -324,6 +324,7 @@ QSLAB_EXPORT int qslab_cache_destroy(qslab_cache *c)
         release_list(q->list.partial);
         release_list(q->list.full);
         release_list(q->stash);
+        qs_queue_free_slots(q);
         qs_meta_free(q, sizeof(*q));
         q = next;
     }

@@ -1,13 +1,15 @@
 /*
  * fastpath.h - allocation and free fast paths (inline).
  *
- * Budget, alloc: 2 TLS loads (slot array, its size), 1 load of the queue
- * pointer, 2 loads from the queue, 1 load of the object's link word;
- * 3 stores to the queue line (head, nr, counter) and 1 to the object (clear
- * the link).  No lock, no atomic read-modify-write.
+ * Budget, alloc: 1 TLS load of the queue pointer, 3 loads from the queue
+ * line (top, slots, secret), 1 of the slot, 1 of the object's word (its
+ * free stamp: checked, then cleared); 1 store commits (top: nr and the pop
+ * counter) and 1 clears the stamp.  No lock, no atomic read-modify-write.
  * Budget, free: the unit map (1 load) locates the slab descriptor, whose
  * first 32 bytes (1 line) validate the pointer and name the cache id, then
- * the same queue work as alloc, plus the hiwater compare.  The chain of
+ * 1 TLS load, the queue line, the top slot (double-free check); 2 stores
+ * (the stamp into the object, the pointer into the slot) and 1 commit.
+ * Nothing is loaded from the object.  The chain of
  * dependent loads from the pointer to the queue is: unit map, descriptor,
  * slot array entry; the chunk header and the cache are off that chain.
  */
@@ -46,66 +48,92 @@ static inline struct qs_queue *qs_queue_of(const qslab_cache *c)
     return qs_queue_of_id(c->id);
 }
 
-/* Pop the head of a non-empty queue, counting it as `item`, with the link
+/* Pop the top of a non-empty queue, counting it as `item`, with the link
  * word at link_off (q->link_off; the constant 0 for the kmalloc caches,
- * which have no constructor).  NULL, the queue untouched, if the head's
- * link is corrupt: the caller reports it (qs_queue_pop), so the kmalloc
- * path need not know its cache's address until it is on a slow path. */
+ * which have no constructor).  The object's word must hold the free stamp
+ * (a push writes it) or a free-list link (a refill leaves the link it had
+ * on its slab's list: writing the stamp there cost 4 KiB objects 24 cycles
+ * each, a store into a line of a conflicting set per object); NULL, the
+ * queue untouched, if not: the object was freed twice (the first of its two
+ * entries was handed out and its word cleared) or written after its free
+ * (qs_queue_corrupt tells which).
+ * The caller reports it (qs_queue_pop), so the kmalloc path need not know
+ * its cache's address until it is on a slow path.  A fast pop counts
+ * itself in `top` (one store); a slow one in stat[]. */
 static inline void *qs_queue_try_pop(struct qs_queue *q, int item, uint32_t link_off)
 {
-    void *obj = q->head;
+    uint64_t t = q->top;
+    void *obj = q->slots[QS_TOP_NR(t) - 1];
     uintptr_t *l = (uintptr_t *)((char *)obj + link_off);
-    uintptr_t n = *l ^ q->secret; /* qs_dec with the queue's copy */
-    if (unlikely(n & QS_LINK_TAG_MASK))
-        return NULL;
-    q->head = (void *)n;
-    QS_STORE(q->nr, q->nr - 1);
+    uintptr_t w = *l;
+    if (unlikely(w != q->stamp) && ((w ^ q->stamp ^ QS_STAMP(0)) & QS_LINK_TAG_MASK))
+        return NULL; /* neither the free stamp nor a free-list link */
+    if (item == QS_ALLOC_FAST) {
+        QS_STORE(q->top, t + QS_TOP_POP);
+    } else {
+        QS_STORE(q->top, t - 1);
+        QS_ADD(q->stat[item], 1);
+    }
     *l = 0; /* an allocated object must not look free */
-    QS_ADD(q->stat[item], 1);
     return obj;
 }
 
 static inline void *qs_queue_pop(qslab_cache *c, struct qs_queue *q, int item)
 {
-    void *obj = qs_queue_try_pop(q, item, q->link_off);
-    return likely(obj != NULL) ? obj : qs_queue_corrupt(c, q, q->head);
+    while (QS_TOP_NR(q->top)) {
+        void *obj = qs_queue_try_pop(q, item, q->link_off);
+        if (likely(obj != NULL))
+            return obj;
+        qs_queue_corrupt(c, q); /* reports; drops the entry if the handler returns */
+    }
+    return NULL;
 }
 
 static inline void *qs_alloc_fast(qslab_cache *c)
 {
     struct qs_queue *q = qs_queue_fast(c->id);
-    if (likely(q->head != NULL))
-        return qs_queue_pop(c, q, QS_ALLOC_FAST);
+    if (likely(QS_TOP_NR(q->top) != 0)) {
+        void *obj = qs_queue_try_pop(q, QS_ALLOC_FAST, q->link_off);
+        if (likely(obj != NULL))
+            return obj;
+    }
     return qs_alloc_slow(c);
 }
 
-/* Push a free object of slab s on the owner's queue.  A queue at hiwater
- * takes no more: qs_free_full frees an object of one of our own slabs
- * straight to it (no queue round trip: a burst of frees touches each object
- * once), and pushes and flushes anything else. */
+/* Push a free object of slab s on the owner's queue: store its free stamp
+ * (QS_STAMP: the word looks free) and its pointer, then commit
+ * with `top`.  Nothing is loaded from the object.  An object equal to the
+ * top entry is freed twice in a row: qs_free_suspect checks and reports
+ * (slots[-1] is a NULL sentinel, so an empty queue needs no test).  Older
+ * double frees are caught when the second entry is popped
+ * (qs_queue_try_pop) or, on every slower path, by the free stamp.  A queue
+ * at its limit takes no more: qs_free_full frees an object of one of our
+ * own slabs straight to it (no queue round trip: a burst of frees touches
+ * each object once). */
+/* The push itself, below the limit (t: q->top, just loaded). */
+static inline void qs_queue_push_at(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj,
+                                    uint64_t t)
+{
+    unsigned nr = QS_TOP_NR(t);
+    void **sl = q->slots;
+    if (unlikely(sl[(int)nr - 1] == obj)) {
+        qs_free_suspect(c, q, s, obj);
+        return;
+    }
+    *(uintptr_t *)((char *)obj + q->link_off) = q->stamp;
+    sl[nr] = obj;
+    /* not counted: FREE_FAST is derived from nr (qs_queue_nr_set) */
+    QS_STORE(q->top, t + 1); /* read by statistics: relaxed store, a plain mov */
+}
+
 static inline void qs_queue_push(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj)
 {
-    unsigned nr = q->nr;
-    if (unlikely(nr >= QS_LOAD(q->hiwater))) { /* tunables: relaxed loads */
-        /* full: straight onto our slab's free list (qs_free_full); inline
-         * unless the slab changes state (an own slab with a free list is
-         * partial; one left with no object in use becomes empty) */
-        void *fl = s->freelist;
-        uint32_t inuse = s->inuse - 1;
-        if (likely(fl != NULL && inuse != 0)) {
-            *(uintptr_t *)((char *)obj + q->link_off) = (uintptr_t)fl ^ q->secret;
-            s->freelist = obj;
-            s->inuse = inuse;
-            QS_ADD(q->stat[QS_FREE_SLOW], 1);
-            return;
-        }
+    uint64_t t = q->top;
+    if (unlikely(QS_TOP_NR(t) >= QS_LOAD(q->limit))) { /* relaxed: tune lowers it */
         qs_free_full(c, q, s, obj);
         return;
     }
-    *(uintptr_t *)((char *)obj + q->link_off) = (uintptr_t)q->head ^ q->secret;
-    q->head = obj;
-    /* not counted: FREE_FAST is derived from nr (qs_queue_nr_set) */
-    QS_STORE(q->nr, nr + 1); /* read by statistics: relaxed store, a plain mov */
+    qs_queue_push_at(c, q, s, obj, t);
 }
 
 /* Free obj (validated: an object of slab s of cache c).  The queue is found
@@ -122,12 +150,30 @@ static inline void qs_free_fast(qslab_cache *c, struct qs_slab *s, void *obj)
         qs_free_remote(c, q, s, obj);
         return;
     }
-    uintptr_t w = *(uintptr_t *)((char *)obj + q->link_off);
-    if (unlikely(((w ^ q->secret) & QS_LINK_TAG_MASK) == 0)) { /* qs_looks_free */
-        qs_free_suspect(c, q, s, obj); /* tail call keeps this path leaf-like */
+    uint64_t t = q->top;
+    if (unlikely(QS_TOP_NR(t) >= QS_LOAD(q->limit))) {
+        /* full: straight onto our slab's free list (qs_free_full), inline
+         * while the queue is at hiwater (not only at its slots' end), the
+         * slab stays partial (an own slab with a free list is partial; one
+         * left with no object in use becomes empty), and the object's word
+         * is no free object's (this path may load it: it is not the common
+         * one) */
+        uintptr_t *l = (uintptr_t *)((char *)obj + q->link_off);
+        uintptr_t secret = q->stamp ^ QS_STAMP(0), w = *l;
+        void *fl = s->freelist;
+        uint32_t inuse = s->inuse - 1;
+        if (likely(fl != NULL && inuse != 0 && QS_TOP_NR(t) >= QS_LOAD(q->hiwater) &&
+                   ((w ^ secret) & QS_LINK_TAG_MASK) != 0 && w != q->stamp)) {
+            *l = (uintptr_t)fl ^ secret;
+            s->freelist = obj;
+            s->inuse = inuse;
+            QS_ADD(q->stat[QS_FREE_SLOW], 1);
+            return;
+        }
+        qs_free_full(c, q, s, obj);
         return;
     }
-    qs_queue_push(c, q, s, obj);
+    qs_queue_push_at(c, q, s, obj, t);
 }
 
 /* Slab of a pointer that should be an object of a slab chunk; NULL if not. */
@@ -178,7 +224,7 @@ static inline void *qs_kmalloc_alloc(unsigned i)
     if (i >= QS_KMALLOC_CLASSES)
         __builtin_unreachable(); /* so i < QS_FIXED_SLOTS: no bound check */
     struct qs_queue *q = qs_queue_fast(i);
-    if (likely(q->head != NULL)) {
+    if (likely(QS_TOP_NR(q->top) != 0)) {
         void *obj = qs_queue_try_pop(q, QS_ALLOC_FAST, 0); /* no ctor: link at 0 */
         if (likely(obj != NULL))
             return obj;

@@ -126,6 +126,23 @@
 #define QS_MAX_DECAY_MS 3600000u
 
 #define QS_LINK_TAG_MASK 0xffff800000000007ULL
+/* The word of an object in a queue, its free stamp: no valid link (its tag
+ * bit 0 is wrong), so a list walker that meets it (an object freed again
+ * while it sat on a free list: the fast free stores without loading) stops
+ * and reports a double free instead of following it, and a pop tells a
+ * queued object from one that was handed out or is on a list as well.
+ * The slower free paths, which load the word, treat it as "free"
+ * (qs_maybe_free). */
+#define QS_STAMP(secret) ((uintptr_t)(secret) ^ 1)
+
+/* qs_queue.top: nr in the low bits, fast pops above.  A fast pop adds
+ * QS_TOP_POP (nr - 1, pops + 1), a push adds 1.  Pops wrap at 2^43; the
+ * statistics readers accumulate them (stats.c). */
+#define QS_TOP_SHIFT 21 /* nr <= QS_MAX_HIWATER + a refill < 2^21 */
+#define QS_TOP_NR_MASK (((uint64_t)1 << QS_TOP_SHIFT) - 1)
+#define QS_TOP_NR(t) ((unsigned)((t) & QS_TOP_NR_MASK))
+#define QS_TOP_POPS(t) ((t) >> QS_TOP_SHIFT)
+#define QS_TOP_POP (((uint64_t)1 << QS_TOP_SHIFT) - 1)
 
 /* ---- locks (lock.c is this header: a test-and-test-and-set spinlock that
  * yields the CPU after a short spin, so it behaves with more threads than
@@ -253,19 +270,27 @@ struct qs_batch {
 
 /* One owner's view of one cache. */
 struct qs_queue {
-    /* hot: owner only, no lock; the first 64 bytes are all the fast paths
-     * touch (the struct is 64-aligned: its inbox is) */
-    void *head;   /* LIFO of free objects (encoded links) */
-    unsigned nr;  /* objects in the queue */
-    int node;     /* owner's node; its slabs come from this node */
+    /* hot: the first 64 bytes are all the fast paths touch (the struct is
+     * 64-aligned: its inbox is).  The queue is an array of object pointers,
+     * a LIFO stack slots[0 .. nr): a push stores the pointer and the
+     * object's free stamp, a pop loads both; neither follows a link, and a
+     * free never loads from the object (the program's last narrow write
+     * there cannot stall it on store forwarding).  `top` packs nr with a
+     * count of fast pops, so that one store commits a pop and counts it
+     * (QS_TOP_*): the commit the per-CPU owner's restartable sequences need. */
+    uint64_t top;   /* nr (low QS_TOP_SHIFT bits) | fast pops (above, wrap) */
+    void **slots;   /* [cap]; slots[-1] is a NULL sentinel (push's dup check) */
     /* copies of the cache's (set at attach, hiwater also by tune under
      * qs_global): the fast paths read the queue's line, not the cache's */
-    uintptr_t secret;
+    uintptr_t stamp; /* QS_STAMP(cache->secret): the word of a queued object */
     uint32_t link_off;
+    uint32_t limit;   /* push while nr < limit = min(hiwater, cap): owner
+                         (and tune, lowering only); relaxed */
     uint32_t hiwater; /* relaxed */
-    /* written by the owner (relaxed); stat[QS_FREE_FAST] is derived, see
-     * qs_queue_nr_set.  Here so that stat[QS_ALLOC_FAST], the one counter
-     * of the fast paths, shares the first cache line with head and nr. */
+    uint32_t cap;     /* slots' capacity (owner) */
+    int node;         /* owner's node; its slabs come from this node */
+    /* written by the owner (relaxed); fast pops live in `top`, fast frees
+     * are derived (qs_queue_nr_set) */
     unsigned long stat[QS_STAT_NR];
     struct qs_list list; /* slabs this owner owns */
     /* our empty slabs (state EMPTY, ->next linked), kept for the next
@@ -286,6 +311,10 @@ struct qs_queue {
     qslab_cache *cache;
     unsigned long moved; /* net change of nr by slow paths (wraps) */
     unsigned nr_seq;     /* odd while the owner changes nr and moved */
+    /* the statistics readers' (qs_global): fast pops seen so far, and the
+     * raw count of `top` at the last reading (it wraps at 2^43) */
+    unsigned long pops_seen;
+    uint64_t pops_raw;
     /* shared */
     struct qs_inbox inbox;
     /* bookkeeping under qs_global */
@@ -294,11 +323,11 @@ struct qs_queue {
     struct qs_queue *pool_next;
 };
 
-_Static_assert(__builtin_offsetof(struct qs_queue, stat) + 8 * (QS_FREE_SLOW + 1) <= 64,
-               "the fast paths' queue fields and counters in one cache line");
+_Static_assert(__builtin_offsetof(struct qs_queue, node) + 4 <= 64,
+               "the fast paths' queue fields in one cache line");
 /* a thread has one queue per cache it uses: 1,000 threads using 20 classes
  * hold 20,000 of them */
-_Static_assert(sizeof(struct qs_queue) <= 512, "queues stay at 512 bytes");
+_Static_assert(sizeof(struct qs_queue) <= 640, "queues stay at 640 bytes");
 
 /* Per-(cache, node) lists. */
 struct qs_node {
@@ -502,10 +531,12 @@ unsigned qs_slab_min_order(size_t slot_size, size_t align);
 #define QS_SLAB_MIN_OBJS 8           /* objects per slab by default, */
 #define QS_SLAB_MIN_BYTES (32u << 10) /* or a slab this long (slab.c) */
 unsigned qs_slab_default_order(size_t slot_size, size_t align);
-struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node);
+struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node, bool born);
 /* Allocate one object from a slab the caller owns (freelist non-empty). */
 void *qs_slab_take_one(qslab_cache *c, struct qs_queue *q, struct qs_slab *s);
 uint32_t qs_slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, uint32_t want);
+uint32_t qs_slab_grow_into(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, uint32_t want,
+                           void **dst, uint32_t room);
 bool qs_slab_growable(const qslab_cache *c, const struct qs_slab *s);
 
 static inline uintptr_t *qs_link(const qslab_cache *c, void *obj)
@@ -519,6 +550,11 @@ static inline uintptr_t qs_enc(const qslab_cache *c, void *next)
 static inline bool qs_looks_free(const qslab_cache *c, uintptr_t w)
 {
     return ((w ^ c->secret) & QS_LINK_TAG_MASK) == 0;
+}
+/* A word of a free object: a free-list link or a queue's free stamp. */
+static inline bool qs_maybe_free(const qslab_cache *c, uintptr_t w)
+{
+    return qs_looks_free(c, w) || w == QS_STAMP(c->secret);
 }
 /* Decode a link; NULL and *bad set if the word is not a valid link. */
 static inline void *qs_dec(const qslab_cache *c, uintptr_t w, bool *bad)
@@ -633,9 +669,18 @@ void qs_queue_claim(qslab_cache *c, struct qs_queue *q);
 bool qs_double_free_check(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
 void qs_free_suspect(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
 void qs_free_other(void *p);
-void *qs_queue_corrupt(qslab_cache *c, struct qs_queue *q, void *obj);
+void qs_queue_corrupt(qslab_cache *c, struct qs_queue *q);
+/* A list walker met obj, whose link is not valid: report it (a double free
+ * if it holds the free stamp or 0, else an overwritten free object).  A
+ * double free's second free was counted where it was pushed: it is taken
+ * out of the counts through q (the caller's queue, or NULL). */
+void qs_report_bad_link(qslab_cache *c, struct qs_queue *q, void *obj);
+bool qs_queue_reserve(struct qs_queue *q, unsigned n); /* room for n more in slots */
+void qs_queue_free_slots(struct qs_queue *q);
 /* Route a list of objects (linked, count n) of cache c to their slabs' owners. */
 void *qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned long n);
+/* Route n objects of an array (their links are written on the way). */
+unsigned long qs_route_vec(qslab_cache *c, struct qs_queue *q, void *const *objs, unsigned long n);
 
 /* ---- owner.c ---- */
 struct qs_queue *qs_queue_attach(qslab_cache *c); /* the caller's queue, made if needed */
@@ -690,8 +735,9 @@ static inline void qs_queue_nr_set(struct qs_queue *q, unsigned nr)
     unsigned seq = q->nr_seq;
     QS_STORE(q->nr_seq, seq + 1);
     __atomic_thread_fence(__ATOMIC_RELEASE);
-    QS_STORE(q->moved, q->moved + (unsigned long)nr - q->nr);
-    QS_STORE(q->nr, nr);
+    uint64_t t = q->top;
+    QS_STORE(q->moved, q->moved + (unsigned long)nr - QS_TOP_NR(t));
+    QS_STORE(q->top, (t & ~QS_TOP_NR_MASK) | nr);
     __atomic_store_n(&q->nr_seq, seq + 2, __ATOMIC_RELEASE);
 }
 

@@ -147,13 +147,16 @@ QSLAB_EXPORT void qslab_large_stats(struct qslab_large_stats *st)
 }
 
 /* qs_kmalloc_alloc's slow path: the queue is empty (or missing), or its
- * head's link is corrupt (qs_queue_pop reports it). */
+ * top object does not look free (qs_queue_pop reports it). */
 QS_NOINLINE void *qs_kmalloc_slow(unsigned i)
 {
     qslab_cache *c = &qs_kmalloc_caches[i];
     struct qs_queue *q = qs_queue_of(c);
-    if (q && q->head)
-        return qs_queue_pop(c, q, QS_ALLOC_FAST);
+    if (q && QS_TOP_NR(q->top)) {
+        void *obj = qs_queue_pop(c, q, QS_ALLOC_FAST);
+        if (obj)
+            return obj;
+    }
     return qs_alloc_slow(c);
 }
 

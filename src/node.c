@@ -327,7 +327,7 @@ void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node)
     }
     if (!s) {
         qs_lock_release(&n->lock);
-        s = qs_slab_new(c, q, node);
+        s = qs_slab_new(c, q, node, true);
         if (!s)
             return NULL;
         qs_lock_acquire(&n->lock);

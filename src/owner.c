@@ -101,9 +101,17 @@ struct qs_queue *qs_queue_attach(qslab_cache *c)
     }
     q->owner = o;
     q->node = o->node;
-    q->secret = c->secret;
+    q->stamp = QS_STAMP(c->secret);
     q->link_off = c->link_off;
     QS_STORE(q->hiwater, QS_LOAD(c->hiwater));
+    if (!q->slots && !qs_queue_reserve(q, 1)) { /* a first few slots; they grow */
+        q->owner = NULL;
+        q->pool_next = c->pool;
+        c->pool = q;
+        q = NULL;
+        goto out;
+    }
+    QS_STORE(q->limit, q->hiwater < q->cap ? q->hiwater : q->cap);
     qs_lock_acquire(&q->inbox.lock);
     q->inbox.dead = 0;
     qs_lock_release(&q->inbox.lock);

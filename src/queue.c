@@ -37,8 +37,8 @@
 #define QS_ROUTE_BATCHES 8
 
 /* Owner-side free of obj to slab s on list l; empties collected on *empties. */
-static void slab_put(qslab_cache *c, struct qs_list *l, struct qs_slab *s, void *obj,
-                     struct qs_slab **empties)
+static inline void slab_put(qslab_cache *c, struct qs_list *l, struct qs_slab *s, void *obj,
+                            struct qs_slab **empties)
 {
     bool was_full = s->state == QS_SLAB_FULL;
     qs_slab_give(c, s, obj);
@@ -90,8 +90,7 @@ static void send_node(qslab_cache *c, struct qs_queue *q, struct qs_batch *b)
         qs_node_put_empty_locked(c, n, empties, &release);
     qs_lock_release(&n->lock);
     if (corrupt)
-        qs_fatal("free list corruption in cache %s: free object %p was overwritten (use after "
-                 "free?)", c->name, corrupt);
+        qs_report_bad_link(c, q, corrupt);
     qs_node_release_list(c, q, release, NULL);
     qs_stat(c, q, QS_NODE_FREE, done);
     if (nagain)
@@ -253,68 +252,187 @@ void qs_queue_empty_out(qslab_cache *c, struct qs_queue *q)
 {
     qs_queue_send_pending(c, q);
     qs_queue_claim(c, q);
-    qs_queue_flush(c, q, q->nr);
+    qs_queue_flush(c, q, QS_TOP_NR(q->top));
     qs_queue_drain_stash(c, q);
 }
 
+/* Routing objects to their slabs' owners: the caller's own slabs get them
+ * at once, other owners in batches (up to QS_ROUTE_BATCHES open). */
+struct router {
+    struct qs_batch b[QS_ROUTE_BATCHES];
+    struct qs_slab *empties;
+    struct qs_slab *s; /* the last descriptor: objects freed together often
+                          share a slab (mem and order never change for a
+                          descriptor, so this holds even if the slab was given
+                          back meanwhile) */
+    unsigned long limit;
+    unsigned victim;
+};
+
+static void route_begin(qslab_cache *c, struct router *r)
+{
+    __builtin_memset(r, 0, sizeof(*r));
+    r->limit = QS_LOAD(c->freebatch);
+}
+
+static inline void route_one(qslab_cache *c, struct qs_queue *q, struct router *r, void *obj)
+{
+    struct qs_slab *s = r->s;
+    if (!s || (uintptr_t)obj - (uintptr_t)s->mem >= qs_slab_bytes(s->order))
+        r->s = s = slab_of_obj(obj);
+    struct qs_list *to = qs_slab_owner(s);
+    if (q && to == &q->list)
+        slab_put(c, &q->list, s, obj, &r->empties);
+    else
+        batch_add(c, q, batch_for(c, q, r->b, QS_ROUTE_BATCHES, &r->victim, to), obj, r->limit);
+}
+
+static void route_end(qslab_cache *c, struct qs_queue *q, struct router *r)
+{
+    for (unsigned k = 0; k < QS_ROUTE_BATCHES; k++)
+        send_batch(c, q, &r->b[k]);
+    if (r->empties)
+        stash_add(c, q, r->empties);
+}
+
 /* Route n objects linked from head to their slabs' owners.  Returns what
- * the n-th object's link points to (the rest of a queue being flushed), so a
- * flush walks its objects once; NULL, after reporting, if a link on the way
- * is corrupt (the objects after it are dropped, not followed). */
+ * the n-th object's link points to; NULL, after reporting, if a link on the
+ * way is corrupt (the objects after it are dropped, not followed). */
 void *qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned long n)
 {
-    struct qs_batch b[QS_ROUTE_BATCHES] = {{0}};
-    struct qs_slab *empties = NULL;
-    unsigned long limit = QS_LOAD(c->freebatch);
-    unsigned victim = 0;
+    struct router r;
+    route_begin(c, &r);
     void *obj = head;
-    /* Objects freed together often share a slab: keep the last descriptor
-     * while obj lies in its memory (mem and order never change for a
-     * descriptor, so this holds even if the slab was given back meanwhile). */
-    struct qs_slab *s = NULL;
-    void *rest = NULL;
     for (unsigned long i = 0; i < n; i++) {
         bool bad;
         void *next = qs_dec(c, *qs_link(c, obj), &bad);
         if (unlikely(bad)) {
-            qs_fatal("free list corruption in cache %s: free object %p was overwritten (use after "
-                     "free?)", c->name, obj);
+            qs_report_bad_link(c, q, obj);
             next = NULL;
             n = i + 1; /* route obj itself, follow nothing more */
         }
-        if (!s || (uintptr_t)obj - (uintptr_t)s->mem >= qs_slab_bytes(s->order))
-            s = slab_of_obj(obj);
-        struct qs_list *to = qs_slab_owner(s);
-        if (q && to == &q->list) {
-            slab_put(c, &q->list, s, obj, &empties);
-        } else {
-            batch_add(c, q, batch_for(c, q, b, QS_ROUTE_BATCHES, &victim, to), obj, limit);
-        }
+        route_one(c, q, &r, obj);
         obj = next;
     }
-    rest = obj;
-    for (unsigned k = 0; k < QS_ROUTE_BATCHES; k++)
-        send_batch(c, q, &b[k]);
-    if (empties)
-        stash_add(c, q, empties);
-    return rest;
+    route_end(c, q, &r);
+    return obj;
 }
 
+/* k frees pushed on q were no frees (second frees of one object, dropped):
+ * take them out of the derived FREE_FAST (free_fast = nr + pops - moved). */
+static void queue_uncount(struct qs_queue *q, unsigned long k)
+{
+    unsigned seq = q->nr_seq;
+    QS_STORE(q->nr_seq, seq + 1);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    QS_STORE(q->moved, q->moved + k);
+    __atomic_store_n(&q->nr_seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+void qs_report_bad_link(qslab_cache *c, struct qs_queue *q, void *obj)
+{
+    uintptr_t w = *qs_link(c, obj);
+    /* the stamp: freed again (pushed) while on this list; 0: that second
+     * entry was handed out since (a pop clears the word) */
+    if (w == QS_STAMP(c->secret) || w == 0) {
+        qs_fatal("double free of %p in cache %s (freed again while it was free)", obj, c->name);
+        if (q && q != &qs_no_queue)
+            queue_uncount(q, 1);
+        else
+            __atomic_fetch_sub(&c->orphan_stat[QS_FREE_FAST], 1, __ATOMIC_RELAXED);
+    } else {
+        qs_fatal("free list corruption in cache %s: free object %p was overwritten (use after "
+                 "free or double free?)", c->name, obj);
+    }
+}
+
+/* Report a queued object whose word is neither the free stamp nor a
+ * free-list link (see qs_queue_corrupt); true if it is a second free of
+ * one object: 0 is what the first of its two entries left when it was
+ * handed out. */
+static bool report_unstamped(qslab_cache *c, void *obj)
+{
+    uintptr_t w = *qs_link(c, obj);
+    bool twice = w == 0;
+    if (twice)
+        qs_fatal("double free of %p in cache %s (found before it was handed out again)", obj,
+                 c->name);
+    else
+        qs_fatal("free list corruption in cache %s: free object %p was overwritten (use after "
+                 "free or double free?)", c->name, obj);
+    return twice;
+}
+
+/* Route n objects of a queue's slots home.  Each must hold the free stamp
+ * or a free-list link (refills leave those): one that does not is reported
+ * and dropped (never routed: see
+ * qs_queue_corrupt), and the second frees among them are returned, for
+ * the caller to take out of its counts. */
+unsigned long qs_route_vec(qslab_cache *c, struct qs_queue *q, void *const *objs, unsigned long n)
+{
+    struct router r;
+    uintptr_t stamp = QS_STAMP(c->secret);
+    unsigned long twice = 0;
+    route_begin(c, &r);
+    for (unsigned long i = 0; i < n; i++) {
+        uintptr_t w = *qs_link(c, objs[i]);
+        if (unlikely(w != stamp) && !qs_looks_free(c, w)) {
+            twice += report_unstamped(c, objs[i]);
+            continue;
+        }
+        route_one(c, q, &r, objs[i]);
+    }
+    route_end(c, q, &r);
+    return twice;
+}
+
+/* Route the top `count` objects of the queue home (shrink, trim). */
 void qs_queue_flush(qslab_cache *c, struct qs_queue *q, unsigned count)
 {
-    if (count > q->nr)
-        count = q->nr;
+    unsigned nr = QS_TOP_NR(q->top);
+    if (count > nr)
+        count = nr;
     if (!count)
         return;
-    /* one walk: the routing returns the new head (q->head is the owner's
-     * alone, and nothing the routing calls reads it) */
-    unsigned rest = q->nr - count;
-    void *head = q->head;
     QS_ADD(q->stat[QS_FLUSH], 1);
-    void *next = qs_route_list(c, q, head, count);
-    q->head = next;
-    /* a corrupt link (reported) drops the rest of the queue */
-    qs_queue_nr_set(q, next || !rest ? rest : 0);
+    /* nothing the routing calls touches the queue's slots */
+    unsigned long twice = qs_route_vec(c, q, q->slots + (nr - count), count);
+    qs_queue_nr_set(q, nr - count);
+    if (twice)
+        queue_uncount(q, twice);
+}
+
+/* Room in the slots for n objects more: the array grows (doubling) on
+ * demand, so a queue costs what it holds, not its hiwater. */
+bool qs_queue_reserve(struct qs_queue *q, unsigned n)
+{
+    unsigned nr = QS_TOP_NR(q->top);
+    if (nr + n <= q->cap)
+        return true;
+    unsigned cap = q->cap ? q->cap * 2 : 32;
+    while (cap < nr + n)
+        cap *= 2;
+    void **mem = qs_meta_alloc(((size_t)cap + 1) * sizeof(void *));
+    if (!mem)
+        return false;
+    mem[0] = NULL; /* the sentinel slots[-1] */
+    if (nr)
+        __builtin_memcpy(mem + 1, q->slots, nr * sizeof(void *));
+    qs_queue_free_slots(q);
+    q->slots = mem + 1;
+    q->cap = cap;
+    uint32_t hw = QS_LOAD(q->hiwater);
+    QS_STORE(q->limit, hw < cap ? hw : cap);
+    return true;
+}
+
+void qs_queue_free_slots(struct qs_queue *q)
+{
+    if (q->slots)
+        qs_meta_free(q->slots - 1, ((size_t)q->cap + 1) * sizeof(void *));
+    q->slots = NULL;
+    q->cap = 0;
+    QS_STORE(q->limit, 0);
 }
 
 /* Objects of slabs we do not own go onto our queue only while it is short
@@ -343,16 +461,34 @@ static inline void pending_add(qslab_cache *c, struct qs_queue *q, struct qs_sla
     batch_add(c, q, b, obj, QS_LOAD(c->freebatch)); /* posting is a tail call */
 }
 
-/* A free while the queue is at hiwater, of an object of one of our own
- * slabs (qs_free_fast checked the owner): it goes straight to that slab.  Pushing it
- * would only mean a flush walking the queue's objects again to put each
- * back where this one can go now.  A slab it empties goes to the stash. */
+/* A free while the queue is at its limit.  Below hiwater, the slots grow
+ * and take it.  At hiwater, an object of one of our own slabs goes straight
+ * to that slab: pushing it would only mean a flush walking the queue's
+ * objects again to put each back where this one can go now.  A slab it
+ * empties goes to the stash.  This path loads the object's word (its free
+ * stamp tells a double free); the push does not. */
 void qs_free_full(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj)
 {
-    /* s is ours: a push reaches hiwater only from qs_free_fast, after its
-     * owner check (other owners' objects are pushed only below the low mark) */
-    struct qs_slab *empties = NULL;
+    unsigned nr = QS_TOP_NR(q->top);
+    uint32_t hw = QS_LOAD(q->hiwater);
+    if (unlikely(nr < hw)) {
+        if (qs_queue_reserve(q, hw - nr < q->cap ? hw - nr : q->cap)) {
+            QS_STORE(q->limit, hw < q->cap ? hw : q->cap);
+            if (nr < q->limit) {
+                qs_queue_push(c, q, s, obj);
+                return;
+            }
+        }
+        QS_STORE(q->limit, hw < q->cap ? hw : q->cap); /* a stale limit after tune */
+    }
+    if (unlikely(qs_maybe_free(c, *qs_link(c, obj))) && qs_double_free_check(c, q, s, obj))
+        return;
     QS_ADD(q->stat[QS_FREE_SLOW], 1);
+    if (unlikely(qs_slab_owner(s) != &q->list)) { /* another owner's: batched home */
+        pending_add(c, q, s, obj);
+        return;
+    }
+    struct qs_slab *empties = NULL;
     slab_put(c, &q->list, s, obj, &empties);
     if (empties)
         stash_add(c, q, empties);
@@ -384,11 +520,11 @@ void qs_free_remote(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void 
         qs_free_slow(c, s, obj);
         return;
     }
-    if (unlikely(qs_looks_free(c, *qs_link(c, obj)))) {
+    if (unlikely(qs_maybe_free(c, *qs_link(c, obj)))) {
         free_remote_suspect(c, q, s, obj);
         return;
     }
-    if (q->nr < QS_LOAD(c->park) && s->node == q->node) {
+    if (QS_TOP_NR(q->top) < QS_LOAD(c->park) && s->node == q->node) {
         /* a short queue takes it: the thread reuses it locally (a
          * consumer that never allocates parks at most hiwater/4 objects
          * and 16 KiB); never memory of another node, which a local
@@ -400,10 +536,12 @@ void qs_free_remote(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void 
     pending_add(c, q, s, obj);
 }
 
+/* Take what other owners posted to our inbox: up to hiwater onto the
+ * queue, the rest straight back to their slabs (ours, or routed). */
 void qs_queue_claim(qslab_cache *c, struct qs_queue *q)
 {
     qs_lock_acquire(&q->inbox.lock);
-    void *head = q->inbox.head, *tail = q->inbox.tail;
+    void *head = q->inbox.head;
     unsigned long n = q->inbox.nr;
     q->inbox.head = q->inbox.tail = NULL;
     q->inbox.nr = 0;
@@ -411,44 +549,93 @@ void qs_queue_claim(qslab_cache *c, struct qs_queue *q)
     qs_lock_release(&q->inbox.lock);
     if (!head)
         return;
-    *qs_link(c, tail) = qs_enc(c, q->head);
-    q->head = head;
-    qs_queue_nr_set(q, q->nr + (unsigned)n);
     QS_ADD(q->stat[QS_CLAIM], 1);
+    unsigned nr = QS_TOP_NR(q->top);
+    uint32_t hw = QS_LOAD(q->hiwater);
+    unsigned long k = nr < hw ? hw - nr : 0;
+    if (k > n)
+        k = n;
+    if (k && !qs_queue_reserve(q, (unsigned)k))
+        k = q->cap - nr;
+    void **sl = q->slots;
+    unsigned long i = 0;
+    for (; i < k; i++) {
+        bool bad;
+        void *next = qs_dec(c, *qs_link(c, head), &bad);
+        if (unlikely(bad)) { /* keep head out of the queue, follow nothing more */
+            qs_queue_nr_set(q, nr + (unsigned)i);
+            qs_report_bad_link(c, q, head);
+            return;
+        }
+        sl[nr + i] = head; /* its link stays: it looks free (qs_queue_try_pop) */
+        head = next;
+    }
+    qs_queue_nr_set(q, nr + (unsigned)k);
+    if (n > k)
+        qs_route_list(c, q, head, n - k);
 }
 
-/* Move the whole free list of slab s (owned by q) onto the queue after *tail;
- * an empty list is grown first when `grow` (lazy birth, slab.c: at least
- * `grow` objects or a page's worth).  The slab is FULL after, unless it can
- * grow again (then PARTIAL, with an empty free list). */
-static void take_slab(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void **tail, bool listed,
-                      unsigned grow)
+/* Move up to `max` objects of slab s (owned by q) from its free list to
+ * the queue's slots (their links stay: see qs_queue_try_pop).  A slab with an empty list is grown
+ * instead when `grow` (lazy birth, slab.c: at least `grow` objects or a
+ * page's worth, or as many as it had born): its new objects are born
+ * straight into the slots, as many as fit below max(grow, hiwater), and
+ * the rest onto its list.  The slab is FULL after, unless objects are left
+ * on its list or it can grow again (then PARTIAL). */
+static void take_slab(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, bool listed,
+                      unsigned grow, unsigned max)
 {
-    if (!s->freelist && grow)
-        qs_slab_grow(c, q, s, grow);
-    if (s->freelist) { /* (a node's partial slab may have none yet) */
-        if (*tail)
-            *qs_link(c, *tail) = qs_enc(c, s->freelist);
-        else
-            q->head = s->freelist;
-        *tail = s->tail;
-        qs_queue_nr_set(q, q->nr + s->objects - s->inuse);
-        s->inuse = s->objects;
-        s->freelist = s->tail = NULL;
+    unsigned nr = QS_TOP_NR(q->top), got = 0;
+    if (!s->freelist && grow) {
+        uint32_t k = (uint32_t)(QS_PAGE_SIZE / c->slot_size), hw = QS_LOAD(q->hiwater);
+        if (k < s->objects)
+            k = s->objects;
+        if (k < grow)
+            k = grow;
+        if (k > (grow > hw ? grow : hw))
+            k = grow > hw ? grow : hw;
+        if (k > q->cap - nr && !qs_queue_reserve(q, k))
+            k = q->cap - nr;
+        got = qs_slab_grow_into(c, q, s, grow, q->slots + nr, k);
+    } else {
+        if (max > s->objects - s->inuse) /* the free list's length */
+            max = s->objects - s->inuse;
+        if (max > q->cap - nr && !qs_queue_reserve(q, max))
+            max = q->cap - nr;
+        void **sl = q->slots + nr;
+        void *obj = s->freelist;
+        while (obj && got < max) {
+            bool bad;
+            void *next = qs_dec(c, *qs_link(c, obj), &bad);
+            if (unlikely(bad)) {
+                /* obj and what follows are lost to the slab (in use
+                 * forever): never handed out, never followed */
+                s->inuse = s->objects - got;
+                qs_report_bad_link(c, q, obj);
+                obj = NULL;
+                break;
+            }
+            sl[got++] = obj;
+            obj = next;
+        }
+        s->freelist = obj;
+        if (!obj)
+            s->tail = NULL;
+        s->inuse += got;
     }
+    qs_queue_nr_set(q, nr + got);
     if (listed)
         qs_list_del(&q->list, s);
-    qs_list_add(&q->list, s, qs_slab_growable(c, s) ? QS_SLAB_PARTIAL : QS_SLAB_FULL);
+    qs_list_add(&q->list, s, s->freelist || qs_slab_growable(c, s) ? QS_SLAB_PARTIAL : QS_SLAB_FULL);
 }
 
 static bool queue_refill(qslab_cache *c, struct qs_queue *q)
 {
     if (__atomic_load_n(&q->inbox.pending, __ATOMIC_RELAXED)) {
         qs_queue_claim(c, q);
-        if (q->head)
+        if (QS_TOP_NR(q->top))
             return true;
     }
-    void *tail = NULL;
     struct qs_slab *s;
     QS_ADD(q->stat[QS_REFILL], 1);
     /* slabs we own and slabs on the node lists are already faulted in: take
@@ -458,49 +645,57 @@ static bool queue_refill(qslab_cache *c, struct qs_queue *q)
      * took four 256 KiB slabs for one allocation hoarded 768 KiB that the
      * other threads then made anew */
     unsigned want = QS_LOAD(c->refill), least = QS_LOAD(c->fresh);
+    if (!qs_queue_reserve(q, want)) {
+        errno = ENOMEM;
+        return false;
+    }
+#define NR() QS_TOP_NR(q->top)
     /* objects already born: our partial slabs' free lists (a partial slab
      * with an empty list can only grow: that is new memory, below) */
     s = q->list.partial;
-    while (s && q->nr < want) {
+    while (s && NR() < want) {
         struct qs_slab *next = s->next; /* take_slab moves s to a list head */
         if (s->freelist)
-            take_slab(c, q, s, &tail, true, 0);
+            take_slab(c, q, s, true, 0, want - NR());
         s = next;
     }
-    if (q->nr < want && QS_LOAD(q->nr_stash)) { /* our empties: no node lock */
+    if (NR() < want && QS_LOAD(q->nr_stash)) { /* our empties: no node lock */
         qs_lock_acquire(&q->stash_lock);
         QS_STORE(q->stash_idle, 0);
-        while (q->nr < want && (s = q->stash)) {
+        while (NR() < want && (s = q->stash)) {
             q->stash = s->next;
             QS_STORE(q->nr_stash, q->nr_stash - 1);
             q->stash_bytes -= (uint32_t)qs_slab_bytes(s->order);
-            take_slab(c, q, s, &tail, false, 0);
+            take_slab(c, q, s, false, 0, want - NR());
         }
         qs_lock_release(&q->stash_lock);
     }
-    if (q->nr < least) {
-        s = qs_node_take(c, q, &c->nodes[q->node], want - q->nr);
+    if (NR() < least) {
+        s = qs_node_take(c, q, &c->nodes[q->node], want - NR());
         while (s) {
             struct qs_slab *next = s->next;
-            take_slab(c, q, s, &tail, false, 0);
+            take_slab(c, q, s, false, 0, NR() < want ? want - NR() : 0);
             s = next;
         }
     }
     /* new memory: grow a slab of ours that can (every partial slab left
      * has an empty free list now), else make one, until `least` objects:
      * a page's worth at most, so a class's first mallocs touch a page each */
-    while (q->nr < least) {
-        if ((s = q->list.partial)) {
-            take_slab(c, q, s, &tail, true, least - q->nr);
+    while (NR() < least) {
+        /* all that a growth made: it is a page's worth, or what the slab
+         * had born already (slab.c), and it is touched now anyway */
+        if ((s = q->list.partial) && !s->freelist) {
+            take_slab(c, q, s, true, least - NR(), ~0u);
             continue;
         }
-        s = qs_slab_new(c, q, q->node);
+        s = qs_slab_new(c, q, q->node, false);
         if (!s)
             break;
         qs_slab_set_owner(s, &q->list);
-        take_slab(c, q, s, &tail, false, least - q->nr);
+        take_slab(c, q, s, false, least - NR(), ~0u); /* born into the slots */
     }
-    if (!q->head) {
+#undef NR
+    if (!QS_TOP_NR(q->top)) {
         errno = ENOMEM;
         return false;
     }
@@ -517,9 +712,13 @@ void *qs_alloc_slow(qslab_cache *c)
             return qs_node_alloc(c, NULL, qs_self.node);
         return NULL;
     }
-    if (!q->head && !queue_refill(c, q))
-        return NULL;
-    return qs_queue_pop(c, q, QS_ALLOC_SLOW);
+    for (;;) {
+        if (!QS_TOP_NR(q->top) && !queue_refill(c, q))
+            return NULL;
+        void *obj = qs_queue_pop(c, q, QS_ALLOC_SLOW);
+        if (obj)
+            return obj;
+    }
 }
 
 /* A thread that has never allocated gets a queue on its QS_FREE_ONLY_ATTACH-th
@@ -561,16 +760,26 @@ static bool list_has(qslab_cache *c, void *head, unsigned long max, const void *
     return false;
 }
 
-/* obj's link word looks like a free object's.  Look for obj where the
- * caller may look: its queue; for its own slabs, the slab's free list and
- * its inbox; for node-owned slabs, the slab's free list under the node lock.  An object sitting in another live thread's queue is not
- * found (that queue is its owner's alone); the caller then frees it, as
- * glibc's tcache does when its key matches by chance.  True (after
- * reporting) if it is a double free. */
+static bool vec_has(void *const *v, unsigned long n, const void *obj)
+{
+    for (unsigned long i = 0; i < n; i++)
+        if (v[i] == obj)
+            return true;
+    return false;
+}
+
+/* obj is freed twice in a row (it is the queue's top), or its word looks
+ * like a free object's.  Look for obj where the caller may look: its queue;
+ * for its own slabs, the slab's free list and its inbox; for node-owned
+ * slabs, the slab's free list under the node lock.  An object sitting in
+ * another live thread's queue is not found (that queue is its owner's
+ * alone); the caller then frees it, as glibc's tcache does when its key
+ * matches by chance, and the second entry is caught when it is popped
+ * (qs_queue_try_pop).  True (after reporting) if it is a double free. */
 bool qs_double_free_check(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj)
 {
     QS_ADD(q->stat[QS_DOUBLE_FREE_CHECK], 1);
-    bool found = list_has(c, q->head, q->nr, obj);
+    bool found = vec_has(q->slots, QS_TOP_NR(q->top), obj);
     for (unsigned k = 0; k < QS_PENDING && !found; k++)
         found = list_has(c, q->pending[k].head, q->pending[k].n, obj);
     struct qs_list *own = qs_slab_owner(s);
@@ -592,23 +801,29 @@ bool qs_double_free_check(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
     return found;
 }
 
-/* Free of an object whose link word looks free: a double free, or user data
- * that happens to match the tag (about 1 in 2^20 for random words). */
+/* The free of the queue's top object: a double free, unless it was handed
+ * out meanwhile by a path that does not pop (it cannot be: every
+ * allocation from the queue pops), so qs_double_free_check finds it. */
 QS_NOINLINE void qs_free_suspect(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj)
 {
     if (!qs_double_free_check(c, q, s, obj))
         qs_queue_push(c, q, s, obj);
 }
 
-void *qs_queue_corrupt(qslab_cache *c, struct qs_queue *q, void *obj)
+/* The queue's top object does not look free (qs_queue_try_pop): report it,
+ * and if the handler returns, drop the entry (never hand it out).  A word
+ * of 0 is what the first of two entries of one object left when it was
+ * handed out: a double free whose second free was not next to the first. */
+void qs_queue_corrupt(qslab_cache *c, struct qs_queue *q)
 {
-    qs_fatal("free list corruption in cache %s: free object %p was overwritten (use after free?)",
-             c->name, obj);
-    /* the handler returned: forget the queue (leaking it) rather than hand
-     * out memory reached through a corrupt link */
-    q->head = NULL;
-    qs_queue_nr_set(q, 0);
-    return NULL;
+    unsigned nr = QS_TOP_NR(q->top);
+    /* the handler returned: drop the entry, never hand it out.  A second
+     * free was no free: it leaves the count of frees; an overwritten object
+     * was freed once and is lost (leaked, in use from its slab's side) */
+    bool twice = report_unstamped(c, q->slots[nr - 1]);
+    qs_queue_nr_set(q, nr - 1);
+    if (twice)
+        queue_uncount(q, 1);
 }
 
 /* Thread exit (qs_global held): give everything back and hand the slabs to
@@ -618,12 +833,11 @@ void qs_queue_retire(qslab_cache *c, struct qs_queue *q)
 {
     qs_queue_send_pending(c, q);
     qs_queue_claim(c, q);
-    if (q->head) {
-        void *head = q->head;
-        unsigned long n = q->nr;
-        q->head = NULL;
+    if (QS_TOP_NR(q->top)) {
+        unsigned long twice = qs_route_vec(c, q, q->slots, QS_TOP_NR(q->top));
         qs_queue_nr_set(q, 0);
-        qs_route_list(c, q, head, n);
+        if (twice)
+            queue_uncount(q, twice);
     }
     qs_queue_drain_stash(c, q);
     for (int pass = 0; pass < 2; pass++) {

@@ -90,10 +90,17 @@ bool qs_slab_growable(const qslab_cache *c, const struct qs_slab *s)
  * (or node allocation) grows it.  The caller owns the slab's free list.
  * span is stored relaxed: other threads read it to validate their frees of
  * objects born earlier (handed to them after birth), and it only grows.
- * Returns the number born, 0 when s is at capacity. */
-uint32_t qs_slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, uint32_t want)
+ * Returns the number born, 0 when s is at capacity.
+ *
+ * qs_slab_grow_into: the same, but the first `room` objects born go
+ * straight into a queue's slots at dst, with the queue's free stamp and
+ * counted in s->inuse (the refill would walk the free list for them at
+ * once); the rest onto the free list.  Returns the number placed. */
+static uint32_t slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, uint32_t want,
+                          void **dst, uint32_t room, uint32_t *placed)
 {
     uint32_t cap = slab_capacity(c, s), n = s->objects;
+    *placed = 0;
     if (n >= cap)
         return 0;
     /* a page's worth, or what the caller wants, or as many as were born
@@ -108,26 +115,54 @@ uint32_t qs_slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, uin
         k = 1;
     if (k > cap - n)
         k = cap - n;
-    char *first = s->base + (size_t)n * c->slot_size, *obj = first;
-    for (uint32_t i = 0; i < k; i++, obj += c->slot_size) {
+    uint32_t p = room < k ? room : k, size = c->slot_size;
+    char *obj = s->base + (size_t)n * size;
+    uintptr_t stamp = QS_STAMP(c->secret);
+    for (uint32_t i = 0; i < p; i++, obj += size) {
         if (c->ctor)
             c->ctor(obj);
-        *qs_link(c, obj) = qs_enc(c, i + 1 < k ? obj + c->slot_size : NULL);
+        *qs_link(c, obj) = stamp;
+        dst[i] = obj;
     }
-    if (s->tail)
-        *qs_link(c, s->tail) = qs_enc(c, first);
-    else
-        s->freelist = first;
-    s->tail = first + (size_t)(k - 1) * c->slot_size;
+    char *first = obj;
+    for (uint32_t i = p; i < k; i++, obj += size) {
+        if (c->ctor)
+            c->ctor(obj);
+        *qs_link(c, obj) = qs_enc(c, i + 1 < k ? obj + size : NULL);
+    }
+    if (p < k) {
+        if (s->tail)
+            *qs_link(c, s->tail) = qs_enc(c, first);
+        else
+            s->freelist = first;
+        s->tail = first + (size_t)(k - p - 1) * size;
+    }
+    s->inuse += p;
+    *placed = p;
     s->objects = n + k;
-    __atomic_store_n(&s->span, (n + k) * c->slot_size, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->span, (n + k) * size, __ATOMIC_RELAXED);
     qs_stat(c, q, QS_NEW_OBJS, k);
     return k;
 }
 
+uint32_t qs_slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, uint32_t want)
+{
+    uint32_t placed;
+    return slab_grow(c, q, s, want, NULL, 0, &placed);
+}
+
+uint32_t qs_slab_grow_into(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, uint32_t want,
+                           void **dst, uint32_t room)
+{
+    uint32_t placed;
+    slab_grow(c, q, s, want, dst, room, &placed);
+    return placed;
+}
+
 /* A new slab of cache c on `node`, its first page's worth of objects (at
- * least one) born: free and constructed.  Not on any list, no owner yet. */
-struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node)
+ * least one) born when `born`: free and constructed; else none yet (the
+ * caller grows it).  Not on any list, no owner yet. */
+struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node, bool born)
 {
     unsigned order = QS_LOAD(c->order);
     struct qs_slab *s = qs_page_alloc_slab(node, order);
@@ -141,7 +176,8 @@ struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node)
     s->cache_id = c->id;
     s->inuse = 0;
     s->freelist = s->tail = NULL;
-    qs_slab_grow(c, q, s, 1);
+    if (born)
+        qs_slab_grow(c, q, s, 1);
     __atomic_store_n(&s->cache, c, __ATOMIC_RELEASE);
     qs_stat(c, q, QS_NEW_SLAB, 1);
     return s;
@@ -155,8 +191,7 @@ void *qs_slab_take_one(qslab_cache *c, struct qs_queue *q, struct qs_slab *s)
     bool bad;
     void *next = qs_dec(c, *qs_link(c, obj), &bad);
     if (unlikely(bad)) {
-        qs_fatal("free list corruption in cache %s: free object %p was overwritten (use after free?)",
-                 c->name, obj);
+        qs_report_bad_link(c, q, obj);
         return NULL;
     }
     s->freelist = next;

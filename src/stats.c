@@ -18,6 +18,7 @@ void qs_stats_sum(qslab_cache *c, unsigned long *sum)
     memset(sum, 0, sizeof(unsigned long) * QS_STAT_NR);
     for (struct qs_queue *q = c->queues; q; q = q->all_next) {
         unsigned long st[QS_STAT_NR], moved, nr;
+        uint64_t top;
         /* the seqcount pairs nr with moved (qs_queue_nr_set); an owner busy
          * in its slow paths gets a few tries, then its last reading */
         for (int tries = 0;; tries++) {
@@ -25,11 +26,19 @@ void qs_stats_sum(qslab_cache *c, unsigned long *sum)
             moved = QS_LOAD(q->moved);
             for (int i = 0; i < QS_STAT_NR; i++)
                 st[i] = QS_LOAD(q->stat[i]);
-            nr = QS_LOAD(q->nr); /* after the pops: undercount, never over */
+            top = QS_LOAD(q->top); /* after the slow pops: undercount, never over */
             __atomic_thread_fence(__ATOMIC_ACQUIRE);
             if ((!(seq & 1) && QS_LOAD(q->nr_seq) == seq) || tries >= 1000)
                 break;
         }
+        /* fast pops count in top and wrap at 2^43: accumulate what moved
+         * since the last reading (exact while every queue is read at least
+         * once per 2^43 of its allocations; the purger reads them all) */
+        uint64_t raw = QS_TOP_POPS(top);
+        q->pops_seen += (raw - q->pops_raw) & (((uint64_t)1 << (64 - QS_TOP_SHIFT)) - 1);
+        q->pops_raw = raw;
+        st[QS_ALLOC_FAST] += q->pops_seen;
+        nr = QS_TOP_NR(top);
         st[QS_FREE_FAST] = nr + st[QS_ALLOC_FAST] + st[QS_ALLOC_SLOW] - st[QS_NODE_ALLOC] - moved;
         for (int i = 0; i < QS_STAT_NR; i++)
             sum[i] += st[i];
@@ -228,7 +237,7 @@ void qs_stats_totals(struct qs_totals *t)
         t->empty_bytes += st.empty_slabs * qs_slab_bytes(st.order);
         for (struct qs_queue *q = c->queues; q; q = q->all_next) {
             qs_lock_acquire(&q->inbox.lock);
-            size_t n = QS_LOAD(q->nr) + q->inbox.nr;
+            size_t n = QS_TOP_NR(QS_LOAD(q->top)) + q->inbox.nr;
             qs_lock_release(&q->inbox.lock);
             t->queued_bytes += n * st.slot_size;
         }

@@ -189,8 +189,13 @@ static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
     }
     QS_STORE(*field(c, (unsigned)t), (uint32_t)v);
     if (t == T_HIWATER) /* the queues' copies (internal.h) */
-        for (struct qs_queue *q = c->queues; q; q = q->all_next)
+        for (struct qs_queue *q = c->queues; q; q = q->all_next) {
             QS_STORE(q->hiwater, (uint32_t)v);
+            /* lowered at once; the owner raises it as its slots grow
+             * (qs_free_full) */
+            if (QS_LOAD(q->limit) > (uint32_t)v)
+                QS_STORE(q->limit, (uint32_t)v);
+        }
     qs_tune_derive(c);
     return 0;
 }

@@ -25,6 +25,23 @@ static void problem(struct walk *w, const char *what, const void *where)
     qs_warn("validate %s: %s at %p", w->c->name, what, where);
 }
 
+/* The objects of a queue's slots: each an object of this cache holding the
+ * free stamp (QS_STAMP) or, when a refill put it there, its free-list link. */
+static void walk_vec(struct walk *w, void *const *v, unsigned long n)
+{
+    for (unsigned long i = 0; i < n; i++) {
+        struct qs_chunk *ch = qs_chunk_of(v[i]);
+        struct qs_slab *s = ch && ch->kind == QS_CHUNK_SLABS ? qs_obj_slab(ch, v[i]) : NULL;
+        if (!s || s->cache != w->c) {
+            problem(w, "queue holds a pointer that is not an object of this cache", v[i]);
+            continue;
+        }
+        uintptr_t word = *qs_link(w->c, v[i]);
+        if (word != QS_STAMP(w->c->secret) && !qs_looks_free(w->c, word))
+            problem(w, "queued object overwritten (use after free, or freed twice)", v[i]);
+    }
+}
+
 /* Length of an encoded list (max objects), checking each object. */
 static unsigned long walk_objects(struct walk *w, void *head, unsigned long max, struct qs_slab *only)
 {
@@ -90,9 +107,12 @@ QSLAB_EXPORT int qslab_cache_validate(qslab_cache *c)
     unsigned long sum[QS_STAT_NR];
     qs_lock_acquire(&qs_global);
     for (struct qs_queue *q = c->queues; q; q = q->all_next) {
-        if (walk_objects(&w, q->head, q->nr, NULL) != q->nr)
-            problem(&w, "queue length does not match its count", q);
-        w.queued += q->nr;
+        unsigned nr = QS_TOP_NR(q->top);
+        if (nr > q->cap)
+            problem(&w, "queue count over its capacity", q);
+        else
+            walk_vec(&w, q->slots, nr);
+        w.queued += nr;
         for (unsigned k = 0; k < QS_PENDING; k++) {
             struct qs_batch *b = &q->pending[k];
             if (walk_objects(&w, b->head, b->n, NULL) != b->n)

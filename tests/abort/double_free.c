@@ -33,6 +33,9 @@ static void delayed(void *arg)
     qslab_cache_free(c, b);
     qslab_cache_free(c, d);
     qslab_cache_free(c, a);
+    /* caught before a is handed out again */
+    for (int i = 0; i < 4; i++)
+        qslab_cache_alloc(c);
 }
 
 static void kmalloc_twice(void *arg)

@@ -94,7 +94,18 @@ static void test_never_allocated_slot(void)
         q = p - st.slot_size;
     if (q) {
         qslab_cache_free(c, q);
+        /* the free loads nothing from q (free already, in our queue): it is
+         * caught before q is handed out twice */
+        enum { N = 300 };
+        void *g[N];
+        for (int i = 0; i < N; i++)
+            g[i] = qslab_cache_alloc(c);
         check_reported(q, "free of a slot never handed out");
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < i; j++)
+                CHECKF(g[i] != g[j], "slot never handed out: %p handed out twice", g[i]);
+        for (int i = 0; i < N; i++)
+            qslab_cache_free(c, g[i]);
         CHECK(active(c) == 1);
         check_sane(c, 500, "a free of a slot never handed out");
     }

@@ -37,7 +37,15 @@ int main(void)
     for (int i = 0; i < 24; i++)
         CHECK(o[i] == 0x5a);
     qslab_cache_free(k, o);
-    CHECK(qs_looks_free(k, *qs_link(k, o)));
+    /* a queued object holds the free stamp: "free" to the slow paths, but
+     * no valid link (a walker meeting it stops) */
+    CHECK(*qs_link(k, o) == QS_STAMP(k->secret));
+    CHECK(qs_maybe_free(k, *qs_link(k, o)) && !qs_looks_free(k, *qs_link(k, o)));
+    {
+        bool bad = false;
+        qs_dec(k, *qs_link(k, o), &bad);
+        CHECK(bad);
+    }
     for (int i = 0; i < 24; i++)
         CHECK(o[i] == 0x5a);
     CHECK(qslab_cache_alloc(k) == o);
