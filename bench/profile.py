@@ -96,24 +96,21 @@ def main():
     allocs, _ = run.find_allocators(os.path.abspath(args.qslab_lib))
     if args.allocators:
         keep = args.allocators.split(",")
-        allocs = [a for a in allocs if a.name in keep]
+        allocs = [a for a in allocs if a.name in keep or a.subject]
     if driver == "cache":
         allocs = run.cache_contenders(allocs)
         if args.allocators:
-            allocs = [a for a in allocs if a.name in keep or a.name == "qslab"]
+            allocs = [a for a in allocs if a.name in keep or a.subject]
 
     exe = os.path.join(args.bin_dir, "bench_" + driver)
     what = f"{args.test}" + (f", {args.size} bytes" if driver == "slub" else "")
     print(f"profile of {what}: callgrind instructions per operation "
           f"(inside the measured loop), minor page faults from a normal run")
-    head = f"{'allocator':>12} | " + " | ".join(f"{c:>13}" for c in cols) + f" | {fault_label}"
+    head = f"{'allocator':>16} | " + " | ".join(f"{c:>13}" for c in cols) + f" | {fault_label}"
     print(head)
     print("-" * len(head))
     for a in allocs:
-        env = dict(os.environ)
-        env.pop("LD_PRELOAD", None)
-        if a.preload:
-            env["LD_PRELOAD"] = a.preload
+        env = a.environ()  # LD_PRELOAD, and QSLAB_OWNER for the qslab columns
         cmd = [exe] + dargs + a.extra_args
         cells = []
         for col, (functions, ops) in cols.items():
@@ -127,7 +124,7 @@ def main():
             faults = f"{run.parse_result(r.stdout).get('minflt', float('nan')):.0f}"
         except run.RunError:
             faults = "-"
-        print(f"{a.name:>12} | " + " | ".join(cells) + f" | {faults:>12}")
+        print(f"{a.name:>16} | " + " | ".join(cells) + f" | {faults:>12}")
         sys.stdout.flush()
 
 

@@ -9,9 +9,15 @@ for glibc).  The rounds are interleaved: round r runs every case of every test
 once for every allocator, the allocators taking turns at going first.  The
 tables give the median over the rounds, the ratio qslab/peer, and the spread
 (half the range over the rounds, relative to the median, widest of the row).
+qslab has a column per owner mode (QSLAB_OWNER=cpu, =thread: qslab-cpu,
+qslab-thread); the first is the one the ratios to the peers, the summary and
+the targets are about, the others get a summary and a ratio to the first.
+The lastwrite test runs every allocator in one process per round
+(bench_inproc, allocators dlopen'ed side by side; qslab once per owner mode).
 
     bench/run.py --bin-dir BUILD/bench --qslab-lib BUILD/.../libqslab-malloc.so
                  [--quick | --smoke] [--rounds N] [--only TEST,...] [--out DIR]
+                 [--owners MODE,...]
 
 Writes to --out (default bench/results): report.txt (what the terminal shows),
 results.csv (medians and ratios), samples.csv (every number of every run),
@@ -53,19 +59,43 @@ PEERS = {
 
 
 class Contender:
-    """One column of a table: an allocator, and the driver arguments it gets.
+    """One column of a table: an allocator, the driver arguments it gets, and
+    the environment it runs in (env: name -> value, None to unset).
 
-    The subject (qslab) is the first column; every other column gets a ratio.
-    An `info` column (qslab through malloc in the object-cache test) is shown
-    but is not a peer: summaries and targets ignore it.
+    The subjects (qslab, one column per owner mode: qslab-cpu, qslab-thread)
+    come first; the first of them is the primary one, whose ratio to every
+    other column the tables show; each further subject gets a ratio to the
+    primary.  An `info` column (qslab through malloc in the object-cache test)
+    is shown but is not a peer: summaries and targets ignore it.
     """
 
-    def __init__(self, name, preload, version, extra_args=(), info=False):
+    def __init__(self, name, preload, version, extra_args=(), info=False, env=None,
+                 subject=False, short=None):
         self.name = name
         self.preload = preload
         self.version = version
         self.extra_args = list(extra_args)
         self.info = info
+        self.env = dict(env or {})
+        self.subject = subject
+        self.short = short or name  # in ratio headers between owner modes: thread/cpu
+
+    def environ(self):
+        """The environment of this contender's runs."""
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)
+        if self.preload:
+            env["LD_PRELOAD"] = self.preload
+        for k, v in self.env.items():
+            if v is None:
+                env.pop(k, None)
+            else:
+                env[k] = v
+        return env
+
+    def describe(self):
+        env = " ".join(f"{k}={v}" for k, v in self.env.items() if v is not None)
+        return f"{self.name} {self.version}".strip() + (f" ({env})" if env else "")
 
 
 def package_version(pkg):
@@ -77,11 +107,32 @@ def package_version(pkg):
         return ""
 
 
-def find_allocators(qslab_lib):
-    """glibc, qslab, then the peers that are installed; and the missing ones."""
+# qslab's owner modes (QSLAB_OWNER): who owns the object queues.  One qslab
+# column per mode; "default" leaves QSLAB_OWNER unset (the library's choice).
+OWNER_VAR = "QSLAB_OWNER"
+DEFAULT_OWNERS = ["cpu", "thread"]
+
+
+def qslab_contenders(qslab_lib, owners=None):
+    """One qslab column per owner mode, the first the primary subject."""
+    version = qslab_version()
+    cols = []
+    for mode in owners or DEFAULT_OWNERS:
+        if mode == "default":
+            cols.append(Contender("qslab", qslab_lib, version, env={OWNER_VAR: None},
+                                  subject=True, short="q"))
+        else:
+            cols.append(Contender(f"qslab-{mode}", qslab_lib, version,
+                                  env={OWNER_VAR: mode}, subject=True, short=mode))
+    return cols
+
+
+def find_allocators(qslab_lib, owners=None):
+    """qslab (a column per owner mode), glibc, then the peers that are
+    installed; and the missing ones."""
     glibc = os.confstr("CS_GNU_LIBC_VERSION") or "glibc"
-    allocs = [Contender("qslab", qslab_lib, qslab_version()),
-              Contender("glibc", None, glibc.replace("glibc ", ""))]
+    allocs = qslab_contenders(qslab_lib, owners) + [
+        Contender("glibc", None, glibc.replace("glibc ", ""))]
     missing = []
     for name, (files, pkg) in PEERS.items():
         path = next((os.path.join(d, f) for f in files for d in LIB_DIRS
@@ -150,7 +201,7 @@ class Case:
 
 class Test:
     def __init__(self, key, title, seed, driver, cases, metrics, models,
-                 parallel=False, contenders=None):
+                 parallel=False, contenders=None, inproc=None):
         self.key = key            # short name, used in file names and --only
         self.title = title
         self.seed = seed          # the seed table or story it reproduces
@@ -160,18 +211,21 @@ class Test:
         self.models = models      # one line: what the workload stands for
         self.parallel = parallel  # run a case's allocators at once (sleeping memory tests)
         self.contenders = contenders  # function(allocs) -> columns, default: allocs
+        # bench_inproc arguments: every case and contender in one process per
+        # round (allocators dlopen'ed side by side), instead of one per run
+        self.inproc = inproc
 
 
 # Sizes and lengths per mode.  Full: the seed tables' sizes and lengths.
 MODES = {
     "full": dict(rounds=7, sizes=[8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384],
                  objs=10000, inner=5, msgs=300000, ops=3000000, idle_threads=1000,
-                 mib=256, wait_ms=2000, cache_objs=10000),
+                 mib=256, wait_ms=2000, cache_objs=10000, inproc_rounds=21),
     "quick": dict(rounds=3, sizes=[8, 64, 256, 1024, 4096, 16384],
                   objs=10000, inner=3, msgs=100000, ops=1000000, idle_threads=1000,
-                  mib=64, wait_ms=2000, cache_objs=10000),
+                  mib=64, wait_ms=2000, cache_objs=10000, inproc_rounds=21),
     "smoke": dict(rounds=1, sizes=[64, 4096], objs=200, inner=1, msgs=2000, ops=20000,
-                  idle_threads=20, mib=2, wait_ms=500, cache_objs=200),
+                  idle_threads=20, mib=2, wait_ms=500, cache_objs=200, inproc_rounds=3),
 }
 
 
@@ -283,22 +337,40 @@ def build_tests(m, ncpus):
         [Case("request pairs", ["--pattern", "pair"] + cache_args),
          Case(f"batch of {co:,}", ["--pattern", "batch"] + cache_args)],
         [Metric("cycles", "cycles per request (get, use, put)", "cycles", True)],
-        "qslab_cache_alloc with a constructor against malloc + initialisation each time",
+        "qslab_cache_alloc with a constructor against malloc + initialisation each time "
+        "(qslab-malloc: qslab's malloc, first owner mode, for reference)",
         contenders=cache_contenders))
+
+    # Last in the list, so that the numbers of the tables above stay as the
+    # docs give them.
+    tests.append(Test(
+        "lastwrite", "malloc(64), a store to the block's first bytes, free; repeated",
+        "(not from the 2009 thread) a free that reads the word the program has just written: "
+        "a narrower store does not forward to the load (store-forwarding stall)", "inproc",
+        [Case("no write", [], 0), Case("1-byte write", [], 1), Case("2-byte write", [], 2),
+         Case("8-byte write", [], 8)],
+        [Metric("cycles", "cycles per malloc+write+free", "cycles", True)],
+        "the last write to an object before its free (a flag, a refcount, a list link); "
+        "allocators dlopen'ed side by side in one process (bench_inproc), "
+        f"{m['inproc_rounds']} interleaved rounds per process",
+        inproc=["--test", "lastwrite", "--size", "64", "--write", "all",
+                "--rounds", str(m["inproc_rounds"])]))
     return tests
 
 
 def cache_contenders(allocs):
     """qslab's object-cache API (no preload) against every allocator's malloc +
-    init; qslab's own malloc + init is shown for reference."""
-    cols = []
-    for a in allocs:
-        if a.name == "qslab":
-            cols.append(Contender("qslab", None, a.version, ["--api", "cache"]))
-            cols.append(Contender("qslab-malloc", a.preload, a.version, ["--api", "malloc"],
-                                  info=True))
-        else:
-            cols.append(Contender(a.name, a.preload, a.version, ["--api", "malloc"]))
+    init, in each owner mode; qslab's own malloc + init (the primary mode's) is
+    shown for reference (qslab-malloc)."""
+    subjects = [a for a in allocs if a.subject]
+    cols = [Contender(a.name, None, a.version, ["--api", "cache"], env=a.env, subject=True,
+                      short=a.short) for a in subjects]
+    if subjects:
+        a = subjects[0]
+        cols.append(Contender("qslab-malloc", a.preload, a.version, ["--api", "malloc"],
+                              info=True, env=a.env))
+    cols += [Contender(a.name, a.preload, a.version, ["--api", "malloc"])
+             for a in allocs if not a.subject]
     return cols
 
 
@@ -330,13 +402,9 @@ def parse_result(text):
 
 def start(bin_dir, test, case, cont):
     exe = os.path.join(bin_dir, "bench_" + test.driver)
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    if cont.preload:
-        env["LD_PRELOAD"] = cont.preload
     cmd = [exe] + case.args + cont.extra_args
     return cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True, env=env)
+                                 text=True, env=cont.environ())
 
 
 def finish(cmd, proc, test, timeout):
@@ -382,31 +450,99 @@ class Progress:
             sys.stderr.flush()
 
 
+def inproc_cmd(bin_dir, test, order):
+    """bench_inproc with every contender of `order`, and its environment:
+    the variables any contender sets are unset, then set per contender by
+    bench_inproc (--env) while it loads that allocator."""
+    cmd = [os.path.join(bin_dir, "bench_inproc")] + test.inproc + ["--result"]
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    for c in order:
+        for k in c.env:
+            env.pop(k, None)
+        cmd += ["--name", c.name]
+        for k, v in c.env.items():
+            if v is not None:
+                cmd += ["--env", f"{k}={v}"]
+        cmd.append(c.preload or "glibc")
+    return cmd, env
+
+
+def run_inproc(bin_dir, test, order, timeout):
+    """{(case label, contender name): result} from one bench_inproc process;
+    and the contenders it skipped, with its reason."""
+    cmd, env = inproc_cmd(bin_dir, test, order)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RunError(f"timed out after {timeout} s: {' '.join(cmd)}")
+    if r.returncode != 0:
+        msg = (r.stderr.strip().splitlines() or [""])[-1]
+        raise RunError(f"exit {r.returncode} ({msg}): {' '.join(cmd)}")
+    by_x = {c.x: c for c in test.cases}
+    got = {}
+    for line in r.stdout.splitlines():
+        if not line.startswith("result "):
+            continue
+        fields = dict(tok.partition("=")[::2] for tok in line.split()[1:])
+        try:
+            case = by_x[int(fields.pop("write"))]
+            name = fields.pop("name")
+            got[(case.label, name)] = {k: float(v) for k, v in fields.items()}
+        except (KeyError, ValueError):
+            raise RunError(f"bad result line {line!r}: {' '.join(cmd)}")
+        if "median" not in got[(case.label, name)]:
+            raise RunError(f"no median= in {line!r}")
+    skipped = [f"{c.name}: {next((l for l in r.stderr.splitlines() if c.name in l), 'no result')}"
+               for c in order if not any(n == c.name for _, n in got)]
+    return got, skipped
+
+
 def run_suite(tests, allocs, rounds, bin_dir, timeout):
-    """samples[(test, case label, contender)] = [result dict per round]."""
+    """samples[(test, case label, contender)] = [result dict per round];
+    seconds[test] = the time its runs took."""
     columns = {t.key: (t.contenders(allocs) if t.contenders else allocs) for t in tests}
     total = rounds * sum(len(t.cases) * len(columns[t.key]) for t in tests)
     progress = Progress(total)
-    samples, errors = {}, []
+    samples, errors, seconds = {}, [], {}
     for r in range(rounds):
         progress.line(f"round {r + 1}/{rounds}  ({time.time() - progress.t0:.0f} s)")
         for test in tests:
-            cols = columns[test.key]
-            for ci, case in enumerate(test.cases):
-                k = (r + ci) % len(cols)
-                order = cols[k:] + cols[:k]
-                # Memory tests that mostly sleep run their allocators at once.
-                procs = [start(bin_dir, test, case, c) for c in order] if test.parallel else None
-                for i, c in enumerate(order):
-                    progress.step(f"{test.key} {case.label} {c.name}")
-                    try:
-                        cmd, proc = procs[i] if procs else start(bin_dir, test, case, c)
-                        res = finish(cmd, proc, test, timeout)
-                        samples.setdefault((test.key, case.label, c.name), []).append(res)
-                    except (RunError, OSError) as e:
-                        errors.append(f"{test.key} [{case.label}] {c.name}: {e}")
+            t0 = time.time()
+            run_test_round(test, columns[test.key], r, bin_dir, timeout, samples, errors,
+                           progress)
+            seconds[test.key] = seconds.get(test.key, 0) + time.time() - t0
     progress.end()
-    return columns, samples, errors
+    return columns, samples, errors, seconds
+
+
+def run_test_round(test, cols, r, bin_dir, timeout, samples, errors, progress):
+    """Round r of one test: every case under every contender."""
+    if test.inproc:  # one process: every case, every contender
+        k = r % len(cols)
+        progress.step(f"{test.key} (in one process)", len(test.cases) * len(cols))
+        try:
+            got, skipped = run_inproc(bin_dir, test, cols[k:] + cols[:k], timeout)
+            for (label, name), res in got.items():
+                samples.setdefault((test.key, label, name), []).append(
+                    {test.metrics[0].key: res["median"], **res})
+            errors.extend(f"{test.key}: skipped {s}" for s in skipped)
+        except (RunError, OSError) as e:
+            errors.append(f"{test.key}: {e}")
+        return
+    for ci, case in enumerate(test.cases):
+        k = (r + ci) % len(cols)
+        order = cols[k:] + cols[:k]
+        # Memory tests that mostly sleep run their allocators at once.
+        procs = [start(bin_dir, test, case, c) for c in order] if test.parallel else None
+        for i, c in enumerate(order):
+            progress.step(f"{test.key} {case.label} {c.name}")
+            try:
+                cmd, proc = procs[i] if procs else start(bin_dir, test, case, c)
+                res = finish(cmd, proc, test, timeout)
+                samples.setdefault((test.key, case.label, c.name), []).append(res)
+            except (RunError, OSError) as e:
+                errors.append(f"{test.key} [{case.label}] {c.name}: {e}")
 
 
 # --------------------------------------------------------------------------
@@ -461,25 +597,30 @@ def fmt_cell(c):
     return fmt_num(c.median)
 
 
+def is_peer(c):
+    return not c.subject and not c.info
+
+
 def best_peer(cells, cols, metric):
     """(contender, cell) of the best peer in a row, or (None, None)."""
-    peers = [(c, x) for c, x in zip(cols[1:], cells[1:]) if x is not None and not c.info]
+    peers = [(c, x) for c, x in zip(cols, cells) if x is not None and is_peer(c)]
     if not peers:
         return None, None
     pick = min if metric.lower_is_better else max
     return pick(peers, key=lambda p: p[1].median)
 
 
-def against_best(samples, test, cols, metric, case_filter=lambda c: True):
-    """(case, qslab/best ratio, best peer) for every measured case of a test."""
+def against_best(samples, test, cols, metric, case_filter=lambda c: True, subject=0):
+    """(case, qslab/best ratio, best peer) for every measured case of a test;
+    qslab is column `subject` (default: the primary one)."""
     for case in test.cases:
         if case.control or not case_filter(case):
             continue
         row = [cell(samples, test, case, c, metric) for c in cols]
         peer, best = best_peer(row, cols, metric)
-        if row[0] is None or best is None:
+        if row[subject] is None or best is None:
             continue
-        yield case, ratio(row[0], best), peer
+        yield case, ratio(row[subject], best), peer
 
 
 def table(test, metric, cols, samples, number):
@@ -488,7 +629,14 @@ def table(test, metric, cols, samples, number):
     cells_by_case = [[cell(samples, test, case, c, metric) for c in cols] for case in test.cases]
     texts = [[fmt_cell(x) for x in row] for row in cells_by_case]
     ws = [max([len(c.name), 6] + [len(row[i]) for row in texts]) for i, c in enumerate(cols)]
-    rws = [max(5, len("q/" + c.name)) for c in cols[1:]]  # ratio column widths
+    # ratio columns: q (the first column, the primary owner mode) to every
+    # other non-qslab column, then every further owner mode to the primary
+    q = cols[0]
+    rcols = [i for i, c in enumerate(cols[1:], 1) if not c.subject]
+    rcols += [i for i, c in enumerate(cols[1:], 1) if c.subject]
+    rnames = [f"{cols[i].short}/{q.short}" if cols[i].subject else f"q/{cols[i].name}"
+              for i in rcols]
+    rws = [max(5, len(n)) for n in rnames]  # ratio column widths
 
     lines = [f"{number} {test.title}",
              f"   {metric.describe()}"
@@ -498,13 +646,14 @@ def table(test, metric, cols, samples, number):
     head = f"{test_col_title(test):>{name_w}} | " + " ".join(
         f"{c.name:>{w}}" for c, w in zip(cols, ws))
     if len(cols) > 1:
-        head += " | " + " ".join(f"{'q/' + c.name:>{rw}}" for c, rw in zip(cols[1:], rws))
+        head += " | " + " ".join(f"{n:>{rw}}" for n, rw in zip(rnames, rws))
     head += " | spread"
     lines += [head, "-" * len(head)]
     for case, row, txt in zip(test.cases, cells_by_case, texts):
         line = f"{case.label:>{name_w}} | " + " ".join(f"{t:>{w}}" for t, w in zip(txt, ws))
         if len(cols) > 1:
-            rs = [ratio(row[0], x) for x in row[1:]]
+            rs = [ratio(row[i], row[0]) if cols[i].subject else ratio(row[0], row[i])
+                  for i in rcols]
             line += " | " + " ".join(f"{r:>{rw}.2f}" if r is not None else f"{'-':>{rw}}"
                                      for r, rw in zip(rs, rws))
         spreads = [x.spread for x in row if x is not None]
@@ -520,15 +669,22 @@ def test_col_title(test):
 TIE = 0.05  # within 5% of the best peer counts as a tie in the summary
 
 
-def summary(tests, columns, samples):
-    """Per table: where qslab is best, tied, behind, from the medians."""
-    lines = [f"Summary: qslab against the best peer of each row (ratio qslab/best; "
-             f"within ±{TIE * 100:.0f}% is a tie)"]
+def summary(tests, columns, samples, subject=0):
+    """Per table: where qslab (the column `subject` of each table: the primary
+    one, or another owner mode) is best, tied, behind, from the medians."""
+    names = sorted({columns[t.key][subject].name for t in tests
+                    if len(columns[t.key]) > subject and columns[t.key][subject].subject})
+    if not names:
+        return []
+    lines = [f"Summary: {' / '.join(names)} against the best peer of each row "
+             f"(ratio qslab/best; within ±{TIE * 100:.0f}% is a tie)"]
     for test in tests:
         cols = columns[test.key]
+        if len(cols) <= subject or not cols[subject].subject:
+            continue
         for metric in test.metrics:
             wins, ties, losses, logs = [], [], [], []
-            for case, r, peer in against_best(samples, test, cols, metric):
+            for case, r, peer in against_best(samples, test, cols, metric, subject=subject):
                 gain = (1 / r) if metric.lower_is_better else r  # > 1: qslab better
                 logs.append(math.log(r))
                 item = f"{case.label} ({r:.2f} vs {peer.name})"
@@ -562,8 +718,9 @@ MEMORY_TOLERANCE = 0.01
 def targets(tests, columns, samples):
     """The issue's targets, measured and reported, never asserted."""
     by_key = {t.key: t for t in tests}
-    lines = ["Targets (from the benchmark issue; medians, strict for speed, within "
-             f"{MEMORY_TOLERANCE * 100:.0f}% for memory)"]
+    primary = sorted({columns[t.key][0].name for t in tests})
+    lines = [f"Targets for {' / '.join(primary)} (from the benchmark issue; medians, strict for "
+             f"speed, within {MEMORY_TOLERANCE * 100:.0f}% for memory)"]
 
     def check(desc, key, metric_key, limit, what, case_filter=lambda c: True):
         """limit: the highest qslab/best ratio that meets the target (for a
@@ -744,6 +901,9 @@ def main():
     ap.add_argument("--only", help="comma-separated tests (e.g. slub.pair,prodcons; "
                                    "slub: every slub test)")
     ap.add_argument("--allocators", help="comma-separated allocators (default: all found)")
+    ap.add_argument("--owners", help="comma-separated qslab owner modes, one qslab column each "
+                                     "(QSLAB_OWNER=MODE; 'default': unset); default: "
+                                     f"$QSLAB_OWNER if set, else {','.join(DEFAULT_OWNERS)}")
     ap.add_argument("--out", default=os.path.join(REPO, "bench", "results"))
     ap.add_argument("--no-plots", action="store_true")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per run")
@@ -767,36 +927,44 @@ def main():
             sys.exit(f"run.py: unknown test {', '.join(unknown)}; tests: "
                      + ", ".join(t.key for t in tests))
         tests = [t for t in tests if any(picks(w, t) for w in wanted)]
-    allocs, missing = find_allocators(os.path.abspath(args.qslab_lib))
+    owners = (args.owners.split(",") if args.owners
+              else [os.environ[OWNER_VAR]] if os.environ.get(OWNER_VAR) else DEFAULT_OWNERS)
+    allocs, missing = find_allocators(os.path.abspath(args.qslab_lib), owners)
     if args.allocators:
         keep = args.allocators.split(",")
-        allocs = [a for a in allocs if a.name == "qslab" or a.name in keep]
+        allocs = [a for a in allocs if a.subject or a.name in keep]
     os.makedirs(args.out, exist_ok=True)
 
     load = os.getloadavg()[0]
     cpu0, t0 = cpu_times(), time.time()
-    columns, samples, errors = run_suite(tests, allocs, rounds, args.bin_dir, args.timeout)
+    columns, samples, errors, seconds = run_suite(tests, allocs, rounds, args.bin_dir,
+                                                  args.timeout)
     elapsed, cpu1 = time.time() - t0, cpu_times()
 
     report = [f"qslab benchmark suite ({mode} mode): qslab {allocs[0].version}",
               f"machine: {machine()}",
               f"date:    {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
-              f"run took {elapsed:.0f} s"]
+              f"run took {elapsed:.0f} s ("
+              + ", ".join(f"{k} {v:.0f}" for k, v in seconds.items()) + ")"]
     if cpu0 and cpu1 and cpu1[2] > cpu0[2]:
         steal = (cpu1[1] - cpu0[1]) / (cpu1[2] - cpu0[2]) * 100
         report.append(f"noise:   load average {load:.2f} before the run; {steal:.1f}% of CPU "
                       "time stolen by the hypervisor during it")
-    report.append("allocators: " + ", ".join(
-        f"{a.name} {a.version}".strip() for a in allocs))
+    report.append("allocators: " + ", ".join(a.describe() for a in allocs))
     if missing:
         report.append("missing:    " + ", ".join(f"{n} (Debian package {p})" for n, p in missing)
                       + " -- scripts/install-peers installs them")
-    report.append(f"method: each (test, case, allocator) in its own process (LD_PRELOAD), "
+    subjects = [a for a in allocs if a.subject]
+    report.append(f"method: each (test, case, allocator) in its own process (LD_PRELOAD; "
+                  "lastwrite: every allocator in one process), "
                   f"{rounds} interleaved round{'s' if rounds > 1 else ''}; "
-                  "medians; ratio = qslab/peer; spread = half the range over the rounds, "
-                  "relative, widest of the row")
-    report.append("")
-    report += summary(tests, columns, samples)
+                  f"medians; ratio q/peer = {subjects[0].name}/peer"
+                  + "".join(f", {a.short}/{subjects[0].short} = {a.name}/{subjects[0].name}"
+                            for a in subjects[1:])
+                  + "; spread = half the range over the rounds, relative, widest of the row")
+    for i in range(len(subjects)):
+        report.append("")
+        report += summary(tests, columns, samples, i)
     report.append("")
     report += targets(tests, columns, samples)
 
