@@ -1,7 +1,8 @@
 # Quick start:
 #   make bench    Release build in build/release, run the benchmark suite
 #                 (bench/run.py: qslab against glibc, jemalloc, tcmalloc, mimalloc)
-#   make test     normal, ASan+UBSan and TSan builds, each tested through ctest
+#   make test     normal, ASan+UBSan and TSan builds, each tested through ctest,
+#                 with per-CPU and per-thread queues (QSLAB_OWNER=cpu, thread)
 #
 # Other targets: make install PREFIX=/dir, make clean.  QUICK=1 shortens `make bench`.
 # CMake does the real work; this file only names the build directories and the order.
@@ -52,20 +53,29 @@ bench-peers:
 
 test: test-normal test-asan test-tsan
 
+# Every test runs in both owner kinds (QSLAB_OWNER=cpu: per-CPU queues
+# through rseq; thread: per-thread queues) in the normal build.
 test-normal: deps
 	$(call build,build/test,)
-	cd build/test && $(CTEST)
+	cd build/test && QSLAB_OWNER=cpu $(CTEST)
+	cd build/test && QSLAB_OWNER=thread $(CTEST)
 
+# ASan+UBSan: every test with per-CPU queues, the concurrency ones with
+# per-thread queues too.
 test-asan: deps
 	$(call build,build/asan,-DQSLAB_SANITIZE=address)
-	cd build/asan && $(CTEST)
+	cd build/asan && QSLAB_OWNER=cpu $(CTEST)
+	cd build/asan && QSLAB_OWNER=thread $(CTEST) -L concurrency
 
 # Only the tests labelled "concurrency" (stress, *thread*, *remote*, *numa*).
 # CMakeLists.txt runs sanitizer tests under `setarch -R`, so TSan works on
 # kernels with high mmap randomisation too.
+# TSan follows the per-CPU queues' restartable sequences through
+# annotations (src/percpu.h): both owner kinds.
 test-tsan: deps
 	$(call build,build/tsan,-DQSLAB_SANITIZE=thread)
-	cd build/tsan && $(CTEST) -L concurrency
+	cd build/tsan && QSLAB_OWNER=cpu $(CTEST) -L concurrency
+	cd build/tsan && QSLAB_OWNER=thread $(CTEST) -L concurrency
 
 install: deps
 	$(call build,build/release,-DCMAKE_BUILD_TYPE=Release)

@@ -118,6 +118,7 @@ struct qslab_cache_stats {
     size_t object_size;         /* size asked for at create */
     size_t slot_size;           /* bytes per object in a slab */
     unsigned objs_per_slab, order;
+    unsigned long queued_objs;  /* free objects held in queues and inboxes */
 };
 /* Fill *st for cache `c`; 0, or -1/EINVAL for NULL arguments. */
 int qslab_cache_stats(qslab_cache *c, struct qslab_cache_stats *st);
@@ -127,6 +128,21 @@ int qslab_cache_stats(qslab_cache *c, struct qslab_cache_stats *st);
 int qslab_cache_validate(qslab_cache *c);
 /* Look a cache up by name (kmalloc-<size> names included); NULL if none. */
 qslab_cache *qslab_cache_find(const char *name);
+
+/* Who owns the object queues: a CPU (SLQB's owner, through Linux
+ * restartable sequences) or a thread.  QSLAB_OWNER=cpu|thread chooses at
+ * start-up; the default is cpu where rseq works.  `why` says which is in
+ * force and why (a static string). */
+enum { QSLAB_OWNER_THREAD = 0, QSLAB_OWNER_CPU = 1 };
+struct qslab_owner_info {
+    int kind;                  /* QSLAB_OWNER_* */
+    const char *why;
+    int nr_cpu_ids;            /* CPU ids the per-CPU tables cover (0: thread owner) */
+    unsigned long rseq_aborts; /* the calling thread's critical sections the
+                                  kernel restarted (preemption, migration,
+                                  signals) */
+};
+void qslab_owner_info(struct qslab_owner_info *info);
 
 /* Large (directly mapped, over 32 MiB) allocations. */
 struct qslab_large_stats {

@@ -131,6 +131,7 @@ void qs_init_slow(void)
     qs_lock_acquire(&init_lock);
     if (!qs_initialized) {
         qs_node_topology_init();
+        qs_owner_kind_init();
         qs_kmalloc_init();
         qs_stats_init();
         __atomic_store_n(&qs_initialized, 1, __ATOMIC_RELEASE);
@@ -195,7 +196,8 @@ QSLAB_EXPORT void *qslab_cache_alloc_node(qslab_cache *c, int node)
         q = qs_queue_attach(c); /* NULL for an exited thread: node path */
     if (q && node == q->node)
         return qs_alloc_fast(c);
-    return qs_node_alloc(c, q, node);
+    /* a CPU's queue counts under its lock: the cache's counters here */
+    return qs_node_alloc(c, qs_percpu() ? NULL : q, node);
 }
 
 /* Report a pointer that is not an allocated object of `expected` (NULL:
@@ -265,6 +267,16 @@ QSLAB_EXPORT void qslab_cache_free(qslab_cache *c, void *obj)
 
 QSLAB_EXPORT size_t qslab_cache_shrink(qslab_cache *c)
 {
+    if (qs_percpu()) { /* every CPU's queue (SLUB's flush_all) */
+        qs_lock_acquire(&qs_global);
+        qs_percpu_empty_all(c);
+        qs_lock_release(&qs_global);
+        size_t bytes = 0;
+        for (int n = 0; n < qs_nr_nodes; n++)
+            bytes += qs_node_shrink(c, NULL, &c->nodes[n]);
+        qs_purger_check();
+        return bytes;
+    }
     struct qs_queue *q = qs_queue_of(c);
     if (!q)
         q = qs_queue_attach(c);
@@ -370,6 +382,10 @@ QSLAB_EXPORT int qslab_num_nodes(void)
 QSLAB_EXPORT int qslab_current_node(void)
 {
     qs_init();
+    if (qs_percpu()) { /* the node of the CPU (and so of the queue) it runs on */
+        int cpu = qs_owner_cpu();
+        return qs_node_of_cpu(cpu >= 0 ? cpu : qs_os_current_cpu());
+    }
     if (qs_self.state != 1)
         qs_owner_init();
     return qs_self.node;
@@ -387,6 +403,12 @@ QSLAB_EXPORT size_t qslab_trim(void)
 {
     qs_init();
     struct qs_owner *o = &qs_self;
+    if (qs_percpu()) { /* every CPU's queues */
+        qs_lock_acquire(&qs_global);
+        for (qslab_cache *c = qs_caches; c; c = c->next)
+            qs_percpu_empty_all(c);
+        qs_lock_release(&qs_global);
+    }
     /* the caller's queues first (no other thread's queue can be touched) */
     for (unsigned i = 0; i < o->cap; i++) {
         struct qs_queue *q = o->slots[i];

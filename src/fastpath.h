@@ -17,6 +17,7 @@
 #define QSLAB_FASTPATH_H
 
 #include "internal.h"
+#include "percpu.h"
 
 #pragma GCC visibility push(hidden) /* as internal.h */
 
@@ -36,9 +37,17 @@ static inline struct qs_queue *qs_queue_fast(unsigned id)
     return &qs_no_queue;
 }
 
-/* The caller's queue for the cache with id `id`, or NULL if it has none. */
+/* The caller's queue for the cache with id `id` (its thread's, or its
+ * CPU's at this moment), or NULL if it has none: for the slow paths. */
 static inline struct qs_queue *qs_queue_of_id(unsigned id)
 {
+    if (qs_percpu()) {
+        struct qs_owner *o = qs_owner_now();
+        if (!o || id >= __atomic_load_n(&o->cap, __ATOMIC_ACQUIRE))
+            return NULL;
+        struct qs_queue **slots = __atomic_load_n(&o->slots, __ATOMIC_ACQUIRE);
+        return __atomic_load_n(&slots[id], __ATOMIC_ACQUIRE);
+    }
     struct qs_queue *q = qs_queue_fast(id);
     return q == &qs_no_queue ? NULL : q;
 }
@@ -89,8 +98,170 @@ static inline void *qs_queue_pop(qslab_cache *c, struct qs_queue *q, int item)
     return NULL;
 }
 
+/* ---- per-CPU fast paths (QS_OWNER_CPU; percpu.h has the rseq contract) ----
+ * Alloc, one restartable sequence: cpu_id from the thread's rseq area, the
+ * CPU's owner, its queue of cache `id`, top, slots, the top slot, the
+ * object's word (the free stamp, or a free-list link); commit: top + pop
+ * (nr - 1, pops + 1).  Then, outside it, the object is ours: clear its
+ * word.  NULL for the slow path: the queue is empty (or the CPU has none:
+ * qs_no_owner's queues are qs_no_queue), or the word is wrong (reported
+ * there).  Free, one restartable sequence: the queue, the slab's owner (an
+ * object of another owner's slab is a remote free), top against limit (full),
+ * the top slot (the same object: a double free), then the free stamp into
+ * the object and its pointer into the slot, both above nr and so invisible
+ * until the commit: top + 1.  No lock, no atomic read-modify-write, no load
+ * from the object. */
+#if QS_HAVE_PERCPU
+enum { QS_PC_DONE, QS_PC_REMOTE, QS_PC_FULL, QS_PC_SUSPECT, QS_PC_ABORT };
+#define QS_PC_REMOTE_ASM 1
+#define QS_PC_FULL_ASM 2
+#define QS_PC_SUSPECT_ASM 3
+#define QS_PC_ABORT_ASM 4
+
+/* The alloc section; WORD is the object's word's address (its link offset:
+ * the constant 0 for kmalloc's caches, which have no constructor).  [obj]
+ * ends as the object, NULL (slow path) or 1 (restarted); [q] as the queue. */
+#define QS_PERCPU_ALLOC_ASM(WORD)                                                                  \
+    QS_RSEQ_ENTER                                                                                  \
+    "movslq %%fs:4(%[off]), %%rax\n\t"                                                             \
+    "movq (%[tables],%%rax,8), %%rax\n\t"                                                          \
+    "movq (%%rax,%[id],8), %[q]\n\t" /* the CPU's queue of cache id */                             \
+    "movq " QS_STR(QS_Q_TOP) "(%[q]), %%rcx\n\t"                                                   \
+    "movl %%ecx, %%eax\n\t"                                                                        \
+    "andl $" QS_STR(QS_TOP_MASK_ASM) ", %%eax\n\t"                                                 \
+    "jz 8f\n\t"                                                                                    \
+    "movq " QS_STR(QS_Q_SLOTS) "(%[q]), %[obj]\n\t"                                                \
+    "movq -8(%[obj],%%rax,8), %[obj]\n\t"                                                          \
+    "movq " WORD ", %%rax\n\t"                                                                     \
+    "cmpq " QS_STR(QS_Q_STAMP) "(%[q]), %%rax\n\t"                                                 \
+    "je 5f\n\t"                                                                                    \
+    "xorq " QS_STR(QS_Q_STAMP) "(%[q]), %%rax\n\t" /* a link? w ^ secret has */                   \
+    "xorq $1, %%rax\n\t"                           /* no tag bits (0..2, 47..63) */            \
+    "testb $7, %%al\n\t"                                                                           \
+    "jnz 8f\n\t"                                                                                   \
+    "shrq $47, %%rax\n\t"                                                                          \
+    "jnz 8f\n\t"                                                                                   \
+    "5:\n\t"                                                                                       \
+    "addq $" QS_STR(QS_TOP_MASK_ASM) ", %%rcx\n\t"                                                 \
+    "movq %%rcx, " QS_STR(QS_Q_TOP) "(%[q])\n\t" /* commit */                                      \
+    "2:\n\t"                                                                                       \
+    "jmp 9f\n\t"                                                                                   \
+    "7:\n\t" /* restarted */                                                                       \
+    "movl $1, %k[obj]\n\t"                                                                         \
+    "jmp 9f\n\t"                                                                                   \
+    "8:\n\t" /* the slow path */                                                                   \
+    "xorl %k[obj], %k[obj]\n\t"                                                                    \
+    "9:\n\t"
+
+/* Returns the object, NULL (slow path) or (void *)1 (restarted). */
+static inline void *qs_percpu_try_alloc(unsigned long id, unsigned long link_off)
+{
+    void *obj;
+    struct qs_queue *q;
+    __asm__ volatile(QS_PERCPU_ALLOC_ASM("(%[obj],%[loff])")
+                     : [obj] "=&r"(obj), [q] "=&r"(q)
+                     : [off] "r"(qs_rseq_off), [tables] "r"(qs_cpu_tables), [id] "r"(id),
+                       [loff] "r"(link_off)
+                     : "rax", "rcx", "memory", "cc");
+    if ((uintptr_t)obj > 1)
+        QS_TSAN_ACQUIRE(q);
+    return obj;
+}
+
+static inline void *qs_percpu_try_alloc0(unsigned long id)
+{
+    void *obj;
+    struct qs_queue *q;
+    __asm__ volatile(QS_PERCPU_ALLOC_ASM("(%[obj])")
+                     : [obj] "=&r"(obj), [q] "=&r"(q)
+                     : [off] "r"(qs_rseq_off), [tables] "r"(qs_cpu_tables), [id] "r"(id)
+                     : "rax", "rcx", "memory", "cc");
+    if ((uintptr_t)obj > 1)
+        QS_TSAN_ACQUIRE(q);
+    return obj;
+}
+
+static inline void *qs_percpu_alloc(unsigned long id, unsigned long link_off)
+{
+    for (;;) {
+        void *obj = __builtin_constant_p(link_off) && link_off == 0 ? qs_percpu_try_alloc0(id)
+                                                                     : qs_percpu_try_alloc(id, link_off);
+        if (likely((uintptr_t)obj > 1)) {
+            *(uintptr_t *)((char *)obj + link_off) = 0; /* ours now */
+            return obj;
+        }
+        if (!obj)
+            return NULL;
+        qs_self.rseq_aborts++;
+    }
+}
+
+/* The free section: no outputs, so asm goto (GCC 12's trouble is with asm
+ * goto outputs), and the abort handler's label 7 jumps to C's `abort`. */
+static inline int qs_percpu_free(struct qs_slab *s, void *obj, unsigned long id)
+{
+#if defined(__SANITIZE_THREAD__) /* the queue this free will most likely use */
+    {
+        int cpu = qs_os_rseq_cpu(qs_rseq_off);
+        struct qs_queue **t = __atomic_load_n(&qs_cpu_tables[cpu], __ATOMIC_ACQUIRE);
+        QS_TSAN_RELEASE(__atomic_load_n(&t[id < QS_PERCPU_IDS ? id : 0], __ATOMIC_ACQUIRE));
+    }
+#endif
+again:
+    __asm__ goto(QS_RSEQ_ENTER
+                 "movslq %%fs:4(%[off]), %%rax\n\t"
+                 "movq (%[tables],%%rax,8), %%rax\n\t"
+                 "movq (%%rax,%[id],8), %%rdx\n\t" /* the queue */
+                 "leaq %c[list](%%rdx), %%rax\n\t"
+                 "cmpq %%rax, %c[sown](%[s])\n\t"
+                 "jne %l[remote]\n\t"
+                 "movq " QS_STR(QS_Q_TOP) "(%%rdx), %%rcx\n\t"
+                 "movl %%ecx, %%eax\n\t"
+                 "andl $" QS_STR(QS_TOP_MASK_ASM) ", %%eax\n\t"
+                 "cmpl " QS_STR(QS_Q_LIMIT) "(%%rdx), %%eax\n\t"
+                 "jae %l[full]\n\t"
+                 "movq " QS_STR(QS_Q_SLOTS) "(%%rdx), %%rsi\n\t"
+                 "cmpq -8(%%rsi,%%rax,8), %[obj]\n\t"
+                 "je %l[suspect]\n\t"
+                 "movq %[obj], (%%rsi,%%rax,8)\n\t"
+                 "movl %c[loff](%%rdx), %%eax\n\t"
+                 "movq " QS_STR(QS_Q_STAMP) "(%%rdx), %%rsi\n\t"
+                 "movq %%rsi, (%[obj],%%rax)\n\t" /* the free stamp */
+                 "addq $1, %%rcx\n\t"
+                 "movq %%rcx, " QS_STR(QS_Q_TOP) "(%%rdx)\n\t" /* commit */
+                 "2:\n\t"
+                 ".pushsection __rseq_failure, \"ax\"\n\t" /* label 7: back to C */
+                 "7:\n\t"
+                 "jmp %l[abort]\n\t"
+                 ".popsection\n\t"
+                 :
+                 : [off] "r"(qs_rseq_off), [tables] "r"(qs_cpu_tables), [id] "r"(id), [s] "r"(s),
+                   [obj] "r"(obj), [list] "i"(__builtin_offsetof(struct qs_queue, list)),
+                   [sown] "i"(__builtin_offsetof(struct qs_slab, owner)),
+                   [loff] "i"(__builtin_offsetof(struct qs_queue, link_off))
+                 : "rax", "rcx", "rdx", "rsi", "memory", "cc"
+                 : remote, full, suspect, abort);
+    return QS_PC_DONE;
+remote:
+    return QS_PC_REMOTE;
+full:
+    return QS_PC_FULL;
+suspect:
+    return QS_PC_SUSPECT;
+abort:
+    qs_self.rseq_aborts++;
+    goto again;
+}
+#endif
+
 static inline void *qs_alloc_fast(qslab_cache *c)
 {
+#if QS_HAVE_PERCPU
+    if (qs_percpu()) { /* ids past the CPUs' tables: slow paths only */
+        void *obj = likely(c->id < QS_PERCPU_IDS) ? qs_percpu_alloc(c->id, c->link_off) : NULL;
+        return likely(obj != NULL) ? obj : qs_alloc_slow(c);
+    }
+#endif
     struct qs_queue *q = qs_queue_fast(c->id);
     if (likely(QS_TOP_NR(q->top) != 0)) {
         void *obj = qs_queue_try_pop(q, QS_ALLOC_FAST, q->link_off);
@@ -140,6 +311,17 @@ static inline void qs_queue_push(qslab_cache *c, struct qs_queue *q, struct qs_s
  * through the slab's copy of the cache id, in parallel with loading c. */
 static inline void qs_free_fast(qslab_cache *c, struct qs_slab *s, void *obj)
 {
+#if QS_HAVE_PERCPU
+    if (qs_percpu()) {
+        int r = likely(s->cache_id < QS_PERCPU_IDS) ? qs_percpu_free(s, obj, s->cache_id) : QS_PC_REMOTE;
+        /* the cache is read after the section (its memory clobber keeps
+         * the load there): nothing of ours lives across it in a
+         * callee-saved register */
+        if (unlikely(r != QS_PC_DONE))
+            qs_percpu_free_slow(__atomic_load_n(&s->cache, __ATOMIC_RELAXED), s, obj, r);
+        return;
+    }
+#endif
     struct qs_queue *q = qs_queue_fast(s->cache_id);
     /* objects of our own slabs go on our queue (our slabs are on our node);
      * anything else takes the slow path (queued while the queue is short,
@@ -223,6 +405,12 @@ static inline void *qs_kmalloc_alloc(unsigned i)
 {
     if (i >= QS_KMALLOC_CLASSES)
         __builtin_unreachable(); /* so i < QS_FIXED_SLOTS: no bound check */
+#if QS_HAVE_PERCPU
+    if (qs_percpu()) {
+        void *obj = qs_percpu_alloc(i, 0); /* no ctor: the link at 0 */
+        return likely(obj != NULL) ? obj : qs_kmalloc_slow(i);
+    }
+#endif
     struct qs_queue *q = qs_queue_fast(i);
     if (likely(QS_TOP_NR(q->top) != 0)) {
         void *obj = qs_queue_try_pop(q, QS_ALLOC_FAST, 0); /* no ctor: link at 0 */

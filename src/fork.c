@@ -2,7 +2,7 @@
  * fork.c - fork from a multithreaded program.
  *
  * The prepare handler takes every qslab lock, in the lock order of
- * internal.h (qs_global, every node lock, every inbox and stash lock, the
+ * internal.h (qs_global, every queue lock, every node lock, every inbox and stash lock, the
  * page pools, the map lock, the meta lock), so that no lock is held by a thread that does
  * not exist in the child.  Parent and child release them all; the child also
  * forgets the purger (threads do not survive fork) and may allocate at once.
@@ -14,17 +14,23 @@
 
 static void for_each_lock(void (*op)(qs_lock *), bool reverse)
 {
-    /* qs_global is held by the caller: the cache and queue lists are stable */
-    for (int pass = 0; pass < 2; pass++) {
-        int which = reverse ? 1 - pass : pass;
+    /* qs_global is held by the caller: the cache and queue lists are stable.
+     * Passes in lock order: queue locks (CPU queues), node locks, inbox and
+     * stash locks; released in the reverse order. */
+    for (int pass = 0; pass < 3; pass++) {
+        int which = reverse ? 2 - pass : pass;
         for (qslab_cache *c = qs_caches; c; c = c->next) {
-            if (which == 0)
+            if (which == 1)
                 for (int n = 0; n < qs_nr_nodes; n++)
                     op(&c->nodes[n].lock);
             else
                 for (struct qs_queue *q = c->queues; q; q = q->all_next) {
-                    op(&q->inbox.lock);
-                    op(&q->stash_lock);
+                    if (which == 0) {
+                        op(&q->lock);
+                    } else {
+                        op(&q->inbox.lock);
+                        op(&q->stash_lock);
+                    }
                 }
         }
     }

@@ -164,6 +164,10 @@ static inline void qs_lock_acquire(qs_lock *l)
         return;
     qs_lock_slow(l);
 }
+static inline bool qs_lock_try(qs_lock *l)
+{
+    return !__atomic_load_n(&l->v, __ATOMIC_RELAXED) && !__atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE);
+}
 static inline void qs_lock_release(qs_lock *l)
 {
     __atomic_store_n(&l->v, 0, __ATOMIC_RELEASE);
@@ -317,6 +321,12 @@ struct qs_queue {
     uint64_t pops_raw;
     /* shared */
     struct qs_inbox inbox;
+    /* per-CPU queues (QS_OWNER_CPU): every slow path holds lock (rank 1b:
+     * after qs_global, before node, inbox and stash locks; never two queue
+     * locks at once); cpu is the owner's, -1 for a thread's queue */
+    qs_lock lock;
+    int cpu;
+    uint64_t idle_top; /* the purger's: top at its last tick (per-CPU) */
     /* bookkeeping under qs_global */
     struct qs_owner *owner;    /* thread using it; NULL when pooled */
     struct qs_queue *all_next; /* cache->queues */
@@ -384,7 +394,40 @@ struct qs_owner {
     int node;
     int state; /* 0 new, 1 active, 2 exited */
     unsigned direct_frees; /* frees routed without a queue while state 0 */
+    int cpu;                /* a CPU's owner: its id; a thread's: -1 */
+    unsigned long rseq_aborts; /* a thread's: its critical sections restarted */
+    struct qs_queue **ids;  /* a CPU's owner: [QS_PERCPU_IDS], its queues by
+                               cache id, qs_no_queue where none (the fast
+                               paths' table); a thread's: NULL */
 };
+
+/* ---- owner kinds (owner.c) ----
+ * QS_OWNER_THREAD: a queue belongs to a thread (qs_self, TLS); its fast
+ *   paths are plain C, its slow paths run on the owner alone.
+ * QS_OWNER_CPU: a queue belongs to a CPU (SLQB's owner), found through the
+ *   thread's rseq area (cpu_id) and qs_cpu_owners[].  Fast paths are
+ *   restartable sequences (percpu.c, fastpath.h): they touch only the
+ *   current CPU's queue line and slots, and commit with one store to `top`.
+ *   Every slow path on a queue holds its `lock`, and changes the queue's
+ *   top and slots only through restartable sequences on the queue's CPU
+ *   (percpu.c), or after taking the queue from its CPU (qs_percpu_take).
+ * The kind is chosen once, at start-up (QSLAB_OWNER, rseq available). */
+enum { QS_OWNER_THREAD, QS_OWNER_CPU };
+extern int qs_owner_kind;
+extern const char *qs_owner_why;
+extern long qs_rseq_off;                 /* struct rseq at thread pointer + this */
+#define QS_PERCPU_IDS 1024 /* cache ids a CPU's fast paths serve (the rest: slow paths) */
+/* By cpu_id, [-2 .. qs_nr_cpu_ids): the CPU's queues by cache id (its
+ * owner's `ids`), for the fast paths; -1 (a thread not registered yet) and
+ * -2 (refused), and CPUs not used yet, hold qs_no_ids: all qs_no_queue. */
+extern struct qs_queue ***qs_cpu_tables;
+extern struct qs_owner **qs_cpu_owners; /* by cpu_id [0 .. qs_nr_cpu_ids): NULL until used */
+extern int qs_nr_cpu_ids;               /* possible CPU ids */
+extern bool qs_percpu_takeable;         /* membarrier works: qs_percpu_take */
+static inline bool qs_percpu(void)
+{
+    return __builtin_expect(qs_owner_kind == QS_OWNER_CPU, 1);
+}
 
 /* ---- globals ---- */
 extern int qs_nr_nodes;          /* nodes qslab uses (real or fake) */
@@ -661,6 +704,10 @@ void qs_queue_drain_stash(qslab_cache *c, struct qs_queue *q);
 void qs_queue_steal_idle_stash(qslab_cache *c, struct qs_queue *q);
 void qs_queue_send_pending(qslab_cache *c, struct qs_queue *q);
 void qs_free_remote(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
+/* The per-CPU free fast path's other outcomes (fastpath.h QS_PC_*). */
+void qs_percpu_free_slow(qslab_cache *c, struct qs_slab *s, void *obj, int why);
+void qs_percpu_empty(qslab_cache *c, struct qs_queue *q); /* q->lock held */
+void qs_percpu_empty_all(qslab_cache *c);                 /* qs_global held */
 void qs_queue_empty_out(qslab_cache *c, struct qs_queue *q); /* claim, flush all, drain */
 #define QS_STASH_SLABS 32                 /* at most, per queue */
 #define QS_STASH_BYTES ((size_t)128 << 10) /* at most, per queue */
@@ -686,6 +733,8 @@ unsigned long qs_route_vec(qslab_cache *c, struct qs_queue *q, void *const *objs
 struct qs_queue *qs_queue_attach(qslab_cache *c); /* the caller's queue, made if needed */
 void qs_owner_init(void);
 void qs_owner_detach_cache(qslab_cache *c); /* destroy: clear owners' slots (qs_global held) */
+void qs_owner_kind_init(void);              /* start-up: QSLAB_OWNER, rseq */
+int qs_owner_cpu(void);                     /* the caller's CPU (registering rseq), or -1 */
 
 /* ---- cache.c ---- */
 bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align, unsigned long flags,
@@ -755,6 +804,20 @@ static inline void qs_owner_set_slot(struct qs_owner *o, unsigned id, struct qs_
     __atomic_store_n(&o->slots[id], q, __ATOMIC_RELEASE);
     if (id < QS_FIXED_SLOTS)
         __atomic_store_n(&o->fixed[id], q ? q : &qs_no_queue, __ATOMIC_RELEASE);
+    if (o->ids && id < QS_PERCPU_IDS)
+        __atomic_store_n(&o->ids[id], q ? q : &qs_no_queue, __ATOMIC_RELEASE);
+}
+
+/* The owner the caller would use now: its CPU's (NULL if that CPU has none
+ * yet, or the thread has no rseq registration) or its thread's. */
+static inline struct qs_owner *qs_owner_now(void)
+{
+    if (qs_percpu()) {
+        int cpu = qs_os_rseq_cpu(qs_rseq_off);
+        return cpu >= 0 && cpu < qs_nr_cpu_ids ? __atomic_load_n(&qs_cpu_owners[cpu], __ATOMIC_ACQUIRE)
+                                                : NULL;
+    }
+    return &qs_self;
 }
 
 #pragma GCC visibility pop

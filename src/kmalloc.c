@@ -151,6 +151,8 @@ QSLAB_EXPORT void qslab_large_stats(struct qslab_large_stats *st)
 QS_NOINLINE void *qs_kmalloc_slow(unsigned i)
 {
     qslab_cache *c = &qs_kmalloc_caches[i];
+    if (qs_percpu())
+        return qs_alloc_slow(c);
     struct qs_queue *q = qs_queue_of(c);
     if (q && QS_TOP_NR(q->top)) {
         void *obj = qs_queue_pop(c, q, QS_ALLOC_FAST);

@@ -179,8 +179,26 @@ size_t qs_node_sweep(bool all)
     uint64_t now = qs_os_now_ms();
     qs_lock_acquire(&qs_global);
     for (qslab_cache *c = qs_caches; c; c = c->next) {
-        for (struct qs_queue *q = c->queues; q; q = q->all_next)
+        for (struct qs_queue *q = c->queues; q; q = q->all_next) {
+            /* a CPU's queue that nobody used for a whole tick (its top did
+             * not move: no fast alloc or free) is emptied from here (queue.c
+             * qs_percpu_empty: taken from its CPU with a membarrier), so an
+             * idle program gives back what it freed; a busy one is skipped */
+            if (q->cpu >= 0 && qs_percpu_takeable) {
+                uint64_t top = QS_LOAD(q->top);
+                if (top == q->idle_top && qs_lock_try(&q->lock)) {
+                    bool held = QS_TOP_NR(top) || __atomic_load_n(&q->inbox.pending, __ATOMIC_RELAXED);
+                    for (unsigned k = 0; k < QS_PENDING; k++)
+                        held |= q->pending[k].n != 0;
+                    if (held)
+                        qs_percpu_empty(c, q);
+                    qs_lock_release(&q->lock);
+                    top = QS_LOAD(q->top);
+                }
+                q->idle_top = top;
+            }
             qs_queue_steal_idle_stash(c, q);
+        }
         for (int i = 0; i < qs_nr_nodes; i++) {
             struct qs_node *n = &c->nodes[i];
             struct qs_slab *mine = NULL;

@@ -23,13 +23,129 @@
  * reads its own slots without a lock.
  */
 #include "internal.h"
+#include "percpu.h"
 
 #include <string.h>
 
 struct qs_queue qs_no_queue; /* never written: empty, owns no slab */
 
+/* ---- owner kinds ---- */
+int qs_owner_kind = QS_OWNER_THREAD;
+const char *qs_owner_why = "per-thread queues (not initialised yet)";
+long qs_rseq_off;
+struct qs_queue ***qs_cpu_tables;
+struct qs_owner **qs_cpu_owners;
+int qs_nr_cpu_ids;
+bool qs_percpu_takeable;
+static struct qs_queue *qs_no_ids[QS_PERCPU_IDS]; /* all qs_no_queue (owner_kind_init) */
+static char why_buf[160];
+
+static const char *why_set(const char *a, const char *b)
+{
+    struct qs_buf buf = {why_buf, 0, sizeof(why_buf) - 1};
+    qs_buf_str(&buf, a);
+    qs_buf_str(&buf, b);
+    why_buf[buf.len < sizeof(why_buf) ? buf.len : sizeof(why_buf) - 1] = 0;
+    return why_buf;
+}
+
+/* Per-CPU queues need rseq (the kernel's, through glibc's registration or
+ * our own), an rseq port of the fast paths (x86-64) and the per-CPU tables;
+ * whatever is missing is the reason the thread owner is in force. */
+static bool percpu_setup(const char **why)
+{
+    if (!QS_HAVE_PERCPU) {
+        *why = "no rseq port of the fast paths for this architecture";
+        return false;
+    }
+    struct qs_os_rseq_info info;
+    if (qs_os_rseq_init(&info) != 0) {
+        *why = info.why;
+        return false;
+    }
+    int n = qs_os_cpu_possible();
+    struct qs_queue ***tables = qs_meta_alloc((size_t)(n + 2) * sizeof(*tables));
+    struct qs_owner **owners = qs_meta_alloc((size_t)n * sizeof(*owners));
+    if (!tables || !owners) {
+        *why = "no memory for the per-CPU tables";
+        return false;
+    }
+    for (unsigned i = 0; i < QS_PERCPU_IDS; i++)
+        qs_no_ids[i] = &qs_no_queue;
+    for (int i = 0; i < n + 2; i++)
+        tables[i] = qs_no_ids;
+    qs_rseq_off = info.offset;
+    qs_nr_cpu_ids = n;
+    qs_cpu_owners = owners;
+    qs_cpu_tables = tables + 2;
+    /* the purger takes queues from idle CPUs (queue.c qs_percpu_take) */
+    qs_percpu_takeable = qs_os_membarrier_rseq_register() == 0;
+    *why = info.why;
+    return true;
+}
+
+/* Start-up (qs_init_slow, before any allocation): QSLAB_OWNER=cpu|thread,
+ * default cpu where it works. */
+void qs_owner_kind_init(void)
+{
+    const char *v = qs_os_getenv("QSLAB_OWNER"), *why = NULL;
+    bool want_cpu = true;
+    if (v && !__builtin_strcmp(v, "thread")) {
+        want_cpu = false;
+    } else if (v && __builtin_strcmp(v, "cpu") != 0 && v[0]) {
+        qs_warn("QSLAB_OWNER=%s: not an owner kind (cpu or thread); using the default", v);
+    }
+    if (!want_cpu) {
+        qs_owner_why = "per-thread queues: QSLAB_OWNER=thread";
+        return;
+    }
+    if (percpu_setup(&why)) {
+        qs_owner_why = why_set(qs_percpu_takeable ? "per-CPU queues: " :
+                               "per-CPU queues (membarrier refused: idle CPUs keep their queues): ",
+                               why);
+        __atomic_store_n(&qs_owner_kind, QS_OWNER_CPU, __ATOMIC_RELEASE);
+    } else {
+        qs_owner_why = why_set("per-thread queues: per-CPU ones need rseq: ", why);
+    }
+}
+
+/* The owner of CPU `cpu`, made on its first use (qs_global held): the CPU's
+ * node, and its table of queues for the fast paths. */
+static struct qs_owner *cpu_owner(int cpu)
+{
+    struct qs_owner *o = qs_cpu_owners[cpu];
+    if (o)
+        return o;
+    o = qs_meta_alloc(sizeof(*o));
+    struct qs_queue **ids = qs_meta_alloc(QS_PERCPU_IDS * sizeof(*ids));
+    if (!o || !ids)
+        return NULL; /* (leaks the other: once, at ENOMEM) */
+    for (unsigned i = 0; i < QS_FIXED_SLOTS; i++)
+        o->fixed[i] = &qs_no_queue;
+    for (unsigned i = 0; i < QS_PERCPU_IDS; i++)
+        ids[i] = &qs_no_queue;
+    o->ids = ids;
+    o->cpu = cpu;
+    o->node = qs_node_of_cpu(cpu);
+    o->state = 1;
+    __atomic_store_n(&qs_cpu_owners[cpu], o, __ATOMIC_RELEASE);
+    __atomic_store_n(&qs_cpu_tables[cpu], ids, __ATOMIC_RELEASE);
+    return o;
+}
+
+/* The calling thread's CPU (registering its rseq area first if qslab
+ * registers them), or -1: it has none and cannot use per-CPU queues. */
+int qs_owner_cpu(void)
+{
+    int cpu = qs_os_rseq_cpu(qs_rseq_off);
+    if (cpu < 0 && qs_os_rseq_register_thread() == 0)
+        cpu = qs_os_rseq_cpu(qs_rseq_off);
+    return cpu >= 0 && cpu < qs_nr_cpu_ids ? cpu : -1;
+}
+
 __thread struct qs_owner qs_self __attribute__((tls_model("initial-exec"))) = {
     .fixed = {[0 ... QS_FIXED_SLOTS - 1] = &qs_no_queue},
+    .cpu = -1,
 };
 
 static void owner_exit(void *arg);
@@ -66,7 +182,10 @@ static bool slots_grow(struct qs_owner *o, unsigned id)
     unsigned old_cap = o->cap;
     __atomic_store_n(&o->slots, slots, __ATOMIC_RELEASE);
     __atomic_store_n(&o->cap, cap, __ATOMIC_RELEASE);
-    qs_meta_free(old, old_cap * sizeof(*old));
+    /* a CPU's slot array is read by every thread running there, without a
+     * lock: the old one stays (it is small and grows by doubling) */
+    if (o->cpu < 0)
+        qs_meta_free(old, old_cap * sizeof(*old));
     return true;
 }
 
@@ -74,16 +193,27 @@ struct qs_queue *qs_queue_attach(qslab_cache *c)
 {
     qs_init();
     struct qs_owner *o = &qs_self;
-    /* Past its exit destructor a thread still frees (and may allocate) from
-     * later destructors and libc's own clean-up; a queue made now would never
-     * be retired, so such a thread works without one (node lists, orphan
-     * counters). */
-    if (o->state == 2)
-        return NULL;
-    if (o->state != 1)
-        qs_owner_init();
     struct qs_queue *q = NULL;
-    qs_lock_acquire(&qs_global);
+    int cpu = -1;
+    if (qs_percpu()) {
+        /* the CPU's queue: made once, kept for good (threads come and go;
+         * a thread without rseq works without a queue, like an exited one) */
+        if ((cpu = qs_owner_cpu()) < 0)
+            return NULL;
+        qs_lock_acquire(&qs_global);
+        if (!(o = cpu_owner(cpu)))
+            goto out;
+    } else {
+        /* Past its exit destructor a thread still frees (and may allocate)
+         * from later destructors and libc's own clean-up; a queue made now
+         * would never be retired, so such a thread works without one (node
+         * lists, orphan counters). */
+        if (o->state == 2)
+            return NULL;
+        if (o->state != 1)
+            qs_owner_init();
+        qs_lock_acquire(&qs_global);
+    }
     if (c->id >= o->cap && !slots_grow(o, c->id))
         goto out;
     if ((q = o->slots[c->id]))
@@ -101,6 +231,7 @@ struct qs_queue *qs_queue_attach(qslab_cache *c)
     }
     q->owner = o;
     q->node = o->node;
+    q->cpu = cpu;
     q->stamp = QS_STAMP(c->secret);
     q->link_off = c->link_off;
     QS_STORE(q->hiwater, QS_LOAD(c->hiwater));
@@ -153,4 +284,13 @@ void qs_owner_detach_cache(qslab_cache *c)
     for (struct qs_queue *q = c->queues; q; q = q->all_next)
         if (q->owner)
             qs_owner_set_slot(q->owner, c->id, NULL);
+}
+
+QSLAB_EXPORT void qslab_owner_info(struct qslab_owner_info *info)
+{
+    qs_init();
+    info->kind = qs_percpu() ? QSLAB_OWNER_CPU : QSLAB_OWNER_THREAD;
+    info->why = qs_owner_why;
+    info->nr_cpu_ids = qs_percpu() ? qs_nr_cpu_ids : 0;
+    info->rseq_aborts = qs_self.rseq_aborts;
 }

@@ -474,7 +474,7 @@ void qs_free_full(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *o
     if (unlikely(nr < hw)) {
         if (qs_queue_reserve(q, hw - nr < q->cap ? hw - nr : q->cap)) {
             QS_STORE(q->limit, hw < q->cap ? hw : q->cap);
-            if (nr < q->limit) {
+            if (nr < QS_LOAD(q->limit)) {
                 qs_queue_push(c, q, s, obj);
                 return;
             }
@@ -536,73 +536,73 @@ void qs_free_remote(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void 
     pending_add(c, q, s, obj);
 }
 
-/* Take what other owners posted to our inbox: up to hiwater onto the
- * queue, the rest straight back to their slabs (ours, or routed). */
-void qs_queue_claim(qslab_cache *c, struct qs_queue *q)
+/* Detach our inbox (what other owners posted): its list and count. */
+static void *inbox_detach(struct qs_queue *q, unsigned long *n)
 {
     qs_lock_acquire(&q->inbox.lock);
     void *head = q->inbox.head;
-    unsigned long n = q->inbox.nr;
+    *n = q->inbox.nr;
     q->inbox.head = q->inbox.tail = NULL;
     q->inbox.nr = 0;
     __atomic_store_n(&q->inbox.pending, 0, __ATOMIC_RELAXED);
     qs_lock_release(&q->inbox.lock);
+    return head;
+}
+
+/* Claim the inbox and route everything home (shrink, retire, drains): the
+ * objects are mostly ours, straight back onto our slabs. */
+void qs_queue_claim(qslab_cache *c, struct qs_queue *q)
+{
+    unsigned long n;
+    void *head = inbox_detach(q, &n);
     if (!head)
         return;
     QS_ADD(q->stat[QS_CLAIM], 1);
-    unsigned nr = QS_TOP_NR(q->top);
-    uint32_t hw = QS_LOAD(q->hiwater);
-    unsigned long k = nr < hw ? hw - nr : 0;
-    if (k > n)
-        k = n;
-    if (k && !qs_queue_reserve(q, (unsigned)k))
-        k = q->cap - nr;
-    void **sl = q->slots;
-    unsigned long i = 0;
+    qs_route_list(c, q, head, n);
+}
+
+/* Claim the inbox for a refill: up to `room` objects into dst (their links
+ * stay: they look free, see qs_queue_try_pop), the rest straight back to
+ * their slabs (ours, or routed).  Returns how many went to dst. */
+static unsigned claim_into(qslab_cache *c, struct qs_queue *q, void **dst, unsigned room)
+{
+    unsigned long n;
+    void *head = inbox_detach(q, &n);
+    if (!head)
+        return 0;
+    QS_ADD(q->stat[QS_CLAIM], 1);
+    unsigned long k = n < room ? n : room, i = 0;
     for (; i < k; i++) {
         bool bad;
         void *next = qs_dec(c, *qs_link(c, head), &bad);
         if (unlikely(bad)) { /* keep head out of the queue, follow nothing more */
-            qs_queue_nr_set(q, nr + (unsigned)i);
             qs_report_bad_link(c, q, head);
-            return;
+            return (unsigned)i;
         }
-        sl[nr + i] = head; /* its link stays: it looks free (qs_queue_try_pop) */
+        dst[i] = head;
         head = next;
     }
-    qs_queue_nr_set(q, nr + (unsigned)k);
     if (n > k)
         qs_route_list(c, q, head, n - k);
+    return (unsigned)k;
 }
 
 /* Move up to `max` objects of slab s (owned by q) from its free list to
- * the queue's slots (their links stay: see qs_queue_try_pop).  A slab with an empty list is grown
- * instead when `grow` (lazy birth, slab.c: at least `grow` objects or a
- * page's worth, or as many as it had born): its new objects are born
- * straight into the slots, as many as fit below max(grow, hiwater), and
- * the rest onto its list.  The slab is FULL after, unless objects are left
- * on its list or it can grow again (then PARTIAL). */
-static void take_slab(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, bool listed,
-                      unsigned grow, unsigned max)
+ * dst (their links stay: see qs_queue_try_pop); returns how many.  A slab
+ * with an empty list is grown instead when `grow` (lazy birth, slab.c: at
+ * least `grow` objects or a page's worth, or as many as it had born): its
+ * new objects are born straight into dst, up to `max`, stamped, and the
+ * rest onto its list.  The slab is FULL after, unless objects are left on
+ * its list or it can grow again (then PARTIAL). */
+static unsigned take_slab(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, bool listed,
+                          unsigned grow, unsigned max, void **dst)
 {
-    unsigned nr = QS_TOP_NR(q->top), got = 0;
+    unsigned got = 0;
     if (!s->freelist && grow) {
-        uint32_t k = (uint32_t)(QS_PAGE_SIZE / c->slot_size), hw = QS_LOAD(q->hiwater);
-        if (k < s->objects)
-            k = s->objects;
-        if (k < grow)
-            k = grow;
-        if (k > (grow > hw ? grow : hw))
-            k = grow > hw ? grow : hw;
-        if (k > q->cap - nr && !qs_queue_reserve(q, k))
-            k = q->cap - nr;
-        got = qs_slab_grow_into(c, q, s, grow, q->slots + nr, k);
+        got = qs_slab_grow_into(c, q, s, grow, dst, max);
     } else {
         if (max > s->objects - s->inuse) /* the free list's length */
             max = s->objects - s->inuse;
-        if (max > q->cap - nr && !qs_queue_reserve(q, max))
-            max = q->cap - nr;
-        void **sl = q->slots + nr;
         void *obj = s->freelist;
         while (obj && got < max) {
             bool bad;
@@ -615,7 +615,7 @@ static void take_slab(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, boo
                 obj = NULL;
                 break;
             }
-            sl[got++] = obj;
+            dst[got++] = obj;
             obj = next;
         }
         s->freelist = obj;
@@ -623,18 +623,26 @@ static void take_slab(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, boo
             s->tail = NULL;
         s->inuse += got;
     }
-    qs_queue_nr_set(q, nr + got);
     if (listed)
         qs_list_del(&q->list, s);
     qs_list_add(&q->list, s, s->freelist || qs_slab_growable(c, s) ? QS_SLAB_PARTIAL : QS_SLAB_FULL);
+    return got;
 }
 
-static bool queue_refill(qslab_cache *c, struct qs_queue *q)
+/* Gather free objects of q's own for its queue into dst[0..room): what
+ * others posted to its inbox, if anything; else up to c->refill objects from
+ * slabs (SLQB's refill): our partial slabs' free lists, our stash of empty
+ * slabs, the node's partial and empty slabs (one lock for several slabs),
+ * then new memory: a slab of ours that can grow (lazy birth, slab.c) or a
+ * new slab, until c->fresh objects (QS_REFILL_MIN, at most a page's worth).
+ * Returns how many; 0 on ENOMEM.  The owner (thread mode) or q->lock holder
+ * (CPU mode) calls it. */
+static unsigned refill_gather(qslab_cache *c, struct qs_queue *q, void **dst, unsigned room)
 {
     if (__atomic_load_n(&q->inbox.pending, __ATOMIC_RELAXED)) {
-        qs_queue_claim(c, q);
-        if (QS_TOP_NR(q->top))
-            return true;
+        unsigned got = claim_into(c, q, dst, room);
+        if (got)
+            return got;
     }
     struct qs_slab *s;
     QS_ADD(q->stat[QS_REFILL], 1);
@@ -644,68 +652,83 @@ static bool queue_refill(qslab_cache *c, struct qs_queue *q)
      * most QS_REFILL_BYTES, at least one object (c->refill): a thread that
      * took four 256 KiB slabs for one allocation hoarded 768 KiB that the
      * other threads then made anew */
-    unsigned want = QS_LOAD(c->refill), least = QS_LOAD(c->fresh);
-    if (!qs_queue_reserve(q, want)) {
-        errno = ENOMEM;
-        return false;
-    }
-#define NR() QS_TOP_NR(q->top)
+    unsigned want = QS_LOAD(c->refill), least = QS_LOAD(c->fresh), got = 0;
+    if (want > room)
+        want = room;
+    if (least > want)
+        least = want;
     /* objects already born: our partial slabs' free lists (a partial slab
      * with an empty list can only grow: that is new memory, below) */
     s = q->list.partial;
-    while (s && NR() < want) {
+    while (s && got < want) {
         struct qs_slab *next = s->next; /* take_slab moves s to a list head */
         if (s->freelist)
-            take_slab(c, q, s, true, 0, want - NR());
+            got += take_slab(c, q, s, true, 0, want - got, dst + got);
         s = next;
     }
-    if (NR() < want && QS_LOAD(q->nr_stash)) { /* our empties: no node lock */
+    if (got < want && QS_LOAD(q->nr_stash)) { /* our empties: no node lock */
         qs_lock_acquire(&q->stash_lock);
         QS_STORE(q->stash_idle, 0);
-        while (NR() < want && (s = q->stash)) {
+        while (got < want && (s = q->stash)) {
             q->stash = s->next;
             QS_STORE(q->nr_stash, q->nr_stash - 1);
             q->stash_bytes -= (uint32_t)qs_slab_bytes(s->order);
-            take_slab(c, q, s, false, 0, want - NR());
+            got += take_slab(c, q, s, false, 0, want - got, dst + got);
         }
         qs_lock_release(&q->stash_lock);
     }
-    if (NR() < least) {
-        s = qs_node_take(c, q, &c->nodes[q->node], want - NR());
+    if (got < least) {
+        s = qs_node_take(c, q, &c->nodes[q->node], want - got);
         while (s) {
             struct qs_slab *next = s->next;
-            take_slab(c, q, s, false, 0, NR() < want ? want - NR() : 0);
+            got += take_slab(c, q, s, false, 0, want - got, dst + got);
             s = next;
         }
     }
     /* new memory: grow a slab of ours that can (every partial slab left
      * has an empty free list now), else make one, until `least` objects:
-     * a page's worth at most, so a class's first mallocs touch a page each */
-    while (NR() < least) {
-        /* all that a growth made: it is a page's worth, or what the slab
-         * had born already (slab.c), and it is touched now anyway */
+     * a page's worth at most, so a class's first mallocs touch a page each.
+     * All that a growth makes goes to dst while it has room: it is a page's
+     * worth, or what the slab had born already, and touched now anyway */
+    while (got < least) {
         if ((s = q->list.partial) && !s->freelist) {
-            take_slab(c, q, s, true, least - NR(), ~0u);
+            got += take_slab(c, q, s, true, least - got, room - got, dst + got);
             continue;
         }
         s = qs_slab_new(c, q, q->node, false);
         if (!s)
             break;
         qs_slab_set_owner(s, &q->list);
-        take_slab(c, q, s, false, least - NR(), ~0u); /* born into the slots */
+        got += take_slab(c, q, s, false, least - got, room - got, dst + got); /* born into dst */
     }
-#undef NR
-    if (!QS_TOP_NR(q->top)) {
+    if (!got)
+        errno = ENOMEM;
+    return got;
+}
+
+/* Thread mode: refill the (empty) queue in place. */
+static bool queue_refill(qslab_cache *c, struct qs_queue *q)
+{
+    /* room for a refill (a growth's objects past it stay on their slab's
+     * list, a claim's go home) */
+    if (!qs_queue_reserve(q, QS_LOAD(c->refill)) && !q->cap) {
         errno = ENOMEM;
         return false;
     }
-    return true;
+    unsigned nr = QS_TOP_NR(q->top);
+    unsigned got = refill_gather(c, q, q->slots + nr, q->cap - nr);
+    qs_queue_nr_set(q, nr + got);
+    return got != 0;
 }
+
+static void *percpu_alloc_slow(qslab_cache *c);
 
 void *qs_alloc_slow(qslab_cache *c)
 {
     qs_init();
     qs_purger_check(); /* a safe point to start the purger (node.c) */
+    if (qs_percpu())
+        return percpu_alloc_slow(c);
     struct qs_queue *q = qs_queue_of(c);
     if (!q && !(q = qs_queue_attach(c))) {
         if (qs_self.state == 2) /* exited thread: straight from the node list */
@@ -862,4 +885,286 @@ void qs_queue_retire(qslab_cache *c, struct qs_queue *q)
     qs_lock_release(&q->inbox.lock);
     if (head)
         qs_route_list(c, q, head, n);
+}
+
+/* ---- per-CPU queues (QS_OWNER_CPU): the slow paths ----
+ *
+ * Who owns what.  A CPU's queue q: its top and slots are changed only by
+ * restartable sequences running on q->cpu (the fast paths, and percpu.c's
+ * batch operations), or by a thread that took q from its CPU
+ * (percpu_take).  Everything else of q (its slabs' lists and free lists,
+ * its pending batches, its counters, moved and nr_seq, the size of its
+ * slots) belongs to whoever holds q->lock: every slow path takes it first.
+ * A slow path may be preempted, migrated or signalled anywhere: holding the
+ * lock, it still owns q's slow state wherever it runs, and its changes of
+ * top and slots are sections that check they run on q->cpu and restart or
+ * fail as a whole (percpu.c); a failed one (the thread migrated) leaves the
+ * objects in the caller's hands, which puts them back on their slabs.  One
+ * preempted lock holder stalls only the slow paths of its queue (the fast
+ * paths of every CPU, its own included, go on), and only until it runs
+ * again: the lock's waiters yield.  SLQB had all of this from running with
+ * interrupts off on its own CPU; tcmalloc's per-CPU caches do the same as
+ * here (batch operations as restartable sequences, and stopping a CPU's
+ * cache with a membarrier to drain it from outside).
+ */
+#define QS_PERCPU_BATCH 256 /* objects a slow path moves at once (on the stack) */
+
+/* A slow change of q's nr by `delta` (made by the sections between
+ * seq_begin and seq_end) is recorded in moved inside the seqcount, as
+ * qs_queue_nr_set does for a thread's queue (stats.c pairs nr and moved). */
+static void seq_begin(struct qs_queue *q)
+{
+    QS_STORE(q->nr_seq, q->nr_seq + 1);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+static void seq_end(struct qs_queue *q, long moved)
+{
+    QS_STORE(q->moved, q->moved + (unsigned long)moved);
+    __atomic_store_n(&q->nr_seq, q->nr_seq + 1, __ATOMIC_RELEASE);
+}
+
+/* Room for n more objects in q's slots, up to hiwater (q->lock held): new
+ * slots replace the old ones in a section on q->cpu.  Fast pushes stay
+ * below limit <= the old capacity meanwhile, so the copy holds them all. */
+static bool percpu_reserve(struct qs_queue *q, unsigned n)
+{
+    unsigned nr = QS_TOP_NR(QS_LOAD(q->top)), cap = q->cap ? q->cap * 2 : 32;
+    if (nr + n <= q->cap)
+        return true;
+    while (cap < nr + n)
+        cap *= 2;
+    void **mem = qs_meta_alloc(((size_t)cap + 1) * sizeof(void *));
+    if (!mem)
+        return false;
+    void **old = q->slots;
+    unsigned old_cap = q->cap;
+    if (qs_percpu_swap_slots(q, mem + 1) != 0) { /* migrated */
+        qs_meta_free(mem, ((size_t)cap + 1) * sizeof(void *));
+        return false;
+    }
+    /* no section on q->cpu uses the old slots now: one that had loaded
+     * them was restarted when ours ran there */
+    q->cap = cap;
+    uint32_t hw = QS_LOAD(q->hiwater);
+    QS_STORE(q->limit, hw < cap ? hw : cap);
+    if (old)
+        qs_meta_free(old - 1, ((size_t)old_cap + 1) * sizeof(void *));
+    return true;
+}
+
+/* Take q from its CPU (q->lock held): its fast paths find qs_no_queue from
+ * now on (and go to the slow paths, which wait for the lock), and the
+ * membarrier restarts any section that found q before.  Then q's top and
+ * slots are the caller's, as a thread's queue is its thread's, until
+ * percpu_give.  False if membarrier is refused (nothing changed). */
+static bool percpu_take(struct qs_queue *q)
+{
+    if (!qs_percpu_takeable)
+        return false;
+    unsigned id = q->cache->id;
+    if (id < QS_PERCPU_IDS) {
+        __atomic_store_n(&q->owner->ids[id], &qs_no_queue, __ATOMIC_RELEASE);
+        if (qs_os_membarrier_rseq(q->cpu) != 0) {
+            __atomic_store_n(&q->owner->ids[id], q, __ATOMIC_RELEASE);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void percpu_give(struct qs_queue *q)
+{
+    unsigned id = q->cache->id;
+    if (id < QS_PERCPU_IDS)
+        __atomic_store_n(&q->owner->ids[id], q, __ATOMIC_RELEASE);
+}
+
+/* Give back everything a CPU's queue holds (shrink, trim, the purger for
+ * CPUs that went idle), q->lock held: taken from its CPU, it is emptied as
+ * a thread's queue is.  Without membarrier only the caller's own CPU's
+ * queue can be emptied, a batch at a time. */
+void qs_percpu_empty(qslab_cache *c, struct qs_queue *q)
+{
+    if (percpu_take(q)) {
+        QS_TSAN_ACQUIRE(q);
+        qs_queue_empty_out(c, q);
+        QS_TSAN_RELEASE(q);
+        percpu_give(q);
+        return;
+    }
+    qs_queue_send_pending(c, q);
+    qs_queue_claim(c, q);
+    void *buf[QS_PERCPU_BATCH];
+    for (;;) {
+        seq_begin(q);
+        int k = qs_percpu_pop(q, buf, QS_PERCPU_BATCH);
+        seq_end(q, k > 0 ? -k : 0);
+        if (k <= 0)
+            break;
+        QS_ADD(q->stat[QS_FLUSH], 1);
+        unsigned long twice = qs_route_vec(c, q, buf, (unsigned long)k);
+        if (twice)
+            queue_uncount(q, twice);
+    }
+    qs_queue_drain_stash(c, q);
+}
+
+/* Empty every CPU's queue of c (shrink, trim; qs_global held).  Emptying
+ * one queue posts objects of other CPUs' slabs to their inboxes, so a
+ * second round empties the inboxes the first one filled. */
+void qs_percpu_empty_all(qslab_cache *c)
+{
+    for (int round = 0; round < 2; round++)
+        for (struct qs_queue *q = c->queues; q; q = q->all_next) {
+            qs_lock_acquire(&q->lock);
+            qs_percpu_empty(c, q);
+            qs_lock_release(&q->lock);
+        }
+}
+
+/* The caller's CPU's queue of c, locked; NULL if the caller has none (no
+ * rseq registration for this thread, or ENOMEM). */
+static struct qs_queue *percpu_lock(qslab_cache *c)
+{
+    struct qs_queue *q = qs_queue_of(c);
+    if (!q && !(q = qs_queue_attach(c)))
+        return NULL;
+    qs_lock_acquire(&q->lock);
+    return q;
+}
+
+/* The fast path found the queue empty (or its top object's word wrong, or
+ * the CPU without a queue).  Under the lock: pop what is there now, or
+ * gather a refill (refill_gather: inbox, slabs, stash, node, new memory),
+ * hand one object to the caller and push the rest; whatever a migration
+ * keeps out of the queue goes back to its slab.  The caller's object never
+ * entered the queue: it counts as a slow pop and in moved, which keeps
+ * free_fast = nr + pops - moved. */
+static void *percpu_alloc_slow(qslab_cache *c)
+{
+    void *buf[QS_PERCPU_BATCH];
+    for (;;) {
+        struct qs_queue *q = percpu_lock(c);
+        if (!q) {
+            int cpu = qs_os_rseq_cpu(qs_rseq_off);
+            return qs_node_alloc(c, NULL, cpu >= 0 ? qs_node_of_cpu(cpu) : 0);
+        }
+        void *obj;
+        seq_begin(q);
+        int k = qs_percpu_pop(q, &obj, 1);
+        seq_end(q, 0); /* a pop, counted below */
+        if (k < 0) { /* migrated: the new CPU's queue */
+            qs_lock_release(&q->lock);
+            continue;
+        }
+        if (k == 1) {
+            uintptr_t w = *qs_link(c, obj);
+            if (w != q->stamp && !qs_looks_free(c, w)) {
+                /* never handed out: a second free leaves the counts with
+                 * its entry (nr went, no pop counted); an object written
+                 * after its free stays counted as freed (lost) */
+                if (!report_unstamped(c, obj)) {
+                    seq_begin(q);
+                    seq_end(q, -1);
+                }
+                qs_lock_release(&q->lock);
+                continue;
+            }
+            QS_ADD(q->stat[QS_ALLOC_SLOW], 1);
+            qs_lock_release(&q->lock);
+            *qs_link(c, obj) = 0;
+            return obj;
+        }
+        uint32_t room = QS_LOAD(q->hiwater) + 1;
+        if (room > QS_PERCPU_BATCH)
+            room = QS_PERCPU_BATCH;
+        unsigned n = refill_gather(c, q, buf, room);
+        if (!n) {
+            qs_lock_release(&q->lock);
+            return NULL; /* ENOMEM */
+        }
+        obj = buf[--n];
+        int pushed = 0;
+        seq_begin(q);
+        if (n && percpu_reserve(q, n)) {
+            pushed = qs_percpu_push(q, buf, n, q->cap);
+            if (pushed < 0)
+                pushed = 0;
+        }
+        seq_end(q, pushed + 1);
+        if ((unsigned)pushed < n) /* ours: back on their slabs */
+            qs_route_vec(c, q, buf + pushed, n - (unsigned)pushed);
+        QS_ADD(q->stat[QS_ALLOC_SLOW], 1);
+        qs_lock_release(&q->lock);
+        *qs_link(c, obj) = 0;
+        return obj;
+    }
+}
+
+/* The free fast path's other outcomes: the queue's top is obj (a double
+ * free), the queue is full, or obj is not of this CPU's slabs (or the CPU
+ * has no queue).  Full: grow the slots up to hiwater, else flush freebatch
+ * objects from the top home (SLQB's flush_free_list), then push.  Another
+ * owner's object: queued while the queue is short, else batched home, as a
+ * thread's queue does (qs_free_remote). */
+void qs_percpu_free_slow(qslab_cache *c, struct qs_slab *s, void *obj, int why)
+{
+    if (why == QS_PC_SUSPECT) { /* obj is the top of our queue: free already */
+        qs_fatal("double free of %p in cache %s", obj, c->name);
+        return;
+    }
+    struct qs_queue *q = percpu_lock(c);
+    if (!q) { /* no queue (no rseq for this thread): straight back to its owner */
+        *qs_link(c, obj) = qs_enc(c, NULL);
+        qs_stat(c, NULL, QS_FREE_SLOW, 1);
+        qs_route_list(c, NULL, obj, 1);
+        return;
+    }
+    if (unlikely(qs_maybe_free(c, *qs_link(c, obj))) && qs_double_free_check(c, q, s, obj)) {
+        qs_lock_release(&q->lock);
+        return;
+    }
+    void *buf[QS_PERCPU_BATCH];
+    bool own = qs_slab_owner(s) == &q->list;
+    for (int tries = 0; tries < 2; tries++) {
+        unsigned nr = QS_TOP_NR(QS_LOAD(q->top));
+        uint32_t hw = QS_LOAD(q->hiwater);
+        uint32_t max = own ? hw : QS_LOAD(c->park);
+        if (!own && s->node != q->node)
+            max = 0; /* never another node's memory on our queue */
+        if (nr < max && (nr < q->cap || percpu_reserve(q, 1))) {
+            QS_STORE(q->limit, hw < q->cap ? hw : q->cap);
+            *qs_link(c, obj) = q->stamp;
+            int k = qs_percpu_push(q, &obj, 1, max < q->cap ? max : q->cap); /* a free: nr + 1 counts it */
+            if (k == 1) {
+                qs_lock_release(&q->lock);
+                return;
+            }
+            if (k < 0)
+                break; /* migrated */
+        }
+        if (!own || tries)
+            break;
+        /* full: flush a batch from the top home, then push */
+        uint32_t fb = QS_LOAD(c->freebatch);
+        seq_begin(q);
+        int k = qs_percpu_pop(q, buf, fb < QS_PERCPU_BATCH ? fb : QS_PERCPU_BATCH);
+        seq_end(q, k > 0 ? -k : 0);
+        if (k <= 0)
+            break;
+        QS_ADD(q->stat[QS_FLUSH], 1);
+        unsigned long twice = qs_route_vec(c, q, buf, (unsigned long)k);
+        if (twice)
+            queue_uncount(q, twice);
+    }
+    QS_ADD(q->stat[QS_FREE_SLOW], 1);
+    if (own) { /* ours, and not queued: straight onto its slab */
+        struct qs_slab *empties = NULL;
+        slab_put(c, &q->list, s, obj, &empties);
+        if (empties)
+            stash_add(c, q, empties);
+    } else {
+        pending_add(c, q, s, obj);
+    }
+    qs_lock_release(&q->lock);
 }

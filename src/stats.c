@@ -71,8 +71,12 @@ static void fill(qslab_cache *c, struct qslab_cache_stats *st)
     st->num_objs = sum[QS_NEW_OBJS] - sum[QS_FREE_OBJS];
     for (int n = 0; n < qs_nr_nodes; n++)
         st->empty_slabs += QS_LOAD(c->nodes[n].nr_empty);
-    for (struct qs_queue *q = c->queues; q; q = q->all_next) /* qs_global held */
+    for (struct qs_queue *q = c->queues; q; q = q->all_next) { /* qs_global held */
         st->empty_slabs += QS_LOAD(q->nr_stash);
+        qs_lock_acquire(&q->inbox.lock);
+        st->queued_objs += QS_TOP_NR(QS_LOAD(q->top)) + q->inbox.nr;
+        qs_lock_release(&q->inbox.lock);
+    }
     st->object_size = c->obj_size;
     st->slot_size = c->slot_size;
     st->order = QS_LOAD(c->order);
@@ -221,6 +225,10 @@ QSLAB_EXPORT void qslab_stats_report(int fd)
         qs_buf_putc(&b, '\n');
         flush_line(fd, &b);
     }
+    qs_buf_str(&b, "Owner: "); /* which owner kind is in force, and why */
+    qs_buf_str(&b, qs_owner_why);
+    qs_buf_putc(&b, '\n');
+    flush_line(fd, &b);
 }
 
 void qs_stats_totals(struct qs_totals *t)

@@ -11,6 +11,9 @@
  *                          of SIGABRT with one line on stderr holding the message
  *   tu_stderr_begin/end    capture what the library writes on fd 2
  *   tu_reexec()            run this executable again with one variable set
+ *   tu_pin_one_cpu()       keep the calling thread on one CPU: with per-CPU
+ *                          queues (QSLAB_OWNER=cpu), a test that counts what
+ *                          "its" queue does must not migrate
  *
  * Counters are atomic: CHECK may be used from any thread.  Nothing here calls
  * qslab, so a test sees only the calls it makes itself.
@@ -26,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -343,6 +347,23 @@ static inline int tu_reexec(const char *mode, const char *name, const char *valu
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Pin the calling thread to the first CPU it may use; returns that CPU.
+ * (Raw system calls: includers need not define _GNU_SOURCE first.) */
+static inline int tu_pin_one_cpu(void)
+{
+    unsigned long set[1024 / (8 * sizeof(unsigned long))] = {0};
+    long n = syscall(SYS_sched_getaffinity, 0, sizeof set, set);
+    if (n <= 0)
+        return -1;
+    for (int cpu = 0; cpu < (int)(n * 8); cpu++)
+        if (set[cpu / (8 * sizeof(unsigned long))] >> (cpu % (8 * sizeof(unsigned long))) & 1) {
+            memset(set, 0, sizeof set);
+            set[cpu / (8 * sizeof(unsigned long))] = 1ul << (cpu % (8 * sizeof(unsigned long)));
+            return syscall(SYS_sched_setaffinity, 0, sizeof set, set) == 0 ? cpu : -1;
+        }
+    return -1;
 }
 
 #endif /* QSLAB_TESTUTIL_H */

@@ -146,6 +146,12 @@ static void test_report(void)
     CHECKF(strstr(header, "Objects") && strstr(header, "Alloc") && strstr(header, "Free") && strstr(header, "%Fast"),
            "header: %s", header);
     CHECKF(end && end[1] != '\0', "report has no rows");
+    /* the last line says which owner kind is in force, and why */
+    struct qslab_owner_info oi;
+    qslab_owner_info(&oi);
+    const char *own = strstr(text, "\nOwner: ");
+    CHECKF(own && strstr(own, oi.why) && strstr(own, oi.kind == QSLAB_OWNER_CPU ? "per-CPU" : "per-thread"),
+           "report's owner line: %s", own ? own : text);
     for (int i = 0; i < 100; i++)
         qslab_cache_free(c, p[i]);
     CHECK(qslab_cache_destroy(c) == 0);

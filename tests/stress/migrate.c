@@ -1,0 +1,407 @@
+/*
+ * Migration torture: 16 threads per allowed CPU, each moving itself to another
+ * CPU of the allowed set (sched_setaffinity, chosen at random with a fixed
+ * seed, never the CPU it is on) every 1 to 8 operations, while it allocates and frees objects of a
+ * cache and kmalloc objects of 16 to 512 bytes.  Objects also pass between
+ * threads through a lock-protected exchange, so that many frees are
+ * cross-thread (and, once queues are per CPU, cross-CPU).
+ *
+ * Every object is stamped over its whole size at allocation (word 0 its
+ * address, word 1 a tag holding the thread id and a sequence number, the rest
+ * derived from both) and checked against the expected tag, kept apart from
+ * the object, before it is freed: an object handed to two owners, or written
+ * by the allocator while live, is caught.  At the end every object has been
+ * freed, the caches validate, and their counters match what the threads did.
+ *
+ * With one allowed CPU the test still runs (hopping is then a no-op) and says
+ * so on stderr.  Deterministic seeds: one xorshift state per thread (the
+ * interleaving still varies from run to run).
+ */
+#define _GNU_SOURCE /* CPU affinity, sched_getcpu */
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
+#include <qslab.h>
+
+#include "../testutil.h"
+
+#define THREADS_PER_CPU 16
+#define MAX_THREADS 4096 /* past 256 CPUs, 4096 threads (the tag has 16 bits for the thread) */
+#define LOCAL 64         /* objects a thread holds */
+#define XCH 256          /* exchange slots */
+#define BURST 32
+#define OBJ_SIZE 104 /* the test cache */
+#define KM_MIN 16
+#define KM_MAX 512
+
+enum { K_CACHE, K_KMALLOC };
+
+struct obj {
+    unsigned char *p;
+    uint64_t tag;
+    uint32_t size;
+    uint32_t kind;
+};
+
+struct worker {
+    pthread_t t;
+    int id;
+    unsigned long ops, allocs[2], frees, xfrees, hops, moves, hop_errors, bad, failed;
+    uint64_t seq;
+    struct obj local[LOCAL];
+};
+
+static qslab_cache *cache;
+static int *cpus, ncpus;
+static cpu_set_t **one_cpu; /* one_cpu[k]: the set of cpus[k] alone */
+static size_t setsize;
+
+static struct {
+    pthread_mutex_t lock;
+    struct obj o;
+} xch[XCH];
+
+/* ---- stamps ---- */
+
+static inline uint64_t mix(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ULL;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+}
+
+/* Word i of an object at p stamped with tag. */
+static inline uint64_t stamp_word(const unsigned char *p, uint64_t tag, size_t i)
+{
+    if (i == 0)
+        return (uint64_t)(uintptr_t)p;
+    if (i == 1)
+        return tag;
+    return mix(tag ^ (uint64_t)(uintptr_t)p ^ (uint64_t)i << 52);
+}
+
+static void stamp(const struct obj *o)
+{
+    size_t words = o->size / 8, i;
+    for (i = 0; i < words; i++) {
+        uint64_t w = stamp_word(o->p, o->tag, i);
+        memcpy(o->p + 8 * i, &w, 8);
+    }
+    if (o->size % 8) {
+        uint64_t w = stamp_word(o->p, o->tag, i);
+        memcpy(o->p + 8 * i, &w, o->size % 8);
+    }
+}
+
+/* Offset of the first byte that differs from the stamp, or -1. */
+static long stamp_diff(const struct obj *o)
+{
+    for (size_t off = 0; off < o->size; off += 8) {
+        uint64_t want = stamp_word(o->p, o->tag, off / 8), have = 0;
+        size_t n = o->size - off < 8 ? o->size - off : 8;
+        memcpy(&have, o->p + off, n);
+        if (n < 8)
+            want &= ((uint64_t)1 << (8 * n)) - 1;
+        if (have != want) {
+            for (size_t k = 0; k < n; k++)
+                if ((unsigned char)(have >> 8 * k) != (unsigned char)(want >> 8 * k))
+                    return (long)(off + k);
+        }
+    }
+    return -1;
+}
+
+static inline uint64_t make_tag(int thread, uint64_t seq)
+{
+    return (uint64_t)(thread + 1) << 48 | (seq & 0xFFFFFFFFFFFFULL);
+}
+
+/* Check o before it is freed; 0 (reported) if its stamp is not intact. */
+static int verify(struct worker *w, const struct obj *o, const char *where)
+{
+    long off = stamp_diff(o);
+    if (off < 0)
+        return 1;
+    uint64_t other;
+    memcpy(&other, o->p + 8, 8);
+    if (w->bad++ < 5)
+        tu_fail("thread %d, %s: %s object %p (%u bytes, stamped by thread %d seq %llu): stamp broken at "
+                "offset %ld; word 1 now %#llx (thread %d seq %llu)",
+                w->id, where, o->kind == K_CACHE ? "cache" : "kmalloc", (void *)o->p, o->size,
+                (int)(o->tag >> 48) - 1, (unsigned long long)(o->tag & 0xFFFFFFFFFFFFULL), off,
+                (unsigned long long)other, (int)(other >> 48) - 1,
+                (unsigned long long)(other & 0xFFFFFFFFFFFFULL));
+    return 0;
+}
+
+/* ---- objects ---- */
+
+static int new_object(struct worker *w, uint64_t *seed, int kind, struct obj *o)
+{
+    o->kind = (uint32_t)kind;
+    if (kind == K_CACHE) {
+        o->size = OBJ_SIZE;
+        o->p = qslab_cache_alloc(cache);
+    } else {
+        o->size = KM_MIN + (uint32_t)(tu_rand(seed) % (KM_MAX - KM_MIN + 1));
+        o->p = qslab_malloc(o->size);
+    }
+    if (!o->p) {
+        w->failed++;
+        return 0;
+    }
+    w->allocs[kind]++;
+    o->tag = make_tag(w->id, ++w->seq);
+    stamp(o);
+    return 1;
+}
+
+/* Check and free; a broken object is leaked (it is reported). */
+static void free_object(struct worker *w, struct obj *o, const char *where)
+{
+    if (!o->p)
+        return;
+    if (verify(w, o, where)) {
+        if (o->kind == K_CACHE)
+            qslab_cache_free(cache, o->p);
+        else
+            qslab_free(o->p);
+        w->frees++;
+        if ((int)(o->tag >> 48) - 1 != w->id)
+            w->xfrees++;
+    }
+    o->p = NULL;
+}
+
+/* ---- hopping ---- */
+
+static void hop(struct worker *w, uint64_t *seed)
+{
+    int before = sched_getcpu();
+    int k = (int)(tu_rand(seed) % (uint64_t)ncpus);
+    if (cpus[k] == before) /* always a move, when there is somewhere to go */
+        k = (k + 1) % ncpus;
+    int cpu = cpus[k];
+    if (sched_setaffinity(0, setsize, one_cpu[k]) != 0) {
+        if (w->hop_errors++ == 0)
+            tu_fail("thread %d: sched_setaffinity(CPU %d): %s", w->id, cpu, strerror(errno));
+    } else {
+        w->hops++;
+        if (sched_getcpu() != before)
+            w->moves++;
+    }
+}
+
+/* ---- the worker ---- */
+
+static int ops_per_thread;
+
+static void *run(void *arg)
+{
+    struct worker *w = arg;
+    uint64_t seed = tu_seed((uint64_t)w->id + 7000);
+    int until_hop = 1 + (int)(tu_rand(&seed) % 8);
+    for (int it = 0; it < ops_per_thread; it++) {
+        uint64_t r = tu_rand(&seed);
+        unsigned op = r % 100;
+        int kind = (r >> 8) & 1;
+        struct obj *slot = &w->local[(r >> 16) % LOCAL];
+        if (op < 45) { /* allocate into a local slot */
+            free_object(w, slot, "replaced");
+            new_object(w, &seed, kind, slot);
+        } else if (op < 62) { /* free a local object */
+            free_object(w, slot, "local free");
+        } else if (op < 92) { /* swap with the exchange: give ours, take another thread's */
+            if (!slot->p && !new_object(w, &seed, kind, slot))
+                continue;
+            unsigned x = (unsigned)((r >> 24) % XCH);
+            struct obj got;
+            pthread_mutex_lock(&xch[x].lock);
+            got = xch[x].o;
+            xch[x].o = *slot;
+            pthread_mutex_unlock(&xch[x].lock);
+            slot->p = NULL;
+            if (got.p) {
+                if ((r >> 40) % 3) /* mostly freed here: a cross-thread free */
+                    free_object(w, &got, "taken from the exchange");
+                else if (verify(w, &got, "kept from the exchange"))
+                    *slot = got; /* freed later, by this thread or the next */
+            }
+        } else { /* a burst, freed in an order of its own */
+            struct obj v[BURST];
+            int n = 1 + (int)((r >> 24) % BURST);
+            for (int i = 0; i < n; i++)
+                if (!new_object(w, &seed, kind, &v[i]))
+                    v[i].p = NULL;
+            if ((r >> 40) & 1) /* LIFO */
+                for (int i = n - 1; i >= 0; i--)
+                    free_object(w, &v[i], "burst");
+            else /* odd indices up, then even ones up */
+                for (int pass = 1; pass >= 0; pass--)
+                    for (int i = pass; i < n; i += 2)
+                        free_object(w, &v[i], "burst");
+        }
+        w->ops++;
+        if (--until_hop == 0) {
+            hop(w, &seed);
+            until_hop = 1 + (int)(tu_rand(&seed) % 8);
+        }
+    }
+    for (int i = 0; i < LOCAL; i++)
+        free_object(w, &w->local[i], "thread end");
+    return NULL;
+}
+
+/* ---- main ---- */
+
+static const size_t km_sizes[] = {16, 32, 64, 96, 128, 192, 256, 384, 512};
+#define NKM (int)(sizeof km_sizes / sizeof km_sizes[0])
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int main(void)
+{
+    /* The allowed CPUs (sets larger than cpu_set_t handled). */
+    cpu_set_t *allowed = NULL;
+    size_t ncap = 1024;
+    for (;;) {
+        allowed = CPU_ALLOC(ncap);
+        setsize = CPU_ALLOC_SIZE(ncap);
+        if (sched_getaffinity(0, setsize, allowed) == 0)
+            break;
+        CPU_FREE(allowed);
+        if (errno != EINVAL || ncap >= (1u << 20)) {
+            tu_fail("sched_getaffinity: %s", strerror(errno));
+            return tu_done();
+        }
+        ncap *= 2;
+    }
+    ncpus = CPU_COUNT_S(setsize, allowed);
+    cpus = calloc((size_t)ncpus, sizeof *cpus);
+    one_cpu = calloc((size_t)ncpus, sizeof *one_cpu);
+    CHECK(cpus != NULL && one_cpu != NULL && ncpus > 0);
+    if (!cpus || !one_cpu || ncpus <= 0)
+        return tu_done();
+    for (size_t c = 0, k = 0; c < ncap && k < (size_t)ncpus; c++)
+        if (CPU_ISSET_S(c, setsize, allowed)) {
+            cpus[k] = (int)c;
+            one_cpu[k] = CPU_ALLOC(ncap);
+            if (!one_cpu[k]) {
+                tu_fail("CPU_ALLOC");
+                return tu_done();
+            }
+            CPU_ZERO_S(setsize, one_cpu[k]);
+            CPU_SET_S(c, setsize, one_cpu[k]);
+            k++;
+        }
+    CPU_FREE(allowed);
+    if (ncpus == 1)
+        fprintf(stderr, "migrate: only one CPU (%d) is allowed: hopping is a no-op, the test runs anyway\n",
+                cpus[0]);
+
+    int nthreads = THREADS_PER_CPU * ncpus;
+    if (nthreads > MAX_THREADS)
+        nthreads = MAX_THREADS;
+    ops_per_thread = TU_SCALE(30000, 4);
+
+    cache = qslab_cache_create("t-migrate", OBJ_SIZE, 0, 0, NULL);
+    CHECK(cache != NULL);
+    if (!cache)
+        return tu_done();
+    qslab_cache *km[NKM];
+    struct qslab_cache_stats km0[NKM];
+    for (int i = 0; i < NKM; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "kmalloc-%zu", km_sizes[i]);
+        km[i] = qslab_cache_find(name);
+        CHECKF(km[i] != NULL, "no cache %s", name);
+        if (!km[i] || qslab_cache_stats(km[i], &km0[i]) != 0)
+            return tu_done();
+    }
+    for (int i = 0; i < XCH; i++)
+        pthread_mutex_init(&xch[i].lock, NULL);
+
+    struct worker *w = calloc((size_t)nthreads, sizeof *w);
+    CHECK(w != NULL);
+    if (!w)
+        return tu_done();
+    double t0 = now();
+    int started = 0;
+    for (int i = 0; i < nthreads; i++, started++) {
+        w[i].id = i;
+        int e = pthread_create(&w[i].t, NULL, run, &w[i]);
+        if (e) {
+            tu_fail("pthread_create %d of %d: %s", i, nthreads, strerror(e));
+            break;
+        }
+    }
+    for (int i = 0; i < started; i++)
+        pthread_join(w[i].t, NULL);
+
+    /* Drain the exchange from this thread: more cross-thread frees. */
+    struct worker mainw = {.id = -1};
+    for (int i = 0; i < XCH; i++)
+        free_object(&mainw, &xch[i].o, "exchange drain");
+    double secs = now() - t0;
+
+    unsigned long ops = 0, allocs[2] = {0, 0}, frees = mainw.frees, xfrees = mainw.xfrees, hops = 0, moves = 0;
+    unsigned long bad = mainw.bad, failed = 0, hop_errors = 0;
+    for (int i = 0; i < started; i++) {
+        ops += w[i].ops;
+        allocs[0] += w[i].allocs[0];
+        allocs[1] += w[i].allocs[1];
+        frees += w[i].frees;
+        xfrees += w[i].xfrees;
+        hops += w[i].hops;
+        moves += w[i].moves;
+        bad += w[i].bad;
+        failed += w[i].failed;
+        hop_errors += w[i].hop_errors;
+    }
+    CHECKF(bad == 0, "%lu objects with a broken stamp", bad);
+    CHECKF(failed == 0, "%lu allocations failed", failed);
+    CHECKF(hop_errors == 0, "%lu sched_setaffinity calls failed", hop_errors);
+    CHECKF(frees == allocs[0] + allocs[1], "%lu frees for %lu allocations", frees, allocs[0] + allocs[1]);
+    CHECKF(xfrees > 0, "no cross-thread free happened");
+    if (ncpus > 1)
+        CHECKF(hops > 0 && moves > 0, "%lu hops, %lu of them changed CPU", hops, moves);
+
+    struct qslab_cache_stats st;
+    CHECK(qslab_cache_stats(cache, &st) == 0);
+    CHECKF(st.alloc == allocs[K_CACHE] && st.free == st.alloc && st.active_objs == 0,
+           "t-migrate: counted %lu allocs %lu frees %lu in use; threads made %lu", st.alloc, st.free,
+           st.active_objs, allocs[K_CACHE]);
+    CHECKF(qslab_cache_validate(cache) == 0, "t-migrate does not validate (see above)");
+
+    unsigned long km_allocs = 0, km_frees = 0;
+    for (int i = 0; i < NKM; i++) {
+        struct qslab_cache_stats s;
+        CHECK(qslab_cache_stats(km[i], &s) == 0);
+        km_allocs += s.alloc - km0[i].alloc;
+        km_frees += s.free - km0[i].free;
+        CHECKF(s.active_objs == km0[i].active_objs, "%s: %lu objects in use, %lu before", qslab_cache_name(km[i]),
+               s.active_objs, km0[i].active_objs);
+        CHECKF(qslab_cache_validate(km[i]) == 0, "%s does not validate (see above)", qslab_cache_name(km[i]));
+    }
+    CHECKF(km_allocs == allocs[K_KMALLOC] && km_frees == km_allocs,
+           "kmalloc-16..512: counted %lu allocs %lu frees; threads made %lu", km_allocs, km_frees,
+           allocs[K_KMALLOC]);
+    CHECKF(qslab_cache_destroy(cache) == 0, "destroy t-migrate");
+
+    fprintf(stderr,
+            "migrate: %d threads on %d CPUs, %.2f s: %lu ops, %lu cache + %lu kmalloc objects, %lu cross-thread "
+            "frees, %lu hops (%lu changed CPU), 0 signals\n",
+            started, ncpus, secs, ops, allocs[K_CACHE], allocs[K_KMALLOC], xfrees, hops, moves);
+    free(w);
+    for (int k = 0; k < ncpus; k++)
+        CPU_FREE(one_cpu[k]);
+    free(one_cpu);
+    free(cpus);
+    return tu_done();
+}

@@ -1,0 +1,521 @@
+/*
+ * Signal storm: every allocating thread has its own POSIX timer
+ * (timer_create, SIGEV_THREAD_ID) firing every 5 to 20 microseconds, so the
+ * thread is interrupted at arbitrary instructions, inside the allocator too.
+ * The handler only counts (atomic counters; it never calls the allocator).
+ * 2 x CPUs + 2 threads run, for about a second, malloc/free pairs, batches
+ * (allocate 1000, free 1000) and cross-thread frees through a lock-protected
+ * exchange.
+ *
+ * The periods are 5 to 20 microseconds where the machine can take that.  A
+ * timer signal costs about 20 microseconds in some virtual machines, where a
+ * 5 to 20 microsecond timer leaves the thread no time at all (it only takes
+ * signals, for minutes).  So the test first measures, on the main thread, the
+ * shortest period (640, 320, ... down to 5 us) at which a busy loop keeps at
+ * least half its speed, and uses it as the floor of the periods (the summary
+ * line says which periods were used).
+ *
+ * Every object is stamped over its whole size at allocation (word 0 its
+ * address, word 1 a tag holding the thread id and a sequence number, the rest
+ * derived from both) and checked against the expected tag, kept apart from
+ * the object, before it is freed.  The test checks that every thread took at
+ * least MIN_SIGNALS signals (it runs on, up to MAX_SECONDS, until each has)
+ * and that at the end nothing is in use, the counters match what the threads
+ * did and the caches validate.
+ *
+ * Deterministic seeds: one xorshift state per thread (how many operations
+ * fit in the time, and where the signals land, vary from run to run).
+ */
+#define _GNU_SOURCE /* gettid, SIGEV_THREAD_ID */
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <time.h>
+#include <qslab.h>
+
+#include "../testutil.h"
+
+#ifndef sigev_notify_thread_id /* glibc < 2.41 lacks the name */
+#define sigev_notify_thread_id _sigev_un._tid
+#endif
+
+#define RUN_SECONDS 1.0
+#define MAX_SECONDS 10.0   /* a thread short of MIN_SIGNALS runs on until then */
+#define MIN_SIGNALS 1000UL /* per thread */
+#define BATCH 1000
+#define XCH 256
+#define OBJ_SIZE 72 /* the test cache */
+#define KM_MIN 16
+#define KM_MAX 512
+
+enum { K_CACHE, K_KMALLOC };
+
+struct obj {
+    unsigned char *p;
+    uint64_t tag;
+    uint32_t size;
+    uint32_t kind;
+};
+
+struct worker {
+    pthread_t t;
+    int id;
+    long period_ns;
+    unsigned long sigs, in_call; /* written by the signal handler (atomics) */
+    int in_qslab;                /* 1 while in a qslab call (atomics: the handler reads it) */
+    unsigned long ops, allocs[2], frees, xfrees, bad, failed, timer_errors;
+    unsigned long aborts; /* its restartable sequences the kernel restarted */
+    uint64_t seq;
+    double secs;
+    struct obj batch[BATCH];
+};
+
+static qslab_cache *cache;
+static pthread_barrier_t start;
+static int sig;
+
+static struct {
+    pthread_mutex_t lock;
+    struct obj o;
+} xch[XCH];
+
+/* ---- the handler: counts, nothing else ---- */
+
+static _Thread_local struct worker *me;
+
+static void on_tick(int signo)
+{
+    struct worker *w = me;
+    if (!w)
+        return;
+    __atomic_add_fetch(&w->sigs, 1, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&w->in_qslab, __ATOMIC_RELAXED))
+        __atomic_add_fetch(&w->in_call, 1, __ATOMIC_RELAXED);
+}
+
+#define IN_QSLAB(w, call)                                         \
+    do {                                                          \
+        __atomic_store_n(&(w)->in_qslab, 1, __ATOMIC_RELAXED);    \
+        call;                                                     \
+        __atomic_store_n(&(w)->in_qslab, 0, __ATOMIC_RELAXED);    \
+    } while (0)
+
+/* ---- stamps ---- */
+
+static inline uint64_t mix(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ULL;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+}
+
+/* Word i of an object at p stamped with tag. */
+static inline uint64_t stamp_word(const unsigned char *p, uint64_t tag, size_t i)
+{
+    if (i == 0)
+        return (uint64_t)(uintptr_t)p;
+    if (i == 1)
+        return tag;
+    return mix(tag ^ (uint64_t)(uintptr_t)p ^ (uint64_t)i << 52);
+}
+
+static void stamp(const struct obj *o)
+{
+    size_t words = o->size / 8, i;
+    for (i = 0; i < words; i++) {
+        uint64_t w = stamp_word(o->p, o->tag, i);
+        memcpy(o->p + 8 * i, &w, 8);
+    }
+    if (o->size % 8) {
+        uint64_t w = stamp_word(o->p, o->tag, i);
+        memcpy(o->p + 8 * i, &w, o->size % 8);
+    }
+}
+
+/* Offset of the first byte that differs from the stamp, or -1. */
+static long stamp_diff(const struct obj *o)
+{
+    for (size_t off = 0; off < o->size; off += 8) {
+        uint64_t want = stamp_word(o->p, o->tag, off / 8), have = 0;
+        size_t n = o->size - off < 8 ? o->size - off : 8;
+        memcpy(&have, o->p + off, n);
+        if (n < 8)
+            want &= ((uint64_t)1 << (8 * n)) - 1;
+        if (have != want) {
+            for (size_t k = 0; k < n; k++)
+                if ((unsigned char)(have >> 8 * k) != (unsigned char)(want >> 8 * k))
+                    return (long)(off + k);
+        }
+    }
+    return -1;
+}
+
+static inline uint64_t make_tag(int thread, uint64_t seq)
+{
+    return (uint64_t)(thread + 1) << 48 | (seq & 0xFFFFFFFFFFFFULL);
+}
+
+/* Check o before it is freed; 0 (reported) if its stamp is not intact. */
+static int verify(struct worker *w, const struct obj *o, const char *where)
+{
+    long off = stamp_diff(o);
+    if (off < 0)
+        return 1;
+    uint64_t other;
+    memcpy(&other, o->p + 8, 8);
+    if (w->bad++ < 5)
+        tu_fail("thread %d, %s: %s object %p (%u bytes, stamped by thread %d seq %llu): stamp broken at "
+                "offset %ld; word 1 now %#llx (thread %d seq %llu)",
+                w->id, where, o->kind == K_CACHE ? "cache" : "kmalloc", (void *)o->p, o->size,
+                (int)(o->tag >> 48) - 1, (unsigned long long)(o->tag & 0xFFFFFFFFFFFFULL), off,
+                (unsigned long long)other, (int)(other >> 48) - 1,
+                (unsigned long long)(other & 0xFFFFFFFFFFFFULL));
+    return 0;
+}
+
+/* ---- objects ---- */
+
+static int new_object(struct worker *w, uint64_t *seed, int kind, struct obj *o)
+{
+    o->kind = (uint32_t)kind;
+    if (kind == K_CACHE) {
+        o->size = OBJ_SIZE;
+        IN_QSLAB(w, o->p = qslab_cache_alloc(cache));
+    } else {
+        o->size = KM_MIN + (uint32_t)(tu_rand(seed) % (KM_MAX - KM_MIN + 1));
+        IN_QSLAB(w, o->p = qslab_malloc(o->size));
+    }
+    if (!o->p) {
+        w->failed++;
+        return 0;
+    }
+    w->allocs[kind]++;
+    o->tag = make_tag(w->id, ++w->seq);
+    stamp(o);
+    return 1;
+}
+
+/* Check and free; a broken object is leaked (it is reported). */
+static void free_object(struct worker *w, struct obj *o, const char *where)
+{
+    if (!o->p)
+        return;
+    if (verify(w, o, where)) {
+        if (o->kind == K_CACHE)
+            IN_QSLAB(w, qslab_cache_free(cache, o->p));
+        else
+            IN_QSLAB(w, qslab_free(o->p));
+        w->frees++;
+        if ((int)(o->tag >> 48) - 1 != w->id)
+            w->xfrees++;
+    }
+    o->p = NULL;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ---- the worker ---- */
+
+static void *run(void *arg)
+{
+    struct worker *w = arg;
+    uint64_t seed = tu_seed((uint64_t)w->id + 9000);
+    me = w;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+
+    timer_t timer;
+    struct sigevent sev;
+    memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = sig;
+    sev.sigev_notify_thread_id = gettid();
+    int have_timer = timer_create(CLOCK_MONOTONIC, &sev, &timer) == 0;
+    if (!have_timer) {
+        w->timer_errors++;
+        tu_fail("thread %d: timer_create: %s", w->id, strerror(errno));
+    }
+    pthread_barrier_wait(&start);
+    if (have_timer) {
+        struct itimerspec its = {.it_interval = {0, w->period_ns}, .it_value = {0, w->period_ns}};
+        if (timer_settime(timer, 0, &its, NULL) != 0) {
+            w->timer_errors++;
+            tu_fail("thread %d: timer_settime: %s", w->id, strerror(errno));
+        }
+    }
+
+    double t0 = now(), t = t0;
+    for (unsigned long it = 0;; it++) {
+        if (it % 64 == 0) {
+            t = now() - t0;
+            if (t >= MAX_SECONDS ||
+                (t >= RUN_SECONDS && __atomic_load_n(&w->sigs, __ATOMIC_RELAXED) >= MIN_SIGNALS))
+                break;
+        }
+        uint64_t r = tu_rand(&seed);
+        unsigned op = r % 100;
+        int kind = (r >> 8) & 1;
+        if (op < 55) { /* a pair */
+            struct obj o;
+            if (new_object(w, &seed, kind, &o))
+                free_object(w, &o, "pair");
+        } else if (op < 57) { /* a batch: 1000 allocations, then 1000 frees */
+            for (int i = 0; i < BATCH; i++)
+                if (!new_object(w, &seed, (int)(tu_rand(&seed) & 1), &w->batch[i]))
+                    w->batch[i].p = NULL;
+            switch ((r >> 16) % 3) {
+            case 0: /* LIFO */
+                for (int i = BATCH - 1; i >= 0; i--)
+                    free_object(w, &w->batch[i], "batch");
+                break;
+            case 1: /* FIFO */
+                for (int i = 0; i < BATCH; i++)
+                    free_object(w, &w->batch[i], "batch");
+                break;
+            default: /* strided */
+                for (int s = 0; s < 7; s++)
+                    for (int i = s; i < BATCH; i += 7)
+                        free_object(w, &w->batch[i], "batch");
+            }
+        } else { /* through the exchange: ours goes in, another thread's is freed here */
+            struct obj o, got;
+            if (!new_object(w, &seed, kind, &o))
+                continue;
+            unsigned x = (unsigned)((r >> 24) % XCH);
+            pthread_mutex_lock(&xch[x].lock);
+            got = xch[x].o;
+            xch[x].o = o;
+            pthread_mutex_unlock(&xch[x].lock);
+            free_object(w, &got, "exchange");
+        }
+        w->ops++;
+    }
+    w->secs = now() - t0;
+    if (have_timer)
+        timer_delete(timer);
+    struct qslab_owner_info oi;
+    qslab_owner_info(&oi);
+    w->aborts = oi.rseq_aborts;
+    return NULL;
+}
+
+/* ---- calibration: the shortest period a thread survives ---- */
+
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Busy loop for `cpu` seconds of this thread's CPU time (at most `wall`
+ * seconds): its speed, in steps per CPU second. */
+static double spin_rate(double cpu, double wall)
+{
+    volatile unsigned long steps = 0;
+    double c0 = cpu_now(), t0 = now(), c;
+    while ((c = cpu_now() - c0) < cpu && now() - t0 < wall)
+        for (int k = 0; k < 200; k++)
+            steps++;
+    return c > 0 ? (double)steps / c : 0;
+}
+
+/* The shortest period, from 640 us halving down to 5 us, at which the busy
+ * loop keeps at least half its speed; *cost_us: the CPU time a signal took at
+ * it.  Downwards, because a period far too short can stall the thread for
+ * seconds (here, 5 us: the timer re-arms already expired, and the thread
+ * takes nothing but signals). */
+static long calibrate(double *cost_us)
+{
+    static struct worker calw;
+    timer_t timer;
+    struct sigevent sev;
+    memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = sig;
+    sev.sigev_notify_thread_id = gettid();
+    *cost_us = 0;
+    if (timer_create(CLOCK_MONOTONIC, &sev, &timer) != 0)
+        return 5000; /* the workers will report it */
+    me = &calw;
+    double base = spin_rate(0.005, 0.05); /* warm up */
+    base = spin_rate(0.01, 0.1);
+    double again = spin_rate(0.01, 0.1);
+    base = again > base ? again : base;
+    long best = 5000L << 7;
+    for (long period = best; period >= 5000; period /= 2) {
+        struct itimerspec on = {.it_interval = {0, period}, .it_value = {0, period}}, off = {{0, 0}, {0, 0}};
+        timer_settime(timer, 0, &on, NULL);
+        double rate = spin_rate(0.01, 0.1);
+        timer_settime(timer, 0, &off, NULL);
+        double f = base > 0 ? rate / base : 1;
+        if (f < 0.5)
+            break;
+        best = period;
+        *cost_us = (1 - (f > 1 ? 1 : f)) * (double)period / 1000;
+    }
+    timer_delete(timer);
+    me = NULL;
+    return best;
+}
+
+/* ---- main ---- */
+
+static const size_t km_sizes[] = {16, 32, 64, 96, 128, 192, 256, 384, 512};
+#define NKM (int)(sizeof km_sizes / sizeof km_sizes[0])
+
+int main(void)
+{
+    cpu_set_t allowed;
+    int ncpus = sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : 0;
+    if (ncpus <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        ncpus = n > 0 ? (int)n : 1;
+    }
+    int nthreads = 2 * ncpus + 2;
+
+    /* The handler, and the signal blocked here (and so in every thread until
+     * it unblocks it): only the workers' own timers deliver it. */
+    sig = SIGRTMIN;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_tick;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    CHECK(sigaction(sig, &sa, NULL) == 0);
+    double cost_us;
+    long floor_ns = calibrate(&cost_us);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+
+    cache = qslab_cache_create("t-signals", OBJ_SIZE, 0, 0, NULL);
+    CHECK(cache != NULL);
+    if (!cache)
+        return tu_done();
+    qslab_cache *km[NKM];
+    struct qslab_cache_stats km0[NKM];
+    for (int i = 0; i < NKM; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "kmalloc-%zu", km_sizes[i]);
+        km[i] = qslab_cache_find(name);
+        CHECKF(km[i] != NULL, "no cache %s", name);
+        if (!km[i] || qslab_cache_stats(km[i], &km0[i]) != 0)
+            return tu_done();
+    }
+    for (int i = 0; i < XCH; i++)
+        pthread_mutex_init(&xch[i].lock, NULL);
+
+    struct worker *w = calloc((size_t)nthreads, sizeof *w);
+    CHECK(w != NULL);
+    if (!w)
+        return tu_done();
+    pthread_barrier_init(&start, NULL, (unsigned)nthreads);
+    for (int i = 0; i < nthreads; i++) {
+        w[i].id = i;
+        w[i].period_ns = 5000 + (long)(i * 7 % 16) * 1000; /* 5 .. 20 us */
+        if (floor_ns > 5000) /* this machine cannot take that: floor .. 1.75 x floor */
+            w[i].period_ns = floor_ns + floor_ns * (i % 4) / 4;
+        int e = pthread_create(&w[i].t, NULL, run, &w[i]);
+        if (e) {
+            /* The barrier would never open: give up at once. */
+            fprintf(stderr, "signals: pthread_create %d of %d: %s\n", i, nthreads, strerror(e));
+            return 1;
+        }
+    }
+    for (int i = 0; i < nthreads; i++)
+        pthread_join(w[i].t, NULL);
+
+    /* Drain the exchange from this thread: more cross-thread frees. */
+    struct worker mainw = {.id = -1};
+    for (int i = 0; i < XCH; i++)
+        free_object(&mainw, &xch[i].o, "exchange drain");
+
+    unsigned long ops = 0, allocs[2] = {0, 0}, frees = mainw.frees, xfrees = mainw.xfrees, bad = mainw.bad;
+    unsigned long failed = 0, sigs = 0, in_call = 0, smin = (unsigned long)-1, smax = 0;
+    double secs = 0;
+    long pmin = w[0].period_ns, pmax = w[0].period_ns;
+    for (int i = 0; i < nthreads; i++) {
+        unsigned long s = __atomic_load_n(&w[i].sigs, __ATOMIC_RELAXED);
+        ops += w[i].ops;
+        allocs[0] += w[i].allocs[0];
+        allocs[1] += w[i].allocs[1];
+        frees += w[i].frees;
+        xfrees += w[i].xfrees;
+        bad += w[i].bad;
+        failed += w[i].failed;
+        sigs += s;
+        in_call += __atomic_load_n(&w[i].in_call, __ATOMIC_RELAXED);
+        smin = s < smin ? s : smin;
+        smax = s > smax ? s : smax;
+        secs = w[i].secs > secs ? w[i].secs : secs;
+        pmin = w[i].period_ns < pmin ? w[i].period_ns : pmin;
+        pmax = w[i].period_ns > pmax ? w[i].period_ns : pmax;
+        CHECKF(s >= MIN_SIGNALS, "thread %d (timer every %ld us): %lu signals in %.2f s, want at least %lu", i,
+               w[i].period_ns / 1000, s, w[i].secs, MIN_SIGNALS);
+        CHECKF(w[i].timer_errors == 0, "thread %d: timer not set", i);
+    }
+    CHECKF(bad == 0, "%lu objects with a broken stamp", bad);
+    CHECKF(failed == 0, "%lu allocations failed", failed);
+    CHECKF(frees == allocs[0] + allocs[1], "%lu frees for %lu allocations", frees, allocs[0] + allocs[1]);
+    CHECKF(xfrees > 0, "no cross-thread free happened");
+    CHECKF(in_call > 0, "of %lu signals none landed inside an allocator call", sigs);
+    /* per-CPU queues: signals inside the fast and slow paths' restartable
+     * sequences restart them; every thread must have seen that happen */
+    struct qslab_owner_info oi;
+    qslab_owner_info(&oi);
+    unsigned long aborts = 0, least = ~0ul;
+    for (int i = 0; i < nthreads; i++) {
+        aborts += w[i].aborts;
+        if (w[i].aborts < least)
+            least = w[i].aborts;
+    }
+    if (oi.kind == QSLAB_OWNER_CPU)
+        CHECKF(least > 0, "per-CPU queues: a thread saw no restarted critical section (%lu in all)",
+               aborts);
+    else
+        CHECKF(aborts == 0, "per-thread queues: %lu restarted critical sections", aborts);
+    fprintf(stderr, "signals: owner %s; %lu critical sections restarted (at least %lu per thread)\n",
+            oi.kind == QSLAB_OWNER_CPU ? "cpu" : "thread", aborts, least);
+
+    struct qslab_cache_stats st;
+    CHECK(qslab_cache_stats(cache, &st) == 0);
+    CHECKF(st.alloc == allocs[K_CACHE] && st.free == st.alloc && st.active_objs == 0,
+           "t-signals: counted %lu allocs %lu frees %lu in use; threads made %lu", st.alloc, st.free,
+           st.active_objs, allocs[K_CACHE]);
+    CHECKF(qslab_cache_validate(cache) == 0, "t-signals does not validate (see above)");
+
+    unsigned long km_allocs = 0, km_frees = 0;
+    for (int i = 0; i < NKM; i++) {
+        struct qslab_cache_stats s;
+        CHECK(qslab_cache_stats(km[i], &s) == 0);
+        km_allocs += s.alloc - km0[i].alloc;
+        km_frees += s.free - km0[i].free;
+        CHECKF(s.active_objs == km0[i].active_objs, "%s: %lu objects in use, %lu before", qslab_cache_name(km[i]),
+               s.active_objs, km0[i].active_objs);
+        CHECKF(qslab_cache_validate(km[i]) == 0, "%s does not validate (see above)", qslab_cache_name(km[i]));
+    }
+    CHECKF(km_allocs == allocs[K_KMALLOC] && km_frees == km_allocs,
+           "kmalloc-16..512: counted %lu allocs %lu frees; threads made %lu", km_allocs, km_frees,
+           allocs[K_KMALLOC]);
+    CHECKF(qslab_cache_destroy(cache) == 0, "destroy t-signals");
+
+    fprintf(stderr,
+            "signals: %d threads on %d CPUs, %.2f s: %lu ops, %lu cache + %lu kmalloc objects, %lu cross-thread "
+            "frees, %lu signals delivered (per thread %lu..%lu, %lu inside an allocator call; timers every "
+            "%ld..%ld us, a signal costs ~%.1f us here), 0 hops\n",
+            nthreads, ncpus, secs, ops, allocs[K_CACHE], allocs[K_KMALLOC], xfrees, sigs, smin, smax, in_call,
+            pmin / 1000, pmax / 1000, cost_us);
+    pthread_barrier_destroy(&start);
+    free(w);
+    return tu_done();
+}
