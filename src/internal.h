@@ -307,7 +307,7 @@ struct qs_queue {
     int stash_idle;
     struct qs_slab *stash;
     unsigned nr_stash; /* also read unlocked (statistics, hints) */
-    uint32_t stash_bytes; /* at most QS_STASH_BYTES + one slab */
+    uint32_t stash_bytes; /* at most cache->stash_bytes + one slab */
     struct qs_batch pending[QS_PENDING]; /* frees of objects of slabs we do
                                             not own, on their way home
                                             (queue.c pending_add) */
@@ -369,6 +369,7 @@ struct qslab_cache {
     uint32_t min_order;      /* smallest order holding one object */
     uint32_t empty_limit;    /* tunable: empty slabs kept per node */
     uint32_t empty_decay_ms; /* tunable: age after which empties go back */
+    uint32_t stash_bytes;    /* tunable: empty slabs a queue keeps (bytes) */
     bool is_kmalloc;
     char name[QS_NAME_MAX];
     struct qs_node *nodes;    /* [qs_nr_nodes] */
@@ -709,8 +710,11 @@ void qs_percpu_free_slow(qslab_cache *c, struct qs_slab *s, void *obj, int why);
 void qs_percpu_empty(qslab_cache *c, struct qs_queue *q); /* q->lock held */
 void qs_percpu_empty_all(qslab_cache *c);                 /* qs_global held */
 void qs_queue_empty_out(qslab_cache *c, struct qs_queue *q); /* claim, flush all, drain */
-#define QS_STASH_SLABS 32                 /* at most, per queue */
-#define QS_STASH_BYTES ((size_t)128 << 10) /* at most, per queue */
+/* A queue's stash of its own empty slabs, for its next refill without the
+ * node's lock (SLUB's per-CPU partial lists, counted in bytes): tunable
+ * stash_bytes, at most QS_MAX_STASH_BYTES (and empty_limit slabs). */
+#define QS_STASH_BYTES ((size_t)128 << 10)     /* default */
+#define QS_MAX_STASH_BYTES ((uint32_t)64 << 20)
 void qs_queue_retire(qslab_cache *c, struct qs_queue *q);
 void qs_queue_claim(qslab_cache *c, struct qs_queue *q);
 bool qs_double_free_check(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);

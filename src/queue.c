@@ -192,7 +192,7 @@ void qs_queue_drain_stash(qslab_cache *c, struct qs_queue *q)
 /* The purger, every tick (qs_global held, q may be another thread's): a
  * stash its owner has not touched since the last tick goes to the node's
  * empty FIFO, where the decay gives it back.  A thread that went quiet
- * would otherwise keep up to QS_STASH_BYTES per cache for good.  Counted in
+ * would otherwise keep up to stash_bytes per cache for good.  Counted in
  * the orphan counters: q's are its owner's alone. */
 void qs_queue_steal_idle_stash(qslab_cache *c, struct qs_queue *q)
 {
@@ -210,16 +210,16 @@ void qs_queue_steal_idle_stash(qslab_cache *c, struct qs_queue *q)
 }
 
 /* Keep our empty slabs (a list linked by ->next, off every list) for our
- * next refill, which takes them without the node's lock.  At
- * min(QS_STASH_SLABS, empty_limit) slabs or QS_STASH_BYTES the stash goes to
- * the node, where the empty-slab policy and the purger see it; a cache
- * tuned to keep no empties (limit or decay 0) has no stash. */
+ * next refill, which takes them without the node's lock (SLUB's per-CPU
+ * partial slabs, counted in bytes).  At the cache's stash_bytes (tunable,
+ * 128 KiB by default) or empty_limit slabs the stash goes to the node,
+ * where the empty-slab policy and the purger see it; a cache tuned to keep
+ * no empties (stash_bytes, limit or decay 0) has no stash. */
 static void stash_add(qslab_cache *c, struct qs_queue *q, struct qs_slab *list)
 {
     unsigned limit = QS_LOAD(c->empty_limit);
-    if (limit > QS_STASH_SLABS)
-        limit = QS_STASH_SLABS;
-    if (QS_LOAD(c->empty_decay_ms) == 0)
+    uint32_t bytes = QS_LOAD(c->stash_bytes);
+    if (QS_LOAD(c->empty_decay_ms) == 0 || bytes == 0)
         limit = 0;
     struct qs_slab *full = NULL;
     qs_lock_acquire(&q->stash_lock);
@@ -232,7 +232,7 @@ static void stash_add(qslab_cache *c, struct qs_queue *q, struct qs_slab *list)
         q->stash = s;
         QS_STORE(q->nr_stash, q->nr_stash + 1);
         q->stash_bytes += (uint32_t)qs_slab_bytes(s->order);
-        if (q->nr_stash >= limit || q->stash_bytes >= QS_STASH_BYTES) {
+        if (q->nr_stash >= limit || q->stash_bytes >= bytes) {
             /* hand this stash over after unlocking; start a new one */
             struct qs_slab *t = stash_detach_locked(q), *last = t;
             while (last->next)

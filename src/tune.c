@@ -17,7 +17,7 @@
 #include <errno.h>
 #include <string.h>
 
-enum { T_ORDER, T_HIWATER, T_FREEBATCH, T_EMPTY_LIMIT, T_EMPTY_DECAY };
+enum { T_ORDER, T_HIWATER, T_FREEBATCH, T_EMPTY_LIMIT, T_EMPTY_DECAY, T_STASH };
 
 static const struct tunable {
     const char *name, *unit, *doc;
@@ -27,6 +27,7 @@ static const struct tunable {
     [T_FREEBATCH] = {"freebatch", "objects", "objects a flush moves back to slabs"},
     [T_EMPTY_LIMIT] = {"empty_limit", "slabs", "empty slabs kept per node, at most"},
     [T_EMPTY_DECAY] = {"empty_decay_ms", "ms", "an empty slab older than this goes back"},
+    [T_STASH] = {"stash_bytes", "bytes", "empty slabs an owner keeps for its next refill"},
 };
 #define NR_TUNABLES (sizeof(tunables) / sizeof(tunables[0]))
 
@@ -41,6 +42,8 @@ static uint32_t *field(qslab_cache *c, unsigned t)
         return &c->freebatch;
     case T_EMPTY_LIMIT:
         return &c->empty_limit;
+    case T_STASH:
+        return &c->stash_bytes;
     default:
         return &c->empty_decay_ms;
     }
@@ -64,6 +67,10 @@ static void range(qslab_cache *c, unsigned t, unsigned long *lo, unsigned long *
     case T_EMPTY_LIMIT:
         *lo = 0;
         *hi = QS_MAX_EMPTY_LIMIT;
+        break;
+    case T_STASH:
+        *lo = 0;
+        *hi = QS_MAX_STASH_BYTES;
         break;
     default:
         *lo = 0;
@@ -107,6 +114,7 @@ void qs_tune_defaults(qslab_cache *c)
     size_t slabs = ((size_t)1 << 30) >> (QS_PAGE_SHIFT + c->order);
     c->empty_limit = (uint32_t)(slabs < 4 ? 4 : slabs);
     c->empty_decay_ms = 1000;
+    c->stash_bytes = QS_STASH_BYTES;
 }
 
 /* What derives from the tunables and the slot size, kept current by tune:

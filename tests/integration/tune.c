@@ -6,7 +6,8 @@
 
 #include "../testutil.h"
 
-static const char *const attrs[] = {"order", "hiwater", "freebatch", "empty_limit", "empty_decay_ms"};
+static const char *const attrs[] = {"order", "hiwater", "freebatch", "empty_limit", "empty_decay_ms",
+                                    "stash_bytes"};
 
 static unsigned long get(const char *cache, const char *attr)
 {
@@ -125,6 +126,34 @@ static void test_unknown(void)
         CHECKF(qslab_tune_get("kmalloc-64", attrs[i], &v) == 0, "tune_get(kmalloc-64, %s)", attrs[i]);
 }
 
+/* stash_bytes: the empty slabs a queue keeps for itself, in bytes. */
+static void test_stash(void)
+{
+    enum { N = 2000 };
+    static void *objs[N];
+    qslab_cache *c = qslab_cache_create("t-tune-stash", 1024, 0, 0, NULL);
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    CHECK(get("t-tune-stash", "stash_bytes") == 128 << 10);
+    REFUSED("t-tune-stash", "stash_bytes", "67108865"); /* over 64 MiB */
+    REFUSED("t-tune-stash", "stash_bytes", "-1");
+    ACCEPTED("t-tune-stash", "stash_bytes", "0", 0);
+    /* no stash: every empty slab goes to the node at once, where an
+     * empty_limit of 0 gives it back */
+    ACCEPTED("t-tune-stash", "empty_limit", "0", 0);
+    for (int i = 0; i < N; i++)
+        objs[i] = qslab_cache_alloc(c);
+    for (int i = 0; i < N; i++)
+        qslab_cache_free(c, objs[i]);
+    struct qslab_cache_stats st;
+    qslab_cache_stats(c, &st);
+    CHECKF(st.empty_slabs == 0, "stash_bytes 0, empty_limit 0: %lu empty slabs kept", st.empty_slabs);
+    ACCEPTED("t-tune-stash", "stash_bytes", "4194304", 4194304);
+    CHECK(qslab_cache_validate(c) == 0);
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
 static void test_batches(void)
 {
     const char *k = "kmalloc-256";
@@ -215,6 +244,7 @@ int main(void)
     test_order();
     test_unknown();
     test_batches();
+    test_stash();
     test_all_caches();
     test_hiwater_live();
     return tu_done();

@@ -35,7 +35,7 @@ int main(void)
         qslab_cache_free(c, objs[i]);
     CHECK(qslab_cache_validate(c) == 0);
     /* the node keeps at most 8; our queue's stash of own empties at most
-     * min(QS_STASH_SLABS, limit) more */
+     * limit (and stash_bytes) more */
     CHECKF(empties(c) <= 8 + 8, "%lu empty slabs kept, limit 8 + stash", empties(c));
     struct qslab_cache_stats st;
     qslab_cache_stats(c, &st);
