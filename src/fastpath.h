@@ -212,14 +212,27 @@ again:
                  "movslq %%fs:4(%[off]), %%rax\n\t"
                  "movq (%[tables],%%rax,8), %%rax\n\t"
                  "movq (%%rax,%[id],8), %%rdx\n\t" /* the queue */
-                 "leaq %c[list](%%rdx), %%rax\n\t"
-                 "cmpq %%rax, %c[sown](%[s])\n\t"
-                 "jne %l[remote]\n\t"
                  "movq " QS_STR(QS_Q_TOP) "(%%rdx), %%rcx\n\t"
                  "movl %%ecx, %%eax\n\t"
-                 "andl $" QS_STR(QS_TOP_MASK_ASM) ", %%eax\n\t"
+                 "andl $" QS_STR(QS_TOP_MASK_ASM) ", %%eax\n\t" /* nr */
+                 "leaq %c[list](%%rdx), %%rsi\n\t"
+                 "cmpq %%rsi, %c[sown](%[s])\n\t"
+                 "je 5f\n\t"
+                 /* another owner's object: a short queue takes it if it is
+                  * of our node (qs_free_remote's rule), else the slow path
+                  * batches it home */
+                 "cmpl " QS_STR(QS_Q_PARK) "(%%rdx), %%eax\n\t"
+                 "jae %l[remote]\n\t"
+                 "cmpl " QS_STR(QS_Q_LIMIT) "(%%rdx), %%eax\n\t"
+                 "jae %l[remote]\n\t"
+                 "movzwl %c[snode](%[s]), %%esi\n\t"
+                 "cmpl " QS_STR(QS_Q_NODE) "(%%rdx), %%esi\n\t"
+                 "jne %l[remote]\n\t"
+                 "jmp 6f\n\t"
+                 "5:\n\t"
                  "cmpl " QS_STR(QS_Q_LIMIT) "(%%rdx), %%eax\n\t"
                  "jae %l[full]\n\t"
+                 "6:\n\t"
                  "movq " QS_STR(QS_Q_SLOTS) "(%%rdx), %%rsi\n\t"
                  "cmpq -8(%%rsi,%%rax,8), %[obj]\n\t"
                  "je %l[suspect]\n\t"
@@ -238,6 +251,7 @@ again:
                  : [off] "r"(qs_rseq_off), [tables] "r"(qs_cpu_tables), [id] "r"(id), [s] "r"(s),
                    [obj] "r"(obj), [list] "i"(__builtin_offsetof(struct qs_queue, list)),
                    [sown] "i"(__builtin_offsetof(struct qs_slab, owner)),
+                   [snode] "i"(__builtin_offsetof(struct qs_slab, node)),
                    [loff] "i"(__builtin_offsetof(struct qs_queue, link_off))
                  : "rax", "rcx", "rdx", "rsi", "memory", "cc"
                  : remote, full, suspect, abort);

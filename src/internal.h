@@ -293,6 +293,9 @@ struct qs_queue {
     uint32_t hiwater; /* relaxed */
     uint32_t cap;     /* slots' capacity (owner) */
     int node;         /* owner's node; its slabs come from this node */
+    uint32_t park;    /* cache->park's copy (tune): the per-CPU free fast
+                         path queues another owner's object of our node
+                         while nr < park (qs_free_remote's rule) */
     /* written by the owner (relaxed); fast pops live in `top`, fast frees
      * are derived (qs_queue_nr_set) */
     unsigned long stat[QS_STAT_NR];
@@ -333,7 +336,7 @@ struct qs_queue {
     struct qs_queue *pool_next;
 };
 
-_Static_assert(__builtin_offsetof(struct qs_queue, node) + 4 <= 64,
+_Static_assert(__builtin_offsetof(struct qs_queue, park) + 4 <= 64,
                "the fast paths' queue fields in one cache line");
 /* a thread has one queue per cache it uses: 1,000 threads using 20 classes
  * hold 20,000 of them */

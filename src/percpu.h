@@ -40,10 +40,14 @@
 #define QS_Q_SLOTS 8
 #define QS_Q_STAMP 16
 #define QS_Q_LIMIT 28
+#define QS_Q_NODE 40
+#define QS_Q_PARK 44
 _Static_assert(__builtin_offsetof(struct qs_queue, top) == QS_Q_TOP, "rseq: top");
 _Static_assert(__builtin_offsetof(struct qs_queue, slots) == QS_Q_SLOTS, "rseq: slots");
 _Static_assert(__builtin_offsetof(struct qs_queue, stamp) == QS_Q_STAMP, "rseq: stamp");
 _Static_assert(__builtin_offsetof(struct qs_queue, limit) == QS_Q_LIMIT, "rseq: limit");
+_Static_assert(__builtin_offsetof(struct qs_queue, node) == QS_Q_NODE, "rseq: node");
+_Static_assert(__builtin_offsetof(struct qs_queue, park) == QS_Q_PARK, "rseq: park");
 _Static_assert(__builtin_offsetof(struct qs_owner, fixed) == 0, "rseq: owner->fixed[] first");
 #define QS_TOP_MASK_ASM 0x1fffff /* QS_TOP_NR_MASK, QS_TOP_POP as assembler literals */
 _Static_assert(QS_TOP_NR_MASK == QS_TOP_MASK_ASM && QS_TOP_POP == QS_TOP_MASK_ASM, "rseq: top's layout");

@@ -205,6 +205,8 @@ static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
                 QS_STORE(q->limit, (uint32_t)v);
         }
     qs_tune_derive(c);
+    for (struct qs_queue *q = c->queues; q; q = q->all_next) /* park's copies */
+        QS_STORE(q->park, QS_LOAD(c->park));
     return 0;
 }
 
