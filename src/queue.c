@@ -979,6 +979,23 @@ static void percpu_give(struct qs_queue *q)
         __atomic_store_n(&q->owner->ids[id], q, __ATOMIC_RELEASE);
 }
 
+/* Flush up to n objects from the top of q home (SLQB's flush_free_list), in
+ * a section on q->cpu; q->lock held.  Returns how many, or QS_RSEQ_MOVED. */
+static int percpu_flush(qslab_cache *c, struct qs_queue *q, unsigned n)
+{
+    void *buf[QS_PERCPU_BATCH];
+    seq_begin(q);
+    int k = qs_percpu_pop(q, buf, n < QS_PERCPU_BATCH ? n : QS_PERCPU_BATCH);
+    seq_end(q, k > 0 ? -k : 0);
+    if (k > 0) {
+        QS_ADD(q->stat[QS_FLUSH], 1);
+        unsigned long twice = qs_route_vec(c, q, buf, (unsigned long)k);
+        if (twice)
+            queue_uncount(q, twice);
+    }
+    return k;
+}
+
 /* Give back everything a CPU's queue holds (shrink, trim, the purger for
  * CPUs that went idle), q->lock held: taken from its CPU, it is emptied as
  * a thread's queue is.  Without membarrier only the caller's own CPU's
@@ -994,18 +1011,8 @@ void qs_percpu_empty(qslab_cache *c, struct qs_queue *q)
     }
     qs_queue_send_pending(c, q);
     qs_queue_claim(c, q);
-    void *buf[QS_PERCPU_BATCH];
-    for (;;) {
-        seq_begin(q);
-        int k = qs_percpu_pop(q, buf, QS_PERCPU_BATCH);
-        seq_end(q, k > 0 ? -k : 0);
-        if (k <= 0)
-            break;
-        QS_ADD(q->stat[QS_FLUSH], 1);
-        unsigned long twice = qs_route_vec(c, q, buf, (unsigned long)k);
-        if (twice)
-            queue_uncount(q, twice);
-    }
+    while (percpu_flush(c, q, QS_PERCPU_BATCH) > 0)
+        ;
     qs_queue_drain_stash(c, q);
 }
 
@@ -1124,7 +1131,6 @@ void qs_percpu_free_slow(qslab_cache *c, struct qs_slab *s, void *obj, int why)
         qs_lock_release(&q->lock);
         return;
     }
-    void *buf[QS_PERCPU_BATCH];
     bool own = qs_slab_owner(s) == &q->list;
     for (int tries = 0; tries < 2; tries++) {
         unsigned nr = QS_TOP_NR(QS_LOAD(q->top));
@@ -1147,15 +1153,8 @@ void qs_percpu_free_slow(qslab_cache *c, struct qs_slab *s, void *obj, int why)
             break;
         /* full: flush a batch from the top home, then push */
         uint32_t fb = QS_LOAD(c->freebatch);
-        seq_begin(q);
-        int k = qs_percpu_pop(q, buf, fb < QS_PERCPU_BATCH ? fb : QS_PERCPU_BATCH);
-        seq_end(q, k > 0 ? -k : 0);
-        if (k <= 0)
+        if (percpu_flush(c, q, fb < QS_PERCPU_BATCH ? fb : QS_PERCPU_BATCH) <= 0)
             break;
-        QS_ADD(q->stat[QS_FLUSH], 1);
-        unsigned long twice = qs_route_vec(c, q, buf, (unsigned long)k);
-        if (twice)
-            queue_uncount(q, twice);
     }
     QS_ADD(q->stat[QS_FREE_SLOW], 1);
     if (own) { /* ours, and not queued: straight onto its slab */
