@@ -111,8 +111,9 @@ static inline void *qs_queue_pop(qslab_cache *c, struct qs_queue *q, int item)
  * the object and its pointer into the slot, both above nr and so invisible
  * until the commit: top + 1.  No lock, no atomic read-modify-write, no load
  * from the object. */
-#if QS_HAVE_PERCPU
+/* The per-CPU free fast path's outcomes (qs_percpu_free_slow's `why`). */
 enum { QS_PC_DONE, QS_PC_REMOTE, QS_PC_FULL, QS_PC_SUSPECT, QS_PC_ABORT };
+#if QS_HAVE_PERCPU
 #define QS_PC_REMOTE_ASM 1
 #define QS_PC_FULL_ASM 2
 #define QS_PC_SUSPECT_ASM 3
