@@ -20,7 +20,6 @@ qs_lock qs_global;
 qslab_cache *qs_caches;
 volatile int qs_initialized;
 
-#define QS_MAX_CACHES 65536
 static uint64_t id_bits[QS_MAX_CACHES / 64];
 
 static bool id_alloc(unsigned *id)
@@ -115,6 +114,7 @@ bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align,
         errno = ENOMEM;
         return false;
     }
+    qs_owner_cache_added(c->id);
     /* append, so that slabinfo lists caches in creation order */
     qslab_cache **pp = &qs_caches;
     while (*pp)

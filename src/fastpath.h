@@ -205,7 +205,7 @@ static inline int qs_percpu_free(struct qs_slab *s, void *obj, unsigned long id)
     {
         int cpu = qs_os_rseq_cpu(qs_rseq_off);
         struct qs_queue **t = __atomic_load_n(&qs_cpu_tables[cpu], __ATOMIC_ACQUIRE);
-        QS_TSAN_RELEASE(__atomic_load_n(&t[id < QS_PERCPU_IDS ? id : 0], __ATOMIC_ACQUIRE));
+        QS_TSAN_RELEASE(__atomic_load_n(&t[id], __ATOMIC_ACQUIRE));
     }
 #endif
 again:
@@ -272,8 +272,8 @@ abort:
 static inline void *qs_alloc_fast(qslab_cache *c)
 {
 #if QS_HAVE_PERCPU
-    if (qs_percpu()) { /* ids past the CPUs' tables: slow paths only */
-        void *obj = likely(c->id < QS_PERCPU_IDS) ? qs_percpu_alloc(c->id, c->link_off) : NULL;
+    if (qs_percpu()) {
+        void *obj = qs_percpu_alloc(c->id, c->link_off);
         return likely(obj != NULL) ? obj : qs_alloc_slow(c);
     }
 #endif
@@ -328,7 +328,7 @@ static inline void qs_free_fast(qslab_cache *c, struct qs_slab *s, void *obj)
 {
 #if QS_HAVE_PERCPU
     if (qs_percpu()) {
-        int r = likely(s->cache_id < QS_PERCPU_IDS) ? qs_percpu_free(s, obj, s->cache_id) : QS_PC_REMOTE;
+        int r = qs_percpu_free(s, obj, s->cache_id);
         /* the cache is read after the section (its memory clobber keeps
          * the load there): nothing of ours lives across it in a
          * callee-saved register */

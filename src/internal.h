@@ -420,10 +420,15 @@ enum { QS_OWNER_THREAD, QS_OWNER_CPU };
 extern int qs_owner_kind;
 extern const char *qs_owner_why;
 extern long qs_rseq_off;                 /* struct rseq at thread pointer + this */
-#define QS_PERCPU_IDS 1024 /* cache ids a CPU's fast paths serve (the rest: slow paths) */
+#define QS_MAX_CACHES 65536           /* cache ids */
+#define QS_PERCPU_IDS QS_MAX_CACHES  /* a CPU's table covers every cache id */
 /* By cpu_id, [-2 .. qs_nr_cpu_ids): the CPU's queues by cache id (its
  * owner's `ids`), for the fast paths; -1 (a thread not registered yet) and
- * -2 (refused), and CPUs not used yet, hold qs_no_ids: all qs_no_queue. */
+ * -2 (refused), and CPUs not used yet, hold qs_no_ids.  A table is 512 KiB
+ * of address space, mapped zero: only the entries of cache ids in use are
+ * written (qs_no_queue, or the CPU's queue), by qs_owner_cache_added when
+ * a cache is made and by cpu_owner for the ids in use then, so only their
+ * pages are touched; no fast path reads the entry of an id not in use. */
 extern struct qs_queue ***qs_cpu_tables;
 extern struct qs_owner **qs_cpu_owners; /* by cpu_id [0 .. qs_nr_cpu_ids): NULL until used */
 extern int qs_nr_cpu_ids;               /* possible CPU ids */
@@ -741,6 +746,7 @@ struct qs_queue *qs_queue_attach(qslab_cache *c); /* the caller's queue, made if
 void qs_owner_init(void);
 void qs_owner_detach_cache(qslab_cache *c); /* destroy: clear owners' slots (qs_global held) */
 void qs_owner_kind_init(void);              /* start-up: QSLAB_OWNER, rseq */
+void qs_owner_cache_added(unsigned id);     /* qs_global held: ids up to id in use */
 int qs_owner_cpu(void);                     /* the caller's CPU (registering rseq), or -1 */
 
 /* ---- cache.c ---- */

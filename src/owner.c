@@ -37,7 +37,10 @@ struct qs_queue ***qs_cpu_tables;
 struct qs_owner **qs_cpu_owners;
 int qs_nr_cpu_ids;
 bool qs_percpu_takeable;
-static struct qs_queue *qs_no_ids[QS_PERCPU_IDS]; /* all qs_no_queue (owner_kind_init) */
+/* qs_no_queue for every cache id in use (qs_owner_cache_added); BSS: the
+ * pages of ids never used are never touched */
+static struct qs_queue *qs_no_ids[QS_PERCPU_IDS];
+static unsigned ids_in_use; /* 1 + the highest cache id made so far (qs_global) */
 static char why_buf[160];
 
 static const char *why_set(const char *a, const char *b)
@@ -70,8 +73,6 @@ static bool percpu_setup(const char **why)
         *why = "no memory for the per-CPU tables";
         return false;
     }
-    for (unsigned i = 0; i < QS_PERCPU_IDS; i++)
-        qs_no_ids[i] = &qs_no_queue;
     for (int i = 0; i < n + 2; i++)
         tables[i] = qs_no_ids;
     qs_rseq_off = info.offset;
@@ -122,7 +123,7 @@ static struct qs_owner *cpu_owner(int cpu)
         return NULL; /* (leaks the other: once, at ENOMEM) */
     for (unsigned i = 0; i < QS_FIXED_SLOTS; i++)
         o->fixed[i] = &qs_no_queue;
-    for (unsigned i = 0; i < QS_PERCPU_IDS; i++)
+    for (unsigned i = 0; i < ids_in_use; i++) /* the ids in use; later ones: cache_added */
         ids[i] = &qs_no_queue;
     o->ids = ids;
     o->cpu = cpu;
@@ -131,6 +132,24 @@ static struct qs_owner *cpu_owner(int cpu)
     __atomic_store_n(&qs_cpu_owners[cpu], o, __ATOMIC_RELEASE);
     __atomic_store_n(&qs_cpu_tables[cpu], ids, __ATOMIC_RELEASE);
     return o;
+}
+
+/* A cache got id `id` (qs_global held): its entry in every CPU's table
+ * (and in the table of CPUs without an owner) is qs_no_queue until a
+ * CPU's queue is attached.  The fast paths index the tables with no bound
+ * check: every id they see is one of these. */
+void qs_owner_cache_added(unsigned id)
+{
+    if (id >= ids_in_use)
+        ids_in_use = id + 1;
+    if (!qs_percpu())
+        return;
+    __atomic_store_n(&qs_no_ids[id], &qs_no_queue, __ATOMIC_RELEASE);
+    for (int cpu = 0; cpu < qs_nr_cpu_ids; cpu++) {
+        struct qs_owner *o = qs_cpu_owners[cpu];
+        if (o && (id >= o->cap || !o->slots[id])) /* a made id's queue is detached at destroy */
+            __atomic_store_n(&o->ids[id], &qs_no_queue, __ATOMIC_RELEASE);
+    }
 }
 
 /* The calling thread's CPU (registering its rseq area first if qslab
