@@ -220,15 +220,15 @@ again:
                  "cmpq %%rsi, %c[sown](%[s])\n\t"
                  "je 5f\n\t"
                  /* another owner's object: a short queue takes it if it is
-                  * of our node (qs_free_remote's rule), else the slow path
-                  * batches it home */
+                  * of our node (qs_free_remote's rule); else it joins the
+                  * open batch of its owner (8:), else the slow path */
                  "cmpl " QS_STR(QS_Q_PARK) "(%%rdx), %%eax\n\t"
-                 "jae %l[remote]\n\t"
+                 "jae 8f\n\t"
                  "cmpl " QS_STR(QS_Q_LIMIT) "(%%rdx), %%eax\n\t"
-                 "jae %l[remote]\n\t"
+                 "jae 8f\n\t"
                  "movzwl %c[snode](%[s]), %%esi\n\t"
                  "cmpl " QS_STR(QS_Q_NODE) "(%%rdx), %%esi\n\t"
-                 "jne %l[remote]\n\t"
+                 "jne 8f\n\t"
                  "jmp 6f\n\t"
                  "5:\n\t"
                  "cmpl " QS_STR(QS_Q_LIMIT) "(%%rdx), %%eax\n\t"
@@ -241,8 +241,35 @@ again:
                  "movl %c[loff](%%rdx), %%eax\n\t"
                  "movq " QS_STR(QS_Q_STAMP) "(%%rdx), %%rsi\n\t"
                  "movq %%rsi, (%[obj],%%rax)\n\t" /* the free stamp */
-                 "addq $1, %%rcx\n\t"
-                 "movq %%rcx, " QS_STR(QS_Q_TOP) "(%%rdx)\n\t" /* commit */
+                 "addq $1, %%rcx\n\t"             /* top + 1 */
+                 "movq %%rdx, %%rsi\n\t"          /* ... into top */
+                 "jmp 9f\n\t"
+                 "8:\n\t" /* the open batch: its owner's, not full */
+                 "movq " QS_STR(QS_Q_FB) "(%%rdx), %%rcx\n\t"
+                 "movq %%rcx, %%rax\n\t"
+                 "shrq $44, %%rax\n\t"
+                 "jz %l[remote]\n\t" /* closed */
+                 "cmpl " QS_STR(QS_Q_FB_MAX) "(%%rdx), %%eax\n\t"
+                 "jae %l[remote]\n\t"
+                 "movq " QS_STR(QS_Q_FB_TO) "(%%rdx), %%rsi\n\t"
+                 "cmpq %%rsi, %c[sown](%[s])\n\t"
+                 "jne %l[remote]\n\t"
+                 "movq %%rcx, %%rsi\n\t" /* the head: (fb << 20) >> 17 */
+                 "shlq $20, %%rsi\n\t"
+                 "shrq $17, %%rsi\n\t"
+                 "xorq " QS_STR(QS_Q_STAMP) "(%%rdx), %%rsi\n\t" /* its link: head ^ secret */
+                 "xorq $1, %%rsi\n\t"
+                 "movl %c[loff](%%rdx), %%eax\n\t"
+                 "movq %%rsi, (%[obj],%%rax)\n\t"
+                 "shrq $44, %%rcx\n\t" /* fb = obj >> 3 | (n + 1) << 44 */
+                 "incq %%rcx\n\t"
+                 "shlq $44, %%rcx\n\t"
+                 "movq %[obj], %%rsi\n\t"
+                 "shrq $3, %%rsi\n\t"
+                 "orq %%rsi, %%rcx\n\t"
+                 "leaq " QS_STR(QS_Q_FB) "(%%rdx), %%rsi\n\t" /* ... into fb */
+                 "9:\n\t"
+                 "movq %%rcx, (%%rsi)\n\t" /* commit: top, or fb */
                  "2:\n\t"
                  ".pushsection __rseq_failure, \"ax\"\n\t" /* label 7: back to C */
                  "7:\n\t"

@@ -143,6 +143,12 @@
 #define QS_TOP_NR(t) ((unsigned)((t) & QS_TOP_NR_MASK))
 #define QS_TOP_POPS(t) ((t) >> QS_TOP_SHIFT)
 #define QS_TOP_POP (((uint64_t)1 << QS_TOP_SHIFT) - 1)
+/* qs_queue.fb: the open batch's head >> 3 (user pointers are below 2^47)
+ * and its count above */
+#define QS_FB_SHIFT 44
+#define QS_FB_N(w) ((unsigned)((w) >> QS_FB_SHIFT))
+#define QS_FB_HEAD(w) ((void *)(((w) & (((uint64_t)1 << QS_FB_SHIFT) - 1)) << 3))
+#define QS_FB_PACK(head, n) (((uint64_t)(uintptr_t)(head) >> 3) | ((uint64_t)(n) << QS_FB_SHIFT))
 
 /* ---- locks (lock.c is this header: a test-and-test-and-set spinlock that
  * yields the CPU after a short spin, so it behaves with more threads than
@@ -296,6 +302,19 @@ struct qs_queue {
     uint32_t park;    /* cache->park's copy (tune): the per-CPU free fast
                          path queues another owner's object of our node
                          while nr < park (qs_free_remote's rule) */
+    /* A CPU's open remote batch (queue.c percpu_batch_*): objects of slabs
+     * of owner fb_to, linked through their link words, on their way home.
+     * fb packs its head (>> 3, low QS_FB_SHIFT bits) and its count (above);
+     * 0: closed.  The free fast path appends to an open batch of the
+     * object's owner below fb_max, committing with fb; everything else
+     * (fb_to, fb_tail, fb_base, opening and closing) is the lock holder's,
+     * and fb_to and fb_tail change only while fb is closed. */
+    uint64_t fb;
+    struct qs_list *fb_to;
+    uint32_t fb_max;  /* freebatch's copy */
+    uint32_t fb_base; /* objects in the batch when the lock holder opened
+                         it: the rest are fast frees, counted at its close */
+    void *fb_tail;
     /* written by the owner (relaxed); fast pops live in `top`, fast frees
      * are derived (qs_queue_nr_set) */
     unsigned long stat[QS_STAT_NR];

@@ -187,7 +187,8 @@ size_t qs_node_sweep(bool all)
             if (q->cpu >= 0 && qs_percpu_takeable) {
                 uint64_t top = QS_LOAD(q->top);
                 if (top == q->idle_top && qs_lock_try(&q->lock)) {
-                    bool held = QS_TOP_NR(top) || __atomic_load_n(&q->inbox.pending, __ATOMIC_RELAXED);
+                    bool held = QS_TOP_NR(top) || QS_LOAD(q->fb) ||
+                                __atomic_load_n(&q->inbox.pending, __ATOMIC_RELAXED);
                     for (unsigned k = 0; k < QS_PENDING; k++)
                         held |= q->pending[k].n != 0;
                     if (held)

@@ -255,6 +255,7 @@ struct qs_queue *qs_queue_attach(qslab_cache *c)
     q->link_off = c->link_off;
     QS_STORE(q->hiwater, QS_LOAD(c->hiwater));
     QS_STORE(q->park, QS_LOAD(c->park));
+    QS_STORE(q->fb_max, QS_LOAD(c->freebatch));
     if (!q->slots && !qs_queue_reserve(q, 1)) { /* a first few slots; they grow */
         q->owner = NULL;
         q->pool_next = c->pool;

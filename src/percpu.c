@@ -50,7 +50,7 @@ int qs_percpu_push(struct qs_queue *q, void *const *objs, unsigned n, unsigned c
                          "addq %%rsi, %%rcx\n\t"
                          "movq %%rcx, " QS_STR(QS_Q_TOP) "(%[q])\n\t" /* commit */
                          QS_RSEQ_TAIL
-                         : "=S"(k)
+                         : "=&S"(k)
                          : [off] "r"(qs_rseq_off), [cpu] "r"(q->cpu), [q] "r"(q), [objs] "r"(objs),
                            [n] "r"(n), [cap] "r"(cap)
                          : "rax", "rcx", "rdx", "rdi", "r8", "memory", "cc");
@@ -88,7 +88,7 @@ int qs_percpu_pop(struct qs_queue *q, void **dst, unsigned n)
                          "subq %%rsi, %%rcx\n\t"
                          "movq %%rcx, " QS_STR(QS_Q_TOP) "(%[q])\n\t" /* commit */
                          QS_RSEQ_TAIL
-                         : "=S"(k)
+                         : "=&S"(k)
                          : [off] "r"(qs_rseq_off), [cpu] "r"(q->cpu), [q] "r"(q), [dst] "r"(dst),
                            [n] "r"(n)
                          : "rax", "rcx", "rdx", "rdi", "r8", "memory", "cc");
@@ -122,13 +122,38 @@ int qs_percpu_swap_slots(struct qs_queue *q, void **slots)
                          "xorl %%esi, %%esi\n\t"
                          "movq %[slots], " QS_STR(QS_Q_SLOTS) "(%[q])\n\t" /* commit */
                          QS_RSEQ_TAIL
-                         : "=S"(k)
+                         : "=&S"(k)
                          : [off] "r"(qs_rseq_off), [cpu] "r"(q->cpu), [q] "r"(q), [slots] "r"(slots)
                          : "rax", "rcx", "rdx", "rdi", "r8", "memory", "cc");
         if (k == QS_RSEQ_ABORT)
             qs_self.rseq_aborts++;
     } while (k == QS_RSEQ_ABORT);
     QS_TSAN_ACQUIRE(q);
+    return (int)k;
+}
+
+int qs_percpu_swap_fb(struct qs_queue *q, uint64_t w, uint64_t *old)
+{
+    long k;
+    uint64_t was;
+    QS_TSAN_RELEASE(q);
+    do {
+        __asm__ volatile(QS_RSEQ_ENTER
+                         "cmpl %%fs:4(%[off]), %[cpu]\n\t"
+                         "jne 8f\n\t"
+                         "movq " QS_STR(QS_Q_FB) "(%[q]), %%rcx\n\t"
+                         "xorl %%esi, %%esi\n\t"
+                         "movq %[w], " QS_STR(QS_Q_FB) "(%[q])\n\t" /* commit */
+                         QS_RSEQ_TAIL
+                         : "=&S"(k), "=&c"(was)
+                         : [off] "r"(qs_rseq_off), [cpu] "r"(q->cpu), [q] "r"(q), [w] "r"(w)
+                         : "rax", "memory", "cc");
+        if (k == QS_RSEQ_ABORT)
+            qs_self.rseq_aborts++;
+    } while (k == QS_RSEQ_ABORT);
+    QS_TSAN_ACQUIRE(q);
+    if (k == 0)
+        *old = was;
     return (int)k;
 }
 
@@ -143,6 +168,10 @@ int qs_percpu_pop(struct qs_queue *q, void **dst, unsigned n)
     return -1;
 }
 int qs_percpu_swap_slots(struct qs_queue *q, void **slots)
+{
+    return -1;
+}
+int qs_percpu_swap_fb(struct qs_queue *q, uint64_t w, uint64_t *old)
 {
     return -1;
 }

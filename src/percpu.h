@@ -42,12 +42,19 @@
 #define QS_Q_LIMIT 28
 #define QS_Q_NODE 40
 #define QS_Q_PARK 44
+#define QS_Q_FB 48
+#define QS_Q_FB_TO 56
+#define QS_Q_FB_MAX 64
 _Static_assert(__builtin_offsetof(struct qs_queue, top) == QS_Q_TOP, "rseq: top");
 _Static_assert(__builtin_offsetof(struct qs_queue, slots) == QS_Q_SLOTS, "rseq: slots");
 _Static_assert(__builtin_offsetof(struct qs_queue, stamp) == QS_Q_STAMP, "rseq: stamp");
 _Static_assert(__builtin_offsetof(struct qs_queue, limit) == QS_Q_LIMIT, "rseq: limit");
 _Static_assert(__builtin_offsetof(struct qs_queue, node) == QS_Q_NODE, "rseq: node");
 _Static_assert(__builtin_offsetof(struct qs_queue, park) == QS_Q_PARK, "rseq: park");
+_Static_assert(__builtin_offsetof(struct qs_queue, fb) == QS_Q_FB, "rseq: fb");
+_Static_assert(__builtin_offsetof(struct qs_queue, fb_to) == QS_Q_FB_TO, "rseq: fb_to");
+_Static_assert(__builtin_offsetof(struct qs_queue, fb_max) == QS_Q_FB_MAX, "rseq: fb_max");
+_Static_assert(QS_FB_SHIFT == 44, "rseq: fb's layout");
 _Static_assert(__builtin_offsetof(struct qs_owner, fixed) == 0, "rseq: owner->fixed[] first");
 #define QS_TOP_MASK_ASM 0x1fffff /* QS_TOP_NR_MASK, QS_TOP_POP as assembler literals */
 _Static_assert(QS_TOP_NR_MASK == QS_TOP_MASK_ASM && QS_TOP_POP == QS_TOP_MASK_ASM, "rseq: top's layout");
@@ -106,6 +113,8 @@ int qs_percpu_push(struct qs_queue *q, void *const *objs, unsigned n, unsigned c
 int qs_percpu_pop(struct qs_queue *q, void **dst, unsigned n);
 /* Replace q->slots by `slots` (room for at least nr), copying the entries. */
 int qs_percpu_swap_slots(struct qs_queue *q, void **slots);
+/* Replace q->fb by `w`; its old value in *old. */
+int qs_percpu_swap_fb(struct qs_queue *q, uint64_t w, uint64_t *old);
 
 #pragma GCC visibility pop
 

@@ -495,10 +495,21 @@ void qs_free_full(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *o
 }
 
 /* Post every pending batch (see pending_add). */
-void qs_queue_send_pending(qslab_cache *c, struct qs_queue *q)
+static void percpu_fb_close(qslab_cache *c, struct qs_queue *q, bool taken);
+
+/* Post every pending batch, and a CPU's open batch (q->lock held, or the
+ * queue taken from its CPU: `taken`). */
+static void send_pending(qslab_cache *c, struct qs_queue *q, bool taken)
 {
+    if (q->cpu >= 0)
+        percpu_fb_close(c, q, taken);
     for (unsigned k = 0; k < QS_PENDING; k++)
         send_batch(c, q, &q->pending[k]);
+}
+
+void qs_queue_send_pending(qslab_cache *c, struct qs_queue *q)
+{
+    send_pending(c, q, true); /* the owner thread, or a queue taken from its CPU */
 }
 
 /* The free of an object of a slab we do not own (another thread's, or a
@@ -805,6 +816,10 @@ bool qs_double_free_check(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
     bool found = vec_has(q->slots, QS_TOP_NR(q->top), obj);
     for (unsigned k = 0; k < QS_PENDING && !found; k++)
         found = list_has(c, q->pending[k].head, q->pending[k].n, obj);
+    if (!found) { /* a CPU's open batch (racing with its appends: a hint) */
+        uint64_t fb = QS_LOAD(q->fb);
+        found = fb && list_has(c, QS_FB_HEAD(fb), QS_FB_N(fb), obj);
+    }
     struct qs_list *own = qs_slab_owner(s);
     if (!found && own == &q->list) {
         found = list_has(c, s->freelist, s->objects, obj);
@@ -979,6 +994,93 @@ static void percpu_give(struct qs_queue *q)
         __atomic_store_n(&q->owner->ids[id], q, __ATOMIC_RELEASE);
 }
 
+/* ---- the open remote batch (q->fb; internal.h) ----
+ * The free fast path appends another owner's object to q's open batch when
+ * the batch is that owner's and not full: one restartable sequence, no lock.
+ * Everything else is the lock holder's: it closes the batch (a section on
+ * q->cpu swaps fb for 0: no fast path appends to a closed batch, so fb_to,
+ * fb_tail and fb_base may change then), hands what it held to the pending
+ * batches (SLQB's rlist: up to QS_PENDING owners open, each posted home at
+ * freebatch objects), and opens it for the owner of the object that found
+ * it closed or full, with that owner's pending objects.  A thread that
+ * migrated meanwhile fails the section: the batch stays in pending[].
+ * Objects the fast path appended are fast frees: counted at the close, in
+ * moved (stats.c adds those of an open batch), inside the seqcount. */
+
+/* Hand a closed batch b to the pending batch of its owner (merged: the
+ * pending one's objects after b's), posted once it holds freebatch. */
+static void pending_merge(qslab_cache *c, struct qs_queue *q, struct qs_batch *b)
+{
+    struct qs_batch *p = batch_for(c, q, q->pending, QS_PENDING, &q->pending_victim, b->to);
+    if (p->n) {
+        *qs_link(c, b->tail) = qs_enc(c, p->head);
+        b->tail = p->tail;
+    }
+    p->head = b->head;
+    p->tail = b->tail;
+    p->n += b->n;
+    if (p->n >= QS_LOAD(c->freebatch))
+        send_batch(c, q, p);
+}
+
+static void percpu_fb_close(qslab_cache *c, struct qs_queue *q, bool taken)
+{
+    uint64_t old;
+    seq_begin(q);
+    if (taken) { /* no section uses q: plain */
+        old = q->fb;
+        QS_STORE(q->fb, 0);
+    } else if (qs_percpu_swap_fb(q, 0, &old) != 0) {
+        seq_end(q, 0);
+        return; /* migrated: it stays open for now */
+    }
+    unsigned n = QS_FB_N(old);
+    /* the fast path's appends are fast frees (free_fast = nr + pops - moved) */
+    seq_end(q, old ? -(long)(n - q->fb_base) : 0);
+    if (!old)
+        return;
+    struct qs_batch b = {q->fb_to, QS_FB_HEAD(old), q->fb_tail, n};
+    if (n >= QS_LOAD(c->freebatch))
+        send_batch(c, q, &b);
+    else
+        pending_merge(c, q, &b);
+}
+
+/* obj, of another owner's slab s, found the open batch closed, full, or
+ * another owner's (q->lock held): close it, and open it for s's owner with
+ * obj and what was pending for that owner. */
+static void percpu_fb_open(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj)
+{
+    percpu_fb_close(c, q, false);
+    struct qs_batch b = {qs_slab_owner(s), obj, obj, 1};
+    *qs_link(c, obj) = qs_enc(c, NULL);
+    for (unsigned k = 0; k < QS_PENDING; k++) {
+        struct qs_batch *p = &q->pending[k];
+        if (p->to == b.to && p->n) { /* take it over: obj first */
+            *qs_link(c, obj) = qs_enc(c, p->head);
+            b.tail = p->tail;
+            b.n += p->n;
+            p->n = 0;
+            p->head = p->tail = NULL;
+            p->to = NULL;
+            break;
+        }
+    }
+    if (b.n + 1 >= QS_LOAD(q->fb_max) || QS_LOAD(q->fb)) { /* full already (or open again: migrated) */
+        pending_merge(c, q, &b);
+        return;
+    }
+    seq_begin(q);
+    QS_STORE(q->fb_to, b.to);
+    QS_STORE(q->fb_tail, b.tail);
+    QS_STORE(q->fb_base, (uint32_t)b.n);
+    uint64_t old;
+    int r = qs_percpu_swap_fb(q, QS_FB_PACK(obj, b.n), &old);
+    seq_end(q, 0);
+    if (r != 0) /* migrated: the batch stays with the pending ones */
+        pending_merge(c, q, &b);
+}
+
 /* Flush up to n objects from the top of q home (SLQB's flush_free_list), in
  * a section on q->cpu; q->lock held.  Returns how many, or QS_RSEQ_MOVED. */
 static int percpu_flush(qslab_cache *c, struct qs_queue *q, unsigned n)
@@ -1009,7 +1111,7 @@ void qs_percpu_empty(qslab_cache *c, struct qs_queue *q)
         percpu_give(q);
         return;
     }
-    qs_queue_send_pending(c, q);
+    send_pending(c, q, false);
     qs_queue_claim(c, q);
     while (percpu_flush(c, q, QS_PERCPU_BATCH) > 0)
         ;
@@ -1163,7 +1265,7 @@ void qs_percpu_free_slow(qslab_cache *c, struct qs_slab *s, void *obj, int why)
         if (empties)
             stash_add(c, q, empties);
     } else {
-        pending_add(c, q, s, obj);
+        percpu_fb_open(c, q, s, obj);
     }
     qs_lock_release(&q->lock);
 }

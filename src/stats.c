@@ -18,7 +18,8 @@ void qs_stats_sum(qslab_cache *c, unsigned long *sum)
     memset(sum, 0, sizeof(unsigned long) * QS_STAT_NR);
     for (struct qs_queue *q = c->queues; q; q = q->all_next) {
         unsigned long st[QS_STAT_NR], moved, nr;
-        uint64_t top;
+        uint64_t top, fb;
+        uint32_t fb_base;
         /* the seqcount pairs nr with moved (qs_queue_nr_set); an owner busy
          * in its slow paths gets a few tries, then its last reading */
         for (int tries = 0;; tries++) {
@@ -27,6 +28,8 @@ void qs_stats_sum(qslab_cache *c, unsigned long *sum)
             for (int i = 0; i < QS_STAT_NR; i++)
                 st[i] = QS_LOAD(q->stat[i]);
             top = QS_LOAD(q->top); /* after the slow pops: undercount, never over */
+            fb = QS_LOAD(q->fb); /* a CPU's open batch: fast frees not counted yet */
+            fb_base = QS_LOAD(q->fb_base);
             __atomic_thread_fence(__ATOMIC_ACQUIRE);
             if ((!(seq & 1) && QS_LOAD(q->nr_seq) == seq) || tries >= 1000)
                 break;
@@ -40,6 +43,8 @@ void qs_stats_sum(qslab_cache *c, unsigned long *sum)
         st[QS_ALLOC_FAST] += q->pops_seen;
         nr = QS_TOP_NR(top);
         st[QS_FREE_FAST] = nr + st[QS_ALLOC_FAST] + st[QS_ALLOC_SLOW] - st[QS_NODE_ALLOC] - moved;
+        if (fb && QS_FB_N(fb) >= fb_base)
+            st[QS_FREE_FAST] += QS_FB_N(fb) - fb_base;
         for (int i = 0; i < QS_STAT_NR; i++)
             sum[i] += st[i];
     }

@@ -205,8 +205,10 @@ static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
                 QS_STORE(q->limit, (uint32_t)v);
         }
     qs_tune_derive(c);
-    for (struct qs_queue *q = c->queues; q; q = q->all_next) /* park's copies */
+    for (struct qs_queue *q = c->queues; q; q = q->all_next) { /* the queues' copies */
         QS_STORE(q->park, QS_LOAD(c->park));
+        QS_STORE(q->fb_max, QS_LOAD(c->freebatch));
+    }
     return 0;
 }
 

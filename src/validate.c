@@ -119,6 +119,10 @@ QSLAB_EXPORT int qslab_cache_validate(qslab_cache *c)
                 problem(&w, "pending batch length does not match its count", q);
             w.queued += b->n;
         }
+        uint64_t fb = QS_LOAD(q->fb); /* a CPU's open batch */
+        if (fb && walk_objects(&w, QS_FB_HEAD(fb), QS_FB_N(fb), NULL) != QS_FB_N(fb))
+            problem(&w, "open batch length does not match its count", q);
+        w.queued += QS_FB_N(fb);
         qs_lock_acquire(&q->inbox.lock);
         if (walk_objects(&w, q->inbox.head, q->inbox.nr, NULL) != q->inbox.nr)
             problem(&w, "inbox length does not match its count", q);
