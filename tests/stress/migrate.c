@@ -59,19 +59,7 @@ static struct {
 /* Check o before it is freed; 0 (reported) if its stamp is not intact. */
 static int verify(struct worker *w, const struct obj *o, const char *where)
 {
-    long off = stamp_diff(o);
-    if (off < 0)
-        return 1;
-    uint64_t other;
-    memcpy(&other, o->p + 8, 8);
-    if (w->bad++ < 5)
-        tu_fail("thread %d, %s: %s object %p (%u bytes, stamped by thread %d seq %llu): stamp broken at "
-                "offset %ld; word 1 now %#llx (thread %d seq %llu)",
-                w->id, where, o->kind == K_CACHE ? "cache" : "kmalloc", (void *)o->p, o->size,
-                (int)(o->tag >> 48) - 1, (unsigned long long)(o->tag & 0xFFFFFFFFFFFFULL), off,
-                (unsigned long long)other, (int)(other >> 48) - 1,
-                (unsigned long long)(other & 0xFFFFFFFFFFFFULL));
-    return 0;
+    return stamp_verify(o, w->id, &w->bad, where);
 }
 
 /* ---- objects ---- */

@@ -74,4 +74,24 @@ static inline uint64_t make_tag(int thread, uint64_t seq)
     return (uint64_t)(thread + 1) << 48 | (seq & 0xFFFFFFFFFFFFULL);
 }
 
+/* Check o (freed by thread `thread`, `where`) before it is freed; 0, after
+ * reporting the first few (*bad counts them), if its stamp is broken.  The
+ * includer has included testutil.h (tu_fail). */
+static inline int stamp_verify(const struct obj *o, int thread, unsigned long *bad, const char *where)
+{
+    long off = stamp_diff(o);
+    if (off < 0)
+        return 1;
+    uint64_t other;
+    memcpy(&other, o->p + 8, 8);
+    if ((*bad)++ < 5)
+        tu_fail("thread %d, %s: %s object %p (%u bytes, stamped by thread %d seq %llu): stamp broken at "
+                "offset %ld; word 1 now %#llx (thread %d seq %llu)",
+                thread, where, o->kind == K_CACHE ? "cache" : "kmalloc", (void *)o->p, o->size,
+                (int)(o->tag >> 48) - 1, (unsigned long long)(o->tag & 0xFFFFFFFFFFFFULL), off,
+                (unsigned long long)other, (int)(other >> 48) - 1,
+                (unsigned long long)(other & 0xFFFFFFFFFFFFULL));
+    return 0;
+}
+
 #endif /* QSLAB_TEST_STAMP_H */
