@@ -220,12 +220,15 @@ class Test:
 MODES = {
     "full": dict(rounds=7, sizes=[8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384],
                  objs=10000, inner=5, msgs=300000, ops=3000000, idle_threads=1000,
-                 mib=256, wait_ms=2000, cache_objs=10000, inproc_rounds=21),
+                 mib=256, wait_ms=2000, cache_objs=10000, inproc_rounds=21,
+                 churn_ops=16000000),
     "quick": dict(rounds=3, sizes=[8, 64, 256, 1024, 4096, 16384],
                   objs=10000, inner=3, msgs=100000, ops=1000000, idle_threads=1000,
-                  mib=64, wait_ms=2000, cache_objs=10000, inproc_rounds=21),
+                  mib=64, wait_ms=2000, cache_objs=10000, inproc_rounds=21,
+                  churn_ops=6000000),
     "smoke": dict(rounds=1, sizes=[64, 4096], objs=200, inner=1, msgs=2000, ops=20000,
-                  idle_threads=20, mib=2, wait_ms=500, cache_objs=200, inproc_rounds=3),
+                  idle_threads=20, mib=2, wait_ms=500, cache_objs=200, inproc_rounds=3,
+                  churn_ops=32000),
 }
 
 
@@ -355,6 +358,24 @@ def build_tests(m, ncpus):
         f"{m['inproc_rounds']} interleaved rounds per process",
         inproc=["--test", "lastwrite", "--size", "64", "--write", "all",
                 "--rounds", str(m["inproc_rounds"])]))
+
+    # Appended after lastwrite, so the numbers above stay.  Every case does
+    # about churn_ops operations in all: generations of T threads, per_thread each.
+    per_thread = 4000
+    churn_counts = sorted({ncpus, 4 * ncpus})
+    tests.append(Test(
+        "churn", "short-lived threads freeing each other's objects (larson-like), "
+                 f"16..512 B, {per_thread:,} ops per thread",
+        "Larson & Krishnan's server benchmark (simplified): each generation of threads frees "
+        "what the previous, exited one allocated", "threads",
+        [Case(f"{t} thread{'s' if t > 1 else ''}",
+              ["--mode", "churn", "--threads", str(t), "--ops", str(per_thread),
+               "--gens", str(max(1, m["churn_ops"] // (t * per_thread)))], t)
+         for t in churn_counts],
+        [Metric("ops_per_s", "operations per second (all generations)", "Mop/s", False,
+                scale=1e-6)],
+        "a server starting short-lived threads that take over and free their "
+        "predecessors' objects"))
     return tests
 
 

@@ -17,10 +17,24 @@
  *                 per_thread_b (rss_idle per thread, bytes).  With --objs 0
  *                 the threads allocate nothing: the stacks' share of the
  *                 overhead, for reference.
+ *   --mode churn  larson-like (after Larson & Krishnan, simplified): a
+ *                 shared array of 1,000 slots per thread is filled by the
+ *                 main thread (blocks of 16..512 bytes, seeded sizes); then
+ *                 --gens generations each start --threads T threads
+ *                 (default 2x the CPUs) that run at once.  Thread i of every
+ *                 generation owns slots [1000 i, 1000 (i+1)), the slice the
+ *                 thread i before it used, and does --ops operations: pick a
+ *                 slot of its slice at random, free the block there
+ *                 (allocated by an earlier thread, now exited), malloc a new
+ *                 one of 16..512 bytes and write its first and last byte;
+ *                 then it exits and, once all T have, the next generation
+ *                 starts.  Result: ops_per_s over all generations (wall
+ *                 time, thread creation and exit included).
  *
  * Threads get 128 KiB stacks, so 1,000 of them fit anywhere.
  *
- * Usage: bench_threads --mode scale|idle [--threads T] [--ops N] [--objs N] [--wait-ms MS]
+ * Usage: bench_threads --mode scale|idle|churn [--threads T] [--ops N] [--objs N]
+ *                      [--wait-ms MS] [--gens G]
  */
 #define _GNU_SOURCE
 #include "bench.h"
@@ -33,7 +47,7 @@
 #define SLOTS      1000
 #define STACK_SIZE (128 * 1024)
 
-static long nr_ops = 1000000, nr_objs = 64, wait_ms = 2000;
+static long nr_ops = 1000000, nr_objs = 64, wait_ms = 2000, nr_gens = 20;
 
 /* 16, 32, ..., 4096 bytes plus up to the same again: every class is used. */
 static size_t random_size(uint64_t *rng)
@@ -62,10 +76,54 @@ static void *scale_main(void *arg)
     return NULL;
 }
 
+/* churn mode: the shared slot array, and the generation now running (set by
+ * the main thread before it creates that generation's threads). */
+static void **churn_slot;
+static long churn_gen;
+
+static size_t churn_size(uint64_t *rng)
+{
+    return 16 + (size_t)(bench_rand(rng) % (512 - 16 + 1));
+}
+
+static void *churn_fill(uint64_t *rng)
+{
+    size_t size = churn_size(rng);
+    char *p = malloc(size);
+
+    if (!p)
+        bench_die("malloc failed");
+    p[0] = 1;
+    p[size - 1] = 1;
+    return p;
+}
+
+static void *churn_main(void *arg)
+{
+    long idx = (long)(uintptr_t)arg - 1;
+    uint64_t rng = ((uint64_t)churn_gen * 0x10000 + (uint64_t)idx + 1) * 0x9E3779B97F4A7C15ULL + 1;
+    void **slot = churn_slot + (size_t)idx * SLOTS;
+
+    if (!rng)
+        rng = 1;
+    for (long i = 0; i < nr_ops; i++) {
+        size_t k = (size_t)(bench_rand(&rng) % SLOTS);
+        free(slot[k]);
+        size_t size = churn_size(&rng);
+        volatile char *p = malloc(size);
+        if (!p)
+            bench_die("malloc failed");
+        p[0] = (char)i;
+        p[size - 1] = (char)i;
+        slot[k] = (void *)p;
+    }
+    return NULL;
+}
+
 /* idle mode: the threads park here until the main thread has measured. */
 static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t park_cond = PTHREAD_COND_INITIALIZER, all_parked = PTHREAD_COND_INITIALIZER;
-static long parked, nr_threads = 1;
+static long parked, nr_threads = 0; /* 0: not given, the mode's default */
 static int released;
 
 static void *idle_main(void *arg)
@@ -115,13 +173,18 @@ int main(int argc, char **argv)
     const char *mode = NULL;
     const struct bench_opt opts[] = {
         {"mode", NULL, &mode},    {"threads", &nr_threads, NULL}, {"ops", &nr_ops, NULL},
-        {"objs", &nr_objs, NULL}, {"wait-ms", &wait_ms, NULL},
+        {"objs", &nr_objs, NULL}, {"wait-ms", &wait_ms, NULL}, {"gens", &nr_gens, NULL},
     };
 
     bench_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
-                "--mode scale|idle [--threads T] [--ops N] [--objs N] [--wait-ms MS]");
-    if (!mode || nr_threads < 1)
-        bench_die("need --mode and at least one thread");
+                "--mode scale|idle|churn [--threads T] [--ops N] [--objs N] [--wait-ms MS] "
+                "[--gens G]");
+    if (!mode)
+        bench_die("need --mode");
+    if (nr_threads == 0)
+        nr_threads = strcmp(mode, "churn") == 0 ? 2 * (long)bench_ncpus() : 1;
+    if (nr_threads < 1)
+        bench_die("need at least one thread");
     pthread_t *tids = bench_map(sizeof(pthread_t) * (size_t)nr_threads);
 
     if (strcmp(mode, "scale") == 0) {
@@ -130,6 +193,22 @@ int main(int argc, char **argv)
         join_threads(tids);
         double secs = bench_now() - t0;
         bench_result("ops_per_s", (double)(nr_ops * nr_threads) / secs);
+    } else if (strcmp(mode, "churn") == 0) {
+        size_t nslots = (size_t)nr_threads * SLOTS;
+        uint64_t rng = 0x5EED5EED5EEDULL;
+        churn_slot = bench_map(sizeof(void *) * nslots);
+        for (size_t k = 0; k < nslots; k++)
+            churn_slot[k] = churn_fill(&rng);
+        double t0 = bench_now();
+        for (churn_gen = 0; churn_gen < nr_gens; churn_gen++) {
+            start_threads(tids, churn_main);
+            join_threads(tids);
+        }
+        double secs = bench_now() - t0;
+        for (size_t k = 0; k < nslots; k++)
+            free(churn_slot[k]);
+        bench_unmap(churn_slot, sizeof(void *) * nslots);
+        bench_result("ops_per_s", (double)nr_ops * (double)nr_threads * (double)nr_gens / secs);
     } else if (strcmp(mode, "idle") == 0) {
         long before = bench_rss_kib();
         start_threads(tids, idle_main);
