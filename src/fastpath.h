@@ -123,9 +123,10 @@ enum { QS_PC_DONE, QS_PC_REMOTE, QS_PC_FULL, QS_PC_SUSPECT, QS_PC_ABORT };
  * the constant 0 for kmalloc's caches, which have no constructor).  [obj]
  * ends as the object, NULL (slow path) or 1 (restarted); [q] as the queue. */
 #define QS_PERCPU_ALLOC_ASM(WORD)                                                                  \
-    QS_RSEQ_ENTER                                                                                  \
-    "movslq %%fs:4(%[off]), %%rax\n\t"                                                             \
-    "movq (%[tables],%%rax,8), %%rax\n\t"                                                          \
+    QS_RSEQ_ENTER_FAST                                                                             \
+    "movslq %%fs:4(%%rcx), %%rax\n\t"                                                              \
+    "movq %[tablesm], %%rcx\n\t"                                                                   \
+    "movq (%%rcx,%%rax,8), %%rax\n\t"                                                              \
     "movq (%%rax,%[id],8), %[q]\n\t" /* the CPU's queue of cache id */                             \
     "movq " QS_STR(QS_Q_TOP) "(%[q]), %%rcx\n\t"                                                   \
     "movl %%ecx, %%eax\n\t"                                                                        \
@@ -161,7 +162,7 @@ static inline void *qs_percpu_try_alloc(unsigned long id, unsigned long link_off
     struct qs_queue *q;
     __asm__ volatile(QS_PERCPU_ALLOC_ASM("(%[obj],%[loff])")
                      : [obj] "=&r"(obj), [q] "=&r"(q)
-                     : [off] "r"(qs_rseq_off), [tables] "r"(qs_cpu_tables), [id] "r"(id),
+                     : [offm] "m"(qs_rseq_off), [tablesm] "m"(qs_cpu_tables), [id] "r"(id),
                        [loff] "r"(link_off)
                      : "rax", "rcx", "memory", "cc");
     if ((uintptr_t)obj > 1)
@@ -175,7 +176,7 @@ static inline void *qs_percpu_try_alloc0(unsigned long id)
     struct qs_queue *q;
     __asm__ volatile(QS_PERCPU_ALLOC_ASM("(%[obj])")
                      : [obj] "=&r"(obj), [q] "=&r"(q)
-                     : [off] "r"(qs_rseq_off), [tables] "r"(qs_cpu_tables), [id] "r"(id)
+                     : [offm] "m"(qs_rseq_off), [tablesm] "m"(qs_cpu_tables), [id] "r"(id)
                      : "rax", "rcx", "memory", "cc");
     if ((uintptr_t)obj > 1)
         QS_TSAN_ACQUIRE(q);
@@ -209,9 +210,10 @@ static inline int qs_percpu_free(struct qs_slab *s, void *obj, unsigned long id)
     }
 #endif
 again:
-    __asm__ goto(QS_RSEQ_ENTER
-                 "movslq %%fs:4(%[off]), %%rax\n\t"
-                 "movq (%[tables],%%rax,8), %%rax\n\t"
+    __asm__ goto(QS_RSEQ_ENTER_FAST
+                 "movslq %%fs:4(%%rcx), %%rax\n\t"
+                 "movq %[tablesm], %%rcx\n\t"
+                 "movq (%%rcx,%%rax,8), %%rax\n\t"
                  "movq (%%rax,%[id],8), %%rdx\n\t" /* the queue */
                  "movq " QS_STR(QS_Q_TOP) "(%%rdx), %%rcx\n\t"
                  "movl %%ecx, %%eax\n\t"
@@ -276,7 +278,7 @@ again:
                  "jmp %l[abort]\n\t"
                  ".popsection\n\t"
                  :
-                 : [off] "r"(qs_rseq_off), [tables] "r"(qs_cpu_tables), [id] "r"(id), [s] "r"(s),
+                 : [offm] "m"(qs_rseq_off), [tablesm] "m"(qs_cpu_tables), [id] "r"(id), [s] "r"(s),
                    [obj] "r"(obj), [list] "i"(__builtin_offsetof(struct qs_queue, list)),
                    [sown] "i"(__builtin_offsetof(struct qs_slab, owner)),
                    [snode] "i"(__builtin_offsetof(struct qs_slab, node)),

@@ -69,7 +69,7 @@ _Static_assert(QS_RSEQ_SIG == 0x53053053u, "rseq: the signature the sections car
  * operand [off] is qs_rseq_off.  Bodies use labels 5-9.  No asm goto: GCC
  * 12 miscompiles asm goto with outputs (a value from the fall-through path
  * reached a goto label), so each section returns a status in a register. */
-#define QS_RSEQ_ENTER                                                                              \
+#define QS_RSEQ_DESC                                                                               \
     ".pushsection __rseq_cs, \"aw\"\n\t"                                                           \
     ".balign 32\n\t"                                                                               \
     "3:\n\t"                                                                                       \
@@ -81,9 +81,21 @@ _Static_assert(QS_RSEQ_SIG == 0x53053053u, "rseq: the signature the sections car
     ".long 0x53053053\n\t"                                                                         \
     "4:\n\t"                                                                                       \
     "jmp 7f\n\t"                                                                                   \
-    ".popsection\n\t"                                                                              \
+    ".popsection\n\t"
+#define QS_RSEQ_ENTER                                                                              \
+    QS_RSEQ_DESC                                                                                   \
     "leaq 3b(%%rip), %%rax\n\t"                                                                    \
     "movq %%rax, %%fs:8(%[off])\n\t"                                                               \
+    "1:\n\t"
+/* The fast paths' entry: qs_rseq_off read from memory ([offm]) into %rcx,
+ * which the body reads cpu_id through and may reuse after: two input
+ * registers fewer than QS_RSEQ_ENTER with the table as a memory operand
+ * too, so that the inlined fast paths need no callee-saved register. */
+#define QS_RSEQ_ENTER_FAST                                                                         \
+    QS_RSEQ_DESC                                                                                   \
+    "movq %[offm], %%rcx\n\t"                                                                      \
+    "leaq 3b(%%rip), %%rax\n\t"                                                                    \
+    "movq %%rax, %%fs:8(%%rcx)\n\t"                                                                \
     "1:\n\t"
 #endif
 
