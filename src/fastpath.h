@@ -147,12 +147,14 @@ enum { QS_PC_DONE, QS_PC_REMOTE, QS_PC_FULL, QS_PC_SUSPECT, QS_PC_ABORT };
     "addq $" QS_STR(QS_TOP_MASK_ASM) ", %%rcx\n\t"                                                 \
     "movq %%rcx, " QS_STR(QS_Q_TOP) "(%[q])\n\t" /* commit */                                      \
     "2:\n\t"                                                                                       \
-    "jmp 9f\n\t"                                                                                   \
+    ".pushsection __rseq_failure, \"ax\"\n\t" /* the cold exits, out of line */                  \
     "7:\n\t" /* restarted */                                                                       \
     "movl $1, %k[obj]\n\t"                                                                         \
     "jmp 9f\n\t"                                                                                   \
     "8:\n\t" /* the slow path */                                                                   \
     "xorl %k[obj], %k[obj]\n\t"                                                                    \
+    "jmp 9f\n\t"                                                                                   \
+    ".popsection\n\t"                                                                              \
     "9:\n\t"
 
 /* Returns the object, NULL (slow path) or (void *)1 (restarted). */
@@ -230,22 +232,7 @@ again:
                  "jae 8f\n\t"
                  "movzwl %c[snode](%[s]), %%esi\n\t"
                  "cmpl " QS_STR(QS_Q_NODE) "(%%rdx), %%esi\n\t"
-                 "jne 8f\n\t"
-                 "jmp 6f\n\t"
-                 "5:\n\t"
-                 "cmpl " QS_STR(QS_Q_LIMIT) "(%%rdx), %%eax\n\t"
-                 "jae %l[full]\n\t"
-                 "6:\n\t"
-                 "movq " QS_STR(QS_Q_SLOTS) "(%%rdx), %%rsi\n\t"
-                 "cmpq -8(%%rsi,%%rax,8), %[obj]\n\t"
-                 "je %l[suspect]\n\t"
-                 "movq %[obj], (%%rsi,%%rax,8)\n\t"
-                 "movl %c[loff](%%rdx), %%eax\n\t"
-                 "movq " QS_STR(QS_Q_STAMP) "(%%rdx), %%rsi\n\t"
-                 "movq %%rsi, (%[obj],%%rax)\n\t" /* the free stamp */
-                 "addq $1, %%rcx\n\t"             /* top + 1 */
-                 "movq %%rdx, %%rsi\n\t"          /* ... into top */
-                 "jmp 9f\n\t"
+                 "je 6f\n\t"
                  "8:\n\t" /* the open batch: its owner's, not full */
                  "movq " QS_STR(QS_Q_FB) "(%%rdx), %%rcx\n\t"
                  "movq %%rcx, %%rax\n\t"
@@ -270,6 +257,20 @@ again:
                  "shrq $3, %%rsi\n\t"
                  "orq %%rsi, %%rcx\n\t"
                  "leaq " QS_STR(QS_Q_FB) "(%%rdx), %%rsi\n\t" /* ... into fb */
+                 "jmp 9f\n\t"
+                 "5:\n\t" /* our own object */
+                 "cmpl " QS_STR(QS_Q_LIMIT) "(%%rdx), %%eax\n\t"
+                 "jae %l[full]\n\t"
+                 "6:\n\t" /* the push */
+                 "movq " QS_STR(QS_Q_SLOTS) "(%%rdx), %%rsi\n\t"
+                 "cmpq -8(%%rsi,%%rax,8), %[obj]\n\t"
+                 "je %l[suspect]\n\t"
+                 "movq %[obj], (%%rsi,%%rax,8)\n\t"
+                 "movl %c[loff](%%rdx), %%eax\n\t"
+                 "movq " QS_STR(QS_Q_STAMP) "(%%rdx), %%rsi\n\t"
+                 "movq %%rsi, (%[obj],%%rax)\n\t" /* the free stamp */
+                 "addq $1, %%rcx\n\t"             /* top + 1 */
+                 "movq %%rdx, %%rsi\n\t"          /* ... into top */
                  "9:\n\t"
                  "movq %%rcx, (%%rsi)\n\t" /* commit: top, or fb */
                  "2:\n\t"
