@@ -106,8 +106,10 @@ static inline void *qs_queue_pop(qslab_cache *c, struct qs_queue *q, int item)
  * word.  NULL for the slow path: the queue is empty (or the CPU has none:
  * qs_no_owner's queues are qs_no_queue), or the word is wrong (reported
  * there).  Free, one restartable sequence: the queue, the slab's owner (an
- * object of another owner's slab is a remote free), top against limit (full),
- * the top slot (the same object: a double free), then the free stamp into
+ * object of another owner's slab joins the queue while it is short, else
+ * the CPU's open batch for its owner: queue.c percpu_fb_*), top against
+ * limit (full), the top slot or the batch's head (the same object: a double
+ * free), then the free stamp into
  * the object and its pointer into the slot, both above nr and so invisible
  * until the commit: top + 1.  No lock, no atomic read-modify-write, no load
  * from the object. */
@@ -246,6 +248,8 @@ again:
                  "movq %%rcx, %%rsi\n\t" /* the head: (fb << 20) >> 17 */
                  "shlq $20, %%rsi\n\t"
                  "shrq $17, %%rsi\n\t"
+                 "cmpq %%rsi, %[obj]\n\t" /* freed twice in a row */
+                 "je %l[suspect]\n\t"
                  "xorq " QS_STR(QS_Q_STAMP) "(%%rdx), %%rsi\n\t" /* its link: head ^ secret */
                  "xorq $1, %%rsi\n\t"
                  "movl %c[loff](%%rdx), %%eax\n\t"

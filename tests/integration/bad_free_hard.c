@@ -7,6 +7,9 @@
  */
 #include <qslab.h>
 
+#include <pthread.h>
+#include <sys/syscall.h>
+
 #include "../testutil.h"
 
 static qslab_cache *A;
@@ -181,9 +184,66 @@ static void test_slab_tail(void)
     CHECK(qslab_cache_destroy(c) == 0);
 }
 
+/* Per-CPU queues: another CPU's objects freed on this one join this CPU's
+ * open batch for their owner once the queue holds `park` of them (queue.c
+ * percpu_fb_*); an object freed twice in a row there is caught at once. */
+enum { REMOTE_N = 600 };
+static void *remote_objs[REMOTE_N];
+static int pin_to(int cpu)
+{
+    unsigned long set[16] = {0};
+    set[cpu / 64] = 1ul << (cpu % 64);
+    return (int)syscall(SYS_sched_setaffinity, 0, sizeof set, set);
+}
+static void *free_remotely(void *arg)
+{
+    int cpu = *(int *)arg;
+    if (pin_to(cpu) != 0)
+        return (void *)1;
+    for (int i = 0; i < REMOTE_N; i++)
+        qslab_cache_free(A, remote_objs[i]);
+    qslab_cache_free(A, remote_objs[REMOTE_N - 1]); /* again, right after */
+    return NULL;
+}
+
+static unsigned long allowed[16]; /* the CPUs the test may use, before main pins itself */
+
+static void test_double_free_remote_batch(int home)
+{
+    struct qslab_owner_info oi;
+    qslab_owner_info(&oi);
+    unsigned long *set = allowed;
+    int other = -1;
+    if (oi.kind == QSLAB_OWNER_CPU)
+        for (int cpu = 0; cpu < 1024 && other < 0; cpu++)
+            if (cpu != home && (set[cpu / 64] >> (cpu % 64) & 1))
+                other = cpu;
+    if (other < 0) { /* the thread owner, or one CPU: nothing of this kind here */
+        fprintf(stderr, "bad_free_hard: remote batch double free: not applicable (%s)\n",
+                oi.kind == QSLAB_OWNER_CPU ? "one CPU" : "thread owner");
+        return;
+    }
+    char s[32];
+    qslab_cache_shrink(A); /* every queue empty: the other CPU's queue fills to park */
+    unsigned long before = active(A);
+    for (int i = 0; i < REMOTE_N; i++)
+        remote_objs[i] = qslab_cache_alloc(A);
+    pthread_t t;
+    void *r = NULL;
+    CHECK(pthread_create(&t, NULL, free_remotely, &other) == 0);
+    pthread_join(t, &r);
+    CHECK(r == NULL);
+    tu_check_fatal("double free", tu_addr(s, remote_objs[REMOTE_N - 1]), "t-hard");
+    CHECKF(active(A) == before, "active %lu, expected %lu", active(A), before);
+    qslab_cache_shrink(A);
+    check_sane(A, REMOTE_N, "a double free in a remote batch");
+    CHECK(qslab_cache_validate(A) == 0);
+}
+
 int main(void)
 {
-    tu_pin_one_cpu(); /* per-CPU queues: these checks follow one queue */
+    syscall(SYS_sched_getaffinity, 0, sizeof allowed, allowed);
+    int home = tu_pin_one_cpu(); /* per-CPU queues: these checks follow one queue */
     qslab_set_fatal_handler(tu_fatal_capture);
     tu_capture_reset();
     A = qslab_cache_create("t-hard", 48, 0, 0, NULL);
@@ -194,6 +254,7 @@ int main(void)
     test_never_allocated_slot();
     test_double_free_after_shrink();
     test_slab_tail();
+    test_double_free_remote_batch(home);
     CHECK(qslab_cache_destroy(A) == 0);
     qslab_set_fatal_handler(NULL);
     return tu_done();
