@@ -801,7 +801,8 @@ void qs_tune_apply_env(qslab_cache *c);
 
 /* Count an event: in the caller's queue (one writer, plain stores), or in
  * the cache's orphan counters (atomic) when the caller has no queue. */
-/* A slow-path change of q->nr (refill, claim, flush, drops), by the owner.
+/* A slow-path change of the queue's nr (in top: refill, claim, flush,
+ * drops), by the owner thread (or by whoever took a CPU's queue).
  * Frees on the fast path are not counted there (a store saved per free):
  * each push adds one to nr and nothing else does without going through
  * here or a pop, so per queue

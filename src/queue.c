@@ -1,17 +1,20 @@
 /*
  * queue.c - the owner's object queue: slow paths.
  *
- * ALLOC SLOW PATH (the queue is empty), in order:
- *   1. claim the inbox: remote frees other owners posted to us are spliced
- *      onto the queue in O(1) (SLQB's claim_remote_free_list);
- *   2. refill from slabs: take the whole free list of slabs (O(1) each,
- *      thanks to the slab's tail pointer) until the queue holds c->refill
- *      objects (half a batch, at most 64 KiB): our own partial slabs first,
- *      then our stash of empty slabs, then the node's partial and empty
- *      slabs (one lock for several slabs), then new memory: a slab of ours
- *      that can grow (lazy birth, slab.c) or a new slab, until c->fresh
- *      objects (QS_REFILL_MIN, at most a page's worth).  A slab whose free
- *      list went to the queue is FULL, unless it can grow.
+ * ALLOC SLOW PATH (the queue is empty), refill_gather, in order:
+ *   1. claim the inbox: remote frees other owners posted to us go into the
+ *      queue's slots, up to its room, the rest back to their slabs (SLQB's
+ *      claim_remote_free_list);
+ *   2. refill from slabs: walk slabs' free lists into the slots until they
+ *      hold c->refill objects (half a batch, at most 64 KiB): our own
+ *      partial slabs first, then our stash of empty slabs, then the node's
+ *      partial and empty slabs (one lock for several slabs), then new
+ *      memory: a slab of ours that can grow (lazy birth, slab.c) or a new
+ *      slab, until c->fresh objects (QS_REFILL_MIN, at most a page's
+ *      worth), born straight into the slots.  A slab whose free list went to
+ *      the queue is FULL, unless it can grow.
+ * A thread's queue is refilled in place; a CPU's refill gathers into a
+ * buffer under q->lock and pushes it in a section (percpu_alloc_slow).
  * FREE SLOW PATHS:
  *   - an object of a slab we do not own (another thread's, a node's) goes
  *     on our queue only while the queue is short (c->park: hiwater/4 and
@@ -20,8 +23,9 @@
  *     posted to the owner's inbox under one lock, or freed under the node's
  *     lock, freebatch objects at a time;
  *   - the queue is at hiwater: an object of our own slab goes straight onto
- *     the slab's free list (qs_free_full); slabs that become empty go to our
- *     stash, handed to the node's empty FIFO a few at a time.
+ *     the slab's free list (qs_free_full; a CPU's queue flushes freebatch
+ *     objects home first, SLQB's flush_free_list); slabs that become empty
+ *     go to our stash, handed to the node's empty FIFO a few at a time.
  * qs_queue_flush (shrink, trim) takes objects off the queue and routes each
  * to its slab's owner, walking them once, with the same batching.
  *
@@ -320,13 +324,24 @@ void *qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned lon
 
 /* k frees pushed on q were no frees (second frees of one object, dropped):
  * take them out of the derived FREE_FAST (free_fast = nr + pops - moved). */
+/* A slow change of q's nr by `delta` (made by the sections between
+ * seq_begin and seq_end) is recorded in moved inside the seqcount, as
+ * qs_queue_nr_set does for a thread's queue (stats.c pairs nr and moved). */
+static void seq_begin(struct qs_queue *q)
+{
+    QS_STORE(q->nr_seq, q->nr_seq + 1);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+static void seq_end(struct qs_queue *q, long moved)
+{
+    QS_STORE(q->moved, q->moved + (unsigned long)moved);
+    __atomic_store_n(&q->nr_seq, q->nr_seq + 1, __ATOMIC_RELEASE);
+}
+
 static void queue_uncount(struct qs_queue *q, unsigned long k)
 {
-    unsigned seq = q->nr_seq;
-    QS_STORE(q->nr_seq, seq + 1);
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    QS_STORE(q->moved, q->moved + k);
-    __atomic_store_n(&q->nr_seq, seq + 2, __ATOMIC_RELEASE);
+    seq_begin(q);
+    seq_end(q, (long)k);
 }
 
 void qs_report_bad_link(qslab_cache *c, struct qs_queue *q, void *obj)
@@ -402,11 +417,17 @@ void qs_queue_flush(qslab_cache *c, struct qs_queue *q, unsigned count)
         queue_uncount(q, twice);
 }
 
-/* Room in the slots for n objects more: the array grows (doubling) on
- * demand, so a queue costs what it holds, not its hiwater. */
-bool qs_queue_reserve(struct qs_queue *q, unsigned n)
+/* Room in q's slots for n objects more: the array grows (doubling from 32)
+ * on demand, so a queue costs what it holds, not its hiwater.  The new
+ * slots are installed plainly (a thread's queue, or one nobody else sees
+ * yet) or, `in_section`, by a section on the queue's CPU that copies the
+ * entries and swaps the pointer (percpu.c): fast pushes stay below limit
+ * <= the old capacity meanwhile, so the copy holds them all, and a section
+ * that had loaded the old slots was restarted when ours ran there, so they
+ * can go at once.  False on ENOMEM, or if the caller left q->cpu. */
+static bool slots_grow(struct qs_queue *q, unsigned n, bool in_section)
 {
-    unsigned nr = QS_TOP_NR(q->top);
+    unsigned nr = QS_TOP_NR(QS_LOAD(q->top));
     if (nr + n <= q->cap)
         return true;
     unsigned cap = q->cap ? q->cap * 2 : 32;
@@ -416,14 +437,27 @@ bool qs_queue_reserve(struct qs_queue *q, unsigned n)
     if (!mem)
         return false;
     mem[0] = NULL; /* the sentinel slots[-1] */
-    if (nr)
-        __builtin_memcpy(mem + 1, q->slots, nr * sizeof(void *));
-    qs_queue_free_slots(q);
-    q->slots = mem + 1;
+    void **old = q->slots;
+    unsigned old_cap = q->cap;
+    if (!in_section) {
+        if (nr)
+            __builtin_memcpy(mem + 1, old, nr * sizeof(void *));
+        q->slots = mem + 1;
+    } else if (qs_percpu_swap_slots(q, mem + 1) != 0) { /* migrated */
+        qs_meta_free(mem, ((size_t)cap + 1) * sizeof(void *));
+        return false;
+    }
     q->cap = cap;
     uint32_t hw = QS_LOAD(q->hiwater);
     QS_STORE(q->limit, hw < cap ? hw : cap);
+    if (old)
+        qs_meta_free(old - 1, ((size_t)old_cap + 1) * sizeof(void *));
     return true;
+}
+
+bool qs_queue_reserve(struct qs_queue *q, unsigned n)
+{
+    return slots_grow(q, n, false);
 }
 
 void qs_queue_free_slots(struct qs_queue *q)
@@ -755,6 +789,15 @@ void *qs_alloc_slow(qslab_cache *c)
     }
 }
 
+/* A free by a thread without a queue: straight back to the object's owner
+ * (cache's counters). */
+static void free_direct(qslab_cache *c, void *obj)
+{
+    *qs_link(c, obj) = qs_enc(c, NULL);
+    qs_stat(c, NULL, QS_FREE_SLOW, 1);
+    qs_route_list(c, NULL, obj, 1);
+}
+
 /* A thread that has never allocated gets a queue on its QS_FREE_ONLY_ATTACH-th
  * free, not its first: glibc frees memory (the thread vectors of cached
  * stacks) from an exiting thread after the key destructors ran, and a queue
@@ -775,10 +818,7 @@ void qs_free_slow(qslab_cache *c, struct qs_slab *s, void *obj)
         qs_free_remote(c, q, s, obj);
         return;
     }
-    /* no queue: straight back to its owner */
-    *qs_link(c, obj) = qs_enc(c, NULL);
-    qs_stat(c, q, QS_FREE_SLOW, 1);
-    qs_route_list(c, q, obj, 1);
+    free_direct(c, obj);
 }
 
 static bool list_has(qslab_cache *c, void *head, unsigned long max, const void *obj)
@@ -924,47 +964,10 @@ void qs_queue_retire(qslab_cache *c, struct qs_queue *q)
  */
 #define QS_PERCPU_BATCH 256 /* objects a slow path moves at once (on the stack) */
 
-/* A slow change of q's nr by `delta` (made by the sections between
- * seq_begin and seq_end) is recorded in moved inside the seqcount, as
- * qs_queue_nr_set does for a thread's queue (stats.c pairs nr and moved). */
-static void seq_begin(struct qs_queue *q)
-{
-    QS_STORE(q->nr_seq, q->nr_seq + 1);
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-}
-static void seq_end(struct qs_queue *q, long moved)
-{
-    QS_STORE(q->moved, q->moved + (unsigned long)moved);
-    __atomic_store_n(&q->nr_seq, q->nr_seq + 1, __ATOMIC_RELEASE);
-}
-
-/* Room for n more objects in q's slots, up to hiwater (q->lock held): new
- * slots replace the old ones in a section on q->cpu.  Fast pushes stay
- * below limit <= the old capacity meanwhile, so the copy holds them all. */
+/* A CPU's queue's slots grow in a section on its CPU (q->lock held). */
 static bool percpu_reserve(struct qs_queue *q, unsigned n)
 {
-    unsigned nr = QS_TOP_NR(QS_LOAD(q->top)), cap = q->cap ? q->cap * 2 : 32;
-    if (nr + n <= q->cap)
-        return true;
-    while (cap < nr + n)
-        cap *= 2;
-    void **mem = qs_meta_alloc(((size_t)cap + 1) * sizeof(void *));
-    if (!mem)
-        return false;
-    void **old = q->slots;
-    unsigned old_cap = q->cap;
-    if (qs_percpu_swap_slots(q, mem + 1) != 0) { /* migrated */
-        qs_meta_free(mem, ((size_t)cap + 1) * sizeof(void *));
-        return false;
-    }
-    /* no section on q->cpu uses the old slots now: one that had loaded
-     * them was restarted when ours ran there */
-    q->cap = cap;
-    uint32_t hw = QS_LOAD(q->hiwater);
-    QS_STORE(q->limit, hw < cap ? hw : cap);
-    if (old)
-        qs_meta_free(old - 1, ((size_t)old_cap + 1) * sizeof(void *));
-    return true;
+    return slots_grow(q, n, true);
 }
 
 /* Take q from its CPU (q->lock held): its fast paths find qs_no_queue from
@@ -1223,10 +1226,8 @@ void qs_percpu_free_slow(qslab_cache *c, struct qs_slab *s, void *obj, int why)
         return;
     }
     struct qs_queue *q = percpu_lock(c);
-    if (!q) { /* no queue (no rseq for this thread): straight back to its owner */
-        *qs_link(c, obj) = qs_enc(c, NULL);
-        qs_stat(c, NULL, QS_FREE_SLOW, 1);
-        qs_route_list(c, NULL, obj, 1);
+    if (!q) { /* no queue (no rseq for this thread) */
+        free_direct(c, obj);
         return;
     }
     if (unlikely(qs_maybe_free(c, *qs_link(c, obj))) && qs_double_free_check(c, q, s, obj)) {
