@@ -26,6 +26,7 @@
 #include <qslab.h>
 
 #include "../testutil.h"
+#include "../deny_rseq.h"
 
 #include <fcntl.h>
 #include <linux/filter.h>
@@ -433,21 +434,6 @@ static int child_main(const char *mode, int rseq)
 }
 
 /* ==== parent side ========================================================= */
-
-/* Make the rseq system call fail with `err` (seccomp); 0 or -1. */
-static int deny_rseq(int err)
-{
-    struct sock_filter f[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_rseq, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (unsigned)err),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    struct sock_fprog prog = {sizeof f / sizeof f[0], f};
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
-        return -1;
-    return 0;
-}
 
 struct run {
     int status;

@@ -1,9 +1,15 @@
 /*
  * One producer allocates, several consumers free (every free is remote).
  * After each round, with nothing live, the slabs held by the caches stay
- * under twice what the first WARMUP rounds needed: remote frees find their
- * way back to be reused instead of piling up (a leak grows with every
- * round).  No timing is measured.
+ * under twice what the first third of the rounds needed (the warm-up):
+ * remote frees find their way back to be reused instead of piling up (a
+ * leak grows with every round, so it stays over the bound; one round over
+ * it and the next under is objects still in batches on their way home when
+ * the round was measured).  The warm-up is a third of the rounds, not a
+ * fixed few: with per-CPU queues, the queues of a CPU the consumers had
+ * not run on yet fill later (five rounds of warm-up measured 13 slabs of
+ * kmalloc-192 in some runs on a loaded machine, against 55 steady, and
+ * failed the bound of 42).  No timing is measured.
  */
 #include <pthread.h>
 #include <qslab.h>
@@ -86,7 +92,7 @@ static void *consumer(void *arg)
     }
 }
 
-#define WARMUP 5 /* rounds that fill every queue; later rounds must not need more */
+#define WARMUP (rounds / 3) /* rounds that fill every queue; later ones must not need more */
 
 int main(void)
 {
@@ -102,6 +108,7 @@ int main(void)
         pthread_create(&t[i], NULL, consumer, NULL);
 
     unsigned long bound_c = 0, bound_k = 0, max_c = 0, max_k = 0;
+    int over = 0; /* consecutive rounds over the bound */
     uint64_t seq = 1;
     unsigned long n_cache = 0;
     for (int r = 0; r < rounds; r++) {
@@ -134,9 +141,10 @@ int main(void)
             bound_c = 2 * max_c + 16;
             bound_k = 2 * max_k + 16;
         }
-        if (r >= WARMUP && (sc.num_slabs > bound_c || sk.num_slabs > bound_k)) {
-            tu_fail("round %d: %lu slabs in %s (bound %lu), %lu in kmalloc-192 (bound %lu): remote frees pile up",
-                    r, sc.num_slabs, "t-prodcons", bound_c, sk.num_slabs, bound_k);
+        over = r >= WARMUP && (sc.num_slabs > bound_c || sk.num_slabs > bound_k) ? over + 1 : 0;
+        if (over == 2) {
+            tu_fail("rounds %d and %d: %lu slabs in %s (bound %lu), %lu in kmalloc-192 (bound %lu): remote "
+                    "frees pile up", r - 1, r, sc.num_slabs, "t-prodcons", bound_c, sk.num_slabs, bound_k);
             break;
         }
     }

@@ -414,27 +414,7 @@ int main(void)
     fprintf(stderr, "signals: owner %s; %lu critical sections restarted (at least %lu per thread)\n",
             oi.kind == QSLAB_OWNER_CPU ? "cpu" : "thread", aborts, least);
 
-    struct qslab_cache_stats st;
-    CHECK(qslab_cache_stats(cache, &st) == 0);
-    CHECKF(st.alloc == allocs[K_CACHE] && st.free == st.alloc && st.active_objs == 0,
-           "t-signals: counted %lu allocs %lu frees %lu in use; threads made %lu", st.alloc, st.free,
-           st.active_objs, allocs[K_CACHE]);
-    CHECKF(qslab_cache_validate(cache) == 0, "t-signals does not validate (see above)");
-
-    unsigned long km_allocs = 0, km_frees = 0;
-    for (int i = 0; i < NKM; i++) {
-        struct qslab_cache_stats s;
-        CHECK(qslab_cache_stats(km[i], &s) == 0);
-        km_allocs += s.alloc - km0[i].alloc;
-        km_frees += s.free - km0[i].free;
-        CHECKF(s.active_objs == km0[i].active_objs, "%s: %lu objects in use, %lu before", qslab_cache_name(km[i]),
-               s.active_objs, km0[i].active_objs);
-        CHECKF(qslab_cache_validate(km[i]) == 0, "%s does not validate (see above)", qslab_cache_name(km[i]));
-    }
-    CHECKF(km_allocs == allocs[K_KMALLOC] && km_frees == km_allocs,
-           "kmalloc-16..512: counted %lu allocs %lu frees; threads made %lu", km_allocs, km_frees,
-           allocs[K_KMALLOC]);
-    CHECKF(qslab_cache_destroy(cache) == 0, "destroy t-signals");
+    stamp_check_end(cache, "t-signals", allocs[K_CACHE], km, km0, NKM, allocs[K_KMALLOC]);
 
     fprintf(stderr,
             "signals: %d threads on %d CPUs, %.2f s: %lu ops, %lu cache + %lu kmalloc objects, %lu cross-thread "

@@ -94,4 +94,34 @@ static inline int stamp_verify(const struct obj *o, int thread, unsigned long *b
     return 0;
 }
 
+/* The end of a stress run: the test cache counted exactly the threads'
+ * allocations and frees, nothing is in use, the kmalloc caches km[0..nkm)
+ * are back to their objects in use of km0[] and counted `km_made`
+ * allocations as many frees, and every cache validates; the test cache
+ * is destroyed.  The includer has included qslab.h and testutil.h. */
+static inline void stamp_check_end(qslab_cache *cache, const char *name, unsigned long made,
+                                   qslab_cache *const *km, const struct qslab_cache_stats *km0, int nkm,
+                                   unsigned long km_made)
+{
+    struct qslab_cache_stats st;
+    CHECK(qslab_cache_stats(cache, &st) == 0);
+    CHECKF(st.alloc == made && st.free == st.alloc && st.active_objs == 0,
+           "%s: counted %lu allocs %lu frees %lu in use; threads made %lu", name, st.alloc, st.free,
+           st.active_objs, made);
+    CHECKF(qslab_cache_validate(cache) == 0, "%s does not validate (see above)", name);
+    unsigned long km_allocs = 0, km_frees = 0;
+    for (int i = 0; i < nkm; i++) {
+        struct qslab_cache_stats s;
+        CHECK(qslab_cache_stats(km[i], &s) == 0);
+        km_allocs += s.alloc - km0[i].alloc;
+        km_frees += s.free - km0[i].free;
+        CHECKF(s.active_objs == km0[i].active_objs, "%s: %lu objects in use, %lu before", qslab_cache_name(km[i]),
+               s.active_objs, km0[i].active_objs);
+        CHECKF(qslab_cache_validate(km[i]) == 0, "%s does not validate (see above)", qslab_cache_name(km[i]));
+    }
+    CHECKF(km_allocs == km_made && km_frees == km_allocs,
+           "kmalloc-16..512: counted %lu allocs %lu frees; threads made %lu", km_allocs, km_frees, km_made);
+    CHECKF(qslab_cache_destroy(cache) == 0, "destroy %s", name);
+}
+
 #endif /* QSLAB_TEST_STAMP_H */

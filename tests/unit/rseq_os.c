@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE
 #include "../testutil.h"
+#include "../deny_rseq.h"
 #include "os.h"
 
 #include <dirent.h>
@@ -286,21 +287,6 @@ static int run_self(void)
     waitpid(pid, &st, 0);
     CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fork child status %#x", st);
     return tu_done();
-}
-
-/* Make rseq fail with `err` in this process (seccomp); 0 or -1. */
-static int deny_rseq(int err)
-{
-    struct sock_filter f[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_rseq, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (unsigned)err),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    struct sock_fprog prog = {sizeof f / sizeof f[0], f};
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
-        return -1;
-    return 0;
 }
 
 /* Re-run with glibc.pthread.rseq=0 and rseq failing with ENOSYS or EPERM:
