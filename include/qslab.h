@@ -80,7 +80,9 @@ size_t qslab_usable_size(const void *p);
 /*
  * Change a tunable of a cache at run time.  `cache` is a cache name or "*"
  * (every cache).  Attributes: order, hiwater, freebatch, empty_limit,
- * empty_decay_ms (see docs/design.md).  Returns 0, or -1 with errno EINVAL
+ * empty_decay_ms, stash_bytes (see docs/design.md), and front (a front end's
+ * name, before the cache's first allocation; qslab_tune_get reads its number:
+ * 0 slqb, 1 slob).  Returns 0, or -1 with errno EINVAL
  * (unknown cache or attribute, value not a number or out of range; a message
  * naming the allowed range is printed on stderr and nothing is changed).
  * The same settings can be given at start-up in QSLAB_TUNE, e.g.
@@ -128,6 +130,14 @@ int qslab_cache_stats(qslab_cache *c, struct qslab_cache_stats *st);
 int qslab_cache_validate(qslab_cache *c);
 /* Look a cache up by name (kmalloc-<size> names included); NULL if none. */
 qslab_cache *qslab_cache_find(const char *name);
+
+/* The front end serving a cache: "slqb" (per-owner queues, the default) or
+ * "slob" (first-fit in pages shared by every cache, no per-owner caching:
+ * the smallest footprint).  QSLAB_FRONT=<name> chooses for every cache of
+ * the process; the tunable `front` (qslab_tune(cache, "front", "slob"), or
+ * QSLAB_TUNE="cache:front=slob") for one cache before its first
+ * allocation.  NULL for a NULL cache.  See docs/fronts.md. */
+const char *qslab_cache_front(const qslab_cache *c);
 
 /* Who owns the object queues: a CPU (SLQB's owner, through Linux
  * restartable sequences) or a thread.  QSLAB_OWNER=cpu|thread chooses at

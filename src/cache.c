@@ -12,12 +12,14 @@
  * of qslab uses, so the layout can grow here alone.
  */
 #include "fastpath.h"
+#include "front.h"
 
 #include <errno.h>
 #include <string.h>
 
 qs_lock qs_global;
 qslab_cache *qs_caches;
+qslab_cache *qs_cache_by_id[QS_MAX_CACHES];
 volatile int qs_initialized;
 
 static uint64_t id_bits[QS_MAX_CACHES / 64];
@@ -95,6 +97,7 @@ bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align,
     c->link_off = (uint32_t)link_off;
     c->slot_size = (uint32_t)slot;
     c->is_kmalloc = is_kmalloc;
+    c->front = (uint8_t)qs_front_default;
     /* a zero word must not look free: set the top bit */
     c->secret = (uintptr_t)(cache_secret() | (1ULL << 63));
     c->min_order = qs_slab_min_order(slot, align);
@@ -115,6 +118,7 @@ bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align,
         return false;
     }
     qs_owner_cache_added(c->id);
+    __atomic_store_n(&qs_cache_by_id[c->id], c, __ATOMIC_RELEASE);
     /* append, so that slabinfo lists caches in creation order */
     qslab_cache **pp = &qs_caches;
     while (*pp)
@@ -132,7 +136,9 @@ void qs_init_slow(void)
     if (!qs_initialized) {
         qs_node_topology_init();
         qs_owner_kind_init();
+        qs_front_init();
         qs_kmalloc_init();
+        qs_slob_setup();
         qs_stats_init();
         __atomic_store_n(&qs_initialized, 1, __ATOMIC_RELEASE);
         qs_lock_release(&init_lock);
@@ -191,6 +197,8 @@ QSLAB_EXPORT void *qslab_cache_alloc_node(qslab_cache *c, int node)
         errno = EINVAL;
         return NULL;
     }
+    if (c->front != QS_FRONT_SLQB)
+        return qs_front_of(c)->alloc(c, node);
     struct qs_queue *q = qs_queue_of(c);
     if (!q)
         q = qs_queue_attach(c); /* NULL for an exited thread: node path */
@@ -223,6 +231,10 @@ void qs_bad_free(qslab_cache *expected, const void *p)
     }
     struct qs_slab *s = qs_chunk_slab(ch, p);
     qslab_cache *c = s ? __atomic_load_n(&s->cache, __ATOMIC_RELAXED) : NULL;
+    if (c == &qs_slob_arena) { /* SLOB's shared pages: it knows their blocks */
+        qs_slob_bad_free(expected, s, p);
+        return;
+    }
     if (!c || (uintptr_t)p < (uintptr_t)s->base) {
         qs_fatal("invalid free of %p: not an allocated object (free slab memory)%s%s", p,
                  want ? ", cache " : "", want ? want : "");
@@ -248,9 +260,11 @@ static QS_NOINLINE void cache_free_other(qslab_cache *c, void *obj)
     if (!obj)
         return;
     struct qs_chunk *ch = qs_chunk_of(obj);
-    struct qs_slab *s;
+    struct qs_slab *s = NULL;
     if (ch && ch->kind == QS_CHUNK_SLABS && (s = qs_obj_slab(ch, obj)) && s->cache == c)
         qs_free_fast(c, s, obj);
+    else if (s && qs_front_of(s->cache)->free_to) /* SLOB: pages every cache shares */
+        qs_front_of(s->cache)->free_to(c, s, obj);
     else
         qs_bad_free(c, obj);
 }
@@ -266,6 +280,13 @@ QSLAB_EXPORT void qslab_cache_free(qslab_cache *c, void *obj)
 }
 
 QSLAB_EXPORT size_t qslab_cache_shrink(qslab_cache *c)
+{
+    qs_init();
+    return qs_front_of(c)->shrink(c);
+}
+
+/* SLQB's shrink: the queues' objects home, then the nodes' empty slabs. */
+size_t qs_slqb_shrink(qslab_cache *c)
 {
     if (qs_percpu()) { /* every CPU's queue (SLUB's flush_all) */
         qs_lock_acquire(&qs_global);
@@ -321,6 +342,7 @@ QSLAB_EXPORT int qslab_cache_destroy(qslab_cache *c)
         return -1;
     }
     qs_owner_detach_cache(c);
+    __atomic_store_n(&qs_cache_by_id[c->id], NULL, __ATOMIC_RELAXED);
     qslab_cache **pp = &qs_caches;
     while (*pp != c)
         pp = &(*pp)->next;

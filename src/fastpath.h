@@ -427,7 +427,7 @@ extern const uint8_t qs_kmalloc_small_index16[QS_KM_SMALL_ENTRIES];
 extern const uint8_t qs_kmalloc_mid_index[QS_KM_MID_ENTRIES];
 void *qs_large_alloc(size_t size, size_t align);
 void qs_free_other(void *p);
-void *qs_kmalloc_slow(unsigned i);
+void *qs_kmalloc_slow(unsigned i, size_t size); /* size: for a front end without queues */
 
 #define QS_KM_TABLE_CLASSES 12 /* 8 .. 1024: from the table */
 #define QS_KM_QUARTER_FIRST 16 /* 1.5K, 2K, 3K, 4K before it; then 5K .. 32K */
@@ -450,14 +450,14 @@ static inline unsigned qs_kmalloc_index(size_t size, const uint8_t *small)
 
 /* qs_alloc_fast for class i, whose cache id is i (qs_kmalloc_init): the
  * queue lookup does not wait for the cache's line. */
-static inline void *qs_kmalloc_alloc(unsigned i)
+static inline void *qs_kmalloc_alloc(unsigned i, size_t size)
 {
     if (i >= QS_KMALLOC_CLASSES)
         __builtin_unreachable(); /* so i < QS_FIXED_SLOTS: no bound check */
 #if QS_HAVE_PERCPU
     if (qs_percpu()) {
         void *obj = qs_percpu_alloc(i, 0); /* no ctor: the link at 0 */
-        return likely(obj != NULL) ? obj : qs_kmalloc_slow(i);
+        return likely(obj != NULL) ? obj : qs_kmalloc_slow(i, size);
     }
 #endif
     struct qs_queue *q = qs_queue_fast(i);
@@ -466,13 +466,13 @@ static inline void *qs_kmalloc_alloc(unsigned i)
         if (likely(obj != NULL))
             return obj;
     }
-    return qs_kmalloc_slow(i); /* refill, or report the corrupt link */
+    return qs_kmalloc_slow(i, size); /* refill, or report the corrupt link */
 }
 
 static inline void *qs_kmalloc(size_t size, const uint8_t *small)
 {
     if (likely(size <= QS_KMALLOC_MAX))
-        return qs_kmalloc_alloc(qs_kmalloc_index(size, small));
+        return qs_kmalloc_alloc(qs_kmalloc_index(size, small), size);
     return qs_large_alloc(size, 0);
 }
 

@@ -10,7 +10,7 @@
  * exist in the child: their queued objects are unreachable there, as with
  * any per-thread cache.
  */
-#include "internal.h"
+#include "front.h"
 
 static void for_each_lock(void (*op)(qs_lock *), bool reverse)
 {
@@ -40,6 +40,9 @@ static void fork_prepare(void)
 {
     qs_lock_acquire(&qs_global);
     for_each_lock(qs_lock_acquire, false);
+    for (int f = 0; f < QS_FRONT_NR; f++)
+        if (qs_fronts[f]->lock_all)
+            qs_fronts[f]->lock_all(true);
     qs_page_lock_all(true);
     qs_meta_lock_all(true);
 }
@@ -48,6 +51,9 @@ static void fork_release(void)
 {
     qs_meta_lock_all(false);
     qs_page_lock_all(false);
+    for (int f = QS_FRONT_NR - 1; f >= 0; f--)
+        if (qs_fronts[f]->lock_all)
+            qs_fronts[f]->lock_all(false);
     for_each_lock(qs_lock_release, true);
     qs_lock_release(&qs_global);
 }

@@ -393,6 +393,8 @@ struct qslab_cache {
     uint32_t empty_decay_ms; /* tunable: age after which empties go back */
     uint32_t stash_bytes;    /* tunable: empty slabs a queue keeps (bytes) */
     bool is_kmalloc;
+    uint8_t front;            /* QS_FRONT_*: its front end (front.h), set
+                                 before its first allocation */
     char name[QS_NAME_MAX];
     struct qs_node *nodes;    /* [qs_nr_nodes] */
     struct qs_queue *queues;  /* every queue of this cache (qs_global) */
@@ -402,6 +404,9 @@ struct qslab_cache {
     unsigned long orphan_stat[QS_STAT_NR];
     qslab_cache *next;        /* qs_caches (qs_global) */
 };
+
+/* Front ends (front.h): SLQB's queues, or SLOB's shared pages. */
+enum { QS_FRONT_SLQB, QS_FRONT_SLOB, QS_FRONT_NR };
 
 /* Per-thread owner (TLS). */
 #define QS_FIXED_SLOTS 64
@@ -772,6 +777,9 @@ int qs_owner_cpu(void);                     /* the caller's CPU (registering rse
 bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align, unsigned long flags,
                     void (*ctor)(void *), bool is_kmalloc);
 void qs_bad_free(qslab_cache *expected, const void *p);
+extern qslab_cache *qs_cache_by_id[QS_MAX_CACHES]; /* live caches by id (qs_global) */
+bool qs_cache_used(const qslab_cache *c); /* has it allocated yet (qs_global held) */
+size_t qs_slqb_shrink(qslab_cache *c);
 
 /* ---- kmalloc.c ---- */
 #define QS_KMALLOC_CLASSES 48

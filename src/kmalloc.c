@@ -24,6 +24,7 @@
  * two only).
  */
 #include "fastpath.h"
+#include "front.h"
 
 #include <errno.h>
 #include <string.h>
@@ -148,9 +149,14 @@ QSLAB_EXPORT void qslab_large_stats(struct qslab_large_stats *st)
 
 /* qs_kmalloc_alloc's slow path: the queue is empty (or missing), or its
  * top object does not look free (qs_queue_pop reports it). */
-QS_NOINLINE void *qs_kmalloc_slow(unsigned i)
+QS_NOINLINE void *qs_kmalloc_slow(unsigned i, size_t size)
 {
     qslab_cache *c = &qs_kmalloc_caches[i];
+    if (unlikely(c->front != QS_FRONT_SLQB)) { /* no queues: front.h */
+        const struct qs_front *fe = qs_front_of(c);
+        qs_init();
+        return fe->kmalloc ? fe->kmalloc(c, size, 0) : fe->alloc(c, QSLAB_NUMA_NO_NODE);
+    }
     if (qs_percpu())
         return qs_alloc_slow(c);
     struct qs_queue *q = qs_queue_of(c);
@@ -226,6 +232,8 @@ static size_t usable(const void *p, const char *what)
     struct qs_chunk *ch = qs_chunk_of(p);
     if (ch && ch->kind == QS_CHUNK_SLABS) {
         struct qs_slab *s = qs_obj_slab(ch, p);
+        if (s && qs_front_of(s->cache)->usable)
+            return qs_front_of(s->cache)->usable(s, p);
         if (s)
             return s->cache->is_kmalloc ? s->cache->slot_size : s->cache->obj_size;
     } else if (ch && ch->kind == QS_CHUNK_LARGE && p == ch->large_ptr) {
@@ -283,6 +291,11 @@ QSLAB_EXPORT void *qslab_aligned_alloc(size_t align, size_t size)
     }
     if (align <= 8)
         return qslab_malloc(size);
+    qs_init();
+    const struct qs_front *fe = qs_front_of(&qs_kmalloc_caches[0]);
+    if (fe->kmalloc && size <= QS_PAGE_SIZE && size + align + 32 <= QS_PAGE_SIZE) /* SLOB: in a page */
+        return fe->kmalloc(&qs_kmalloc_caches[qs_kmalloc_index(size, qs_kmalloc_small_index)], size,
+                           align);
     size_t want = size > align ? size : align;
     if (want <= QS_CHUNK_SIZE / 2) {
         /* round to a power of two: those classes are naturally aligned */

@@ -28,7 +28,7 @@
  * started from matters (see qs_purger_wanted).  After fork the child has no
  * purger until it keeps empty slabs again.
  */
-#include "internal.h"
+#include "front.h"
 
 #include <errno.h>
 
@@ -231,6 +231,9 @@ size_t qs_node_sweep(bool all)
         bytes += qs_page_free_slab(release);
         release = next;
     }
+    for (int f = 0; f < QS_FRONT_NR; f++) /* what the front ends keep of their own */
+        if (qs_fronts[f]->sweep)
+            bytes += qs_fronts[f]->sweep(all);
     return bytes;
 }
 

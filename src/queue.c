@@ -35,6 +35,7 @@
  * makes any new slab.
  */
 #include "fastpath.h"
+#include "front.h"
 
 #include <errno.h>
 
@@ -772,6 +773,8 @@ void *qs_alloc_slow(qslab_cache *c)
 {
     qs_init();
     qs_purger_check(); /* a safe point to start the purger (node.c) */
+    if (unlikely(c->front != QS_FRONT_SLQB)) /* no queues: front.h */
+        return qs_front_of(c)->alloc(c, QSLAB_NUMA_NO_NODE);
     if (qs_percpu())
         return percpu_alloc_slow(c);
     struct qs_queue *q = qs_queue_of(c);
@@ -807,6 +810,10 @@ static void free_direct(qslab_cache *c, void *obj)
 
 void qs_free_slow(qslab_cache *c, struct qs_slab *s, void *obj)
 {
+    if (unlikely(c->front != QS_FRONT_SLQB)) { /* no queues: front.h */
+        qs_front_of(c)->free(c, s, obj);
+        return;
+    }
     struct qs_queue *q = qs_queue_of(c);
     if (!q && (qs_self.state != 0 || ++qs_self.direct_frees >= QS_FREE_ONLY_ATTACH))
         q = qs_queue_attach(c);
@@ -1221,6 +1228,10 @@ static void *percpu_alloc_slow(qslab_cache *c)
  * thread's queue does (qs_free_remote). */
 void qs_percpu_free_slow(qslab_cache *c, struct qs_slab *s, void *obj, int why)
 {
+    if (unlikely(c->front != QS_FRONT_SLQB)) { /* no queues: front.h */
+        qs_front_of(c)->free(c, s, obj);
+        return;
+    }
     if (why == QS_PC_SUSPECT) { /* obj is the top of our queue: free already */
         qs_fatal("double free of %p in cache %s", obj, c->name);
         return;

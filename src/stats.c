@@ -8,7 +8,7 @@
  * never freed while their cache lives, so a sum over cache->queues under
  * qs_global sees every event, including those of exited threads.
  */
-#include "internal.h"
+#include "front.h"
 
 #include <errno.h>
 #include <string.h>
@@ -82,6 +82,12 @@ static void fill(qslab_cache *c, struct qslab_cache_stats *st)
         st->queued_objs += QS_TOP_NR(QS_LOAD(q->top)) + q->inbox.nr;
         qs_lock_release(&q->inbox.lock);
     }
+    if (qs_front_of(c)->held) {
+        unsigned long objs = 0, empties = 0;
+        qs_front_of(c)->held(c, &objs, &empties);
+        st->queued_objs += objs;
+        st->empty_slabs += empties;
+    }
     st->object_size = c->obj_size;
     st->slot_size = c->slot_size;
     st->order = QS_LOAD(c->order);
@@ -121,7 +127,7 @@ QSLAB_EXPORT void qslab_slabinfo(int fd)
     qs_buf_str(&b, "slabinfo - version: 2.1\n"
                    "# name            <active_objs> <num_objs> <objsize> <objperslab> "
                    "<pagesperslab> : tunables <limit> <batchcount> <sharedfactor> : slabdata "
-                   "<active_slabs> <num_slabs> <sharedavail>\n");
+                   "<active_slabs> <num_slabs> <sharedavail> : front <name>\n");
     flush_line(fd, &b);
     qs_lock_acquire(&qs_global);
     for (qslab_cache *c = qs_caches; c; c = c->next) {
@@ -152,6 +158,8 @@ QSLAB_EXPORT void qslab_slabinfo(int fd)
         col(&b, st.num_slabs, 6);
         qs_buf_putc(&b, ' ');
         col(&b, 0, 6);
+        qs_buf_str(&b, " : front ");
+        qs_buf_str(&b, qs_front_of(c)->name);
         qs_buf_putc(&b, '\n');
         flush_line(fd, &b);
     }
@@ -169,7 +177,7 @@ QSLAB_EXPORT void qslab_stats_report(int fd)
     struct qs_buf b = {line, 0, sizeof(line)};
     qs_init();
     qs_buf_str(&b, "Name                   Objects      Alloc       Free %Fast   Remote  Batches   "
-                   "Claims  Slabs O\n");
+                   "Claims  Slabs O Front\n");
     flush_line(fd, &b);
     qs_lock_acquire(&qs_global);
     /* most active first (slabinfo -A), caches without activity left out;
@@ -212,6 +220,8 @@ QSLAB_EXPORT void qslab_stats_report(int fd)
         col(&b, st.claim, 9);
         col(&b, st.num_slabs, 7);
         col(&b, st.order, 2);
+        qs_buf_putc(&b, ' ');
+        qs_buf_str(&b, qs_front_of(best)->name);
         qs_buf_putc(&b, '\n');
         flush_line(fd, &b);
         last = best_act;
@@ -230,6 +240,15 @@ QSLAB_EXPORT void qslab_stats_report(int fd)
         qs_buf_putc(&b, '\n');
         flush_line(fd, &b);
     }
+    for (int f = 0; f < QS_FRONT_NR; f++) /* lines of the front ends' own (SLOB's pages) */
+        if (qs_fronts[f]->report)
+            qs_fronts[f]->report(fd);
+    qs_buf_str(&b, "Front: "); /* the default front end (caches may differ: column Front) */
+    qs_buf_str(&b, qs_fronts[qs_front_default]->name);
+    qs_buf_str(&b, ", ");
+    qs_buf_str(&b, qs_fronts[qs_front_default]->what);
+    qs_buf_putc(&b, '\n');
+    flush_line(fd, &b);
     qs_buf_str(&b, "Owner: "); /* which owner kind is in force, and why */
     qs_buf_str(&b, qs_owner_why);
     qs_buf_putc(&b, '\n');
@@ -247,7 +266,9 @@ void qs_stats_totals(struct qs_totals *t)
         t->slab_bytes += st.num_objs * st.slot_size;
         t->inuse_bytes += st.active_objs * st.slot_size;
         t->slabs += st.num_slabs;
-        t->empty_bytes += st.empty_slabs * qs_slab_bytes(st.order);
+        /* the objects' slots of the empty slabs, as slab_bytes counts them
+         * (so keepcost <= arena) */
+        t->empty_bytes += st.empty_slabs * st.objs_per_slab * st.slot_size;
         for (struct qs_queue *q = c->queues; q; q = q->all_next) {
             qs_lock_acquire(&q->inbox.lock);
             size_t n = QS_TOP_NR(QS_LOAD(q->top)) + q->inbox.nr;
@@ -256,6 +277,9 @@ void qs_stats_totals(struct qs_totals *t)
         }
     }
     qs_lock_release(&qs_global);
+    for (int f = 0; f < QS_FRONT_NR; f++)
+        if (qs_fronts[f]->totals)
+            qs_fronts[f]->totals(t);
     struct qslab_large_stats ls;
     qslab_large_stats(&ls);
     t->large_count = ls.live;

@@ -12,12 +12,12 @@
  * e.g. QSLAB_TUNE="kmalloc-8192:order=3,hiwater=64;*:empty_decay_ms=500"
  * Entries are applied when a cache is created, in order, so later entries win.
  */
-#include "internal.h"
+#include "front.h"
 
 #include <errno.h>
 #include <string.h>
 
-enum { T_ORDER, T_HIWATER, T_FREEBATCH, T_EMPTY_LIMIT, T_EMPTY_DECAY, T_STASH };
+enum { T_ORDER, T_HIWATER, T_FREEBATCH, T_EMPTY_LIMIT, T_EMPTY_DECAY, T_STASH, T_FRONT };
 
 static const struct tunable {
     const char *name, *unit, *doc;
@@ -28,6 +28,7 @@ static const struct tunable {
     [T_EMPTY_LIMIT] = {"empty_limit", "slabs", "empty slabs kept per node, at most"},
     [T_EMPTY_DECAY] = {"empty_decay_ms", "ms", "an empty slab older than this goes back"},
     [T_STASH] = {"stash_bytes", "bytes", "empty slabs an owner keeps for its next refill"},
+    [T_FRONT] = {"front", "name", "front end (slqb, slob), before the first allocation"},
 };
 #define NR_TUNABLES (sizeof(tunables) / sizeof(tunables[0]))
 
@@ -179,9 +180,51 @@ static bool parse_ulong(const char *s, size_t len, unsigned long *out)
     return true;
 }
 
+/* Has c allocated (or been given a queue) yet?  qs_global held. */
+bool qs_cache_used(const qslab_cache *c)
+{
+    unsigned long sum[QS_STAT_NR];
+    if (c->queues)
+        return true;
+    qs_stats_sum((qslab_cache *)c, sum);
+    return sum[QS_ALLOC_FAST] || sum[QS_ALLOC_SLOW] || sum[QS_NEW_SLAB];
+}
+
+/* The front end: a name (or its number), before the cache's first
+ * allocation; qs_global held. */
+static int set_front_locked(qslab_cache *c, const char *value, size_t vlen)
+{
+    char val[32];
+    size_t n = vlen < sizeof(val) - 1 ? vlen : sizeof(val) - 1;
+    memcpy(val, value, n);
+    val[n] = '\0';
+    int f = qs_front_find(value, vlen);
+    unsigned long num;
+    if (f < 0 && parse_ulong(value, vlen, &num) && num < QS_FRONT_NR)
+        f = (int)num;
+    if (f < 0) {
+        qs_warn("tune %s front=%s refused: the front ends are slqb, slob", c->name, val);
+        errno = EINVAL;
+        return -1;
+    }
+    if (f == c->front)
+        return 0;
+    if (qs_cache_used(c)) {
+        qs_warn("tune %s front=%s refused: the cache has allocated already (a front end is "
+                "chosen before a cache's first allocation; it stays %s)",
+                c->name, val, qs_front_of(c)->name);
+        errno = EINVAL;
+        return -1;
+    }
+    c->front = (uint8_t)f;
+    return 0;
+}
+
 /* qs_global held */
 static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
 {
+    if (t == T_FRONT)
+        return set_front_locked(c, value, vlen);
     unsigned long v, lo, hi;
     range(c, (unsigned)t, &lo, &hi);
     bool num = parse_ulong(value, vlen, &v);
@@ -230,7 +273,7 @@ QSLAB_EXPORT int qslab_tune(const char *cache, const char *attr, const char *val
     int t = find_tunable(attr, strlen(attr));
     if (t < 0) {
         qs_warn("tune %s: unknown attribute %s (order, hiwater, freebatch, empty_limit, "
-                "empty_decay_ms)",
+                "empty_decay_ms, stash_bytes, front)",
                 cache, attr);
         errno = EINVAL;
         return -1;
@@ -266,7 +309,7 @@ QSLAB_EXPORT int qslab_tune_get(const char *cache, const char *attr, unsigned lo
         errno = EINVAL;
         return -1;
     }
-    *out = QS_LOAD(*field(c, (unsigned)t));
+    *out = t == T_FRONT ? c->front : QS_LOAD(*field(c, (unsigned)t));
     return 0;
 }
 

@@ -13,17 +13,16 @@
  * Returns 0, or -1 after printing one line per problem on stderr.
  */
 #include "fastpath.h"
+#include "front.h"
 
-struct walk {
-    qslab_cache *c;
-    unsigned long slabs, inuse, queued, errors;
-};
+#define walk qs_walk
 
-static void problem(struct walk *w, const char *what, const void *where)
+void qs_walk_problem(struct walk *w, const char *what, const void *where)
 {
     w->errors++;
     qs_warn("validate %s: %s at %p", w->c->name, what, where);
 }
+#define problem qs_walk_problem
 
 /* The objects of a queue's slots: each an object of this cache holding the
  * free stamp (QS_STAMP) or, when a refill put it there, its free-list link. */
@@ -148,6 +147,8 @@ QSLAB_EXPORT int qslab_cache_validate(qslab_cache *c)
             problem(&w, "empty count does not match the FIFO", n);
         qs_lock_release(&n->lock);
     }
+    if (qs_front_of(c)->validate) /* what the front end holds beyond queues and nodes */
+        qs_front_of(c)->validate(c, &w);
     qs_stats_sum(c, sum);
     qs_lock_release(&qs_global);
     unsigned long live = sum[QS_ALLOC_FAST] + sum[QS_ALLOC_SLOW] - sum[QS_FREE_FAST] - sum[QS_FREE_SLOW];

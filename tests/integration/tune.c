@@ -4,6 +4,7 @@
  */
 #include <qslab.h>
 
+#include "../front.h"
 #include "../testutil.h"
 
 static const char *const attrs[] = {"order", "hiwater", "freebatch", "empty_limit", "empty_decay_ms",
@@ -226,7 +227,12 @@ static void test_hiwater_live(void)
     qslab_cache_stats(c, &b);
     struct qslab_owner_info oi;
     qslab_owner_info(&oi);
-    if (oi.kind == QSLAB_OWNER_THREAD) /* past hiwater, straight to the slab */
+    if (tf_slob(c)) /* SLOB: no queue, every free a slow one (tunables accepted, unused) */
+        CHECKF(b.free_fast == a.free_fast && b.free_slow - a.free_slow == N && b.flush == a.flush &&
+                   b.queued_objs == 0,
+               "slob: %lu pushed, %lu slow frees, %lu flushes, %lu queued", b.free_fast - a.free_fast,
+               b.free_slow - a.free_slow, b.flush - a.flush, b.queued_objs);
+    else if (oi.kind == QSLAB_OWNER_THREAD) /* past hiwater, straight to the slab */
         CHECKF(b.free_fast - a.free_fast == 8 && b.free_slow - a.free_slow == N - 8,
                "hiwater 8: %lu pushed, %lu freed past the queue", b.free_fast - a.free_fast,
                b.free_slow - a.free_slow);

@@ -6,6 +6,7 @@
  * slab.
  */
 #include "../testutil.h"
+#include "../front.h"
 #include "internal.h"
 
 #include <time.h>
@@ -24,6 +25,7 @@ int main(void)
 {
     qslab_cache *c = qslab_cache_create("t-empty", 1024, 0, 0, NULL);
     CHECK(c != NULL);
+    tf_pin_slqb("t-empty"); /* SLQB's queues and stash */
     unsigned per = qs_slab_objects(c, c->order); /* objects per slab */
     CHECK(qslab_tune("t-empty", "empty_limit", "8") == 0);
     CHECK(qslab_tune("t-empty", "freebatch", "16") == 0); /* freebatch <= hiwater */

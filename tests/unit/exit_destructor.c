@@ -5,6 +5,7 @@
  * invariants intact.
  */
 #include "../testutil.h"
+#include "../front.h"
 #include "internal.h"
 
 #include <pthread.h>
@@ -46,6 +47,8 @@ static unsigned long nr_queues(void)
 int main(void)
 {
     c = qslab_cache_create("t-late", 72, 0, 0, NULL);
+    CHECK(c != NULL);
+    tf_pin_slqb("t-late"); /* SLQB's queues */
     qslab_cache_free(c, qslab_cache_alloc(c)); /* qslab's key exists now */
     CHECK(pthread_key_create(&late_key, late_destructor) == 0);
     enum { ROUNDS = 50, PAR = 4 };

@@ -6,6 +6,7 @@
  * makes the slab full, and the invariant walker agrees at every step.
  */
 #include "../testutil.h"
+#include "../front.h"
 #include "internal.h"
 
 #include <string.h>
@@ -26,6 +27,7 @@ int main(void)
 {
     qslab_cache *c = qslab_cache_create("t-lazy", 4096, 0, 0, NULL);
     CHECK(c != NULL);
+    tf_pin_slqb("t-lazy"); /* SLQB's slabs */
     unsigned per = qs_slab_objects(c, c->order);
     size_t slab = qs_slab_bytes(c->order);
     CHECKF(per == 8 && slab == 32768, "%u objects in %zu bytes", per, slab);

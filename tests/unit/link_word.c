@@ -2,6 +2,7 @@
  * unit: the encoded link word of free objects.
  */
 #include "../testutil.h"
+#include "../front.h"
 #include "internal.h"
 
 static void ctor(void *p)
@@ -14,6 +15,8 @@ int main(void)
     qslab_cache *c = qslab_cache_create("t-link", 24, 0, 0, NULL);
     qslab_cache *k = qslab_cache_create("t-link-ctor", 24, 0, 0, ctor);
     CHECK(c && k);
+    tf_pin_slqb("t-link"); /* SLQB's link words */
+    tf_pin_slqb("t-link-ctor");
     CHECK(c->link_off == 0);            /* no constructor: link inside the object */
     CHECK(k->link_off == 24);           /* constructor: link after the object */
     CHECK(k->slot_size == 32);

@@ -7,6 +7,7 @@
  * they never go back.
  */
 #include "../testutil.h"
+#include "../front.h"
 #include "internal.h"
 
 #include <time.h>
@@ -17,6 +18,7 @@ static void *objs[N];
 int main(void)
 {
     qslab_cache *c = qslab_cache_create("t-purge", 2048, 0, 0, NULL);
+    tf_pin_slqb("t-purge"); /* SLQB's slabs and stash */
     CHECK(c && qslab_tune("t-purge", "empty_decay_ms", "100") == 0);
     for (int i = 0; i < N; i++)
         objs[i] = qslab_cache_alloc(c);
@@ -42,6 +44,7 @@ int main(void)
     /* a stash and nothing else: a queue of one object, so that frees go
      * straight to their slabs, and two of three slabs empty into the stash */
     qslab_cache *t = qslab_cache_create("t-stash", 1024, 0, 0, NULL);
+    tf_pin_slqb("t-stash");
     CHECK(t && qslab_tune("t-stash", "empty_decay_ms", "100") == 0);
     CHECK(qslab_tune("t-stash", "freebatch", "1") == 0 && qslab_tune("t-stash", "hiwater", "1") == 0);
     unsigned per = qs_slab_objects(t, t->order), n = 3 * per;

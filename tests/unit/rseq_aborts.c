@@ -10,6 +10,7 @@
  * the suite's mode; it passes with a note where the kernel has no rseq.
  */
 #include "../testutil.h"
+#include "../front.h"
 #include "internal.h"
 #include "fastpath.h"
 
@@ -82,6 +83,7 @@ int main(int argc, char **argv)
     tu_pin_one_cpu();
     qslab_cache *c = qslab_cache_create("t-rseq-aborts", 64, 0, 0, NULL);
     CHECK(c != NULL);
+    tf_pin_slqb("t-rseq-aborts"); /* SLQB's per-CPU queues */
     void *p = qslab_cache_alloc(c); /* the CPU's queue exists now */
     qslab_cache_free(c, p);
     struct qs_queue *q = qs_queue_of(c);

@@ -4,6 +4,7 @@
  * the minimum), the SLQB watermarks and the byte bounds derived from them.
  */
 #include "../testutil.h"
+#include "../front.h"
 #include "internal.h"
 
 /* bytes of the slab's touched pages that no object covers (the tail past
@@ -83,6 +84,7 @@ int main(void)
     }
     /* one big object makes one slab, not QS_REFILL_MIN of them */
     qslab_cache *big = qslab_cache_create("t-big", 256 << 10, 0, 0, NULL);
+    tf_pin_slqb("t-big"); /* SLQB's refill */
     void *bp = qslab_cache_alloc(big);
     struct qslab_cache_stats bst;
     qslab_cache_stats(big, &bst);

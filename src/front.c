@@ -1,0 +1,51 @@
+/*
+ * front.c - the front ends' registry and their selection (front.h).
+ *
+ * QSLAB_FRONT=slqb|slob picks the front end of every cache made from then on
+ * (the kmalloc caches included: they are made at start-up); the `front`
+ * tunable changes one cache's before its first allocation (tune.c), e.g.
+ * QSLAB_TUNE="conn:front=slob".  A cache keeps its front end for life.
+ */
+#include "front.h"
+
+#include <string.h>
+
+/* SLQB: the inline fast paths and queue.c's slow paths are its own; only
+ * shrink is a hook (cache.c). */
+const struct qs_front qs_front_slqb = {
+    .name = "slqb",
+    .what = "per-owner LIFO queues, remote frees batched home (SLQB)",
+    .shrink = qs_slqb_shrink,
+};
+
+const struct qs_front *const qs_fronts[QS_FRONT_NR] = {
+    [QS_FRONT_SLQB] = &qs_front_slqb,
+    [QS_FRONT_SLOB] = &qs_front_slob,
+};
+
+int qs_front_default = QS_FRONT_SLQB;
+
+int qs_front_find(const char *name, size_t len)
+{
+    for (int i = 0; i < QS_FRONT_NR; i++)
+        if (strlen(qs_fronts[i]->name) == len && memcmp(qs_fronts[i]->name, name, len) == 0)
+            return i;
+    return -1;
+}
+
+void qs_front_init(void)
+{
+    const char *v = qs_os_getenv("QSLAB_FRONT");
+    if (v && *v) {
+        int f = qs_front_find(v, strlen(v));
+        if (f < 0)
+            qs_warn("QSLAB_FRONT=%s ignored: the front ends are slqb, slob", v);
+        else
+            qs_front_default = f;
+    }
+}
+
+QSLAB_EXPORT const char *qslab_cache_front(const qslab_cache *c)
+{
+    return c ? qs_front_of(c)->name : NULL;
+}

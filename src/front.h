@@ -1,0 +1,105 @@
+/*
+ * front.h - front ends: how a cache's objects travel between its callers and
+ * its slabs.
+ *
+ * The seeds argue over three designs for this (SLAB, SLUB, SLQB) and keep
+ * SLOB for small machines.  qslab runs each as a front end over the same
+ * layers below (page.c chunks and slabs, slab.c object layout, node.c lists
+ * and empty-slab policy, the statistics, tunables, validation and the
+ * drop-in): a cache picks its front end when it is made (QSLAB_FRONT for the
+ * process, the `front` tunable per cache before its first allocation) and
+ * keeps it.
+ *
+ *   slqb  per-owner LIFO queues, remote frees batched home (queue.c, owner.c,
+ *         percpu.c, fastpath.h: the inline fast paths are SLQB's)
+ *   slob  first-fit in pages shared by every cache, no per-owner caching
+ *         (slob.c): the memory floor
+ *
+ * THE CONTRACT.  The inline fast paths (fastpath.h) serve only caches whose
+ * owners have queues; a front end without queues never attaches one, so its
+ * caches' fast paths always miss (qs_no_queue: empty, owns nothing) and land
+ * in the slow paths, which hand the call to the cache's front end:
+ *   alloc   qs_alloc_slow, qs_kmalloc_slow (with the request's size),
+ *           qslab_cache_alloc_node
+ *   free    qs_free_slow, qs_free_remote, qs_percpu_free_slow, and
+ *           qslab_cache_free of an object of another cache's slab (the
+ *           front end decides: SLOB's pages belong to its arena)
+ * and the cache-wide operations (shrink, the purger's sweep, trim, destroy,
+ * statistics, validation, fork) call the hooks below after (or instead of)
+ * the work on queues, which is empty for a front end without queues.
+ * A NULL hook means "nothing beyond the common work".
+ */
+#ifndef QSLAB_FRONT_H
+#define QSLAB_FRONT_H
+
+#include "internal.h"
+
+#pragma GCC visibility push(hidden)
+
+struct qs_walk; /* validate.c */
+
+struct qs_front {
+    const char *name; /* as in QSLAB_FRONT and the statistics */
+    const char *what; /* one line for the report */
+    /* the slow paths: allocate one object of c (node: QSLAB_NUMA_NO_NODE or
+     * a node), NULL with errno set on failure */
+    void *(*alloc)(qslab_cache *c, int node);
+    /* kmalloc's slow path with the request's size, c its class's cache
+     * (NULL: alloc); align (0: malloc's) from qslab_aligned_alloc, for
+     * requests that fit a page with their alignment */
+    void *(*kmalloc)(qslab_cache *c, size_t size, size_t align);
+    /* free obj, which the caller validated as an object of slab s, whose
+     * cache is c (for SLOB: its arena) */
+    void (*free)(qslab_cache *c, struct qs_slab *s, void *obj);
+    /* qslab_cache_free(expected, obj) where obj lies in slab s of a cache
+     * of this front end other than `expected` (SLOB: pages shared by every
+     * cache): free it or report it */
+    void (*free_to)(qslab_cache *expected, struct qs_slab *s, void *obj);
+    /* usable bytes of obj, an object of slab s (kmalloc: the block's) */
+    size_t (*usable)(struct qs_slab *s, const void *obj);
+    /* shrink: give back what the front end keeps for cache c; bytes */
+    size_t (*shrink)(qslab_cache *c);
+    /* the purger's tick (all: malloc_trim, everything), over the whole
+     * front end, once per tick; bytes given back.  No lock held. */
+    size_t (*sweep)(bool all);
+    /* the statistics: free objects and empty slabs the front end holds for
+     * c, beyond its queues (qs_global held) */
+    void (*held)(qslab_cache *c, unsigned long *objs, unsigned long *empty_slabs);
+    /* mallinfo's totals: add what the front end holds beyond its caches'
+     * objects (SLOB: free space in its pages, kept pages) */
+    void (*totals)(struct qs_totals *t);
+    /* validation: walk what the front end holds for c (qs_global held) */
+    void (*validate)(qslab_cache *c, struct qs_walk *w);
+    /* fork: take (true) or release every lock of the front end's, in its
+     * rank (after node locks, before the page pools) */
+    void (*lock_all)(bool lock);
+    /* a line of its own for the report (SLOB: its pages); NULL: none */
+    void (*report)(int fd);
+};
+
+extern const struct qs_front qs_front_slqb, qs_front_slob;
+extern const struct qs_front *const qs_fronts[QS_FRONT_NR];
+extern int qs_front_default; /* QSLAB_FRONT, read at start-up */
+void qs_front_init(void);    /* start-up: QSLAB_FRONT */
+int qs_front_find(const char *name, size_t len); /* QS_FRONT_*, or -1 */
+
+static inline const struct qs_front *qs_front_of(const qslab_cache *c)
+{
+    return qs_fronts[c->front];
+}
+
+/* validate.c's walker, for the front ends' hooks */
+struct qs_walk {
+    qslab_cache *c;
+    unsigned long slabs, inuse, queued, errors;
+};
+void qs_walk_problem(struct qs_walk *w, const char *what, const void *where);
+
+/* ---- slob.c ---- */
+extern qslab_cache qs_slob_arena; /* the owner of SLOB's shared pages */
+void qs_slob_setup(void);         /* start-up, after kmalloc's caches: the arena's id */
+void qs_slob_bad_free(qslab_cache *expected, struct qs_slab *s, const void *p);
+
+#pragma GCC visibility pop
+
+#endif /* QSLAB_FRONT_H */

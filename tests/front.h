@@ -1,0 +1,78 @@
+/*
+ * front.h (tests) - which front end serves a cache, for tests that check
+ * SLQB's mechanics where the cache is SLQB's and SLOB's promises where it is
+ * SLOB's (QSLAB_FRONT=slob, or the `front` tunable).  Header only; public
+ * API only (unit tests also see src/front.h: this one has its own guard).
+ *
+ *   tf_is(c, "slqb")     the cache's front end is that one (0 for NULL c)
+ *   tf_slob(c)           tf_is(c, "slob")
+ *   tf_kmalloc_slob()    the kmalloc-<size> caches are SLOB's (they all
+ *                        follow QSLAB_FRONT; kmalloc-64 stands for them)
+ *   tf_slob_usable_ok(us, n)  a SLOB kmalloc block's usable size for n bytes
+ *   tf_pin_slqb(name)    pin a new cache to SLQB before its first
+ *                        allocation (white-box tests of SLQB internals);
+ *                        CHECKs that the tunable took
+ *   tf_note(test, c, what)  one line on stderr: a SLQB-only part is skipped
+ */
+#ifndef QSLAB_TESTS_FRONT_H
+#define QSLAB_TESTS_FRONT_H
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "qslab.h"
+#include "testutil.h"
+
+static inline int tf_is(const qslab_cache *c, const char *front)
+{
+    const char *f = c ? qslab_cache_front(c) : NULL;
+    return f != NULL && strcmp(f, front) == 0;
+}
+
+static inline int tf_slob(const qslab_cache *c)
+{
+    return tf_is(c, "slob");
+}
+
+static inline int tf_kmalloc_slob(void)
+{
+    return tf_slob(qslab_cache_find("kmalloc-64"));
+}
+
+/* The kmalloc caches' front end, by name (kmalloc-64's). */
+static inline const char *tf_kmalloc_front(void)
+{
+    qslab_cache *k = qslab_cache_find("kmalloc-64");
+    return k ? qslab_cache_front(k) : "none";
+}
+
+/* SLOB's kmalloc keeps the request's size: a block of whole 16-byte units
+ * holding an 8-byte header, so what is usable is the request rounded up to
+ * 16n + 8, not the kmalloc class's size. */
+static inline int tf_slob_usable_ok(size_t usable, size_t requested)
+{
+    return usable >= requested && usable < requested + 32;
+}
+
+/* Pin cache `name` to SLQB; CHECKed (0 and the front reads back "slqb"). */
+#define tf_pin_slqb(name) tf_pin_slqb_at(__FILE__, __LINE__, (name))
+static inline int tf_pin_slqb_at(const char *file, int line, const char *name)
+{
+    errno = 0;
+    int r = qslab_tune(name, "front", "slqb");
+    int e = errno;
+    qslab_cache *c = qslab_cache_find(name);
+    return tu_check(r == 0 && tf_is(c, "slqb"), file, line, "pin to slqb",
+                    "qslab_tune(\"%s\", \"front\", \"slqb\") = %d errno %d, front %s", name, r, e,
+                    c ? qslab_cache_front(c) : "(no cache)");
+}
+
+/* One line on stderr: the part `what` of `test` is skipped for cache c's
+ * front end (NULL c: the kmalloc caches'). */
+static inline void tf_note(const char *test, const qslab_cache *c, const char *what)
+{
+    fprintf(stderr, "%s: %s front: %s skipped\n", test, c ? qslab_cache_front(c) : tf_kmalloc_front(), what);
+}
+
+#endif /* QSLAB_TESTS_FRONT_H */

@@ -1,0 +1,248 @@
+/*
+ * front.c - front ends: selection (QSLAB_FRONT, the `front` tunable), their
+ * names in the statistics, and the SLOB front end's contract on caches
+ * pinned to it, whatever QSLAB_FRONT says: contents kept, alignment, the
+ * big-object path, validation, destroy, and bad frees reported with the
+ * same messages as SLQB's and nothing corrupted.
+ */
+#include <qslab.h>
+
+#include "../testutil.h"
+
+#include <stdint.h>
+
+static qslab_cache *make(const char *name, size_t size, size_t align, void (*ctor)(void *), const char *front)
+{
+    qslab_cache *c = qslab_cache_create(name, size, align, 0, ctor);
+    CHECKF(c != NULL, "create %s", name);
+    if (c && front)
+        CHECKF(qslab_tune(name, "front", front) == 0, "%s: front=%s before the first allocation", name, front);
+    return c;
+}
+
+static void test_selection(void)
+{
+    const char *env = getenv("QSLAB_FRONT");
+    const char *want = env && *env ? env : "slqb";
+    qslab_cache *k = qslab_cache_find("kmalloc-64");
+    CHECKF(k && strcmp(qslab_cache_front(k), want) == 0, "kmalloc-64 front %s, QSLAB_FRONT %s",
+           k ? qslab_cache_front(k) : "?", want);
+    CHECK(qslab_cache_front(NULL) == NULL);
+
+    qslab_cache *a = make("t-front-sel", 40, 0, NULL, NULL);
+    CHECK(strcmp(qslab_cache_front(a), want) == 0);
+    CHECK(qslab_tune("t-front-sel", "front", "slob") == 0);
+    CHECK(strcmp(qslab_cache_front(a), "slob") == 0);
+    unsigned long v = 99;
+    CHECK(qslab_tune_get("t-front-sel", "front", &v) == 0 && v == 1);
+    CHECK(qslab_tune("t-front-sel", "front", "0") == 0 && strcmp(qslab_cache_front(a), "slqb") == 0);
+    CHECK(qslab_tune("t-front-sel", "front", "slob") == 0);
+
+    char err[512];
+    tu_stderr_begin();
+    errno = 0;
+    int r = qslab_tune("t-front-sel", "front", "slub-not-yet");
+    tu_stderr_end(err, sizeof err);
+    CHECKF(r == -1 && errno == EINVAL && strstr(err, "front=slub-not-yet refused") &&
+               strstr(err, "slqb, slob"),
+           "unknown front: %d, \"%s\"", r, err);
+
+    void *p = qslab_cache_alloc(a);
+    CHECK(p != NULL);
+    tu_stderr_begin();
+    errno = 0;
+    r = qslab_tune("t-front-sel", "front", "slqb");
+    tu_stderr_end(err, sizeof err);
+    CHECKF(r == -1 && errno == EINVAL && strstr(err, "t-front-sel") && strstr(err, "allocated already") &&
+               strstr(err, "stays slob"),
+           "front after the first allocation: %d, \"%s\"", r, err);
+    CHECK(strcmp(qslab_cache_front(a), "slob") == 0);
+    qslab_cache_free(a, p);
+    CHECK(qslab_cache_validate(a) == 0);
+    CHECK(qslab_cache_destroy(a) == 0);
+}
+
+static void test_names_in_reports(void)
+{
+    qslab_cache *a = make("t-front-rep", 24, 0, NULL, "slob");
+    void *p = qslab_cache_alloc(a);
+    char buf[65536];
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    qslab_slabinfo(fds[1]);
+    qslab_stats_report(fds[1]);
+    close(fds[1]);
+    size_t n = tu_read_all(fds[0], buf, sizeof buf - 1);
+    close(fds[0]);
+    buf[n] = '\0';
+    CHECKF(strstr(buf, "<sharedavail> : front <name>") != NULL, "slabinfo header names the front column");
+    const char *line = strstr(buf, "\nt-front-rep ");
+    const char *eol = line ? strchr(line + 1, '\n') : NULL;
+    CHECKF(line && eol && eol - line > 14 && strncmp(eol - 13, " : front slob", 13) == 0,
+           "slabinfo line of a SLOB cache: %.120s", line ? line + 1 : "(none)");
+    CHECKF(strstr(buf, "\nslob pages ") != NULL, "report has the SLOB pages line");
+    CHECKF(strstr(buf, "\nFront: ") != NULL, "report names the default front end");
+    qslab_cache_free(a, p);
+    CHECK(qslab_cache_destroy(a) == 0);
+}
+
+/* ---- SLOB's contract ---- */
+static unsigned long ctor_calls;
+static void ctor(void *o)
+{
+    ctor_calls++;
+    memset(o, 0xc7, 48);
+}
+
+struct obj {
+    void *p;
+    int cache;
+    uint8_t seed;
+};
+
+static void fill(void *p, size_t n, uint8_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        ((uint8_t *)p)[i] = (uint8_t)(seed + i * 7);
+}
+static int intact(const void *p, size_t n, uint8_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        if (((const uint8_t *)p)[i] != (uint8_t)(seed + i * 7))
+            return 0;
+    return 1;
+}
+
+static void test_slob_contents(void)
+{
+    enum { NC = 5, N = 3000 };
+    static const size_t size[NC] = {8, 48, 200, 3000, 6000}; /* 6000: the cache's own slabs */
+    static const size_t align[NC] = {0, 0, 64, 0, 0};
+    const char *names[NC] = {"t-slob-8", "t-slob-ctor", "t-slob-al64", "t-slob-3000", "t-slob-6000"};
+    qslab_cache *c[NC];
+    for (int i = 0; i < NC; i++)
+        c[i] = make(names[i], size[i], align[i], i == 1 ? ctor : NULL, "slob");
+    static struct obj o[N];
+    unsigned rnd = 12345;
+    unsigned long allocs1 = 0;
+    for (int round = 0; round < 20; round++) {
+        for (int k = 0; k < N; k++) {
+            rnd = rnd * 1103515245u + 12345u;
+            int i = (int)((rnd >> 16) % NC);
+            if (o[k].p) {
+                int ci = o[k].cache;
+                size_t sz = ci == 1 ? 40 : size[ci]; /* keep the ctor's last 8 bytes */
+                if (!intact(ci == 1 ? (char *)o[k].p + 8 : o[k].p, ci == 1 ? 32 : sz, o[k].seed))
+                    tu_fail("object %p of %s overwritten", o[k].p, names[ci]);
+                qslab_cache_free(c[ci], o[k].p);
+                o[k].p = NULL;
+                continue;
+            }
+            void *p = qslab_cache_alloc(c[i]);
+            if (!p) {
+                tu_fail("alloc %s failed", names[i]);
+                continue;
+            }
+            if (align[i] && ((uintptr_t)p & (align[i] - 1)))
+                tu_fail("%s object %p not aligned to %zu", names[i], p, align[i]);
+            if ((uintptr_t)p & 7)
+                tu_fail("%s object %p not 8-byte aligned", names[i], p);
+            if (i == 1) {
+                allocs1++;
+                if (((uint8_t *)p)[47] != 0xc7)
+                    tu_fail("t-slob-ctor object %p not constructed", p);
+            }
+            uint8_t seed = (uint8_t)(rnd >> 8);
+            if (i == 1)
+                fill((char *)p + 8, 32, seed);
+            else
+                fill(p, size[i], seed);
+            o[k] = (struct obj){p, i, seed};
+        }
+        if (round % 5 == 4)
+            for (int i = 0; i < NC; i++)
+                CHECKF(qslab_cache_validate(c[i]) == 0, "validate %s in round %d", names[i], round);
+    }
+    CHECKF(ctor_calls >= allocs1, "SLOB: the constructor ran %lu times for %lu allocations", ctor_calls,
+           allocs1);
+    struct qslab_cache_stats st;
+    CHECK(qslab_cache_stats(c[4], &st) == 0 && st.num_slabs > 0); /* too big for a page */
+    for (int k = 0; k < N; k++)
+        if (o[k].p) {
+            qslab_cache_free(c[o[k].cache], o[k].p);
+            o[k].p = NULL;
+        }
+    for (int i = 0; i < NC; i++) {
+        CHECK(qslab_cache_stats(c[i], &st) == 0 && st.active_objs == 0 && st.alloc == st.alloc_slow);
+        CHECKF(qslab_cache_validate(c[i]) == 0, "validate %s after freeing all", names[i]);
+        qslab_cache_shrink(c[i]);
+        CHECKF(qslab_cache_destroy(c[i]) == 0, "destroy %s", names[i]);
+    }
+}
+
+static void test_slob_bad_frees(void)
+{
+    char s[32];
+    qslab_cache *a = make("t-slob-bad-a", 32, 0, NULL, "slob");
+    qslab_cache *b = make("t-slob-bad-b", 32, 0, NULL, "slob");
+    qslab_set_fatal_handler(tu_fatal_capture);
+    tu_capture_reset();
+
+    void *p = qslab_cache_alloc(a);
+    qslab_cache_free(a, p);
+    qslab_cache_free(a, p); /* at once: its header says free */
+    tu_check_fatal("double free", tu_addr(s, p), "t-slob-bad-a");
+
+    void *x = qslab_cache_alloc(a), *y = qslab_cache_alloc(a), *z = qslab_cache_alloc(a);
+    qslab_cache_free(a, x);
+    qslab_cache_free(a, y);
+    qslab_cache_free(a, z); /* merged into one free block: y's header is a dead one */
+    CHECK(tu_capture_calls() == 0);
+    qslab_cache_free(a, y);
+    tu_check_fatal("double free", tu_addr(s, y), "t-slob-bad-a");
+    qslab_free(z); /* through qslab_free: named by the header */
+    tu_check_fatal("double free", tu_addr(s, z), "t-slob-bad-a");
+
+    char *q = qslab_cache_alloc(a);
+    qslab_cache_free(a, q + 8);
+    tu_check_fatal("interior pointer", tu_addr(s, q + 8), "t-slob-bad-a");
+    qslab_cache_free(a, q + 3);
+    tu_check_fatal("interior pointer", tu_addr(s, q + 3), "t-slob-bad-a");
+    qslab_cache_free(b, q);
+    tu_check_fatal("belongs to cache", tu_addr(s, q), "t-slob-bad-a", "t-slob-bad-b");
+    int on_stack;
+    qslab_cache_free(a, &on_stack);
+    tu_check_fatal("not allocated by qslab", tu_addr(s, &on_stack));
+    qslab_cache_free(a, q);
+    CHECK(tu_capture_calls() == 0);
+
+    struct qslab_cache_stats st;
+    CHECK(qslab_cache_stats(a, &st) == 0 && st.active_objs == 0);
+    CHECK(qslab_cache_validate(a) == 0 && qslab_cache_validate(b) == 0);
+    qslab_set_fatal_handler(NULL);
+    CHECK(qslab_cache_destroy(a) == 0 && qslab_cache_destroy(b) == 0);
+}
+
+static void test_slob_destroy_busy(void)
+{
+    qslab_cache *a = make("t-slob-busy", 100, 0, NULL, "slob");
+    void *p = qslab_cache_alloc(a);
+    char err[256];
+    tu_stderr_begin();
+    errno = 0;
+    int r = qslab_cache_destroy(a);
+    tu_stderr_end(err, sizeof err);
+    CHECKF(r == -1 && errno == EBUSY && strstr(err, "1 objects still allocated"), "%d \"%s\"", r, err);
+    qslab_cache_free(a, p);
+    CHECK(qslab_cache_destroy(a) == 0);
+}
+
+int main(void)
+{
+    test_selection();
+    test_names_in_reports();
+    test_slob_contents();
+    test_slob_bad_frees();
+    test_slob_destroy_busy();
+    return tu_done();
+}
