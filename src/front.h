@@ -62,9 +62,6 @@ struct qs_front {
     /* the purger's tick (all: malloc_trim, everything), over the whole
      * front end, once per tick; bytes given back.  No lock held. */
     size_t (*sweep)(bool all);
-    /* the statistics: free objects and empty slabs the front end holds for
-     * c, beyond its queues (qs_global held) */
-    void (*held)(qslab_cache *c, unsigned long *objs, unsigned long *empty_slabs);
     /* mallinfo's totals: add what the front end holds beyond its caches'
      * objects (SLOB: free space in its pages, kept pages) */
     void (*totals)(struct qs_totals *t);

@@ -749,7 +749,9 @@ void qs_queue_empty_out(qslab_cache *c, struct qs_queue *q); /* claim, flush all
 #define QS_MAX_STASH_BYTES ((uint32_t)64 << 20)
 void qs_queue_retire(qslab_cache *c, struct qs_queue *q);
 void qs_queue_claim(qslab_cache *c, struct qs_queue *q);
+/* q: the caller's queue, or NULL for a caller without one */
 bool qs_double_free_check(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
+void qs_free_direct(qslab_cache *c, void *obj); /* no queue: to its slab's owner */
 void qs_free_suspect(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
 void qs_free_other(void *p);
 void qs_queue_corrupt(qslab_cache *c, struct qs_queue *q);

@@ -792,9 +792,9 @@ void *qs_alloc_slow(qslab_cache *c)
     }
 }
 
-/* A free by a thread without a queue: straight back to the object's owner
- * (cache's counters). */
-static void free_direct(qslab_cache *c, void *obj)
+/* A free by a thread without a queue (or of a front end without queues):
+ * straight back to the object's owner (cache's counters). */
+void qs_free_direct(qslab_cache *c, void *obj)
 {
     *qs_link(c, obj) = qs_enc(c, NULL);
     qs_stat(c, NULL, QS_FREE_SLOW, 1);
@@ -825,7 +825,7 @@ void qs_free_slow(qslab_cache *c, struct qs_slab *s, void *obj)
         qs_free_remote(c, q, s, obj);
         return;
     }
-    free_direct(c, obj);
+    qs_free_direct(c, obj);
 }
 
 static bool list_has(qslab_cache *c, void *head, unsigned long max, const void *obj)
@@ -859,16 +859,19 @@ static bool vec_has(void *const *v, unsigned long n, const void *obj)
  * (qs_queue_try_pop).  True (after reporting) if it is a double free. */
 bool qs_double_free_check(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj)
 {
-    QS_ADD(q->stat[QS_DOUBLE_FREE_CHECK], 1);
-    bool found = vec_has(q->slots, QS_TOP_NR(q->top), obj);
-    for (unsigned k = 0; k < QS_PENDING && !found; k++)
-        found = list_has(c, q->pending[k].head, q->pending[k].n, obj);
-    if (!found) { /* a CPU's open batch (racing with its appends: a hint) */
-        uint64_t fb = QS_LOAD(q->fb);
-        found = fb && list_has(c, QS_FB_HEAD(fb), QS_FB_N(fb), obj);
+    qs_stat(c, q, QS_DOUBLE_FREE_CHECK, 1);
+    bool found = false;
+    if (q) { /* NULL: a caller without a queue (SLOB's big objects) */
+        found = vec_has(q->slots, QS_TOP_NR(q->top), obj);
+        for (unsigned k = 0; k < QS_PENDING && !found; k++)
+            found = list_has(c, q->pending[k].head, q->pending[k].n, obj);
+        if (!found) { /* a CPU's open batch (racing with its appends: a hint) */
+            uint64_t fb = QS_LOAD(q->fb);
+            found = fb && list_has(c, QS_FB_HEAD(fb), QS_FB_N(fb), obj);
+        }
     }
     struct qs_list *own = qs_slab_owner(s);
-    if (!found && own == &q->list) {
+    if (!found && q && own == &q->list) {
         found = list_has(c, s->freelist, s->objects, obj);
         if (!found) { /* freed by another thread and posted back to us */
             qs_lock_acquire(&q->inbox.lock);
@@ -1238,7 +1241,7 @@ void qs_percpu_free_slow(qslab_cache *c, struct qs_slab *s, void *obj, int why)
     }
     struct qs_queue *q = percpu_lock(c);
     if (!q) { /* no queue (no rseq for this thread) */
-        free_direct(c, obj);
+        qs_free_direct(c, obj);
         return;
     }
     if (unlikely(qs_maybe_free(c, *qs_link(c, obj))) && qs_double_free_check(c, q, s, obj)) {

@@ -69,7 +69,6 @@ enum { ST_ALLOC, ST_FREE, ST_DEAD };
 qslab_cache qs_slob_arena;
 static qs_lock slob_lock; /* rank: with node locks (never held together) */
 static struct qs_slab *lists[L_NR]; /* doubly linked by next/prev */
-static unsigned long nr_pages;     /* pages on the lists */
 static struct qs_slab *keep;       /* empty pages, newest first (->next) */
 static unsigned nr_keep;
 static uint64_t slob_secret;
@@ -282,37 +281,11 @@ static int local_node(void)
 }
 
 /* ---- big objects: their cache's own slabs on the node lists ---- */
-static bool list_has(qslab_cache *c, void *head, unsigned long max, const void *obj)
-{
-    for (unsigned long i = 0; head && i < max; i++) {
-        if (head == obj)
-            return true;
-        bool bad;
-        head = qs_dec(c, *qs_link(c, head), &bad);
-        if (bad)
-            return false;
-    }
-    return false;
-}
-
 static void big_free(qslab_cache *c, struct qs_slab *s, void *obj)
 {
-    if (unlikely(qs_maybe_free(c, *qs_link(c, obj)))) {
-        struct qs_list *own = qs_slab_owner(s);
-        bool found = false;
-        if (own && own->node) {
-            qs_lock_acquire(&own->node->lock);
-            found = qs_slab_owner(s) == own && list_has(c, s->freelist, s->objects, obj);
-            qs_lock_release(&own->node->lock);
-        }
-        if (found) {
-            qs_fatal("double free of %p in cache %s", obj, c->name);
-            return;
-        }
-    }
-    *qs_link(c, obj) = qs_enc(c, NULL);
-    qs_stat(c, NULL, QS_FREE_SLOW, 1);
-    qs_route_list(c, NULL, obj, 1); /* to its node list, under the node's lock */
+    if (unlikely(qs_maybe_free(c, *qs_link(c, obj))) && qs_double_free_check(c, NULL, s, obj))
+        return;
+    qs_free_direct(c, obj); /* to its node list, under the node's lock */
 }
 
 /* ---- allocation ---- */
@@ -323,11 +296,10 @@ static void *slob_alloc_align(qslab_cache *c, size_t size, size_t align, int nod
     size_t units = 1 + (size + SLOB_UNIT - 1) / SLOB_UNIT;
     if (units < 2)
         units = 2;
-    if (units * SLOB_UNIT + align - SLOB_UNIT > QS_PAGE_SIZE) { /* too big for a page */
-        return qs_node_alloc(c, NULL, node < 0 ? local_node() : node);
-    }
     if (node < 0)
         node = local_node();
+    if (units * SLOB_UNIT + align - SLOB_UNIT > QS_PAGE_SIZE) /* too big for a page */
+        return qs_node_alloc(c, NULL, node);
     unsigned l = list_for(size);
     void *p = NULL;
     qs_lock_acquire(&slob_lock);
@@ -349,7 +321,6 @@ static void *slob_alloc_align(qslab_cache *c, size_t size, size_t align, int nod
         }
         qs_lock_acquire(&slob_lock);
         p = page_take(sp, (unsigned)units, align, c->id);
-        nr_pages++;
         list_add(sp, sp->objects ? l : L_FULL);
         qs_lock_release(&slob_lock);
     }
@@ -443,7 +414,6 @@ static void page_free(qslab_cache *expected, struct qs_slab *sp, void *obj)
     page_give(sp, b, units, id);
     if (sp->inuse == 0) { /* empty: kept, or given back */
         list_del(sp);
-        nr_pages--;
         sp->state = QS_SLAB_EMPTY;
         if (nr_keep < SLOB_KEEP) {
             sp->empty_ms = (uint32_t)qs_os_now_ms();
@@ -587,15 +557,12 @@ static void page_check(struct qs_walk *w, qslab_cache *c, struct qs_slab *sp)
 static void slob_validate(qslab_cache *c, struct qs_walk *w)
 {
     qs_lock_acquire(&slob_lock);
-    unsigned long n = 0;
     for (int l = 0; l < L_NR; l++)
-        for (struct qs_slab *sp = lists[l]; sp; sp = sp->next, n++) {
+        for (struct qs_slab *sp = lists[l]; sp; sp = sp->next) {
             if ((l == L_FULL) != (sp->objects == 0) || sp->inuse == 0)
                 qs_walk_problem(w, "SLOB page on the wrong list", sp->mem);
             page_check(w, c, sp);
         }
-    if (n != nr_pages)
-        qs_walk_problem(w, "SLOB page count does not match its lists", &nr_pages);
     unsigned k = 0;
     for (struct qs_slab *sp = keep; sp; sp = sp->next, k++)
         if (sp->inuse || sp->objects != SLOB_PAGE_UNITS)
@@ -605,17 +572,30 @@ static void slob_validate(qslab_cache *c, struct qs_walk *w)
     qs_lock_release(&slob_lock);
 }
 
+/* Pages in use, their free units, and pages kept, read under the lock. */
+struct slob_count {
+    unsigned long pages, free_units, kept;
+};
+static struct slob_count count_pages(void)
+{
+    struct slob_count n = {0, 0, 0};
+    qs_lock_acquire(&slob_lock);
+    for (int l = 0; l < L_NR; l++)
+        for (struct qs_slab *sp = lists[l]; sp; sp = sp->next) {
+            n.pages++;
+            n.free_units += sp->objects;
+        }
+    n.kept = nr_keep;
+    qs_lock_release(&slob_lock);
+    return n;
+}
+
 static void slob_totals(struct qs_totals *t)
 {
-    qs_lock_acquire(&slob_lock);
-    unsigned long freeu = 0;
-    for (int l = 0; l < L_FULL; l++)
-        for (struct qs_slab *sp = lists[l]; sp; sp = sp->next)
-            freeu += sp->objects;
-    t->slab_bytes += freeu * SLOB_UNIT + (size_t)nr_keep * QS_PAGE_SIZE;
-    t->empty_bytes += (size_t)nr_keep * QS_PAGE_SIZE;
-    t->slabs += nr_pages + nr_keep;
-    qs_lock_release(&slob_lock);
+    struct slob_count n = count_pages();
+    t->slab_bytes += n.free_units * SLOB_UNIT + n.kept * QS_PAGE_SIZE;
+    t->empty_bytes += n.kept * QS_PAGE_SIZE;
+    t->slabs += n.pages + n.kept;
 }
 
 static void slob_lock_all(bool lock)
@@ -630,12 +610,8 @@ static void slob_report(int fd)
 {
     char line[160];
     struct qs_buf b = {line, 0, sizeof(line)};
-    qs_lock_acquire(&slob_lock);
-    unsigned long pages = nr_pages, kept = nr_keep, freeu = 0;
-    for (int l = 0; l < L_FULL; l++)
-        for (struct qs_slab *sp = lists[l]; sp; sp = sp->next)
-            freeu += sp->objects;
-    qs_lock_release(&slob_lock);
+    struct slob_count n = count_pages();
+    unsigned long pages = n.pages, kept = n.kept, freeu = n.free_units;
     if (!pages && !kept)
         return;
     qs_buf_str(&b, "slob pages          ");

@@ -82,12 +82,6 @@ static void fill(qslab_cache *c, struct qslab_cache_stats *st)
         st->queued_objs += QS_TOP_NR(QS_LOAD(q->top)) + q->inbox.nr;
         qs_lock_release(&q->inbox.lock);
     }
-    if (qs_front_of(c)->held) {
-        unsigned long objs = 0, empties = 0;
-        qs_front_of(c)->held(c, &objs, &empties);
-        st->queued_objs += objs;
-        st->empty_slabs += empties;
-    }
     st->object_size = c->obj_size;
     st->slot_size = c->slot_size;
     st->order = QS_LOAD(c->order);

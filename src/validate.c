@@ -15,81 +15,78 @@
 #include "fastpath.h"
 #include "front.h"
 
-#define walk qs_walk
-
-void qs_walk_problem(struct walk *w, const char *what, const void *where)
+void qs_walk_problem(struct qs_walk *w, const char *what, const void *where)
 {
     w->errors++;
     qs_warn("validate %s: %s at %p", w->c->name, what, where);
 }
-#define problem qs_walk_problem
 
 /* The objects of a queue's slots: each an object of this cache holding the
  * free stamp (QS_STAMP) or, when a refill put it there, its free-list link. */
-static void walk_vec(struct walk *w, void *const *v, unsigned long n)
+static void walk_vec(struct qs_walk *w, void *const *v, unsigned long n)
 {
     for (unsigned long i = 0; i < n; i++) {
         struct qs_chunk *ch = qs_chunk_of(v[i]);
         struct qs_slab *s = ch && ch->kind == QS_CHUNK_SLABS ? qs_obj_slab(ch, v[i]) : NULL;
         if (!s || s->cache != w->c) {
-            problem(w, "queue holds a pointer that is not an object of this cache", v[i]);
+            qs_walk_problem(w, "queue holds a pointer that is not an object of this cache", v[i]);
             continue;
         }
         uintptr_t word = *qs_link(w->c, v[i]);
         if (word != QS_STAMP(w->c->secret) && !qs_looks_free(w->c, word))
-            problem(w, "queued object overwritten (use after free, or freed twice)", v[i]);
+            qs_walk_problem(w, "queued object overwritten (use after free, or freed twice)", v[i]);
     }
 }
 
 /* Length of an encoded list (max objects), checking each object. */
-static unsigned long walk_objects(struct walk *w, void *head, unsigned long max, struct qs_slab *only)
+static unsigned long walk_objects(struct qs_walk *w, void *head, unsigned long max, struct qs_slab *only)
 {
     unsigned long n = 0;
     while (head && n <= max) {
         struct qs_chunk *ch = qs_chunk_of(head);
         struct qs_slab *s = ch && ch->kind == QS_CHUNK_SLABS ? qs_obj_slab(ch, head) : NULL;
         if (!s || s->cache != w->c || (only && s != only)) {
-            problem(w, "list holds a pointer that is not an object of this cache/slab", head);
+            qs_walk_problem(w, "list holds a pointer that is not an object of this cache/slab", head);
             return n;
         }
         bool bad;
         head = qs_dec(w->c, *qs_link(w->c, head), &bad);
         if (bad) {
-            problem(w, "corrupt free-list link", head);
+            qs_walk_problem(w, "corrupt free-list link", head);
             return n;
         }
         n++;
     }
     if (head)
-        problem(w, "list longer than its count (cycle?)", head);
+        qs_walk_problem(w, "list longer than its count (cycle?)", head);
     return n;
 }
 
-static void walk_slab(struct walk *w, struct qs_slab *s, struct qs_list *owner, int state)
+static void walk_slab(struct qs_walk *w, struct qs_slab *s, struct qs_list *owner, int state)
 {
     w->slabs++;
     w->inuse += s->inuse;
     if (s->cache != w->c)
-        problem(w, "slab of another cache on a list", s->mem);
+        qs_walk_problem(w, "slab of another cache on a list", s->mem);
     if (qs_slab_owner(s) != owner)
-        problem(w, "slab owner does not match its list", s->mem);
+        qs_walk_problem(w, "slab owner does not match its list", s->mem);
     if (s->state != state)
-        problem(w, "slab state does not match its list", s->mem);
+        qs_walk_problem(w, "slab state does not match its list", s->mem);
     unsigned long nfree = walk_objects(w, s->freelist, s->objects, s);
     if (nfree + s->inuse != s->objects)
-        problem(w, "inuse + free != objects", s->mem);
+        qs_walk_problem(w, "inuse + free != objects", s->mem);
     bool growable = qs_slab_growable(w->c, s); /* unborn objects (slab.c) */
     if (state == QS_SLAB_PARTIAL && (s->inuse == 0 || (s->inuse >= s->objects && !growable)))
-        problem(w, "partial slab that is empty or full", s->mem);
+        qs_walk_problem(w, "partial slab that is empty or full", s->mem);
     if (state == QS_SLAB_FULL && (s->inuse != s->objects || growable))
-        problem(w, "full slab with free or unborn objects", s->mem);
+        qs_walk_problem(w, "full slab with free or unborn objects", s->mem);
     if (__atomic_load_n(&s->span, __ATOMIC_RELAXED) != s->objects * w->c->slot_size)
-        problem(w, "span does not match the objects born", s->mem);
+        qs_walk_problem(w, "span does not match the objects born", s->mem);
     if (state == QS_SLAB_EMPTY && s->inuse != 0)
-        problem(w, "empty slab with objects in use", s->mem);
+        qs_walk_problem(w, "empty slab with objects in use", s->mem);
 }
 
-static void walk_list(struct walk *w, struct qs_list *l)
+static void walk_list(struct qs_walk *w, struct qs_list *l)
 {
     unsigned long np = 0, nf = 0;
     for (struct qs_slab *s = l->partial; s; s = s->next, np++)
@@ -97,34 +94,34 @@ static void walk_list(struct walk *w, struct qs_list *l)
     for (struct qs_slab *s = l->full; s; s = s->next, nf++)
         walk_slab(w, s, l, QS_SLAB_FULL);
     if (np != l->nr_partial || nf != l->nr_full)
-        problem(w, "list counts do not match", l);
+        qs_walk_problem(w, "list counts do not match", l);
 }
 
 QSLAB_EXPORT int qslab_cache_validate(qslab_cache *c)
 {
-    struct walk w = {c, 0, 0, 0, 0};
+    struct qs_walk w = {c, 0, 0, 0, 0};
     unsigned long sum[QS_STAT_NR];
     qs_lock_acquire(&qs_global);
     for (struct qs_queue *q = c->queues; q; q = q->all_next) {
         unsigned nr = QS_TOP_NR(q->top);
         if (nr > q->cap)
-            problem(&w, "queue count over its capacity", q);
+            qs_walk_problem(&w, "queue count over its capacity", q);
         else
             walk_vec(&w, q->slots, nr);
         w.queued += nr;
         for (unsigned k = 0; k < QS_PENDING; k++) {
             struct qs_batch *b = &q->pending[k];
             if (walk_objects(&w, b->head, b->n, NULL) != b->n)
-                problem(&w, "pending batch length does not match its count", q);
+                qs_walk_problem(&w, "pending batch length does not match its count", q);
             w.queued += b->n;
         }
         uint64_t fb = QS_LOAD(q->fb); /* a CPU's open batch */
         if (fb && walk_objects(&w, QS_FB_HEAD(fb), QS_FB_N(fb), NULL) != QS_FB_N(fb))
-            problem(&w, "open batch length does not match its count", q);
+            qs_walk_problem(&w, "open batch length does not match its count", q);
         w.queued += QS_FB_N(fb);
         qs_lock_acquire(&q->inbox.lock);
         if (walk_objects(&w, q->inbox.head, q->inbox.nr, NULL) != q->inbox.nr)
-            problem(&w, "inbox length does not match its count", q);
+            qs_walk_problem(&w, "inbox length does not match its count", q);
         w.queued += q->inbox.nr;
         qs_lock_release(&q->inbox.lock);
         walk_list(&w, &q->list);
@@ -133,7 +130,7 @@ QSLAB_EXPORT int qslab_cache_validate(qslab_cache *c)
         for (struct qs_slab *s = q->stash; s; s = s->next, ns++)
             walk_slab(&w, s, &q->list, QS_SLAB_EMPTY);
         if (ns != q->nr_stash)
-            problem(&w, "stash count does not match the stash", q);
+            qs_walk_problem(&w, "stash count does not match the stash", q);
         qs_lock_release(&q->stash_lock);
     }
     for (int i = 0; i < qs_nr_nodes; i++) {
@@ -144,7 +141,7 @@ QSLAB_EXPORT int qslab_cache_validate(qslab_cache *c)
         for (struct qs_slab *s = n->empty_head; s; s = s->next, ne++)
             walk_slab(&w, s, &n->list, QS_SLAB_EMPTY);
         if (ne != n->nr_empty)
-            problem(&w, "empty count does not match the FIFO", n);
+            qs_walk_problem(&w, "empty count does not match the FIFO", n);
         qs_lock_release(&n->lock);
     }
     if (qs_front_of(c)->validate) /* what the front end holds beyond queues and nodes */
@@ -153,8 +150,8 @@ QSLAB_EXPORT int qslab_cache_validate(qslab_cache *c)
     qs_lock_release(&qs_global);
     unsigned long live = sum[QS_ALLOC_FAST] + sum[QS_ALLOC_SLOW] - sum[QS_FREE_FAST] - sum[QS_FREE_SLOW];
     if (w.slabs != sum[QS_NEW_SLAB] - sum[QS_FREE_SLAB])
-        problem(&w, "slabs found differ from the slab count", c);
+        qs_walk_problem(&w, "slabs found differ from the slab count", c);
     if (w.inuse != live + w.queued)
-        problem(&w, "objects in use differ from allocated + queued", c);
+        qs_walk_problem(&w, "objects in use differ from allocated + queued", c);
     return w.errors ? -1 : 0;
 }
