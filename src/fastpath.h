@@ -206,19 +206,31 @@ static inline void *qs_percpu_alloc(unsigned long id, unsigned long link_off)
  * goto outputs), and the abort handler's label 7 jumps to C's `abort`. */
 static inline int qs_percpu_free(struct qs_slab *s, void *obj, unsigned long id)
 {
-#if defined(__SANITIZE_THREAD__) /* the queue this free will most likely use */
+again:;
+#if defined(__SANITIZE_THREAD__)
+    /* TSan: the push is told as a release of the queue (percpu.h), made
+     * before the section, so the section must use that queue: if the
+     * thread moved to another CPU in between, it restarts (label 7) and
+     * the release is made again on the new CPU's queue */
+    struct qs_queue *expect;
     {
         int cpu = qs_os_rseq_cpu(qs_rseq_off);
         struct qs_queue **t = __atomic_load_n(&qs_cpu_tables[cpu], __ATOMIC_ACQUIRE);
-        QS_TSAN_RELEASE(__atomic_load_n(&t[id], __ATOMIC_ACQUIRE));
+        expect = __atomic_load_n(&t[id], __ATOMIC_ACQUIRE);
+        QS_TSAN_RELEASE(expect);
     }
+#define QS_TSAN_SAME_QUEUE "cmpq %[expect], %%rdx\n\t" "jne 7f\n\t"
+#define QS_TSAN_EXPECT , [expect] "r"(expect)
+#else
+#define QS_TSAN_SAME_QUEUE ""
+#define QS_TSAN_EXPECT
 #endif
-again:
     __asm__ goto(QS_RSEQ_ENTER_FAST
                  "movslq %%fs:4(%%rcx), %%rax\n\t"
                  "movq %[tablesm], %%rcx\n\t"
                  "movq (%%rcx,%%rax,8), %%rax\n\t"
                  "movq (%%rax,%[id],8), %%rdx\n\t" /* the queue */
+                 QS_TSAN_SAME_QUEUE
                  "movq " QS_STR(QS_Q_TOP) "(%%rdx), %%rcx\n\t"
                  "movl %%ecx, %%eax\n\t"
                  "andl $" QS_STR(QS_TOP_MASK_ASM) ", %%eax\n\t" /* nr */
@@ -287,9 +299,11 @@ again:
                    [obj] "r"(obj), [list] "i"(__builtin_offsetof(struct qs_queue, list)),
                    [sown] "i"(__builtin_offsetof(struct qs_slab, owner)),
                    [snode] "i"(__builtin_offsetof(struct qs_slab, node)),
-                   [loff] "i"(__builtin_offsetof(struct qs_queue, link_off))
+                   [loff] "i"(__builtin_offsetof(struct qs_queue, link_off)) QS_TSAN_EXPECT
                  : "rax", "rcx", "rdx", "rsi", "memory", "cc"
                  : remote, full, suspect, abort);
+#undef QS_TSAN_SAME_QUEUE
+#undef QS_TSAN_EXPECT
     return QS_PC_DONE;
 remote:
     return QS_PC_REMOTE;
