@@ -234,6 +234,15 @@ void bench_result(const char *key, double value)
     printf(" %s=%.6g", key, value);
 }
 
+void bench_result_str(const char *key, const char *value)
+{
+    if (!result_started) {
+        fputs("result", stdout);
+        result_started = 1;
+    }
+    printf(" %s=%s", key, value);
+}
+
 void bench_result_end(void)
 {
     putchar('\n');

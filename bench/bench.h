@@ -115,8 +115,11 @@ struct bench_opt {
 };
 void bench_parse(int argc, char **argv, const struct bench_opt *opts, int nopts, const char *usage);
 
-/* The result line: bench_result("alloc", 12.5); ...; bench_result_end(). */
+/* The result line: bench_result("alloc", 12.5); ...; bench_result_end().
+ * bench_result_str adds a word (a name: no spaces, no '='), for drivers that
+ * print several result lines, e.g. "result test=batch front=slub size=64 ...". */
 void bench_result(const char *key, double value);
+void bench_result_str(const char *key, const char *value);
 void bench_result_end(void);
 
 /* Print "bench_<name>: message" on stderr and exit 1. */

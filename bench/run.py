@@ -14,6 +14,11 @@ qslab-thread); the first is the one the ratios to the peers, the summary and
 the targets are about, the others get a summary and a ratio to the first.
 The lastwrite test runs every allocator in one process per round
 (bench_inproc, allocators dlopen'ed side by side; qslab once per owner mode).
+The last section (fronts.*) compares qslab's front ends with each other: one
+bench_fronts process per round runs every front end through the object-cache
+API (the slub_test patterns, a hackbench-like test, memory), and
+bench_prodcons runs under the drop-in once per front end (QSLAB_FRONT), and
+for SLUB once more with the page-allocator pass-through.
 
     bench/run.py --bin-dir BUILD/bench --qslab-lib BUILD/.../libqslab-malloc.so
                  [--quick | --smoke] [--rounds N] [--only TEST,...] [--out DIR]
@@ -174,13 +179,16 @@ def git(*args):
 class Metric:
     """A number a driver prints, and how a table shows it."""
 
-    def __init__(self, key, title, unit, lower_is_better, scale=1.0, split=None):
+    def __init__(self, key, title, unit, lower_is_better, scale=1.0, split=None, sep="+",
+                 split_desc="median alloc + median free"):
         self.key = key                  # key in the result line
         self.title = title              # what the number is
         self.unit = unit                # unit after scaling, for the table title
         self.lower_is_better = lower_is_better
         self.scale = scale              # table value = driver value * scale
         self.split = split              # (key, key): cells show "a+b" (slub alloc+free)
+        self.sep = sep                  # between the two numbers of a split cell
+        self.split_desc = split_desc    # what a split cell shows
 
     def better(self):
         return "lower is better" if self.lower_is_better else "higher is better"
@@ -201,7 +209,8 @@ class Case:
 
 class Test:
     def __init__(self, key, title, seed, driver, cases, metrics, models,
-                 parallel=False, contenders=None, inproc=None):
+                 parallel=False, contenders=None, inproc=None, section=None, shared=None,
+                 row_title=None):
         self.key = key            # short name, used in file names and --only
         self.title = title
         self.seed = seed          # the seed table or story it reproduces
@@ -214,21 +223,37 @@ class Test:
         # bench_inproc arguments: every case and contender in one process per
         # round (allocators dlopen'ed side by side), instead of one per run
         self.inproc = inproc
+        # "fronts": qslab's front ends against each other (no peers; not in
+        # the summary and the targets); None: the suite against the peers
+        self.section = section
+        self.shared = shared  # SharedRun: one process per round feeds this test and others
+        self.row_title = row_title or ("size" if key.startswith("slub.") else "case")
 
+
+# The front-end comparison: bench_fronts's object sizes; hackbench's groups,
+# senders and receivers per group, messages per sender and receiver, runs;
+# messages of the producer/consumer runs (SLUB's pass-through column pays
+# the page layer for every buffer: about 0.1 million a second).
+FRONTS_FULL = dict(front_sizes=[64, 256, 1024, 4096], hb_groups=2, hb_senders=4,
+                   hb_receivers=4, hb_loops=10000, hb_rounds=3, front_msgs=100000)
+FRONTS_QUICK = dict(front_sizes=[64, 256, 1024, 4096], hb_groups=2, hb_senders=4,
+                    hb_receivers=4, hb_loops=4000, hb_rounds=3, front_msgs=50000)
+FRONTS_SMOKE = dict(front_sizes=[64], hb_groups=1, hb_senders=2, hb_receivers=2, hb_loops=50,
+                    hb_rounds=1, front_msgs=2000)
 
 # Sizes and lengths per mode.  Full: the seed tables' sizes and lengths.
 MODES = {
     "full": dict(rounds=7, sizes=[8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384],
                  objs=10000, inner=5, msgs=300000, ops=3000000, idle_threads=1000,
                  mib=256, wait_ms=2000, cache_objs=10000, inproc_rounds=21,
-                 churn_ops=16000000),
+                 churn_ops=16000000, **FRONTS_FULL),
     "quick": dict(rounds=3, sizes=[8, 64, 256, 1024, 4096, 16384],
                   objs=10000, inner=3, msgs=100000, ops=1000000, idle_threads=1000,
                   mib=64, wait_ms=2000, cache_objs=10000, inproc_rounds=21,
-                  churn_ops=6000000),
+                  churn_ops=6000000, **FRONTS_QUICK),
     "smoke": dict(rounds=1, sizes=[64, 4096], objs=200, inner=1, msgs=2000, ops=20000,
                   idle_threads=20, mib=2, wait_ms=500, cache_objs=200, inproc_rounds=3,
-                  churn_ops=32000),
+                  churn_ops=32000, **FRONTS_SMOKE),
 }
 
 
@@ -273,16 +298,7 @@ def build_tests(m, ncpus):
          'remote free test 2 ("CPU1 frees objects allocated by CPU0")',
          "a pipeline of threads handing objects on", [alloc_free, peak, anon])
 
-    msgs = m["msgs"]
-    pc_cases = [
-        Case("1 pair, 2 CPUs", ["--pin", "split"]),
-        Case("1 pair, 1 CPU", ["--pin", "same"]),
-        Case(f"{ncpus} pairs, unpinned", ["--pin", "none", "--pairs", str(ncpus)]),
-        Case("batch of 10,000", ["--mode", "batch", "--pin", "split",
-                                 "--batch", str(min(10000, msgs // 10 or 1))]),
-    ]
-    for c in pc_cases:
-        c.args += ["--msgs", str(msgs)]
+    pc_cases = prodcons_cases(m, ncpus)
     tests.append(Test(
         "prodcons", "producer/consumer: 4,696-byte buffers + 256-byte heads through queues",
         "netperf UDP_STREAM (UDP-U-4k), the kmalloc-4696/kmalloc-8192 story",
@@ -379,6 +395,22 @@ def build_tests(m, ncpus):
     return tests
 
 
+def prodcons_cases(m, ncpus):
+    """bench_prodcons's cases: Nick's table (client and server on two CPUs,
+    on one), Yanmin's unbound pairs, and his batch."""
+    msgs = m["msgs"]
+    batch = min(10000, msgs // 10 or 1)
+    cases = [
+        Case("1 pair, 2 CPUs", ["--pin", "split"]),
+        Case("1 pair, 1 CPU", ["--pin", "same"]),
+        Case(f"{ncpus} pairs, unpinned", ["--pin", "none", "--pairs", str(ncpus)]),
+        Case(f"batch of {batch:,}", ["--mode", "batch", "--pin", "split", "--batch", str(batch)]),
+    ]
+    for c in cases:
+        c.args += ["--msgs", str(msgs)]
+    return cases
+
+
 def cache_contenders(allocs):
     """qslab's object-cache API (no preload) against every allocator's malloc +
     init, in each owner mode; qslab's own malloc + init (the primary mode's) is
@@ -393,6 +425,291 @@ def cache_contenders(allocs):
     cols += [Contender(a.name, a.preload, a.version, ["--api", "malloc"])
              for a in allocs if not a.subject]
     return cols
+
+
+
+# --------------------------------------------------------------------------
+# Front ends (issue 12): qslab's front ends (SLQB, SLUB, SLAB, SLOB) against
+# each other, the seeds' argument rerun.  bench_fronts runs every front end in
+# one process through the object-cache API (the slub_test patterns, a
+# hackbench-like test, memory); bench_prodcons runs under the drop-in once per
+# front end (QSLAB_FRONT), and for SLUB once more with the page-allocator
+# pass-through.
+
+FRONT_VAR = "QSLAB_FRONT"
+FRONT_ORDER = ["slqb", "slub", "slab", "slob"]  # bench_fronts --list's order
+FRONT_PATTERNS = ["batch", "pair", "batch_all", "pair_all", "remote", "ring"]
+FRONT_MEMORY_TESTS = ["batch", "batch_all", "remote", "ring", "hackbench"]
+PASS_THROUGH = "slub+pt"  # the prodcons column: SLUB with pass_through=1 above 4 KiB
+
+
+def kmalloc_class_sizes():
+    """The kmalloc-<bytes> classes, as src/kmalloc.c's class_size(): 8..1K from
+    a table, 1.5K..4K two per power of two, 5K..32K four, 48K..32M two."""
+    sizes = [8, 16, 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024]
+    for k in range(11, 13):                        # 1.5K, 2K, 3K, 4K
+        sizes += [3 << (k - 2), 1 << k]
+    for k in range(13, 16):                        # 5K .. 32K
+        sizes += [(1 << (k - 1)) + (j << (k - 3)) for j in range(1, 5)]
+    for k in range(16, 26):                        # 48K .. 32M
+        sizes += [3 << (k - 2), 1 << k]
+    return sizes
+
+
+def pass_through_tune():
+    """QSLAB_TUNE entries setting pass_through=1 on the kmalloc caches above
+    4 KiB (the tunable's name and scope: SLUB's, docs/fronts.md)."""
+    return ";".join(f"kmalloc-{b}:pass_through=1" for b in kmalloc_class_sizes() if b > 4096)
+
+
+def tune_refusals(stderr):
+    """qslab's lines refusing or ignoring a tunable (tune.c's messages)."""
+    return [l for l in stderr.splitlines()
+            if "QSLAB_TUNE" in l or "refused" in l or "unknown attribute" in l]
+
+
+def discover_fronts(bin_dir):
+    """(front ends bench_fronts finds in this build, or None; why not)."""
+    exe = os.path.join(bin_dir, "bench_fronts")
+    try:
+        r = subprocess.run([exe, "--list"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, f"{exe}: {e}"
+    names = [l.strip() for l in r.stdout.splitlines() if l.strip()]
+    if r.returncode != 0 or not names:
+        return None, f"{exe} --list: exit {r.returncode}, {(r.stderr.strip().splitlines() or [''])[-1]}"
+    return names, ""
+
+
+def probe_pass_through(bin_dir, qslab_lib, env):
+    """Is the pass-through tune accepted?  A tiny bench_prodcons run under
+    the drop-in with `env`; (True, "") or (False, qslab's first complaint)."""
+    full = dict(os.environ)
+    full.pop("LD_PRELOAD", None)
+    full.update({k: v for k, v in env.items() if v is not None})
+    full["LD_PRELOAD"] = qslab_lib
+    cmd = [os.path.join(bin_dir, "bench_prodcons"), "--msgs", "1000", "--pin", "none"]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=full, timeout=60)
+    except (OSError, subprocess.SubprocessError) as e:
+        return False, str(e)
+    bad = tune_refusals(r.stderr)
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        return False, bad[0].strip() + more
+    if r.returncode != 0:
+        return False, f"exit {r.returncode}: {(r.stderr.strip().splitlines() or [''])[-1]}"
+    return True, ""
+
+
+class SharedRun:
+    """One process per round whose result lines feed several tests:
+    bench_fronts prints a line per (test, front end, size), for every
+    pattern's table, hackbench's and the memory table.  The first of its
+    tests to run in a round starts the process; the others find their
+    samples there.  The front ends take turns at going first, round by round
+    (the first one pays for what the lower layers keep at their high-water
+    mark, spare chunk headers mostly)."""
+
+    def __init__(self, key, driver, args, fronts, env):
+        self.key = key          # for the header's time per section
+        self.driver = driver
+        self.args = args        # driver arguments, --tests and --fronts added per round
+        self.fronts = fronts
+        self.env = env          # name -> value (None: unset)
+        self.members = []       # the tests it feeds (after --only)
+        self.round = None       # the round it last ran in
+        self.mem_labels = {}    # (test, size) -> row of the memory table
+
+    def environ(self):
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)
+        for k, v in self.env.items():
+            if v is None:
+                env.pop(k, None)
+            else:
+                env[k] = v
+        return env
+
+    def wanted(self):
+        """bench_fronts's tests for the member tests."""
+        names = set()
+        for t in self.members:
+            name = t.key.split(".", 1)[1]
+            names.update(FRONT_MEMORY_TESTS if name == "memory" else [name])
+        return [n for n in FRONT_PATTERNS + ["hackbench"] if n in names]
+
+    def run(self, bin_dir, r, timeout, samples, errors):
+        self.round = r
+        k = r % len(self.fronts)
+        order = self.fronts[k:] + self.fronts[:k]
+        cmd = ([os.path.join(bin_dir, "bench_" + self.driver)] + self.args
+               + ["--tests", ",".join(self.wanted()), "--fronts", ",".join(order)])
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, env=self.environ(),
+                               timeout=timeout)
+        except subprocess.TimeoutExpired:
+            errors.append(f"{self.key}: timed out after {timeout} s: {' '.join(cmd)}")
+            return
+        except OSError as e:
+            errors.append(f"{self.key}: {e}")
+            return
+        if p.returncode != 0:
+            msg = (p.stderr.strip().splitlines() or [""])[-1]
+            errors.append(f"{self.key}: exit {p.returncode} ({msg}): {' '.join(cmd)}")
+            return
+        got = {}
+        try:
+            for line in p.stdout.splitlines():
+                if line.startswith("result "):
+                    self.parse(line, got)
+        except (RunError, KeyError, ValueError) as e:
+            errors.append(f"{self.key}: bad result line ({e}): {' '.join(cmd)}")
+            return
+        for t in self.members:
+            for case in t.cases:
+                for front in self.fronts:
+                    res = got.get((t.key, case.label, front))
+                    missing = [k for m in t.metrics for k in (m.key,) + tuple(m.split or ())
+                               if res is not None and k not in res]
+                    if res is None or missing:
+                        errors.append(f"{t.key} [{case.label}] {front}: "
+                                      + (f"no {missing[0]}= in the result line" if res
+                                         else "no result line") + f": {' '.join(cmd)}")
+                        continue
+                    samples.setdefault((t.key, case.label, front), []).append(res)
+
+    def parse(self, line, got):
+        """One "result test=T front=F [size=S] key=value ..." line into got."""
+        fields = dict(tok.partition("=")[::2] for tok in line.split()[1:])
+        test, front = fields.pop("test"), fields.pop("front")
+        nums = {}
+        for key, value in fields.items():
+            nums[key] = float(value)
+            if not math.isfinite(nums[key]):
+                raise RunError(f"not a finite number: {key}={value}")
+        if test == "front":  # the front end's whole run
+            nums["anon_after_kib"] = nums["anon_kept_kib"]
+            got[("fronts.memory", "whole run", front)] = nums
+            return
+        size = int(nums["size"])
+        got[(f"fronts.{test}", str(size), front)] = nums
+        label = self.mem_labels.get((test, size))
+        if label:
+            got[("fronts.memory", label, front)] = nums
+
+
+def front_contenders(fronts, version, env):
+    """bench_fronts's columns: one per front end (the process runs them all);
+    the first is the one the others are compared with."""
+    return [Contender(f, None, version, env=env, subject=True, short=f) for f in fronts]
+
+
+def build_front_tests(m, ncpus, fronts, version, qslab_lib, owner_env, pt_env):
+    """The front-end comparison's tables.  fronts: the front ends found;
+    pt_env: the environment of the pass-through column, or None."""
+    n = m["objs"]
+    sizes = m["front_sizes"]
+    patterns = [p for p in FRONT_PATTERNS if ncpus >= 2 or p not in ("remote", "ring")]
+    args = ["--sizes", ",".join(map(str, sizes)), "--objs", str(n), "--rounds", str(m["inner"]),
+            "--groups", str(m["hb_groups"]), "--senders", str(m["hb_senders"]),
+            "--receivers", str(m["hb_receivers"]), "--loops", str(m["hb_loops"]),
+            "--hb-rounds", str(m["hb_rounds"])]
+    shared = SharedRun("fronts", "fronts", args, fronts, owner_env)
+    cols = lambda allocs: front_contenders(fronts, version, owner_env)
+    tests = []
+
+    alloc_free = Metric("total", "cycles per object, alloc+free", "cycles", True,
+                        split=("alloc", "free"))
+    pair = Metric("total", "cycles per alloc+free pair", "cycles", True)
+    seeds = {
+        "batch": (f"{n:,} allocs, then {n:,} frees, one CPU",
+                  'single thread test 1, "Repeatedly allocate 10000 objs then free them"',
+                  "a burst of allocations released together", alloc_free),
+        "pair": (f"{n:,} alloc+free pairs, one CPU",
+                 'single thread test 2, "alloc/free test" (SLQB: a flat 90 cycles)',
+                 "short-lived temporaries: the fast path alone", pair),
+        "batch_all": (f"batch on all {ncpus} CPUs at once",
+                      'concurrent allocs test 1 (batch "running on all CPUs")',
+                      "every CPU bursting at once: contention on shared state", alloc_free),
+        "pair_all": (f"pair on all {ncpus} CPUs at once", "concurrent allocs test 2",
+                     "the fast path under concurrency", pair),
+        "remote": ((f"CPU 1 allocates {n:,} objects" if ncpus == 2
+                    else f"CPUs 1..{ncpus - 1} allocate {n:,} objects each")
+                   + ", CPU 0 frees them all",
+                   'remote free test 1 ("Allocate N objects on CPUs 1-7, then free them all '
+                   'from CPU 0")', "objects freed by another CPU than the one that allocated "
+                   "them", alloc_free),
+        "ring": (f"every CPU allocates {n:,}; CPU i frees what CPU i-1 allocated",
+                 'remote free test 2 ("CPU1 frees objects allocated by CPU0")',
+                 "a pipeline of CPUs handing objects on", alloc_free),
+    }
+    for p in patterns:
+        title, seed, models, metric = seeds[p]
+        tests.append(Test(
+            "fronts." + p, f"front ends, {title} (object cache API)", "slub_test " + seed,
+            "fronts", [Case(str(s), [], s) for s in sizes], [metric],
+            models + "; every front end in one process (bench_fronts), its own cache per size",
+            contenders=cols, section="fronts", shared=shared, row_title="size"))
+
+    g, snd, rcv, loops = m["hb_groups"], m["hb_senders"], m["hb_receivers"], m["hb_loops"]
+    msgs = g * snd * rcv * loops
+    tests.append(Test(
+        "fronts.hackbench",
+        f"front ends, hackbench-like: {g} group{'s' if g > 1 else ''} of {snd} senders and "
+        f"{rcv} receivers "
+        f"(threads) over pipes, {msgs:,} messages",
+        "hackbench (seeds: hackbench and tbench runs of the SLAB/SLUB/SLQB thread)", "fronts",
+        [Case(str(s), [], s) for s in sizes],
+        [Metric("msgs_per_s", "messages per second", "million msg/s", False, scale=1e-6),
+         Metric("secs", "wall time per run", "ms", True, scale=1000)],
+        "a sender allocates each message (a 256-byte head and a data buffer of the row's "
+        "size) and writes the pointers to a receiver's pipe; the receiver checks and frees "
+        "both, as skbs", contenders=cols, section="fronts", shared=shared, row_title="data size"))
+
+    live = {"batch": 1, "batch_all": ncpus, "remote": ncpus - 1, "ring": ncpus}
+    mem_cases = []
+    for t in FRONT_MEMORY_TESTS:
+        if t in ("remote", "ring") and ncpus < 2:
+            continue
+        for sz in sizes:
+            label = (f"{t} {sz}: {live[t] * n * sz / 1024:,.0f} KiB live" if t in live
+                     else f"{t} {sz}")
+            shared.mem_labels[(t, sz)] = label
+            mem_cases.append(Case(label, []))
+    mem_cases.append(Case("whole run", []))
+    tests.append(Test(
+        "fronts.memory", "front ends, anonymous memory: at the peak / after the frees and "
+                         "qslab_cache_shrink",
+        "memory at the peak and after (SLOB's footprint; SLQB's and SLAB's queues; SLUB's "
+        "partial slabs)", "fronts", mem_cases,
+        [Metric("anon_peak_kib", "anonymous memory added", "KiB", True,
+                split=("anon_peak_kib", "anon_after_kib"), sep="/",
+                split_desc="peak / after, KiB over the test's start (ratios: of the peaks)")],
+        "peak sampled when every object of a round is allocated (hackbench: statm every 5 ms "
+        "while it runs); 'live' is objects x size at that moment; 'whole run': each front "
+        "end's peak over all its tests / what it kept once its caches were destroyed, over "
+        "the process before it started",
+        contenders=cols, section="fronts", shared=shared))
+
+    fcols = [Contender(f, qslab_lib, version, env={**owner_env, FRONT_VAR: f}, subject=True,
+                       short=f) for f in fronts]
+    if pt_env is not None:
+        fcols.append(Contender(PASS_THROUGH, qslab_lib, version, env={**owner_env, **pt_env},
+                               subject=True, short=PASS_THROUGH))
+    tests.append(Test(
+        "fronts.prodcons",
+        "front ends, producer/consumer: 4,696-byte buffers + 256-byte heads through queues "
+        "(malloc, the drop-in)",
+        "netperf UDP_STREAM (UDP-U-4k): SLUB passing 4,696-byte kmallocs to the page "
+        "allocator vs SLQB", "prodcons", prodcons_cases(dict(m, msgs=m["front_msgs"]), ncpus),
+        [Metric("msgs_per_s", "messages per second", "million msg/s", False, scale=1e-6),
+         Metric("peak_rss_kib", "peak RSS", "MiB", True, scale=1 / 1024)],
+        f"a network stack, malloc'ed skbs: {FRONT_VAR}=<front> for every kmalloc cache"
+        + (f"; {PASS_THROUGH}: SLUB with pass_through=1 on the kmalloc caches above 4 KiB "
+           "(QSLAB_TUNE)" if pt_env is not None else ""),
+        contenders=lambda allocs: fcols, section="fronts"))
+    return tests
 
 
 # --------------------------------------------------------------------------
@@ -532,13 +849,20 @@ def run_suite(tests, allocs, rounds, bin_dir, timeout):
             t0 = time.time()
             run_test_round(test, columns[test.key], r, bin_dir, timeout, samples, errors,
                            progress)
-            seconds[test.key] = seconds.get(test.key, 0) + time.time() - t0
+            key = test.shared.key if test.shared else test.key
+            seconds[key] = seconds.get(key, 0) + time.time() - t0
     progress.end()
     return columns, samples, errors, seconds
 
 
 def run_test_round(test, cols, r, bin_dir, timeout, samples, errors, progress):
     """Round r of one test: every case under every contender."""
+    if test.shared:  # one process for this test and the others it feeds
+        if test.shared.round != r:
+            progress.step(f"{test.shared.key} (in one process)", 0)
+            test.shared.run(bin_dir, r, timeout, samples, errors)
+        progress.step(test.key, len(test.cases) * len(cols))
+        return
     if test.inproc:  # one process: every case, every contender
         k = r % len(cols)
         progress.step(f"{test.key} (in one process)", len(test.cases) * len(cols))
@@ -572,12 +896,13 @@ def run_test_round(test, cols, r, bin_dir, timeout, samples, errors, progress):
 class Cell:
     """Median and spread of one metric for one (case, contender)."""
 
-    def __init__(self, values, split=None):
+    def __init__(self, values, split=None, sep="+"):
         self.values = values
         self.median = statistics.median(values)
         lo, hi = min(values), max(values)
-        self.spread = (hi - lo) / 2 / self.median if self.median else 0.0
+        self.spread = abs((hi - lo) / 2 / self.median) if self.median else 0.0
         self.split = split  # (median a, median b) for a+b cells
+        self.sep = sep
 
 
 def cell(samples, test, case, cont, metric):
@@ -588,7 +913,7 @@ def cell(samples, test, case, cont, metric):
     split = None
     if metric.split:
         split = tuple(statistics.median(r[k] * metric.scale for r in runs) for k in metric.split)
-    return Cell(vals, split)
+    return Cell(vals, split, metric.sep)
 
 
 def ratio(a, b):
@@ -614,7 +939,7 @@ def fmt_cell(c):
     if c is None:
         return "-"
     if c.split:
-        return f"{c.split[0]:.0f}+{c.split[1]:.0f}"
+        return f"{c.split[0]:.0f}{c.sep}{c.split[1]:.0f}"
     return fmt_num(c.median)
 
 
@@ -661,7 +986,7 @@ def table(test, metric, cols, samples, number):
 
     lines = [f"{number} {test.title}",
              f"   {metric.describe()}"
-             + ("; cells: median alloc + median free" if metric.split else ""),
+             + (f"; cells: {metric.split_desc}" if metric.split else ""),
              f"   models: {test.models}",
              f"   reproduces: {test.seed}"]
     head = f"{test_col_title(test):>{name_w}} | " + " ".join(
@@ -684,7 +1009,7 @@ def table(test, metric, cols, samples, number):
 
 
 def test_col_title(test):
-    return "size" if test.key.startswith("slub.") else "case"
+    return test.row_title
 
 
 TIE = 0.05  # within 5% of the best peer counts as a tie in the summary
@@ -849,9 +1174,10 @@ def plot(out, tests, columns, samples):
                 f"set ylabel '{m.unit}'", "set datafile separator tab",
             ]
             if numeric:
-                xlabel = "object size (bytes)" if test.key.startswith("slub.") else "threads"
+                sized = test.row_title in ("size", "data size")
+                xlabel = "object size (bytes)" if sized else "threads"
                 script += ["set logscale x 2", f"set xlabel '{xlabel}'"]
-                if test.key.startswith("slub."):
+                if test.key.startswith("slub.") or (test.section and m.key == "total"):
                     script += ["set logscale y"]
                 plots = [f"'{dat}' using 2:{i + 3} with linespoints lw 2 title '{c.name}'"
                          for i, c in enumerate(cols)]
@@ -859,6 +1185,8 @@ def plot(out, tests, columns, samples):
                 script += ["set style data histogram", "set style histogram clustered gap 1",
                            "set style fill solid 0.8 border -1", "set yrange [0:*]",
                            "set xtics font ',9'"]
+                if len(test.cases) > 6:  # long row labels (the front ends' memory table)
+                    script += ["set xtics rotate by -40 font ',8'", "set bmargin 12"]
                 plots = [f"'{dat}' using {i + 3}:xtic(1) title '{c.name}'"
                          for i, c in enumerate(cols)]
             script.append("plot " + ", ".join(plots))
@@ -911,6 +1239,45 @@ def cpu_times():
 
 # --------------------------------------------------------------------------
 
+FRONTS_HEADER = textwrap.wrap(
+    "Front ends (docs/fronts.md): qslab's front ends against each other, the seeds' "
+    "SLAB/SLUB/SLQB argument (with SLOB) rerun.  bench_fronts runs every front end in one "
+    "process, through the object-cache API, with a cache per front end and size, the front "
+    "ends taking turns at going first from round to round; memory is measured per test, as "
+    "differences, each front end's caches destroyed before the next one starts.  prodcons "
+    "runs under the drop-in with QSLAB_FRONT.  Ratios: each front end / the first column.",
+    width=100)
+
+
+def front_section(m, ncpus, bin_dir, qslab_lib, owner):
+    """The front-end comparison's tests, and the notes for its header: the
+    front ends found, the owner mode, the pass-through column's fate."""
+    fronts, why = discover_fronts(bin_dir)
+    if fronts is None:
+        return [], [f"not compared: {why}"]
+    owner_env = {OWNER_VAR: None if owner == "default" else owner}
+    absent = [f for f in FRONT_ORDER if f not in fronts]
+    notes = [f"front ends: {', '.join(fronts)}"
+             + (f" ({', '.join(absent)}: not in this build)" if absent else "")
+             + f"; {OWNER_VAR}={owner if owner != 'default' else '(unset)'}"]
+    pt_env = None
+    if "slub" in fronts:
+        tune = pass_through_tune()
+        old = os.environ.get("QSLAB_TUNE")
+        env = {FRONT_VAR: "slub", "QSLAB_TUNE": f"{old};{tune}" if old else tune}
+        ok, why = probe_pass_through(bin_dir, qslab_lib, {**owner_env, **env})
+        if ok:
+            pt_env = env
+            notes.append(f"{PASS_THROUGH}: {FRONT_VAR}=slub, QSLAB_TUNE=kmalloc-5120:"
+                         "pass_through=1;... (every kmalloc cache above 4 KiB)")
+        else:
+            notes.append(f"{PASS_THROUGH}: skipped, the pass-through tune was refused: {why}")
+    else:
+        notes.append(f"{PASS_THROUGH}: skipped, no slub front end in this build")
+    version = qslab_version()
+    return build_front_tests(m, ncpus, fronts, version, qslab_lib, owner_env, pt_env), notes
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bin-dir", required=True, help="directory of the bench_* drivers")
@@ -920,7 +1287,7 @@ def main():
                     help="every test at a tiny size; fail if a run fails or does not parse")
     ap.add_argument("--rounds", type=int, help="rounds per case (default: by mode)")
     ap.add_argument("--only", help="comma-separated tests (e.g. slub.pair,prodcons; "
-                                   "slub: every slub test)")
+                                   "slub: every slub test; fronts: the front-end comparison)")
     ap.add_argument("--allocators", help="comma-separated allocators (default: all found)")
     ap.add_argument("--owners", help="comma-separated qslab owner modes, one qslab column each "
                                      "(QSLAB_OWNER=MODE; 'default': unset); default: "
@@ -937,9 +1304,16 @@ def main():
     if not os.path.exists(args.qslab_lib):
         sys.exit(f"run.py: {args.qslab_lib}: no such file (build the qslab_malloc target)")
 
+    qslab_lib = os.path.abspath(args.qslab_lib)
+    owners = (args.owners.split(",") if args.owners
+              else [os.environ[OWNER_VAR]] if os.environ.get(OWNER_VAR) else DEFAULT_OWNERS)
     tests = build_tests(params, ncpus)
     if ncpus < 2:
         tests = [t for t in tests if t.key not in ("slub.remote", "slub.ring")]
+    front_notes = []
+    if not args.only or any(w.split(".")[0] == "fronts" for w in args.only.split(",")):
+        more, front_notes = front_section(params, ncpus, args.bin_dir, qslab_lib, owners[0])
+        tests += more
     if args.only:
         wanted = args.only.split(",")
         picks = lambda w, t: t.key == w or t.key.startswith(w + ".")  # "slub": every slub.*
@@ -948,9 +1322,10 @@ def main():
             sys.exit(f"run.py: unknown test {', '.join(unknown)}; tests: "
                      + ", ".join(t.key for t in tests))
         tests = [t for t in tests if any(picks(w, t) for w in wanted)]
-    owners = (args.owners.split(",") if args.owners
-              else [os.environ[OWNER_VAR]] if os.environ.get(OWNER_VAR) else DEFAULT_OWNERS)
-    allocs, missing = find_allocators(os.path.abspath(args.qslab_lib), owners)
+    for t in tests:
+        if t.shared:
+            t.shared.members.append(t)
+    allocs, missing = find_allocators(qslab_lib, owners)
     if args.allocators:
         keep = args.allocators.split(",")
         allocs = [a for a in allocs if a.subject or a.name in keep]
@@ -983,13 +1358,19 @@ def main():
                   + "".join(f", {a.short}/{subjects[0].short} = {a.name}/{subjects[0].name}"
                             for a in subjects[1:])
                   + "; spread = half the range over the rounds, relative, widest of the row")
-    for i in range(len(subjects)):
+    peer_tests = [t for t in tests if not t.section]  # the front ends have tables only
+    if peer_tests:
+        for i in range(len(subjects)):
+            report.append("")
+            report += summary(peer_tests, columns, samples, i)
         report.append("")
-        report += summary(tests, columns, samples, i)
-    report.append("")
-    report += targets(tests, columns, samples)
+        report += targets(peer_tests, columns, samples)
 
+    fronts_started = False
     for t, test in enumerate(tests, 1):
+        if test.section == "fronts" and not fronts_started:
+            fronts_started = True
+            report += [""] + FRONTS_HEADER + [f"   {n}" for n in front_notes]
         for i, metric in enumerate(test.metrics):
             number = f"{t}{'abc'[i] if len(test.metrics) > 1 else ''}."
             report.append("")

@@ -101,7 +101,7 @@ bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align,
     /* a zero word must not look free: set the top bit */
     c->secret = (uintptr_t)(cache_secret() | (1ULL << 63));
     c->min_order = qs_slab_min_order(slot, align);
-    c->order = qs_slab_default_order(slot, align);
+    c->order = qs_front_order(c, c->front); /* SLUB: its calculate_order */
     qs_tune_defaults(c);
     c->nodes = qs_meta_alloc(sizeof(struct qs_node) * (size_t)qs_nr_nodes);
     if (!c->nodes) {
@@ -352,6 +352,8 @@ QSLAB_EXPORT int qslab_cache_destroy(qslab_cache *c)
 
     /* every object is free: wherever they sit (queues, inboxes), the slabs
      * can go back whole */
+    if (qs_front_of(c)->destroy) /* the front end's per-owner state */
+        qs_front_of(c)->destroy(c);
     struct qs_queue *q = c->queues;
     while (q) {
         struct qs_queue *next = q->all_next;

@@ -1,7 +1,7 @@
 /*
  * front.c - the front ends' registry and their selection (front.h).
  *
- * QSLAB_FRONT=slqb|slob picks the front end of every cache made from then on
+ * QSLAB_FRONT=slqb|slub|slob picks the front end of every cache made from then on
  * (the kmalloc caches included: they are made at start-up); the `front`
  * tunable changes one cache's before its first allocation (tune.c), e.g.
  * QSLAB_TUNE="conn:front=slob".  A cache keeps its front end for life.
@@ -21,7 +21,15 @@ const struct qs_front qs_front_slqb = {
 const struct qs_front *const qs_fronts[QS_FRONT_NR] = {
     [QS_FRONT_SLQB] = &qs_front_slqb,
     [QS_FRONT_SLOB] = &qs_front_slob,
+    [QS_FRONT_SLUB] = &qs_front_slub,
 };
+
+unsigned qs_front_order(const qslab_cache *c, int f)
+{
+    if (qs_fronts[f]->order)
+        return qs_fronts[f]->order(c);
+    return qs_slab_default_order(c->slot_size, c->align);
+}
 
 int qs_front_default = QS_FRONT_SLQB;
 
@@ -39,7 +47,7 @@ void qs_front_init(void)
     if (v && *v) {
         int f = qs_front_find(v, strlen(v));
         if (f < 0)
-            qs_warn("QSLAB_FRONT=%s ignored: the front ends are slqb, slob", v);
+            qs_warn("QSLAB_FRONT=%s ignored: the front ends are " QS_FRONT_NAMES, v);
         else
             qs_front_default = f;
     }

@@ -12,6 +12,9 @@
  *
  *   slqb  per-owner LIFO queues, remote frees batched home (queue.c, owner.c,
  *         percpu.c, fastpath.h: the inline fast paths are SLQB's)
+ *   slub  a per-owner active slab whose free list the owner pops and
+ *         pushes without a lock; every other free goes straight to its
+ *         slab's free list by compare-and-swap (slub.c)
  *   slob  first-fit in pages shared by every cache, no per-owner caching
  *         (slob.c): the memory floor
  *
@@ -72,13 +75,30 @@ struct qs_front {
     void (*lock_all)(bool lock);
     /* a line of its own for the report (SLOB: its pages); NULL: none */
     void (*report)(int fd);
+    /* an owner's exit (thread owners): give back its per-owner state in
+     * q (SLUB: the active slab and partial slabs); qs_global held */
+    void (*retire)(qslab_cache *c, struct qs_queue *q);
+    /* destroy: every object is free; release what the front end keeps of
+     * c beyond the queues' and nodes' lists (cache unpublished, no lock) */
+    void (*destroy)(qslab_cache *c);
+    /* the default order of c's slabs (NULL: slab.c's rule) */
+    unsigned (*order)(const qslab_cache *c);
+    /* kmalloc gets the request's own size and alignment (SLOB): aligned
+     * allocations within a page go to it */
+    bool kmalloc_exact;
+    /* the nodes' partial and full lists hold slabs under the front end's
+     * own rules (SLUB): validation leaves them to its hook */
+    bool own_node_lists;
 };
 
-extern const struct qs_front qs_front_slqb, qs_front_slob;
+extern const struct qs_front qs_front_slqb, qs_front_slob, qs_front_slub;
 extern const struct qs_front *const qs_fronts[QS_FRONT_NR];
 extern int qs_front_default; /* QSLAB_FRONT, read at start-up */
 void qs_front_init(void);    /* start-up: QSLAB_FRONT */
 int qs_front_find(const char *name, size_t len); /* QS_FRONT_*, or -1 */
+#define QS_FRONT_NAMES "slqb, slub, slob" /* for messages */
+/* The default order of c's slabs under front end f. */
+unsigned qs_front_order(const qslab_cache *c, int f);
 
 static inline const struct qs_front *qs_front_of(const qslab_cache *c)
 {

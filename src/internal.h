@@ -124,6 +124,7 @@
 #define QS_MAX_HIWATER (1u << 20)
 #define QS_MAX_EMPTY_LIMIT (1u << 20)
 #define QS_MAX_DECAY_MS 3600000u
+#define QS_MAX_PARTIAL (1u << 20)  /* SLUB cpu_partial, min_partial */
 
 #define QS_LINK_TAG_MASK 0xffff800000000007ULL
 /* The word of an object in a queue, its free stamp: no valid link (its tag
@@ -238,7 +239,12 @@ struct qs_slab {
                                without waiting for the cache's line */
     char *mem;              /* slab start (page aligned); set by page layer */
     struct qs_list *owner;  /* atomic (acquire/release) */
-    void *freelist, *tail;  /* objects free in the slab (encoded links) */
+    void *freelist;         /* objects free in the slab (encoded links) */
+    union {
+        void *tail;         /* the free list's last object */
+        uint64_t fw;        /* SLUB's slabs (slub.c): free list head, inuse
+                               and frozen in one word, changed by CAS */
+    };
     uint32_t inuse;         /* objects not on freelist */
     uint32_t objects;       /* objects born in this slab (slab.c qs_slab_grow) */
     uint8_t state;          /* QS_SLAB_* */
@@ -248,7 +254,11 @@ struct qs_slab {
     struct qs_slab *next, *prev; /* list links (owner list, empty FIFO, page free slots) */
 };
 
-enum { QS_SLAB_FREE, QS_SLAB_PARTIAL, QS_SLAB_FULL, QS_SLAB_EMPTY };
+enum { QS_SLAB_FREE, QS_SLAB_PARTIAL, QS_SLAB_FULL, QS_SLAB_EMPTY,
+       /* SLUB's (slub.c) */
+       QS_SLAB_ACTIVE,      /* frozen: an owner's active slab */
+       QS_SLAB_CPU_PARTIAL, /* on an owner's partial list */
+       QS_SLAB_PASS };      /* a kmalloc block from the page layer (pass-through) */
 _Static_assert(sizeof(struct qs_slab) == 96 && __builtin_offsetof(struct qs_slab, mem) == 32,
                "slab descriptors: validation fields in one aligned 32-byte block");
 
@@ -353,6 +363,24 @@ struct qs_queue {
     struct qs_owner *owner;    /* thread using it; NULL when pooled */
     struct qs_queue *all_next; /* cache->queues */
     struct qs_queue *pool_next;
+    /* SLUB's per-owner state (slub.c; kmem_cache_cpu): a queue of a SLUB
+     * cache is inert for SLQB's fast paths (top 0, limit 0, park 0).  The
+     * owner allocates from freelist (objects of slab, its active slab) and
+     * frees objects of slab onto it, without a lock (per-CPU: restartable
+     * sequences); slab and freelist change only in the owner's slow paths
+     * (per-CPU: q->lock held, through sections or after percpu_take);
+     * partial (unfrozen slabs, ->next linked) likewise. */
+    struct {
+        /* pushes, freelist, pops: a CPU's push commits (pushes + 1, obj)
+         * with one 16-byte store, a pop (next, pops + 1): its fast
+         * counters are exact (slub.c) */
+        uint64_t pushes; /* fast frees */
+        void *freelist;
+        uint64_t pops; /* fast allocations */
+        struct qs_slab *slab;
+        struct qs_slab *partial;
+        uint32_t nr_partial;
+    } sl;
 };
 
 _Static_assert(__builtin_offsetof(struct qs_queue, park) + 4 <= 64,
@@ -392,6 +420,10 @@ struct qslab_cache {
     uint32_t empty_limit;    /* tunable: empty slabs kept per node */
     uint32_t empty_decay_ms; /* tunable: age after which empties go back */
     uint32_t stash_bytes;    /* tunable: empty slabs a queue keeps (bytes) */
+    uint32_t cpu_partial;    /* tunable (SLUB): objects in an owner's partial slabs */
+    uint32_t min_partial;    /* tunable (SLUB): partial slabs a node keeps, empty or not */
+    uint32_t pass_through;   /* tunable (SLUB kmalloc over a page): blocks
+                                straight from the page layer */
     bool is_kmalloc;
     uint8_t front;            /* QS_FRONT_*: its front end (front.h), set
                                  before its first allocation */
@@ -405,8 +437,9 @@ struct qslab_cache {
     qslab_cache *next;        /* qs_caches (qs_global) */
 };
 
-/* Front ends (front.h): SLQB's queues, or SLOB's shared pages. */
-enum { QS_FRONT_SLQB, QS_FRONT_SLOB, QS_FRONT_NR };
+/* Front ends (front.h): SLQB's queues, SLUB's per-owner active slabs, or
+ * SLOB's shared pages. */
+enum { QS_FRONT_SLQB, QS_FRONT_SLOB, QS_FRONT_SLUB, QS_FRONT_NR }; /* numbers are kept (tune_get) */
 
 /* Per-thread owner (TLS). */
 #define QS_FIXED_SLOTS 64
@@ -516,6 +549,7 @@ struct qs_chunk {
     size_t map_size;             /* bytes mapped at the chunk's start */
     struct qs_slab *free_slots;  /* returned slots (slab->next) */
     struct qs_chunk *next, *prev; /* pool->avail */
+    struct qs_chunk *all_next, *all_prev; /* every slab chunk of the pool */
     /* large blocks */
     char *large_ptr;   /* the user's pointer */
     size_t large_size; /* bytes usable from large_ptr */
@@ -597,6 +631,10 @@ static inline size_t qs_slab_bytes(unsigned order)
     return QS_PAGE_SIZE << order;
 }
 void qs_page_lock_all(bool lock);
+/* Call fn on every slab descriptor in use (cache set), pool by pool under
+ * the pool's lock (rank 3: fn takes no lock; validation of quiescent
+ * caches, which cannot otherwise find SLUB's full slabs). */
+void qs_page_walk(void (*fn)(struct qs_slab *s, void *arg), void *arg);
 
 /* ---- fork.c ---- */
 void qs_fork_init(void);
@@ -654,16 +692,18 @@ static inline bool qs_slab_valid_obj(const struct qs_slab *s, const void *p)
 static inline void qs_list_add(struct qs_list *l, struct qs_slab *s, int state)
 {
     struct qs_slab **head = state == QS_SLAB_FULL ? &l->full : &l->partial;
-    s->state = (uint8_t)state;
+    /* relaxed: SLUB's slabs change state outside the list's lock too */
+    __atomic_store_n(&s->state, (uint8_t)state, __ATOMIC_RELAXED);
     s->prev = NULL;
     s->next = *head;
     if (*head)
         (*head)->prev = s;
     *head = s;
+    /* counts are read unlocked as hints (SLUB's refill): relaxed stores */
     if (state == QS_SLAB_FULL)
-        l->nr_full++;
+        QS_STORE(l->nr_full, l->nr_full + 1);
     else
-        l->nr_partial++;
+        QS_STORE(l->nr_partial, l->nr_partial + 1);
 }
 static inline void qs_list_del(struct qs_list *l, struct qs_slab *s)
 {
@@ -676,9 +716,9 @@ static inline void qs_list_del(struct qs_list *l, struct qs_slab *s)
         s->next->prev = s->prev;
     s->next = s->prev = NULL;
     if (s->state == QS_SLAB_FULL)
-        l->nr_full--;
+        QS_STORE(l->nr_full, l->nr_full - 1);
     else
-        l->nr_partial--;
+        QS_STORE(l->nr_partial, l->nr_partial - 1);
 }
 
 /* Free an object to its slab's free list; the caller owns the slab. */
@@ -712,6 +752,8 @@ void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab 
 struct qs_slab *qs_node_take(qslab_cache *c, struct qs_queue *q, struct qs_node *n, unsigned want);
 void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list, size_t *bytes);
 size_t qs_node_shrink(qslab_cache *c, struct qs_queue *q, struct qs_node *n);
+/* The newest empty slab of n's FIFO, taken off it (NULL: none). */
+struct qs_slab *qs_node_take_empty(struct qs_node *n);
 size_t qs_node_sweep(bool all);
 void qs_node_purger_forked(void);
 void qs_node_purger_start(void);
@@ -749,6 +791,11 @@ void qs_queue_empty_out(qslab_cache *c, struct qs_queue *q); /* claim, flush all
 #define QS_MAX_STASH_BYTES ((uint32_t)64 << 20)
 void qs_queue_retire(qslab_cache *c, struct qs_queue *q);
 void qs_queue_claim(qslab_cache *c, struct qs_queue *q);
+/* Take a CPU's queue from its CPU (its fast paths miss until given back:
+ * a membarrier restarts any section running there); false: impossible
+ * (no membarrier).  The caller holds q->lock. */
+bool qs_percpu_take(struct qs_queue *q);
+void qs_percpu_give(struct qs_queue *q);
 /* q: the caller's queue, or NULL for a caller without one */
 bool qs_double_free_check(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
 void qs_free_direct(qslab_cache *c, void *obj); /* no queue: to its slab's owner */

@@ -293,7 +293,7 @@ QSLAB_EXPORT void *qslab_aligned_alloc(size_t align, size_t size)
         return qslab_malloc(size);
     qs_init();
     const struct qs_front *fe = qs_front_of(&qs_kmalloc_caches[0]);
-    if (fe->kmalloc && size <= QS_PAGE_SIZE && size + align + 32 <= QS_PAGE_SIZE) /* SLOB: in a page */
+    if (fe->kmalloc_exact && size <= QS_PAGE_SIZE && size + align + 32 <= QS_PAGE_SIZE) /* SLOB: in a page */
         return fe->kmalloc(&qs_kmalloc_caches[qs_kmalloc_index(size, qs_kmalloc_small_index)], size,
                            align);
     size_t want = size > align ? size : align;

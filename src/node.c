@@ -335,6 +335,18 @@ size_t qs_node_shrink(qslab_cache *c, struct qs_queue *q, struct qs_node *n)
     return bytes;
 }
 
+struct qs_slab *qs_node_take_empty(struct qs_node *n)
+{
+    if (!QS_LOAD(n->nr_empty))
+        return NULL;
+    qs_lock_acquire(&n->lock);
+    struct qs_slab *s = n->empty_tail;
+    if (s)
+        fifo_del(n, s);
+    qs_lock_release(&n->lock);
+    return s;
+}
+
 /* One object from node `node`'s own list (qslab_cache_alloc_node for a node
  * other than the caller's): the slab stays node-owned. */
 void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node)

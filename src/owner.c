@@ -253,9 +253,13 @@ struct qs_queue *qs_queue_attach(qslab_cache *c)
     q->cpu = cpu;
     q->stamp = QS_STAMP(c->secret);
     q->link_off = c->link_off;
+    /* a queue of another front end (SLUB's per-owner state) stays inert for
+     * SLQB's fast paths: nothing pushed (limit 0), nothing parked, no open
+     * batch, so they miss and call the slow paths (front.h) */
+    bool slqb = c->front == QS_FRONT_SLQB;
     QS_STORE(q->hiwater, QS_LOAD(c->hiwater));
-    QS_STORE(q->park, QS_LOAD(c->park));
-    QS_STORE(q->fb_max, QS_LOAD(c->freebatch));
+    QS_STORE(q->park, slqb ? QS_LOAD(c->park) : 0);
+    QS_STORE(q->fb_max, slqb ? QS_LOAD(c->freebatch) : 0);
     if (!q->slots && !qs_queue_reserve(q, 1)) { /* a first few slots; they grow */
         q->owner = NULL;
         q->pool_next = c->pool;
@@ -263,7 +267,7 @@ struct qs_queue *qs_queue_attach(qslab_cache *c)
         q = NULL;
         goto out;
     }
-    QS_STORE(q->limit, q->hiwater < q->cap ? q->hiwater : q->cap);
+    QS_STORE(q->limit, !slqb ? 0 : q->hiwater < q->cap ? q->hiwater : q->cap);
     qs_lock_acquire(&q->inbox.lock);
     q->inbox.dead = 0;
     qs_lock_release(&q->inbox.lock);

@@ -41,6 +41,7 @@ uint8_t qs_unit_map[QS_UNITS];
 struct qs_page_pool {
     qs_lock lock;
     struct qs_chunk *avail; /* chunks with a free slot */
+    struct qs_chunk *all;   /* every chunk (all_next): qs_page_walk */
     unsigned nr_fully_free;
 } __attribute__((aligned(QS_CACHELINE)));
 
@@ -177,6 +178,11 @@ struct qs_slab *qs_page_alloc_slab(int node, unsigned order)
         }
         qs_lock_acquire(&p->lock);
         avail_add(p, ch);
+        ch->all_prev = NULL;
+        ch->all_next = p->all;
+        if (p->all)
+            p->all->all_prev = ch;
+        p->all = ch;
         p->nr_fully_free++;
     }
     if (ch->nr_free == ch->nr_slots - ch->first_slot)
@@ -227,6 +233,12 @@ size_t qs_page_free_slab(struct qs_slab *s)
     if (ch->nr_free == ch->nr_slots - ch->first_slot) {
         if (p->nr_fully_free >= 1) {
             avail_del(p, ch);
+            if (ch->all_prev)
+                ch->all_prev->all_next = ch->all_next;
+            else
+                p->all = ch->all_next;
+            if (ch->all_next)
+                ch->all_next->all_prev = ch->all_prev;
             unmap = ch;
         } else {
             p->nr_fully_free++;
@@ -238,6 +250,20 @@ size_t qs_page_free_slab(struct qs_slab *s)
         qs_os_unmap(unmap, unmap->map_size);
     }
     return bytes;
+}
+
+void qs_page_walk(void (*fn)(struct qs_slab *s, void *arg), void *arg)
+{
+    for (int n = 0; n < qs_nr_nodes; n++)
+        for (int o = 0; o < QS_NR_ORDERS; o++) {
+            struct qs_page_pool *p = &pools[n][o];
+            qs_lock_acquire(&p->lock);
+            for (struct qs_chunk *ch = p->all; ch; ch = ch->all_next)
+                for (uint32_t i = ch->first_slot; i < ch->next_unused; i++)
+                    if (__atomic_load_n(&ch->slabs[i].cache, __ATOMIC_ACQUIRE))
+                        fn(&ch->slabs[i], arg);
+            qs_lock_release(&p->lock);
+        }
 }
 
 static size_t large_offset(size_t align)

@@ -562,7 +562,13 @@ static QS_NOINLINE void free_remote_suspect(qslab_cache *c, struct qs_queue *q, 
  * full batch are tail calls. */
 void qs_free_remote(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj)
 {
-    if (unlikely(q == &qs_no_queue)) { /* no queue: see qs_queue_fast */
+    /* no queue (see qs_queue_fast), or a queue of another front end's
+     * (SLUB's: its slabs have no owner list, front.h) */
+    if (unlikely(c->front != QS_FRONT_SLQB)) {
+        qs_front_of(c)->free(c, s, obj);
+        return;
+    }
+    if (unlikely(q == &qs_no_queue)) {
         qs_free_slow(c, s, obj);
         return;
     }
@@ -919,6 +925,8 @@ void qs_queue_corrupt(qslab_cache *c, struct qs_queue *q)
  * is marked dead, so a sender that finds it dead sees the new owners. */
 void qs_queue_retire(qslab_cache *c, struct qs_queue *q)
 {
+    if (qs_front_of(c)->retire) /* the front end's per-owner state */
+        qs_front_of(c)->retire(c, q);
     qs_queue_send_pending(c, q);
     qs_queue_claim(c, q);
     if (QS_TOP_NR(q->top)) {
@@ -985,7 +993,7 @@ static bool percpu_reserve(struct qs_queue *q, unsigned n)
  * membarrier restarts any section that found q before.  Then q's top and
  * slots are the caller's, as a thread's queue is its thread's, until
  * percpu_give.  False if membarrier is refused (nothing changed). */
-static bool percpu_take(struct qs_queue *q)
+bool qs_percpu_take(struct qs_queue *q)
 {
     if (!qs_percpu_takeable)
         return false;
@@ -1000,7 +1008,7 @@ static bool percpu_take(struct qs_queue *q)
     return true;
 }
 
-static void percpu_give(struct qs_queue *q)
+void qs_percpu_give(struct qs_queue *q)
 {
     unsigned id = q->cache->id;
     if (id < QS_PERCPU_IDS)
@@ -1117,11 +1125,11 @@ static int percpu_flush(qslab_cache *c, struct qs_queue *q, unsigned n)
  * queue can be emptied, a batch at a time. */
 void qs_percpu_empty(qslab_cache *c, struct qs_queue *q)
 {
-    if (percpu_take(q)) {
+    if (qs_percpu_take(q)) {
         QS_TSAN_ACQUIRE(q);
         qs_queue_empty_out(c, q);
         QS_TSAN_RELEASE(q);
-        percpu_give(q);
+        qs_percpu_give(q);
         return;
     }
     send_pending(c, q, false);

@@ -659,4 +659,5 @@ const struct qs_front qs_front_slob = {
     .validate = slob_validate,
     .lock_all = slob_lock_all,
     .report = slob_report,
+    .kmalloc_exact = true,
 };

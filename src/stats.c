@@ -37,6 +37,13 @@ void qs_stats_sum(qslab_cache *c, unsigned long *sum)
         /* fast pops count in top and wrap at 2^43: accumulate what moved
          * since the last reading (exact while every queue is read at least
          * once per 2^43 of its allocations; the purger reads them all) */
+        if (c->front != QS_FRONT_SLQB) { /* counted as they happen (slub.c) */
+            st[QS_ALLOC_FAST] += QS_LOAD(q->sl.pops);
+            st[QS_FREE_FAST] += QS_LOAD(q->sl.pushes);
+            for (int i = 0; i < QS_STAT_NR; i++)
+                sum[i] += st[i];
+            continue;
+        }
         uint64_t raw = QS_TOP_POPS(top);
         q->pops_seen += (raw - q->pops_raw) & (((uint64_t)1 << (64 - QS_TOP_SHIFT)) - 1);
         q->pops_raw = raw;

@@ -17,7 +17,8 @@
 #include <errno.h>
 #include <string.h>
 
-enum { T_ORDER, T_HIWATER, T_FREEBATCH, T_EMPTY_LIMIT, T_EMPTY_DECAY, T_STASH, T_FRONT };
+enum { T_ORDER, T_HIWATER, T_FREEBATCH, T_EMPTY_LIMIT, T_EMPTY_DECAY, T_STASH, T_FRONT,
+       T_CPU_PARTIAL, T_MIN_PARTIAL, T_PASS_THROUGH };
 
 static const struct tunable {
     const char *name, *unit, *doc;
@@ -28,7 +29,11 @@ static const struct tunable {
     [T_EMPTY_LIMIT] = {"empty_limit", "slabs", "empty slabs kept per node, at most"},
     [T_EMPTY_DECAY] = {"empty_decay_ms", "ms", "an empty slab older than this goes back"},
     [T_STASH] = {"stash_bytes", "bytes", "empty slabs an owner keeps for its next refill"},
-    [T_FRONT] = {"front", "name", "front end (slqb, slob), before the first allocation"},
+    [T_FRONT] = {"front", "name", "front end (" QS_FRONT_NAMES "), before the first allocation"},
+    [T_CPU_PARTIAL] = {"cpu_partial", "objects", "SLUB: free objects an owner keeps in partial slabs"},
+    [T_MIN_PARTIAL] = {"min_partial", "slabs", "SLUB: partial slabs a node keeps even when empty"},
+    [T_PASS_THROUGH] = {"pass_through", "0 or 1",
+                        "SLUB kmalloc over 4 KiB: blocks straight from the page layer"},
 };
 #define NR_TUNABLES (sizeof(tunables) / sizeof(tunables[0]))
 
@@ -45,6 +50,12 @@ static uint32_t *field(qslab_cache *c, unsigned t)
         return &c->empty_limit;
     case T_STASH:
         return &c->stash_bytes;
+    case T_CPU_PARTIAL:
+        return &c->cpu_partial;
+    case T_MIN_PARTIAL:
+        return &c->min_partial;
+    case T_PASS_THROUGH:
+        return &c->pass_through;
     default:
         return &c->empty_decay_ms;
     }
@@ -72,6 +83,15 @@ static void range(qslab_cache *c, unsigned t, unsigned long *lo, unsigned long *
     case T_STASH:
         *lo = 0;
         *hi = QS_MAX_STASH_BYTES;
+        break;
+    case T_CPU_PARTIAL:
+    case T_MIN_PARTIAL:
+        *lo = 0;
+        *hi = QS_MAX_PARTIAL;
+        break;
+    case T_PASS_THROUGH:
+        *lo = 0;
+        *hi = 1;
         break;
     default:
         *lo = 0;
@@ -116,6 +136,13 @@ void qs_tune_defaults(qslab_cache *c)
     c->empty_limit = (uint32_t)(slabs < 4 ? 4 : slabs);
     c->empty_decay_ms = 1000;
     c->stash_bytes = QS_STASH_BYTES;
+    /* SLUB's (mm/slub.c set_cpu_partial and set_min_partial, as of 5.16):
+     * free objects kept in an owner's partial slabs by object size, and
+     * partial slabs a node keeps even when empty, log2(size) / 2 in 5..10 */
+    c->cpu_partial = size >= QS_PAGE_SIZE ? 6 : size >= 1024 ? 24 : size >= 256 ? 52 : 120;
+    unsigned lg = 63 - (unsigned)__builtin_clzl(size);
+    c->min_partial = lg / 2 < 5 ? 5 : lg / 2 > 10 ? 10 : lg / 2;
+    c->pass_through = 0;
 }
 
 /* What derives from the tunables and the slot size, kept current by tune:
@@ -203,7 +230,7 @@ static int set_front_locked(qslab_cache *c, const char *value, size_t vlen)
     if (f < 0 && parse_ulong(value, vlen, &num) && num < QS_FRONT_NR)
         f = (int)num;
     if (f < 0) {
-        qs_warn("tune %s front=%s refused: the front ends are slqb, slob", c->name, val);
+        qs_warn("tune %s front=%s refused: the front ends are " QS_FRONT_NAMES, c->name, val);
         errno = EINVAL;
         return -1;
     }
@@ -216,6 +243,10 @@ static int set_front_locked(qslab_cache *c, const char *value, size_t vlen)
         errno = EINVAL;
         return -1;
     }
+    /* an order nobody tuned follows the front end's rule (SLUB's
+     * calculate_order) */
+    if (QS_LOAD(c->order) == qs_front_order(c, c->front))
+        QS_STORE(c->order, qs_front_order(c, f));
     c->front = (uint8_t)f;
     return 0;
 }
@@ -239,7 +270,7 @@ static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
         return -1;
     }
     QS_STORE(*field(c, (unsigned)t), (uint32_t)v);
-    if (t == T_HIWATER) /* the queues' copies (internal.h) */
+    if (t == T_HIWATER && c->front == QS_FRONT_SLQB) /* the queues' copies (internal.h) */
         for (struct qs_queue *q = c->queues; q; q = q->all_next) {
             QS_STORE(q->hiwater, (uint32_t)v);
             /* lowered at once; the owner raises it as its slots grow
@@ -248,7 +279,8 @@ static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
                 QS_STORE(q->limit, (uint32_t)v);
         }
     qs_tune_derive(c);
-    for (struct qs_queue *q = c->queues; q; q = q->all_next) { /* the queues' copies */
+    for (struct qs_queue *q = c->queues; q && c->front == QS_FRONT_SLQB; q = q->all_next) {
+        /* the queues' copies (other front ends' queues stay inert: front.h) */
         QS_STORE(q->park, QS_LOAD(c->park));
         QS_STORE(q->fb_max, QS_LOAD(c->freebatch));
     }
@@ -273,7 +305,7 @@ QSLAB_EXPORT int qslab_tune(const char *cache, const char *attr, const char *val
     int t = find_tunable(attr, strlen(attr));
     if (t < 0) {
         qs_warn("tune %s: unknown attribute %s (order, hiwater, freebatch, empty_limit, "
-                "empty_decay_ms, stash_bytes, front)",
+                "empty_decay_ms, stash_bytes, front, cpu_partial, min_partial, pass_through)",
                 cache, attr);
         errno = EINVAL;
         return -1;

@@ -137,7 +137,8 @@ QSLAB_EXPORT int qslab_cache_validate(qslab_cache *c)
         struct qs_node *n = &c->nodes[i];
         unsigned long ne = 0;
         qs_lock_acquire(&n->lock);
-        walk_list(&w, &n->list);
+        if (!qs_front_of(c)->own_node_lists) /* SLUB's: its hook walks them */
+            walk_list(&w, &n->list);
         for (struct qs_slab *s = n->empty_head; s; s = s->next, ne++)
             walk_slab(&w, s, &n->list, QS_SLAB_EMPTY);
         if (ne != n->nr_empty)

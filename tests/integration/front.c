@@ -41,10 +41,10 @@ static void test_selection(void)
     char err[512];
     tu_stderr_begin();
     errno = 0;
-    int r = qslab_tune("t-front-sel", "front", "slub-not-yet");
+    int r = qslab_tune("t-front-sel", "front", "slab-not-yet");
     tu_stderr_end(err, sizeof err);
-    CHECKF(r == -1 && errno == EINVAL && strstr(err, "front=slub-not-yet refused") &&
-               strstr(err, "slqb, slob"),
+    CHECKF(r == -1 && errno == EINVAL && strstr(err, "front=slab-not-yet refused") &&
+               strstr(err, "slqb, slub, slob"),
            "unknown front: %d, \"%s\"", r, err);
 
     void *p = qslab_cache_alloc(a);

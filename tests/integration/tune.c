@@ -232,6 +232,11 @@ static void test_hiwater_live(void)
                    b.queued_objs == 0,
                "slob: %lu pushed, %lu slow frees, %lu flushes, %lu queued", b.free_fast - a.free_fast,
                b.free_slow - a.free_slow, b.flush - a.flush, b.queued_objs);
+    else if (tf_is(c, "slub")) /* SLUB: no queue; every free fast or straight to its slab */
+        CHECKF(b.free_fast + b.free_slow - a.free_fast - a.free_slow == N && b.flush == a.flush &&
+                   b.queued_objs == 0,
+               "slub: %lu fast, %lu slow frees, %lu flushes, %lu queued", b.free_fast - a.free_fast,
+               b.free_slow - a.free_slow, b.flush - a.flush, b.queued_objs);
     else if (oi.kind == QSLAB_OWNER_THREAD) /* past hiwater, straight to the slab */
         CHECKF(b.free_fast - a.free_fast == 8 && b.free_slow - a.free_slow == N - 8,
                "hiwater 8: %lu pushed, %lu freed past the queue", b.free_fast - a.free_fast,
