@@ -3,7 +3,7 @@
 #                 (bench/run.py: qslab against glibc, jemalloc, tcmalloc, mimalloc)
 #   make test     normal, ASan+UBSan and TSan builds, each tested through ctest,
 #                 with per-CPU and per-thread queues (QSLAB_OWNER=cpu, thread)
-#                 and with each front end (QSLAB_FRONT=slqb, slub, slob)
+#                 and with each front end (QSLAB_FRONT=slqb, slub, slab, slob)
 #
 # Other targets: make install PREFIX=/dir, make clean.  QUICK=1 shortens `make bench`.
 # CMake does the real work; this file only names the build directories and the order.
@@ -56,24 +56,27 @@ test: test-normal test-asan test-tsan
 
 # Every test runs in both owner kinds (QSLAB_OWNER=cpu: per-CPU queues
 # through rseq; thread: per-thread queues) and with every front end
-# (QSLAB_FRONT: slqb, the default, and slub in both kinds; slob, which has
-# no owners) in the normal build.
+# (QSLAB_FRONT: slqb, the default, slub and slab in both kinds; slob, which
+# has no owners) in the normal build.
 test-normal: deps
 	$(call build,build/test,)
 	cd build/test && QSLAB_OWNER=cpu $(CTEST)
 	cd build/test && QSLAB_OWNER=thread $(CTEST)
 	cd build/test && QSLAB_FRONT=slub QSLAB_OWNER=cpu $(CTEST)
 	cd build/test && QSLAB_FRONT=slub QSLAB_OWNER=thread $(CTEST)
+	cd build/test && QSLAB_FRONT=slab QSLAB_OWNER=cpu $(CTEST)
+	cd build/test && QSLAB_FRONT=slab QSLAB_OWNER=thread $(CTEST)
 	cd build/test && QSLAB_FRONT=slob $(CTEST)
 
 # ASan+UBSan: every test with per-CPU queues, the concurrency ones with
-# per-thread queues too, the integration and concurrency ones with SLUB and
-# SLOB.
+# per-thread queues too, the integration and concurrency ones with SLUB,
+# SLAB and SLOB.
 test-asan: deps
 	$(call build,build/asan,-DQSLAB_SANITIZE=address)
 	cd build/asan && QSLAB_OWNER=cpu $(CTEST)
 	cd build/asan && QSLAB_OWNER=thread $(CTEST) -L concurrency
 	cd build/asan && QSLAB_FRONT=slub $(CTEST) -L 'integration|concurrency'
+	cd build/asan && QSLAB_FRONT=slab $(CTEST) -L 'integration|concurrency'
 	cd build/asan && QSLAB_FRONT=slob $(CTEST) -L 'integration|concurrency'
 
 # Only the tests labelled "concurrency" (stress, *thread*, *remote*, *numa*).
@@ -87,6 +90,8 @@ test-tsan: deps
 	cd build/tsan && QSLAB_OWNER=thread $(CTEST) -L concurrency
 	cd build/tsan && QSLAB_FRONT=slub QSLAB_OWNER=cpu $(CTEST) -L concurrency
 	cd build/tsan && QSLAB_FRONT=slub QSLAB_OWNER=thread $(CTEST) -L concurrency
+	cd build/tsan && QSLAB_FRONT=slab QSLAB_OWNER=cpu $(CTEST) -L concurrency
+	cd build/tsan && QSLAB_FRONT=slab QSLAB_OWNER=thread $(CTEST) -L concurrency
 	cd build/tsan && QSLAB_FRONT=slob $(CTEST) -L concurrency
 
 install: deps

@@ -110,6 +110,8 @@ bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align,
     }
     for (int n = 0; n < qs_nr_nodes; n++)
         qs_node_init(&c->nodes[n], n);
+    if (c->front == QS_FRONT_SLAB) /* its shared arrays (nobody sees c yet) */
+        qs_slab_tuned(c);
     qs_lock_acquire(&qs_global);
     if (!id_alloc(&c->id)) {
         qs_lock_release(&qs_global);
@@ -202,8 +204,18 @@ QSLAB_EXPORT void *qslab_cache_alloc_node(qslab_cache *c, int node)
     struct qs_queue *q = qs_queue_of(c);
     if (!q)
         q = qs_queue_attach(c); /* NULL for an exited thread: node path */
-    if (q && node == q->node)
-        return qs_alloc_fast(c);
+    if (q && node == q->node) {
+        /* a CPU owner may change before the pop (the thread migrates): the
+         * object is checked, and given back if it is of another node
+         * (neither counted) */
+        void *obj = qs_alloc_fast(c);
+        struct qs_slab *s = obj ? qs_slab_lookup(obj) : NULL;
+        if (!obj || !s || s->node == node)
+            return obj;
+        qslab_cache_free(c, obj);
+        qs_uncount_pair(c);
+        return qs_node_alloc(c, NULL, node);
+    }
     /* a CPU's queue counts under its lock: the cache's counters here */
     return qs_node_alloc(c, qs_percpu() ? NULL : q, node);
 }

@@ -1,7 +1,7 @@
 /*
  * front.c - the front ends' registry and their selection (front.h).
  *
- * QSLAB_FRONT=slqb|slub|slob picks the front end of every cache made from then on
+ * QSLAB_FRONT=slqb|slub|slab|slob picks the front end of every cache made from then on
  * (the kmalloc caches included: they are made at start-up); the `front`
  * tunable changes one cache's before its first allocation (tune.c), e.g.
  * QSLAB_TUNE="conn:front=slob".  A cache keeps its front end for life.
@@ -16,13 +16,22 @@ const struct qs_front qs_front_slqb = {
     .name = "slqb",
     .what = "per-owner LIFO queues, remote frees batched home (SLQB)",
     .shrink = qs_slqb_shrink,
+    .queues = true,
+    .idle_queues = true,
 };
 
 const struct qs_front *const qs_fronts[QS_FRONT_NR] = {
     [QS_FRONT_SLQB] = &qs_front_slqb,
     [QS_FRONT_SLOB] = &qs_front_slob,
     [QS_FRONT_SLUB] = &qs_front_slub,
+    [QS_FRONT_SLAB] = &qs_front_slab,
 };
+
+unsigned qs_front_objs_per_slab(const qslab_cache *c, unsigned order)
+{
+    const struct qs_front *f = qs_front_of(c);
+    return f->objs_per_slab ? f->objs_per_slab(c, order) : qs_slab_objects(c, order);
+}
 
 unsigned qs_front_order(const qslab_cache *c, int f)
 {

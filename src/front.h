@@ -15,6 +15,9 @@
  *   slub  a per-owner active slab whose free list the owner pops and
  *         pushes without a lock; every other free goes straight to its
  *         slab's free list by compare-and-swap (slub.c)
+ *   slab  per-owner arrays of objects (SLQB's queues) over node-owned
+ *         slabs with index free lists, a shared array per node, alien
+ *         caches for other nodes' objects, the reaper (front_slab.c)
  *   slob  first-fit in pages shared by every cache, no per-owner caching
  *         (slob.c): the memory floor
  *
@@ -87,16 +90,27 @@ struct qs_front {
      * allocations within a page go to it */
     bool kmalloc_exact;
     /* the nodes' partial and full lists hold slabs under the front end's
-     * own rules (SLUB): validation leaves them to its hook */
+     * own rules (SLUB, SLAB): validation leaves them to its hook */
     bool own_node_lists;
+    /* its caches' owners have SLQB's queues of objects (SLQB, SLAB): the
+     * inline fast paths serve them, the statistics derive free_fast, the
+     * purger empties idle CPUs' queues (SLQB only: `idle_queues`) */
+    bool queues, idle_queues;
+    /* objects of a queue going back to their slabs (SLAB: its slabs' free
+     * lists are index arrays), instead of SLQB's routing to owners; their
+     * words hold the free stamp or a link (checked by the caller) */
+    void (*give_back)(qslab_cache *c, struct qs_queue *q, void *const *objs, unsigned long n);
+    /* objects in a slab of `order` (NULL: slab bytes / slot size) */
+    unsigned (*objs_per_slab)(const qslab_cache *c, unsigned order);
 };
 
-extern const struct qs_front qs_front_slqb, qs_front_slob, qs_front_slub;
+extern const struct qs_front qs_front_slqb, qs_front_slob, qs_front_slub, qs_front_slab;
 extern const struct qs_front *const qs_fronts[QS_FRONT_NR];
 extern int qs_front_default; /* QSLAB_FRONT, read at start-up */
 void qs_front_init(void);    /* start-up: QSLAB_FRONT */
 int qs_front_find(const char *name, size_t len); /* QS_FRONT_*, or -1 */
-#define QS_FRONT_NAMES "slqb, slub, slob" /* for messages */
+#define QS_FRONT_NAMES "slqb, slub, slab, slob" /* for messages */
+unsigned qs_front_objs_per_slab(const qslab_cache *c, unsigned order);
 /* The default order of c's slabs under front end f. */
 unsigned qs_front_order(const qslab_cache *c, int f);
 
@@ -111,6 +125,9 @@ struct qs_walk {
     unsigned long slabs, inuse, queued, errors;
 };
 void qs_walk_problem(struct qs_walk *w, const char *what, const void *where);
+
+/* ---- front_slab.c ---- */
+void qs_slab_tuned(qslab_cache *c); /* limit, batchcount or shared changed (qs_global held) */
 
 /* ---- slob.c ---- */
 extern qslab_cache qs_slob_arena; /* the owner of SLOB's shared pages */

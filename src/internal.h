@@ -125,6 +125,8 @@
 #define QS_MAX_EMPTY_LIMIT (1u << 20)
 #define QS_MAX_DECAY_MS 3600000u
 #define QS_MAX_PARTIAL (1u << 20)  /* SLUB cpu_partial, min_partial */
+#define QS_MAX_SLAB_LIMIT 32768u   /* SLAB limit */
+#define QS_MAX_SLAB_SHARED 64u     /* SLAB shared (batches) */
 
 #define QS_LINK_TAG_MASK 0xffff800000000007ULL
 /* The word of an object in a queue, its free stamp: no valid link (its tag
@@ -370,6 +372,10 @@ struct qs_queue {
      * sequences); slab and freelist change only in the owner's slow paths
      * (per-CPU: q->lock held, through sections or after percpu_take);
      * partial (unfrozen slabs, ->next linked) likewise. */
+    /* SLAB's per-owner state (front_slab.c): alien caches, one small array
+     * per node for frees of that node's objects ([node * (limit + 1)]:
+     * count, then entries); the owner's (a CPU's: under q->lock) */
+    void **alien;
     struct {
         /* pushes, freelist, pops: a CPU's push commits (pushes + 1, obj)
          * with one 16-byte store, a pop (next, pops + 1): its fast
@@ -396,6 +402,14 @@ struct qs_node {
     struct qs_list list;      /* node-owned slabs; list.node == this */
     struct qs_slab *empty_head, *empty_tail; /* FIFO, oldest at head */
     unsigned long nr_empty;
+    /* SLAB's (front_slab.c), under lock: its free slabs (prev/next), free
+     * objects in the node's slabs and the limit over which empty slabs go
+     * back, the shared array, the next slab's colour */
+    struct qs_slab *slabs_free;
+    unsigned long nr_free_slabs, free_objects, free_limit;
+    void **shared;
+    uint32_t shared_avail, shared_limit;
+    uint32_t colour_next;
 } __attribute__((aligned(QS_CACHELINE)));
 
 struct qslab_cache {
@@ -424,6 +438,10 @@ struct qslab_cache {
     uint32_t min_partial;    /* tunable (SLUB): partial slabs a node keeps, empty or not */
     uint32_t pass_through;   /* tunable (SLUB kmalloc over a page): blocks
                                 straight from the page layer */
+    uint32_t slab_limit;     /* tunable (SLAB) limit: an owner's array */
+    uint32_t slab_batch;     /* tunable (SLAB) batchcount: objects per refill, flush */
+    uint32_t slab_shared;    /* tunable (SLAB) shared: a node's shared array
+                                holds shared * batchcount (0: none) */
     bool is_kmalloc;
     uint8_t front;            /* QS_FRONT_*: its front end (front.h), set
                                  before its first allocation */
@@ -439,7 +457,7 @@ struct qslab_cache {
 
 /* Front ends (front.h): SLQB's queues, SLUB's per-owner active slabs, or
  * SLOB's shared pages. */
-enum { QS_FRONT_SLQB, QS_FRONT_SLOB, QS_FRONT_SLUB, QS_FRONT_NR }; /* numbers are kept (tune_get) */
+enum { QS_FRONT_SLQB, QS_FRONT_SLOB, QS_FRONT_SLUB, QS_FRONT_SLAB, QS_FRONT_NR }; /* numbers are kept (tune_get) */
 
 /* Per-thread owner (TLS). */
 #define QS_FIXED_SLOTS 64
@@ -611,6 +629,7 @@ static inline struct qs_slab *qs_slab_fast(const void *p)
 }
 
 /* Slab descriptor of the slot that holds p, or NULL (header, past the end). */
+struct qs_slab *qs_slab_lookup(const void *p); /* any slab chunk (page.c); NULL: none */
 static inline struct qs_slab *qs_chunk_slab(struct qs_chunk *ch, const void *p)
 {
     /* a p below data wraps to a huge index */
@@ -791,6 +810,12 @@ void qs_queue_empty_out(qslab_cache *c, struct qs_queue *q); /* claim, flush all
 #define QS_MAX_STASH_BYTES ((uint32_t)64 << 20)
 void qs_queue_retire(qslab_cache *c, struct qs_queue *q);
 void qs_queue_claim(qslab_cache *c, struct qs_queue *q);
+/* A slow change of a CPU's queue's nr by sections between these two (moved:
+ * the net change), for the statistics (queue.c) */
+void qs_queue_seq_begin(struct qs_queue *q);
+void qs_queue_seq_end(struct qs_queue *q, long moved);
+/* Room for n more in a CPU's queue's slots (q->lock held, on q->cpu) */
+bool qs_percpu_reserve(struct qs_queue *q, unsigned n);
 /* Take a CPU's queue from its CPU (its fast paths miss until given back:
  * a membarrier restarts any section running there); false: impossible
  * (no membarrier).  The caller holds q->lock. */
@@ -808,6 +833,9 @@ void qs_queue_corrupt(qslab_cache *c, struct qs_queue *q);
  * out of the counts through q (the caller's queue, or NULL). */
 void qs_report_bad_link(qslab_cache *c, struct qs_queue *q, void *obj);
 bool qs_queue_reserve(struct qs_queue *q, unsigned n); /* room for n more in slots */
+/* A queued object whose word is neither the stamp nor a link: reported;
+ * true if it is a second free (its word 0) */
+bool qs_report_unstamped(qslab_cache *c, void *obj);
 void qs_queue_free_slots(struct qs_queue *q);
 /* Route a list of objects (linked, count n) of cache c to their slabs' owners. */
 void *qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned long n);
@@ -826,6 +854,13 @@ int qs_owner_cpu(void);                     /* the caller's CPU (registering rse
 bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align, unsigned long flags,
                     void (*ctor)(void *), bool is_kmalloc);
 void qs_bad_free(qslab_cache *expected, const void *p);
+/* An allocation given straight back (alloc_node's object of another node):
+ * neither counted (the cache's counters absorb both) */
+static inline void qs_uncount_pair(qslab_cache *c)
+{
+    __atomic_fetch_sub(&c->orphan_stat[QS_ALLOC_SLOW], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_sub(&c->orphan_stat[QS_FREE_SLOW], 1, __ATOMIC_RELAXED);
+}
 extern qslab_cache *qs_cache_by_id[QS_MAX_CACHES]; /* live caches by id (qs_global) */
 bool qs_cache_used(const qslab_cache *c); /* has it allocated yet (qs_global held) */
 size_t qs_slqb_shrink(qslab_cache *c);

@@ -129,7 +129,7 @@ void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab 
         list = list->next;
         qs_assert(s->inuse == 0);
         qs_slab_set_owner(s, &n->list);
-        s->state = QS_SLAB_EMPTY;
+        __atomic_store_n(&s->state, (uint8_t)QS_SLAB_EMPTY, __ATOMIC_RELAXED);
         s->empty_ms = (uint32_t)now; /* ages compare modulo 2^32 ms (49 days) */
         s->next = NULL;
         s->prev = n->empty_tail;
@@ -184,7 +184,7 @@ size_t qs_node_sweep(bool all)
              * not move: no fast alloc or free) is emptied from here (queue.c
              * qs_percpu_empty: taken from its CPU with a membarrier), so an
              * idle program gives back what it freed; a busy one is skipped */
-            if (q->cpu >= 0 && qs_percpu_takeable) {
+            if (q->cpu >= 0 && qs_percpu_takeable && qs_front_of(c)->idle_queues) {
                 uint64_t top = QS_LOAD(q->top);
                 if (top == q->idle_top && qs_lock_try(&q->lock)) {
                     bool held = QS_TOP_NR(top) || QS_LOAD(q->fb) ||

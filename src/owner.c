@@ -256,10 +256,15 @@ struct qs_queue *qs_queue_attach(qslab_cache *c)
     /* a queue of another front end (SLUB's per-owner state) stays inert for
      * SLQB's fast paths: nothing pushed (limit 0), nothing parked, no open
      * batch, so they miss and call the slow paths (front.h) */
-    bool slqb = c->front == QS_FRONT_SLQB;
-    QS_STORE(q->hiwater, QS_LOAD(c->hiwater));
+    bool slqb = c->front == QS_FRONT_SLQB, slab = c->front == QS_FRONT_SLAB;
+    /* SLAB: its array takes any object of its node while below limit
+     * (park = limit: SLQB's fast paths push it), no batches */
+    uint32_t slab_limit = QS_LOAD(c->slab_limit);
+    QS_STORE(q->hiwater, slab ? slab_limit : QS_LOAD(c->hiwater));
     QS_STORE(q->park, slqb ? QS_LOAD(c->park) : 0);
     QS_STORE(q->fb_max, slqb ? QS_LOAD(c->freebatch) : 0);
+    if (slab && q->cap < slab_limit)
+        qs_queue_reserve(q, slab_limit); /* or fewer, on ENOMEM: limit is capped by cap */
     if (!q->slots && !qs_queue_reserve(q, 1)) { /* a first few slots; they grow */
         q->owner = NULL;
         q->pool_next = c->pool;
@@ -267,7 +272,9 @@ struct qs_queue *qs_queue_attach(qslab_cache *c)
         q = NULL;
         goto out;
     }
-    QS_STORE(q->limit, !slqb ? 0 : q->hiwater < q->cap ? q->hiwater : q->cap);
+    QS_STORE(q->limit, !slqb && !slab ? 0 : q->hiwater < q->cap ? q->hiwater : q->cap);
+    if (slab)
+        QS_STORE(q->park, q->limit);
     qs_lock_acquire(&q->inbox.lock);
     q->inbox.dead = 0;
     qs_lock_release(&q->inbox.lock);

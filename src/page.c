@@ -203,7 +203,7 @@ struct qs_slab *qs_page_alloc_slab(int node, unsigned order)
         avail_del(p, ch);
     qs_lock_release(&p->lock);
     s->next = s->prev = NULL;
-    s->state = QS_SLAB_FREE;
+    __atomic_store_n(&s->state, (uint8_t)QS_SLAB_FREE, __ATOMIC_RELAXED);
     size_t sb = qs_slab_bytes(order);
     size_t total = __atomic_add_fetch(&slab_bytes, sb, __ATOMIC_RELAXED);
     if (total >= QS_PURGER_AT && total - sb < QS_PURGER_AT)
@@ -219,7 +219,7 @@ size_t qs_page_free_slab(struct qs_slab *s)
     __atomic_sub_fetch(&slab_bytes, bytes, __ATOMIC_RELAXED);
     __atomic_store_n(&s->cache, NULL, __ATOMIC_RELAXED);
     __atomic_store_n(&s->span, 0, __ATOMIC_RELAXED); /* no pointer is its object now */
-    s->state = QS_SLAB_FREE;
+    __atomic_store_n(&s->state, (uint8_t)QS_SLAB_FREE, __ATOMIC_RELAXED); /* qs_page_walk */
     s->owner = NULL;
     s->freelist = s->tail = NULL;
     qs_os_decommit(s->mem, bytes);
@@ -250,6 +250,15 @@ size_t qs_page_free_slab(struct qs_slab *s)
         qs_os_unmap(unmap, unmap->map_size);
     }
     return bytes;
+}
+
+struct qs_slab *qs_slab_lookup(const void *p)
+{
+    struct qs_slab *s = qs_slab_fast(p);
+    if (s)
+        return s;
+    struct qs_chunk *ch = qs_chunk_of(p);
+    return ch && ch->kind == QS_CHUNK_SLABS ? qs_chunk_slab(ch, p) : NULL;
 }
 
 void qs_page_walk(void (*fn)(struct qs_slab *s, void *arg), void *arg)

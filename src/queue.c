@@ -232,7 +232,7 @@ static void stash_add(qslab_cache *c, struct qs_queue *q, struct qs_slab *list)
     while (list) {
         struct qs_slab *s = list;
         list = s->next;
-        s->state = QS_SLAB_EMPTY;
+        __atomic_store_n(&s->state, (uint8_t)QS_SLAB_EMPTY, __ATOMIC_RELAXED);
         s->next = q->stash;
         q->stash = s;
         QS_STORE(q->nr_stash, q->nr_stash + 1);
@@ -305,6 +305,29 @@ static void route_end(qslab_cache *c, struct qs_queue *q, struct router *r)
  * way is corrupt (the objects after it are dropped, not followed). */
 void *qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned long n)
 {
+    if (qs_front_of(c)->give_back) { /* SLAB: its own slabs' lists */
+        void *buf[64];
+        void *obj = head;
+        unsigned long k = 0;
+        for (unsigned long i = 0; i < n && obj; i++) {
+            bool bad;
+            void *next = qs_dec(c, *qs_link(c, obj), &bad);
+            if (unlikely(bad)) {
+                qs_report_bad_link(c, q, obj);
+                next = NULL;
+                n = i + 1;
+            }
+            buf[k++] = obj;
+            if (k == 64) {
+                qs_front_of(c)->give_back(c, q, buf, k);
+                k = 0;
+            }
+            obj = next;
+        }
+        if (k)
+            qs_front_of(c)->give_back(c, q, buf, k);
+        return obj;
+    }
     struct router r;
     route_begin(c, &r);
     void *obj = head;
@@ -328,12 +351,12 @@ void *qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned lon
 /* A slow change of q's nr by `delta` (made by the sections between
  * seq_begin and seq_end) is recorded in moved inside the seqcount, as
  * qs_queue_nr_set does for a thread's queue (stats.c pairs nr and moved). */
-static void seq_begin(struct qs_queue *q)
+void qs_queue_seq_begin(struct qs_queue *q)
 {
     QS_STORE(q->nr_seq, q->nr_seq + 1);
     __atomic_thread_fence(__ATOMIC_RELEASE);
 }
-static void seq_end(struct qs_queue *q, long moved)
+void qs_queue_seq_end(struct qs_queue *q, long moved)
 {
     QS_STORE(q->moved, q->moved + (unsigned long)moved);
     __atomic_store_n(&q->nr_seq, q->nr_seq + 1, __ATOMIC_RELEASE);
@@ -341,8 +364,8 @@ static void seq_end(struct qs_queue *q, long moved)
 
 static void queue_uncount(struct qs_queue *q, unsigned long k)
 {
-    seq_begin(q);
-    seq_end(q, (long)k);
+    qs_queue_seq_begin(q);
+    qs_queue_seq_end(q, (long)k);
 }
 
 void qs_report_bad_link(qslab_cache *c, struct qs_queue *q, void *obj)
@@ -366,7 +389,7 @@ void qs_report_bad_link(qslab_cache *c, struct qs_queue *q, void *obj)
  * free-list link (see qs_queue_corrupt); true if it is a second free of
  * one object: 0 is what the first of its two entries left when it was
  * handed out. */
-static bool report_unstamped(qslab_cache *c, void *obj)
+bool qs_report_unstamped(qslab_cache *c, void *obj)
 {
     uintptr_t w = *qs_link(c, obj);
     bool twice = w == 0;
@@ -389,15 +412,35 @@ unsigned long qs_route_vec(qslab_cache *c, struct qs_queue *q, void *const *objs
     struct router r;
     uintptr_t stamp = QS_STAMP(c->secret);
     unsigned long twice = 0;
+    void (*give_back)(qslab_cache *, struct qs_queue *, void *const *, unsigned long) =
+        qs_front_of(c)->give_back;
     route_begin(c, &r);
+    unsigned long from = 0; /* SLAB: runs of checked objects, handed over */
     for (unsigned long i = 0; i < n; i++) {
         uintptr_t w = *qs_link(c, objs[i]);
         if (unlikely(w != stamp) && !qs_looks_free(c, w)) {
-            twice += report_unstamped(c, objs[i]);
+            if (give_back) {
+                /* SLAB: an object written after its free is reported and
+                 * still goes back (its slab counts it); a second free's
+                 * entry does not */
+                if (!qs_report_unstamped(c, objs[i])) {
+                    *qs_link(c, objs[i]) = stamp;
+                    continue;
+                }
+                if (i > from)
+                    give_back(c, q, objs + from, i - from);
+                from = i + 1;
+                twice++;
+                continue;
+            }
+            twice += qs_report_unstamped(c, objs[i]);
             continue;
         }
-        route_one(c, q, &r, objs[i]);
+        if (!give_back)
+            route_one(c, q, &r, objs[i]);
     }
+    if (give_back && n > from)
+        give_back(c, q, objs + from, n - from);
     route_end(c, q, &r);
     return twice;
 }
@@ -914,7 +957,7 @@ void qs_queue_corrupt(qslab_cache *c, struct qs_queue *q)
     /* the handler returned: drop the entry, never hand it out.  A second
      * free was no free: it leaves the count of frees; an overwritten object
      * was freed once and is lost (leaked, in use from its slab's side) */
-    bool twice = report_unstamped(c, q->slots[nr - 1]);
+    bool twice = qs_report_unstamped(c, q->slots[nr - 1]);
     qs_queue_nr_set(q, nr - 1);
     if (twice)
         queue_uncount(q, 1);
@@ -983,7 +1026,7 @@ void qs_queue_retire(qslab_cache *c, struct qs_queue *q)
 #define QS_PERCPU_BATCH 256 /* objects a slow path moves at once (on the stack) */
 
 /* A CPU's queue's slots grow in a section on its CPU (q->lock held). */
-static bool percpu_reserve(struct qs_queue *q, unsigned n)
+bool qs_percpu_reserve(struct qs_queue *q, unsigned n)
 {
     return slots_grow(q, n, true);
 }
@@ -1047,17 +1090,17 @@ static void pending_merge(qslab_cache *c, struct qs_queue *q, struct qs_batch *b
 static void percpu_fb_close(qslab_cache *c, struct qs_queue *q, bool taken)
 {
     uint64_t old;
-    seq_begin(q);
+    qs_queue_seq_begin(q);
     if (taken) { /* no section uses q: plain */
         old = q->fb;
         QS_STORE(q->fb, 0);
     } else if (qs_percpu_swap_fb(q, 0, &old) != 0) {
-        seq_end(q, 0);
+        qs_queue_seq_end(q, 0);
         return; /* migrated: it stays open for now */
     }
     unsigned n = QS_FB_N(old);
     /* the fast path's appends are fast frees (free_fast = nr + pops - moved) */
-    seq_end(q, old ? -(long)(n - q->fb_base) : 0);
+    qs_queue_seq_end(q, old ? -(long)(n - q->fb_base) : 0);
     if (!old)
         return;
     struct qs_batch b = {q->fb_to, QS_FB_HEAD(old), q->fb_tail, n};
@@ -1091,13 +1134,13 @@ static void percpu_fb_open(qslab_cache *c, struct qs_queue *q, struct qs_slab *s
         pending_merge(c, q, &b);
         return;
     }
-    seq_begin(q);
+    qs_queue_seq_begin(q);
     QS_STORE(q->fb_to, b.to);
     QS_STORE(q->fb_tail, b.tail);
     QS_STORE(q->fb_base, (uint32_t)b.n);
     uint64_t old;
     int r = qs_percpu_swap_fb(q, QS_FB_PACK(obj, b.n), &old);
-    seq_end(q, 0);
+    qs_queue_seq_end(q, 0);
     if (r != 0) /* migrated: the batch stays with the pending ones */
         pending_merge(c, q, &b);
 }
@@ -1107,9 +1150,9 @@ static void percpu_fb_open(qslab_cache *c, struct qs_queue *q, struct qs_slab *s
 static int percpu_flush(qslab_cache *c, struct qs_queue *q, unsigned n)
 {
     void *buf[QS_PERCPU_BATCH];
-    seq_begin(q);
+    qs_queue_seq_begin(q);
     int k = qs_percpu_pop(q, buf, n < QS_PERCPU_BATCH ? n : QS_PERCPU_BATCH);
-    seq_end(q, k > 0 ? -k : 0);
+    qs_queue_seq_end(q, k > 0 ? -k : 0);
     if (k > 0) {
         QS_ADD(q->stat[QS_FLUSH], 1);
         unsigned long twice = qs_route_vec(c, q, buf, (unsigned long)k);
@@ -1180,9 +1223,9 @@ static void *percpu_alloc_slow(qslab_cache *c)
             return qs_node_alloc(c, NULL, cpu >= 0 ? qs_node_of_cpu(cpu) : 0);
         }
         void *obj;
-        seq_begin(q);
+        qs_queue_seq_begin(q);
         int k = qs_percpu_pop(q, &obj, 1);
-        seq_end(q, 0); /* a pop, counted below */
+        qs_queue_seq_end(q, 0); /* a pop, counted below */
         if (k < 0) { /* migrated: the new CPU's queue */
             qs_lock_release(&q->lock);
             continue;
@@ -1193,9 +1236,9 @@ static void *percpu_alloc_slow(qslab_cache *c)
                 /* never handed out: a second free leaves the counts with
                  * its entry (nr went, no pop counted); an object written
                  * after its free stays counted as freed (lost) */
-                if (!report_unstamped(c, obj)) {
-                    seq_begin(q);
-                    seq_end(q, -1);
+                if (!qs_report_unstamped(c, obj)) {
+                    qs_queue_seq_begin(q);
+                    qs_queue_seq_end(q, -1);
                 }
                 qs_lock_release(&q->lock);
                 continue;
@@ -1215,13 +1258,13 @@ static void *percpu_alloc_slow(qslab_cache *c)
         }
         obj = buf[--n];
         int pushed = 0;
-        seq_begin(q);
-        if (n && percpu_reserve(q, n)) {
+        qs_queue_seq_begin(q);
+        if (n && qs_percpu_reserve(q, n)) {
             pushed = qs_percpu_push(q, buf, n, q->cap);
             if (pushed < 0)
                 pushed = 0;
         }
-        seq_end(q, pushed + 1);
+        qs_queue_seq_end(q, pushed + 1);
         if ((unsigned)pushed < n) /* ours: back on their slabs */
             qs_route_vec(c, q, buf + pushed, n - (unsigned)pushed);
         QS_ADD(q->stat[QS_ALLOC_SLOW], 1);
@@ -1263,7 +1306,7 @@ void qs_percpu_free_slow(qslab_cache *c, struct qs_slab *s, void *obj, int why)
         uint32_t max = own ? hw : QS_LOAD(c->park);
         if (!own && s->node != q->node)
             max = 0; /* never another node's memory on our queue */
-        if (nr < max && (nr < q->cap || percpu_reserve(q, 1))) {
+        if (nr < max && (nr < q->cap || qs_percpu_reserve(q, 1))) {
             QS_STORE(q->limit, hw < q->cap ? hw : q->cap);
             *qs_link(c, obj) = q->stamp;
             int k = qs_percpu_push(q, &obj, 1, max < q->cap ? max : q->cap); /* a free: nr + 1 counts it */

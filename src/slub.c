@@ -315,11 +315,7 @@ static void deactivate(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, vo
             corrupt_link(c, fl); /* the rest of the list is lost */
             next = NULL;
         }
-        struct qs_slab *t = qs_slab_fast(fl);
-        if (!t) {
-            struct qs_chunk *ch = qs_chunk_of(fl);
-            t = ch && ch->kind == QS_CHUNK_SLABS ? qs_chunk_slab(ch, fl) : NULL;
-        }
+        struct qs_slab *t = qs_slab_lookup(fl);
         if (t == s) {
             *qs_link(c, fl) = qs_enc(c, mine);
             if (!mine)
@@ -866,13 +862,29 @@ QS_NOINLINE static void *pc_alloc_slow(qslab_cache *c)
 
 /* ---- the front end's hooks ---- */
 
+static void *slub_alloc_any(qslab_cache *c);
+
 static void *slub_alloc(qslab_cache *c, int node)
 {
-    if (node != QSLAB_NUMA_NO_NODE) {
-        struct qs_queue *q = my_queue(c); /* its node: the owner's */
-        if (!q || node != q->node)
-            return alloc_single(c, q, node);
-    }
+    if (node == QSLAB_NUMA_NO_NODE)
+        return slub_alloc_any(c);
+    struct qs_queue *q = my_queue(c); /* its node: the owner's */
+    if (!q || node != q->node)
+        return alloc_single(c, q, node);
+    /* the owner's node, but a CPU owner may change before the pop (the
+     * thread migrates): the object is checked, and given back if it is of
+     * another node (neither counted) */
+    void *obj = slub_alloc_any(c);
+    struct qs_slab *s = obj ? qs_slab_lookup(obj) : NULL;
+    if (!obj || !s || s->node == node)
+        return obj;
+    slab_free(c, NULL, s, obj, false); /* back to its slab, not counted */
+    __atomic_fetch_sub(&c->orphan_stat[QS_ALLOC_SLOW], 1, __ATOMIC_RELAXED);
+    return alloc_single(c, qs_queue_of(c), node);
+}
+
+static void *slub_alloc_any(qslab_cache *c)
+{
 #if QS_HAVE_PERCPU
     if (qs_percpu()) {
         for (;;) {
@@ -1165,15 +1177,36 @@ static void release_slab(struct qs_slab *s)
         qs_page_free_slab(s);
 }
 
+/* destroy: every slab of c that is on no shared list (active, owners'
+ * partial, full: on no list at all, pass-through) found through the page
+ * layer, collected, then given back (the node lists and the FIFO are the
+ * shared destroy's) */
+struct sl_collect {
+    qslab_cache *c;
+    struct qs_slab *list;
+};
+static void collect_slab(struct qs_slab *s, void *arg)
+{
+    struct sl_collect *k = arg;
+    if (__atomic_load_n(&s->cache, __ATOMIC_RELAXED) != k->c) /* another cache's: not read */
+        return;
+    int st = get_state(s);
+    if (st == QS_SLAB_PARTIAL || st == QS_SLAB_EMPTY)
+        return;
+    s->next = k->list;
+    k->list = s;
+}
+
 static void slub_destroy(qslab_cache *c)
 {
-    for (struct qs_queue *q = c->queues; q; q = q->all_next) {
-        release_slab(q->sl.slab);
-        for (struct qs_slab *s = q->sl.partial, *next; s; s = next) {
-            next = s->next;
-            qs_page_free_slab(s);
-        }
+    for (struct qs_queue *q = c->queues; q; q = q->all_next)
         memset(&q->sl, 0, sizeof(q->sl));
+    struct sl_collect k = {c, NULL};
+    qs_page_walk(collect_slab, &k);
+    while (k.list) {
+        struct qs_slab *next = k.list->next;
+        release_slab(k.list);
+        k.list = next;
     }
 }
 
@@ -1199,9 +1232,7 @@ static unsigned calc_slab_order(size_t size, unsigned min_objects, unsigned max_
 
 static unsigned slub_calculate_order(size_t size)
 {
-    long ncpu = qs_os_cpus_allowed();
-    if (qs_nr_cpu_ids > ncpu)
-        ncpu = qs_nr_cpu_ids;
+    long ncpu = qs_os_cpu_possible(); /* 5.12's fix: possible CPUs */
     if (ncpu < 1)
         ncpu = 1;
     unsigned fls = 64 - (unsigned)__builtin_clzl((unsigned long)ncpu);
@@ -1277,7 +1308,7 @@ static void check_slab(struct qs_walk *w, struct qs_slab *s, int state)
 static void walk_page_slab(struct qs_slab *s, void *arg)
 {
     struct sl_walk *sw = arg;
-    if (s->cache != sw->w->c)
+    if (__atomic_load_n(&s->cache, __ATOMIC_RELAXED) != sw->w->c)
         return;
     int st = get_state(s);
     if (st < 8)

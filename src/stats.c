@@ -37,7 +37,7 @@ void qs_stats_sum(qslab_cache *c, unsigned long *sum)
         /* fast pops count in top and wrap at 2^43: accumulate what moved
          * since the last reading (exact while every queue is read at least
          * once per 2^43 of its allocations; the purger reads them all) */
-        if (c->front != QS_FRONT_SLQB) { /* counted as they happen (slub.c) */
+        if (!qs_front_of(c)->queues) { /* counted as they happen (slub.c) */
             st[QS_ALLOC_FAST] += QS_LOAD(q->sl.pops);
             st[QS_FREE_FAST] += QS_LOAD(q->sl.pushes);
             for (int i = 0; i < QS_STAT_NR; i++)
@@ -81,8 +81,8 @@ static void fill(qslab_cache *c, struct qslab_cache_stats *st)
     st->active_objs = st->alloc - st->free;
     st->num_slabs = st->new_slab - st->free_slab;
     st->num_objs = sum[QS_NEW_OBJS] - sum[QS_FREE_OBJS];
-    for (int n = 0; n < qs_nr_nodes; n++)
-        st->empty_slabs += QS_LOAD(c->nodes[n].nr_empty);
+    for (int n = 0; n < qs_nr_nodes; n++) /* the FIFO's, and SLAB's free slabs */
+        st->empty_slabs += QS_LOAD(c->nodes[n].nr_empty) + QS_LOAD(c->nodes[n].nr_free_slabs);
     for (struct qs_queue *q = c->queues; q; q = q->all_next) { /* qs_global held */
         st->empty_slabs += QS_LOAD(q->nr_stash);
         qs_lock_acquire(&q->inbox.lock);
@@ -92,7 +92,7 @@ static void fill(qslab_cache *c, struct qslab_cache_stats *st)
     st->object_size = c->obj_size;
     st->slot_size = c->slot_size;
     st->order = QS_LOAD(c->order);
-    st->objs_per_slab = qs_slab_objects(c, st->order);
+    st->objs_per_slab = qs_front_objs_per_slab(c, st->order);
 }
 
 QSLAB_EXPORT int qslab_cache_stats(qslab_cache *c, struct qslab_cache_stats *st)
@@ -148,11 +148,12 @@ QSLAB_EXPORT void qslab_slabinfo(int fd)
         qs_buf_putc(&b, ' ');
         col(&b, 1ul << st.order, 4);
         qs_buf_str(&b, " : tunables ");
-        col(&b, QS_LOAD(c->hiwater), 4);
+        bool slab = c->front == QS_FRONT_SLAB; /* SLAB's own: limit, batchcount, shared */
+        col(&b, slab ? QS_LOAD(c->slab_limit) : QS_LOAD(c->hiwater), 4);
         qs_buf_putc(&b, ' ');
-        col(&b, QS_LOAD(c->freebatch), 4);
+        col(&b, slab ? QS_LOAD(c->slab_batch) : QS_LOAD(c->freebatch), 4);
         qs_buf_putc(&b, ' ');
-        col(&b, 0, 4);
+        col(&b, slab ? QS_LOAD(c->slab_shared) : 0, 4);
         qs_buf_str(&b, " : slabdata ");
         col(&b, st.num_slabs - st.empty_slabs, 6);
         qs_buf_putc(&b, ' ');

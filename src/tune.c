@@ -18,7 +18,7 @@
 #include <string.h>
 
 enum { T_ORDER, T_HIWATER, T_FREEBATCH, T_EMPTY_LIMIT, T_EMPTY_DECAY, T_STASH, T_FRONT,
-       T_CPU_PARTIAL, T_MIN_PARTIAL, T_PASS_THROUGH };
+       T_CPU_PARTIAL, T_MIN_PARTIAL, T_PASS_THROUGH, T_LIMIT, T_BATCHCOUNT, T_SHARED };
 
 static const struct tunable {
     const char *name, *unit, *doc;
@@ -34,6 +34,9 @@ static const struct tunable {
     [T_MIN_PARTIAL] = {"min_partial", "slabs", "SLUB: partial slabs a node keeps even when empty"},
     [T_PASS_THROUGH] = {"pass_through", "0 or 1",
                         "SLUB kmalloc over 4 KiB: blocks straight from the page layer"},
+    [T_LIMIT] = {"limit", "objects", "SLAB: objects an owner's array holds"},
+    [T_BATCHCOUNT] = {"batchcount", "objects", "SLAB: objects a refill or a flush moves"},
+    [T_SHARED] = {"shared", "batches", "SLAB: a node's shared array, in batchcounts (0: none)"},
 };
 #define NR_TUNABLES (sizeof(tunables) / sizeof(tunables[0]))
 
@@ -56,6 +59,12 @@ static uint32_t *field(qslab_cache *c, unsigned t)
         return &c->min_partial;
     case T_PASS_THROUGH:
         return &c->pass_through;
+    case T_LIMIT:
+        return &c->slab_limit;
+    case T_BATCHCOUNT:
+        return &c->slab_batch;
+    case T_SHARED:
+        return &c->slab_shared;
     default:
         return &c->empty_decay_ms;
     }
@@ -92,6 +101,18 @@ static void range(qslab_cache *c, unsigned t, unsigned long *lo, unsigned long *
     case T_PASS_THROUGH:
         *lo = 0;
         *hi = 1;
+        break;
+    case T_LIMIT: /* mm/slab.c do_tune_cpucache: batchcount <= limit */
+        *lo = QS_LOAD(c->slab_batch);
+        *hi = QS_MAX_SLAB_LIMIT;
+        break;
+    case T_BATCHCOUNT:
+        *lo = 1;
+        *hi = QS_LOAD(c->slab_limit);
+        break;
+    case T_SHARED:
+        *lo = 0;
+        *hi = QS_MAX_SLAB_SHARED;
         break;
     default:
         *lo = 0;
@@ -143,6 +164,12 @@ void qs_tune_defaults(qslab_cache *c)
     unsigned lg = 63 - (unsigned)__builtin_clzl(size);
     c->min_partial = lg / 2 < 5 ? 5 : lg / 2 > 10 ? 10 : lg / 2;
     c->pass_through = 0;
+    /* SLAB's (mm/slab.c enable_cpucache): the array by object size, half
+     * of it per batch, a shared array of 8 batches per node on SMP for
+     * objects up to a page */
+    c->slab_limit = size > (128u << 10) ? 1 : size > QS_PAGE_SIZE ? 8 : size > 1024 ? 24 : size > 256 ? 54 : 120;
+    c->slab_batch = (c->slab_limit + 1) / 2;
+    c->slab_shared = size <= QS_PAGE_SIZE && qs_os_cpu_possible() > 1 ? 8 : 0;
 }
 
 /* What derives from the tunables and the slot size, kept current by tune:
@@ -247,7 +274,10 @@ static int set_front_locked(qslab_cache *c, const char *value, size_t vlen)
      * calculate_order) */
     if (QS_LOAD(c->order) == qs_front_order(c, c->front))
         QS_STORE(c->order, qs_front_order(c, f));
+    bool slab = c->front == QS_FRONT_SLAB || f == QS_FRONT_SLAB;
     c->front = (uint8_t)f;
+    if (slab) /* SLAB's shared arrays made, or given back */
+        qs_slab_tuned(c);
     return 0;
 }
 
@@ -279,6 +309,8 @@ static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
                 QS_STORE(q->limit, (uint32_t)v);
         }
     qs_tune_derive(c);
+    if (c->front == QS_FRONT_SLAB && (t == T_LIMIT || t == T_BATCHCOUNT || t == T_SHARED))
+        qs_slab_tuned(c); /* the arrays' limits, the shared arrays (front_slab.c) */
     for (struct qs_queue *q = c->queues; q && c->front == QS_FRONT_SLQB; q = q->all_next) {
         /* the queues' copies (other front ends' queues stay inert: front.h) */
         QS_STORE(q->park, QS_LOAD(c->park));
@@ -305,7 +337,8 @@ QSLAB_EXPORT int qslab_tune(const char *cache, const char *attr, const char *val
     int t = find_tunable(attr, strlen(attr));
     if (t < 0) {
         qs_warn("tune %s: unknown attribute %s (order, hiwater, freebatch, empty_limit, "
-                "empty_decay_ms, stash_bytes, front, cpu_partial, min_partial, pass_through)",
+                "empty_decay_ms, stash_bytes, front, cpu_partial, min_partial, pass_through, limit, "
+                "batchcount, shared)",
                 cache, attr);
         errno = EINVAL;
         return -1;

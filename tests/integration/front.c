@@ -44,7 +44,7 @@ static void test_selection(void)
     int r = qslab_tune("t-front-sel", "front", "slab-not-yet");
     tu_stderr_end(err, sizeof err);
     CHECKF(r == -1 && errno == EINVAL && strstr(err, "front=slab-not-yet refused") &&
-               strstr(err, "slqb, slub, slob"),
+               strstr(err, "slqb, slub, slab, slob"),
            "unknown front: %d, \"%s\"", r, err);
 
     void *p = qslab_cache_alloc(a);

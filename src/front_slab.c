@@ -1,0 +1,1254 @@
+/*
+ * front_slab.c - the SLAB front end, after Linux's mm/slab.c (Manfred
+ * Spraul's and Mark Hemment's per-CPU array caches over Jeff Bonwick's
+ * slab allocator; the kernel's default until 2.6.23, removed in 6.8).
+ *
+ * ARRAY CACHES ARE QUEUES.  An owner's array cache (ac->entry[], limit,
+ * batchcount) is a LIFO of object pointers, which is what SLQB's queue is:
+ * a SLAB cache's owners have queues, served by the same inline fast paths
+ * (fastpath.h), with limit = the tunable `limit` and park = limit, so that
+ * the free fast path takes any object of the owner's node while the array
+ * has room (SLAB's arrays, unlike SLQB's queues, do not care which owner's
+ * slab an object came from: every slab is the node's).  Everything else is
+ * this file's: the slow paths (the fast paths miss and call the hooks),
+ * and the way objects go back to slabs (give_back: queue.c's routing hands
+ * SLAB's objects here).
+ *
+ * SLABS ARE THE NODE'S.  Every slab of a SLAB cache is owned by its node
+ * (owner = &node->list), on one of three lists under node->lock: partial
+ * and full (node->list) and free (node->slabs_free, state EMPTY).  A slab's
+ * free list is an index array (the kernel's freelist_idx_t: 1, 2 or 4
+ * bytes per object): entries [inuse, objects) are the free objects' indices;
+ * an allocation takes entry inuse++, a free writes entry --inuse.  It lives
+ * at the slab's end when the slab's leftover holds it, else in a separate
+ * block (the kernel's OFF_SLAB, for objects of 128 bytes and more).  Nothing
+ * is needed in a free object in a slab (the kernel's SLAB writes nothing
+ * there); qslab keeps one word for its checks: the queues' free stamp while
+ * an object is in an array (written when it enters one), the slab mark (an
+ * encoded NULL link, which "looks free") while it is free in its slab
+ * (written at the slab's birth, as the kernel's SLUB writes its free
+ * pointers, and when it goes back), 0 while allocated.  So a free of an
+ * object that is free in its slab is found at once where the free loads
+ * the word (the slow paths) or, when a CPU's fast path pushed it blindly,
+ * by the refill that finds the stamp or 0 on an object its slab says is
+ * free; a write into a free object, when its array gives it back (the word
+ * must be the stamp), by a refill, or by the shrink that gives its slab
+ * back.
+ *
+ * COLOURING.  The leftover of a slab (what objects and an on-slab index
+ * array do not use) shifts each new slab's first object by the next multiple
+ * of the colour offset (a cache line, or the alignment), so that the same
+ * object of different slabs falls in different cache sets (Bonwick 1994).
+ *
+ * PER NODE (under node->lock): the slab lists, free_objects (free objects
+ * in the node's slabs) and free_limit ((1 + CPUs of the node) * batchcount
+ * + objects per slab: empty slabs past it go back at once), and a shared
+ * array (shared * batchcount objects) between the owners' arrays and the
+ * slabs: a flush puts a batch there if it has room, a refill takes from it
+ * first.
+ *
+ * ALIEN CACHES.  A free of another node's object goes to the freeing
+ * owner's alien array for that node (12 objects, as the kernel's), flushed
+ * to that node's shared array or slabs when full: an owner holds one per
+ * node, the "crossbar" of nodes x owners x caches the seeds worried about.
+ *
+ * THE REAPER (mm/slab.c cache_reap, every 2 s per CPU): the purger's tick
+ * runs it every QS_REAP_MS: per-CPU arrays that no fast path touched since
+ * the last reap give back a fifth of their limit (taken from their CPU with
+ * a membarrier), alien arrays are drained, shared arrays give back a fifth
+ * of their limit, and a fifth of free_limit's worth of free slabs go back.
+ * A thread's array is its own: it is drained at the thread's exit, by
+ * qslab_trim and by the thread's own shrink.
+ *
+ * LOCKS.  A CPU's queue lock (its slow paths, the reaper), then at most one
+ * node lock; never two node locks at once (alien drains lock the target
+ * node alone).  Counters follow SLQB's queue rules (a CPU's under its lock,
+ * free_fast derived from nr): refill (a refill), claim (a refill served by
+ * the shared array), flush (a flush of a batch), remote_free (frees of
+ * other nodes' objects, to alien arrays), remote_batch (alien arrays
+ * drained), node_free (objects freed to slabs).
+ *
+ * DIFFERENCES FROM THE KERNEL'S.  A CPU's array flushes its top batch (an
+ * rseq section can take the top in one commit; the kernel flushes the
+ * oldest, bottom batch and slides the rest down); a thread's array flushes
+ * its bottom as the kernel does.  Arrays are SLQB's queues (640 bytes of
+ * owner state per owner and cache, the slots apart).  The refill writes the
+ * free stamp into the objects it takes.  The reaper's "touched" is a queue
+ * whose top did not move since the last reap.
+ */
+#include "fastpath.h"
+#include "front.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define ALIEN_LIMIT 12      /* mm/slab.c alloc_alien_cache */
+#define QS_REAP_MS 2000     /* mm/slab.c REAPTIMEOUT_AC */
+#define OFF_SLAB_MIN 128    /* PAGE_SIZE >> 5 */
+#define REFILL_MAX 256      /* objects a CPU's refill gathers at once */
+
+/* ---- slab layout ---- */
+struct layout {
+    unsigned num;        /* objects per slab */
+    unsigned ix;         /* bytes per index */
+    bool off;            /* index array off the slab */
+    size_t colour_space; /* leftover bytes */
+};
+
+static unsigned idx_bytes(unsigned num)
+{
+    return num <= 256 ? 1 : num <= 65536 ? 2 : 4;
+}
+
+/* A slab's free-list block: a bitmap of its free objects (qslab's: a free
+ * of an object its slab holds free already is found at once, whatever
+ * path brought it; the kernel's SLAB keeps one only when debugging), then
+ * the index array. */
+static inline size_t bm_bytes(unsigned num)
+{
+    return ((size_t)num + 63) / 64 * 8;
+}
+static inline size_t meta_bytes(unsigned num, unsigned ix)
+{
+    return (bm_bytes(num) + (size_t)num * ix + 7) & ~(size_t)7;
+}
+
+static struct layout layout(const qslab_cache *c, unsigned order)
+{
+    struct layout L = {0, 1, false, 0};
+    size_t slab = qs_slab_bytes(order), slot = c->slot_size;
+    unsigned num = (unsigned)(slab / slot);
+    if (!num)
+        return L;
+    unsigned ix = idx_bytes(num);
+    size_t left = slab - num * slot;
+    if (left >= meta_bytes(num, ix)) { /* the leftover holds it */
+        L.num = num;
+        L.ix = ix;
+        L.colour_space = left - meta_bytes(num, ix);
+    } else if (slot >= OFF_SLAB_MIN) {
+        L.num = num;
+        L.ix = ix;
+        L.off = true;
+        L.colour_space = left;
+    } else {
+        while (num && (size_t)num * slot + meta_bytes(num, idx_bytes(num)) > slab)
+            num--;
+        L.num = num;
+        L.ix = idx_bytes(num);
+        L.colour_space = slab - (size_t)num * slot - meta_bytes(num, L.ix);
+    }
+    return L;
+}
+
+static unsigned slab_objs_per_slab(const qslab_cache *c, unsigned order)
+{
+    return layout(c, order).num;
+}
+
+/* calculate_slab_order: order 0 unless it wastes more than 1/8, then
+ * order 1 (slab_max_order on machines over 32 MiB); objects over a page
+ * get the first order that holds one. */
+static unsigned slab_order(const qslab_cache *c)
+{
+    for (unsigned order = c->min_order; order <= QS_MAX_ORDER; order++) {
+        struct layout L = layout(c, order);
+        if (!L.num)
+            continue;
+        if (order >= 1 || L.colour_space * 8 <= qs_slab_bytes(order))
+            return order;
+    }
+    return c->min_order;
+}
+
+static inline unsigned ix_of(const struct qs_slab *s)
+{
+    return idx_bytes(s->objects);
+}
+static inline uint64_t *free_bm(const struct qs_slab *s)
+{
+    return (uint64_t *)s->freelist;
+}
+static inline bool bm_test(const struct qs_slab *s, unsigned i)
+{
+    return free_bm(s)[i / 64] >> (i % 64) & 1;
+}
+static inline void bm_flip(const struct qs_slab *s, unsigned i)
+{
+    free_bm(s)[i / 64] ^= (uint64_t)1 << (i % 64);
+}
+static inline unsigned get_free_idx(const struct qs_slab *s, unsigned i)
+{
+    const void *a = (const char *)s->freelist + bm_bytes(s->objects);
+    switch (ix_of(s)) {
+    case 1:
+        return ((const uint8_t *)a)[i];
+    case 2:
+        return ((const uint16_t *)a)[i];
+    default:
+        return ((const uint32_t *)a)[i];
+    }
+}
+static inline void set_free_idx(struct qs_slab *s, unsigned i, unsigned v)
+{
+    void *a = (char *)s->freelist + bm_bytes(s->objects);
+    switch (ix_of(s)) {
+    case 1:
+        ((uint8_t *)a)[i] = (uint8_t)v;
+        break;
+    case 2:
+        ((uint16_t *)a)[i] = (uint16_t)v;
+        break;
+    default:
+        ((uint32_t *)a)[i] = v;
+    }
+}
+static inline bool off_slab(const struct qs_slab *s)
+{
+    return (uintptr_t)s->freelist - (uintptr_t)s->mem >= qs_slab_bytes(s->order);
+}
+static inline unsigned obj_index(const qslab_cache *c, const struct qs_slab *s, const void *obj)
+{
+    return (unsigned)(((uintptr_t)obj - (uintptr_t)s->base) / c->slot_size);
+}
+static struct qs_slab *slab_of(const void *obj)
+{
+    return qs_slab_lookup(obj);
+}
+
+static unsigned free_limit(const qslab_cache *c)
+{
+    long cpus = qs_os_cpu_possible(); /* nr_cpus_node: the node's share */
+    long per_node = cpus / (qs_nr_nodes ? qs_nr_nodes : 1);
+    if (per_node < 1)
+        per_node = 1;
+    return (unsigned)((1 + per_node) * QS_LOAD(c->slab_batch) +
+                      slab_objs_per_slab(c, QS_LOAD(c->order)));
+}
+
+/* A new slab on node n: every object born (constructed) and free, its
+ * index array in order, its colour the node's next; not on a list yet.
+ * q: whose counters (NULL: the cache's). */
+static struct qs_slab *slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_node *n)
+{
+    unsigned order = QS_LOAD(c->order);
+    struct layout L = layout(c, order);
+    if (!L.num) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    struct qs_slab *s = qs_page_alloc_slab(n->id, order);
+    if (!s)
+        return NULL;
+    void *arr;
+    if (L.off) {
+        if (!(arr = qs_meta_alloc(meta_bytes(L.num, L.ix)))) {
+            qs_page_free_slab(s);
+            errno = ENOMEM;
+            return NULL;
+        }
+    } else {
+        arr = s->mem + qs_slab_bytes(order) - meta_bytes(L.num, L.ix);
+        memset(arr, 0, bm_bytes(L.num));
+    }
+    size_t colour_off = c->align > QS_CACHELINE ? c->align : QS_CACHELINE;
+    size_t ncolours = L.colour_space / colour_off + 1;
+    uint32_t k = __atomic_fetch_add(&n->colour_next, 1, __ATOMIC_RELAXED);
+    s->base = s->mem + (k % ncolours) * colour_off;
+    s->objects = L.num;
+    s->recip = ~(uint64_t)0 / c->slot_size + 1;
+    s->cache_id = c->id;
+    s->inuse = 0;
+    s->freelist = arr;
+    s->tail = NULL;
+    uintptr_t mark = qs_enc(c, NULL);
+    for (unsigned i = 0; i < L.num; i++) {
+        char *obj = s->base + (size_t)i * c->slot_size;
+        set_free_idx(s, i, i);
+        bm_flip(s, i); /* free */
+        if (c->ctor)
+            c->ctor(obj);
+        *qs_link(c, obj) = mark;
+    }
+    qs_slab_set_owner(s, &n->list);
+    __atomic_store_n(&s->span, L.num * c->slot_size, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->cache, c, __ATOMIC_RELEASE);
+    qs_stat(c, q, QS_NEW_SLAB, 1);
+    qs_stat(c, q, QS_NEW_OBJS, L.num);
+    return s;
+}
+
+/* bytes this thread gave back (shrink and trim report their difference:
+ * slabs go back from several places on the way, free_limit's among them) */
+static __thread size_t released;
+
+static void slab_destroy(qslab_cache *c, struct qs_queue *q, struct qs_slab *s)
+{
+    unsigned objs = s->objects;
+    if (off_slab(s))
+        qs_meta_free(s->freelist, meta_bytes(objs, ix_of(s)));
+    s->freelist = NULL;
+    qs_stat(c, q, QS_FREE_SLAB, 1);
+    qs_stat(c, q, QS_FREE_OBJS, objs);
+    released += qs_page_free_slab(s);
+}
+
+static void release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list)
+{
+    while (list) {
+        struct qs_slab *next = list->next;
+        slab_destroy(c, q, list);
+        list = next;
+    }
+}
+
+/* the node's free slabs (doubly linked, n->lock) */
+static void free_add(struct qs_node *n, struct qs_slab *s)
+{
+    __atomic_store_n(&s->state, (uint8_t)QS_SLAB_EMPTY, __ATOMIC_RELAXED);
+    s->prev = NULL;
+    s->next = n->slabs_free;
+    if (s->next)
+        s->next->prev = s;
+    n->slabs_free = s;
+    QS_STORE(n->nr_free_slabs, n->nr_free_slabs + 1);
+}
+static void free_del(struct qs_node *n, struct qs_slab *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        n->slabs_free = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    s->next = s->prev = NULL;
+    QS_STORE(n->nr_free_slabs, n->nr_free_slabs - 1);
+}
+
+/* ---- objects to and from slabs (n->lock held) ---- */
+
+/* The word of a free object in a slab: the slab mark; the stamp (in an
+ * array too) or 0 (handed out from an array meanwhile): freed twice; else
+ * overwritten.  Reports and returns false for the last ones. */
+static bool slab_word_ok(qslab_cache *c, void *obj)
+{
+    uintptr_t w = *qs_link(c, obj);
+    if (likely(w == qs_enc(c, NULL)))
+        return true;
+    if (w == QS_STAMP(c->secret) || w == 0)
+        qs_fatal("double free of %p in cache %s (found before it was handed out again)", obj,
+                 c->name);
+    else
+        qs_fatal("free list corruption in cache %s: free object %p was overwritten (use after "
+                 "free or double free?)",
+                 c->name, obj);
+    return false;
+}
+
+/* Take up to want objects of node n's slabs into dst, each given the free
+ * stamp (it enters an array): partial slabs first, then free ones.  An
+ * object whose word is wrong is reported and not taken (it stays in use
+ * from its slab's side: an array holds it already, or it is lost); *twice
+ * counts those freed twice (their second free leaves the counts). */
+static unsigned take_locked(qslab_cache *c, struct qs_node *n, void **dst, unsigned want,
+                            unsigned *twice)
+{
+    uintptr_t stamp = QS_STAMP(c->secret);
+    unsigned got = 0;
+    while (got < want) {
+        struct qs_slab *s = n->list.partial;
+        if (!s) {
+            if (!(s = n->slabs_free))
+                break;
+            free_del(n, s);
+            qs_list_add(&n->list, s, QS_SLAB_PARTIAL);
+        }
+        while (s->inuse < s->objects && got < want) {
+            unsigned idx = get_free_idx(s, s->inuse++);
+            void *obj = s->base + (size_t)idx * c->slot_size;
+            bm_flip(s, idx); /* in use */
+            n->free_objects--;
+            if (unlikely(!slab_word_ok(c, obj))) {
+                uintptr_t w = *qs_link(c, obj);
+                if (w == stamp || w == 0) { /* held elsewhere too: not again */
+                    ++*twice;
+                    continue;
+                }
+                /* written after its free: reported; a free object still,
+                 * handed out (nothing else holds it) */
+            }
+            *qs_link(c, obj) = stamp;
+            dst[got++] = obj;
+        }
+        if (s->inuse == s->objects) {
+            qs_list_del(&n->list, s);
+            qs_list_add(&n->list, s, QS_SLAB_FULL);
+        }
+    }
+    return got;
+}
+
+/* Objects of node n back to their slabs (the kernel's free_block); empty
+ * slabs past free_limit onto *release.  An object its slab holds free
+ * already (freed twice, or never handed out: pushed by a CPU's fast path,
+ * which does not look) is left alone and put in twice[] (up to 8; counted
+ * in *ntwice) for the caller to report once the lock is released. */
+static void free_block_locked(qslab_cache *c, struct qs_node *n, void *const *objs, unsigned long k,
+                              struct qs_slab **release, void **twice, unsigned *ntwice)
+{
+    uintptr_t mark = qs_enc(c, NULL);
+    for (unsigned long i = 0; i < k; i++) {
+        struct qs_slab *s = slab_of(objs[i]);
+        unsigned idx = obj_index(c, s, objs[i]);
+        if (unlikely(bm_test(s, idx))) {
+            if (*ntwice < 8)
+                twice[*ntwice] = objs[i];
+            ++*ntwice;
+            *qs_link(c, objs[i]) = mark; /* free in its slab: its word again */
+            continue;
+        }
+        bm_flip(s, idx);
+        bool was_full = s->inuse == s->objects;
+        *qs_link(c, objs[i]) = mark;
+        set_free_idx(s, --s->inuse, idx);
+        n->free_objects++;
+        if (s->inuse == 0) {
+            qs_list_del(&n->list, s);
+            free_add(n, s);
+        } else if (was_full) {
+            qs_list_del(&n->list, s);
+            qs_list_add(&n->list, s, QS_SLAB_PARTIAL);
+        }
+    }
+    while (n->free_objects > n->free_limit && n->slabs_free) {
+        struct qs_slab *s = n->slabs_free;
+        free_del(n, s);
+        n->free_objects -= s->objects;
+        s->next = *release;
+        *release = s;
+    }
+}
+
+/* Give objects (all of node n) to n's shared array while it has room, the
+ * rest to their slabs (the kernel's cache_flusharray, and the alien
+ * drain's __drain_alien_cache). */
+static void to_node_locked(qslab_cache *c, struct qs_queue *q, struct qs_node *n, void *const *objs,
+                           unsigned long k, bool shared_first)
+{
+    struct qs_slab *rel = NULL;
+    qs_lock_acquire(&n->lock);
+    if (shared_first && n->shared) {
+        unsigned long room = n->shared_limit - n->shared_avail;
+        unsigned long m = room < k ? room : k;
+        memcpy(n->shared + n->shared_avail, objs, m * sizeof(void *));
+        n->shared_avail += (uint32_t)m;
+        objs += m;
+        k -= m;
+    }
+    void *twice[8];
+    unsigned ntwice = 0;
+    if (k) {
+        free_block_locked(c, n, objs, k, &rel, twice, &ntwice);
+        qs_stat(c, q, QS_NODE_FREE, k - ntwice);
+    }
+    bool kept = QS_LOAD(n->nr_free_slabs) != 0;
+    qs_lock_release(&n->lock);
+    release_list(c, q, rel);
+    if (kept) /* the reaper gives free slabs back over time (node.c starts it) */
+        qs_node_purger_want();
+    if (unlikely(ntwice)) {
+        for (unsigned i = 0; i < ntwice && i < 8; i++)
+            qs_fatal("double free of %p in cache %s (found as it went back to its slab)", twice[i],
+                     c->name);
+        if (q) { /* the second frees were counted as frees */
+            qs_queue_seq_begin(q);
+            qs_queue_seq_end(q, (long)ntwice);
+        } else {
+            __atomic_fetch_sub(&c->orphan_stat[QS_FREE_SLOW], ntwice, __ATOMIC_RELAXED);
+        }
+    }
+}
+
+/* The same, each object's word checked first (it comes from an array: the
+ * stamp; else reported as queue.c does, and left out; a second free leaves
+ * the counts). */
+static void to_node(qslab_cache *c, struct qs_queue *q, struct qs_node *n, void *const *objs,
+                    unsigned long k, bool shared_first)
+{
+    uintptr_t stamp = QS_STAMP(c->secret);
+    unsigned long i = 0, twice = 0;
+    while (i < k && *qs_link(c, objs[i]) == stamp)
+        i++;
+    if (i == k) { /* the common case: all of them */
+        to_node_locked(c, q, n, objs, k, shared_first);
+        return;
+    }
+    void *buf[64];
+    unsigned m = 0;
+    for (i = 0; i < k; i++) {
+        if (likely(*qs_link(c, objs[i]) == stamp)) {
+            buf[m++] = objs[i];
+        } else if (qs_report_unstamped(c, objs[i])) {
+            twice++; /* handed out since: not ours to give back */
+        } else { /* written after its free: reported; back to its slab */
+            *qs_link(c, objs[i]) = stamp;
+            buf[m++] = objs[i];
+        }
+        if (m == 64 || (i + 1 == k && m)) {
+            to_node_locked(c, q, n, buf, m, shared_first);
+            m = 0;
+        }
+    }
+    if (twice) {
+        if (q) {
+            qs_queue_seq_begin(q);
+            qs_queue_seq_end(q, (long)twice);
+        } else {
+            __atomic_fetch_sub(&c->orphan_stat[QS_FREE_SLOW], twice, __ATOMIC_RELAXED);
+        }
+    }
+}
+
+/* queue.c's routing of a queue's objects (flush, shrink, exit): to their
+ * slabs, node by node (the kernel's free_block from drain_array). */
+static void slab_give_back(qslab_cache *c, struct qs_queue *q, void *const *objs, unsigned long k)
+{
+    unsigned long i = 0;
+    while (i < k) {
+        int node = slab_of(objs[i])->node;
+        unsigned long j = i + 1;
+        while (j < k && slab_of(objs[j])->node == node)
+            j++;
+        to_node(c, q, &c->nodes[node], objs + i, j - i, false);
+        i = j;
+    }
+}
+
+/* Fill dst with up to want objects for an owner of node n: the shared
+ * array first, then slabs, then a new slab (cache_alloc_refill). */
+static unsigned gather(qslab_cache *c, struct qs_queue *q, struct qs_node *n, void **dst, unsigned want)
+{
+    unsigned got = 0, twice = 0;
+    qs_stat(c, q, QS_REFILL, 1);
+    for (;;) {
+        qs_lock_acquire(&n->lock);
+        if (n->shared_avail && !got) {
+            unsigned m = n->shared_avail < want ? n->shared_avail : want;
+            n->shared_avail -= m;
+            memcpy(dst, n->shared + n->shared_avail, m * sizeof(void *));
+            got = m;
+            qs_stat(c, q, QS_CLAIM, 1);
+        }
+        got += take_locked(c, n, dst + got, want - got, &twice);
+        qs_lock_release(&n->lock);
+        if (twice) { /* second frees counted as frees: uncounted */
+            if (q) {
+                qs_queue_seq_begin(q);
+                qs_queue_seq_end(q, (long)twice);
+            } else {
+                __atomic_fetch_sub(&c->orphan_stat[QS_FREE_FAST], twice, __ATOMIC_RELAXED);
+            }
+            twice = 0;
+        }
+        if (got)
+            return got;
+        struct qs_slab *s = slab_grow(c, q, n);
+        if (!s)
+            return 0;
+        qs_lock_acquire(&n->lock);
+        free_add(n, s);
+        n->free_objects += s->objects;
+        qs_lock_release(&n->lock);
+    }
+}
+
+/* ---- alien caches ---- */
+static void **alien_of(struct qs_queue *q, int node)
+{
+    if (!q->alien) {
+        size_t bytes = sizeof(void *) * (ALIEN_LIMIT + 1) * (size_t)qs_nr_nodes;
+        if (!(q->alien = qs_meta_alloc(bytes)))
+            return NULL;
+    }
+    return q->alien + (size_t)node * (ALIEN_LIMIT + 1);
+}
+
+static void alien_drain_one(qslab_cache *c, struct qs_queue *q, int node)
+{
+    void **a = q->alien + (size_t)node * (ALIEN_LIMIT + 1);
+    uintptr_t k = (uintptr_t)a[0];
+    if (!k)
+        return;
+    a[0] = 0;
+    qs_stat(c, q, QS_REMOTE_BATCH, 1);
+    to_node(c, q, &c->nodes[node], a + 1, k, true);
+}
+
+static void alien_drain(qslab_cache *c, struct qs_queue *q)
+{
+    if (q->alien)
+        for (int i = 0; i < qs_nr_nodes; i++)
+            alien_drain_one(c, q, i);
+}
+
+/* obj of another node than q's: its alien array (the caller owns q) */
+static void alien_free(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj)
+{
+    void **a = alien_of(q, s->node);
+    qs_stat(c, q, QS_FREE_SLOW, 1);
+    if (!a) { /* ENOMEM: straight home */
+        to_node(c, q, &c->nodes[s->node], &obj, 1, true);
+        return;
+    }
+    qs_stat(c, q, QS_REMOTE_FREE, 1);
+    if ((uintptr_t)a[0] >= ALIEN_LIMIT)
+        alien_drain_one(c, q, s->node);
+    *qs_link(c, obj) = QS_STAMP(c->secret);
+    uintptr_t k = (uintptr_t)a[0];
+    a[1 + k] = obj;
+    a[0] = (void *)(k + 1);
+}
+
+/* ---- double frees ---- */
+static bool vec_has(void *const *v, unsigned long n, const void *obj)
+{
+    for (unsigned long i = 0; i < n; i++)
+        if (v[i] == obj)
+            return true;
+    return false;
+}
+
+/* obj's word is the free stamp: is it free already (in q's array or alien
+ * arrays, its node's shared array, or its slab's free indices)? */
+static bool double_free(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj)
+{
+    qs_stat(c, q, QS_DOUBLE_FREE_CHECK, 1);
+    bool found = false;
+    if (q) {
+        found = vec_has(q->slots, QS_TOP_NR(QS_LOAD(q->top)), obj);
+        for (int i = 0; q->alien && !found && i < qs_nr_nodes; i++) {
+            void **a = q->alien + (size_t)i * (ALIEN_LIMIT + 1);
+            found = vec_has(a + 1, (uintptr_t)a[0], obj);
+        }
+    }
+    if (!found) {
+        struct qs_node *n = &c->nodes[s->node];
+        unsigned idx = obj_index(c, s, obj);
+        qs_lock_acquire(&n->lock);
+        found = bm_test(s, idx) || (n->shared && vec_has(n->shared, n->shared_avail, obj));
+        qs_lock_release(&n->lock);
+    }
+    if (found)
+        qs_fatal("double free of %p in cache %s", obj, c->name);
+    return found;
+}
+
+/* ---- the owners' slow paths ---- */
+
+/* A thread's array is full: its bottom batch to the shared array or the
+ * slabs, the rest slid down (cache_flusharray). */
+static void th_flusharray(qslab_cache *c, struct qs_queue *q)
+{
+    unsigned nr = QS_TOP_NR(q->top), b = QS_LOAD(c->slab_batch);
+    if (b > nr)
+        b = nr;
+    if (!b)
+        return;
+    qs_stat(c, q, QS_FLUSH, 1);
+    /* objects of the array are all of q's node (alien ones go elsewhere) */
+    to_node(c, q, &c->nodes[q->node], q->slots, b, true);
+    memmove(q->slots, q->slots + b, (size_t)(nr - b) * sizeof(void *));
+    qs_queue_nr_set(q, nr - b);
+}
+
+static void *slab_alloc_single(qslab_cache *c, struct qs_queue *q, int node)
+{
+    void *obj;
+    if (!gather(c, q, &c->nodes[node], &obj, 1))
+        return NULL;
+    *qs_link(c, obj) = 0;
+    qs_stat(c, q, QS_ALLOC_SLOW, 1);
+    qs_stat(c, q, QS_NODE_ALLOC, 1);
+    return obj;
+}
+
+static void *th_alloc(qslab_cache *c)
+{
+    struct qs_queue *q = qs_queue_of(c);
+    if (!q && !(q = qs_queue_attach(c)))
+        return slab_alloc_single(c, NULL, qs_self.node); /* an exited thread */
+    for (;;) {
+        if (!QS_TOP_NR(q->top)) {
+            unsigned want = QS_LOAD(c->slab_batch);
+            if (!qs_queue_reserve(q, want) && !q->cap) {
+                errno = ENOMEM;
+                return NULL;
+            }
+            unsigned room = q->cap - QS_TOP_NR(q->top);
+            if (want > room)
+                want = room;
+            unsigned got = gather(c, q, &c->nodes[q->node], q->slots, want);
+            if (!got)
+                return NULL;
+            qs_queue_nr_set(q, got);
+        }
+        void *obj = qs_queue_pop(c, q, QS_ALLOC_SLOW);
+        if (obj)
+            return obj;
+    }
+}
+
+static void th_free(qslab_cache *c, struct qs_slab *s, void *obj)
+{
+    struct qs_queue *q = qs_queue_of(c);
+    /* a thread that only frees gets its array at its 32nd free (queue.c's
+     * rule: glibc frees after the exit destructors) */
+    if (!q && (qs_self.state != 0 || ++qs_self.direct_frees >= 32))
+        q = qs_queue_attach(c);
+    if (unlikely(qs_maybe_free(c, *qs_link(c, obj))) && double_free(c, q, s, obj))
+        return;
+    if (!q) {
+        *qs_link(c, obj) = QS_STAMP(c->secret);
+        qs_stat(c, NULL, QS_FREE_SLOW, 1);
+        to_node(c, NULL, &c->nodes[s->node], &obj, 1, true);
+        return;
+    }
+    if (s->node != q->node) {
+        alien_free(c, q, s, obj);
+        return;
+    }
+    /* the limit is the owner's to raise (as its slots grow) and tune's to
+     * lower (relaxed both): an array over it (a lowered limit) flushes
+     * batches until it is below */
+    uint64_t t = q->top;
+    uint32_t l = QS_LOAD(c->slab_limit);
+    if (QS_LOAD(q->limit) < l && QS_TOP_NR(t) >= QS_LOAD(q->limit) && qs_queue_reserve(q, 1))
+        QS_STORE(q->limit, l < q->cap ? l : q->cap);
+    while (QS_TOP_NR(t) >= QS_LOAD(q->limit) && QS_TOP_NR(t)) {
+        th_flusharray(c, q);
+        t = q->top;
+    }
+    qs_queue_push_at(c, q, s, obj, t);
+}
+
+#if QS_HAVE_PERCPU
+static struct qs_queue *pc_lock(qslab_cache *c)
+{
+    struct qs_queue *q = qs_queue_of(c);
+    if (!q && !(q = qs_queue_attach(c)))
+        return NULL;
+    qs_lock_acquire(&q->lock);
+    return q;
+}
+
+static void *pc_alloc(qslab_cache *c)
+{
+    void *buf[REFILL_MAX];
+    for (;;) {
+        struct qs_queue *q = pc_lock(c);
+        if (!q) {
+            int cpu = qs_os_rseq_cpu(qs_rseq_off);
+            return slab_alloc_single(c, NULL, qs_node_of_cpu(cpu >= 0 ? cpu : qs_os_current_cpu()));
+        }
+        void *obj;
+        qs_queue_seq_begin(q);
+        int k = qs_percpu_pop(q, &obj, 1);
+        qs_queue_seq_end(q, 0); /* a pop: counted below */
+        if (k < 0) { /* migrated */
+            qs_lock_release(&q->lock);
+            continue;
+        }
+        if (k == 1) {
+            uintptr_t w = *qs_link(c, obj);
+            if (w != q->stamp && !qs_looks_free(c, w)) { /* as queue.c's percpu_alloc_slow */
+                if (!qs_report_unstamped(c, obj)) {
+                    qs_queue_seq_begin(q);
+                    qs_queue_seq_end(q, -1);
+                }
+                qs_lock_release(&q->lock);
+                continue;
+            }
+            QS_ADD(q->stat[QS_ALLOC_SLOW], 1);
+            qs_lock_release(&q->lock);
+            *qs_link(c, obj) = 0;
+            return obj;
+        }
+        unsigned want = QS_LOAD(c->slab_batch);
+        if (want > REFILL_MAX)
+            want = REFILL_MAX;
+        unsigned n = gather(c, q, &c->nodes[q->node], buf, want);
+        if (!n) {
+            qs_lock_release(&q->lock);
+            return NULL;
+        }
+        obj = buf[--n];
+        int pushed = 0;
+        qs_queue_seq_begin(q);
+        if (n && qs_percpu_reserve(q, n)) {
+            pushed = qs_percpu_push(q, buf, n, q->cap);
+            if (pushed < 0)
+                pushed = 0;
+        }
+        qs_queue_seq_end(q, pushed + 1);
+        if ((unsigned)pushed < n) /* migrated: back to the node */
+            to_node(c, q, &c->nodes[q->node], buf + pushed, n - (unsigned)pushed, true);
+        QS_ADD(q->stat[QS_ALLOC_SLOW], 1);
+        qs_lock_release(&q->lock);
+        *qs_link(c, obj) = 0;
+        return obj;
+    }
+}
+
+/* A CPU's array is full (or obj is another node's): its top batch to the
+ * shared array or slabs, then the push. */
+static void pc_free(qslab_cache *c, struct qs_slab *s, void *obj)
+{
+    void *buf[REFILL_MAX];
+    for (;;) {
+        struct qs_queue *q = pc_lock(c);
+        if (unlikely(qs_maybe_free(c, *qs_link(c, obj))) && double_free(c, q, s, obj)) {
+            if (q)
+                qs_lock_release(&q->lock);
+            return;
+        }
+        if (!q) {
+            *qs_link(c, obj) = QS_STAMP(c->secret);
+            qs_stat(c, NULL, QS_FREE_SLOW, 1);
+            to_node(c, NULL, &c->nodes[s->node], &obj, 1, true);
+            return;
+        }
+        if (s->node != q->node) {
+            alien_free(c, q, s, obj);
+            qs_lock_release(&q->lock);
+            return;
+        }
+        uint32_t lim = QS_LOAD(c->slab_limit);
+        if (QS_TOP_NR(QS_LOAD(q->top)) >= lim || !qs_percpu_reserve(q, 1)) {
+            unsigned b = QS_LOAD(c->slab_batch);
+            if (b > REFILL_MAX)
+                b = REFILL_MAX;
+            qs_queue_seq_begin(q);
+            int k = qs_percpu_pop(q, buf, b);
+            qs_queue_seq_end(q, k > 0 ? -k : 0);
+            if (k < 0) {
+                qs_lock_release(&q->lock);
+                continue;
+            }
+            QS_ADD(q->stat[QS_FLUSH], 1);
+            to_node(c, q, &c->nodes[q->node], buf, (unsigned)k, true);
+        }
+        uint32_t ql = lim < q->cap ? lim : q->cap;
+        QS_STORE(q->limit, ql);
+        QS_STORE(q->park, ql);
+        *qs_link(c, obj) = q->stamp;
+        int k = qs_percpu_push(q, &obj, 1, ql); /* a free: nr + 1 counts it */
+        qs_lock_release(&q->lock);
+        if (k == 1)
+            return;
+        /* migrated, or the fast path filled it meanwhile: again */
+        *qs_link(c, obj) = 0;
+    }
+}
+#endif
+
+/* ---- hooks ---- */
+
+static void slab_free(qslab_cache *c, struct qs_slab *s, void *obj);
+
+static void *slab_alloc_any(qslab_cache *c)
+{
+#if QS_HAVE_PERCPU
+    if (qs_percpu())
+        return pc_alloc(c);
+#endif
+    return th_alloc(c);
+}
+
+static void *slab_alloc(qslab_cache *c, int node)
+{
+    if (node == QSLAB_NUMA_NO_NODE)
+        return slab_alloc_any(c);
+    struct qs_queue *q = qs_queue_of(c);
+    if (!q)
+        q = qs_queue_attach(c);
+    if (!q || node != q->node)
+        return slab_alloc_single(c, qs_percpu() ? NULL : q, node);
+    /* a CPU owner may change before the pop: checked, and given back if
+     * the object is of another node (neither counted) */
+    void *obj = qs_alloc_fast(c);
+    struct qs_slab *s = obj ? slab_of(obj) : NULL;
+    if (!obj || !s || s->node == node)
+        return obj;
+    slab_free(c, s, obj);
+    qs_uncount_pair(c);
+    return slab_alloc_single(c, NULL, node);
+}
+
+static void slab_free(qslab_cache *c, struct qs_slab *s, void *obj)
+{
+#if QS_HAVE_PERCPU
+    if (qs_percpu()) {
+        pc_free(c, s, obj);
+        return;
+    }
+#endif
+    th_free(c, s, obj);
+}
+
+/* Drain an owner's array (all of it, or up to n from its top), its alien
+ * arrays: the caller owns q (a thread; a CPU's queue taken from its CPU). */
+static void drain_owner(qslab_cache *c, struct qs_queue *q, unsigned n)
+{
+    qs_queue_flush(c, q, n); /* queue.c: routed here by give_back */
+    alien_drain(c, q);
+}
+
+static void drain_shared(qslab_cache *c, struct qs_node *n, unsigned max)
+{
+    void *buf[REFILL_MAX];
+    for (;;) {
+        qs_lock_acquire(&n->lock);
+        unsigned k = n->shared_avail < max ? n->shared_avail : max;
+        if (k > REFILL_MAX)
+            k = REFILL_MAX;
+        if (!k) {
+            qs_lock_release(&n->lock);
+            return;
+        }
+        n->shared_avail -= k;
+        memcpy(buf, n->shared + n->shared_avail, k * sizeof(void *));
+        qs_lock_release(&n->lock);
+        to_node(c, NULL, n, buf, k, false); /* words checked */
+        max -= k;
+        if (!max)
+            return;
+    }
+}
+
+/* up to max free slabs of n back (drain_freelist); check: each object's
+ * word first (shrink and trim: the last chance to see a write after free) */
+static size_t drain_free(qslab_cache *c, struct qs_node *n, unsigned long max, bool check)
+{
+    struct qs_slab *rel = NULL;
+    size_t bytes = 0;
+    qs_lock_acquire(&n->lock);
+    while (max-- && n->slabs_free) {
+        struct qs_slab *s = n->slabs_free;
+        free_del(n, s);
+        n->free_objects -= s->objects;
+        bytes += qs_slab_bytes(s->order);
+        s->next = rel;
+        rel = s;
+    }
+    qs_lock_release(&n->lock);
+    for (struct qs_slab *s = rel; check && s; s = s->next)
+        for (unsigned i = 0; i < s->objects; i++)
+            if (!slab_word_ok(c, s->base + (size_t)i * c->slot_size))
+                break;
+    release_list(c, NULL, rel);
+    return bytes;
+}
+
+/* every owner's array we may touch: per-CPU, each CPU's (taken from it);
+ * a thread, its own.  qs_global held for the per-CPU walk. */
+static void drain_owners(qslab_cache *c, unsigned n_each, bool only_idle)
+{
+    if (!qs_percpu()) {
+        struct qs_queue *q = qs_queue_of(c);
+        if (q && !only_idle)
+            drain_owner(c, q, n_each);
+        return;
+    }
+#if QS_HAVE_PERCPU
+    for (struct qs_queue *q = c->queues; q; q = q->all_next) {
+        uint64_t top = QS_LOAD(q->top);
+        bool idle = top == q->idle_top;
+        q->idle_top = top;
+        if (only_idle && !qs_lock_try(&q->lock))
+            continue;
+        if (!only_idle)
+            qs_lock_acquire(&q->lock);
+        if (idle || !only_idle) {
+            if (QS_TOP_NR(top) && qs_percpu_take(q)) {
+                QS_TSAN_ACQUIRE(q);
+                drain_owner(c, q, n_each);
+                QS_TSAN_RELEASE(q);
+                qs_percpu_give(q);
+            } else {
+                alien_drain(c, q);
+            }
+            q->idle_top = QS_LOAD(q->top);
+        } else {
+            alien_drain(c, q); /* the kernel drains aliens at every reap */
+        }
+        qs_lock_release(&q->lock);
+    }
+#endif
+}
+
+static size_t shrink_locked(qslab_cache *c, bool all_owners)
+{
+    if (all_owners)
+        drain_owners(c, ~0u, false);
+    size_t bytes = 0;
+    for (int i = 0; i < qs_nr_nodes; i++) {
+        drain_shared(c, &c->nodes[i], ~0u);
+        bytes += drain_free(c, &c->nodes[i], ~0ul, true);
+    }
+    return bytes;
+}
+
+static size_t slab_shrink(qslab_cache *c)
+{
+    size_t before = released;
+    if (qs_percpu()) {
+        qs_lock_acquire(&qs_global);
+        shrink_locked(c, true);
+        qs_lock_release(&qs_global);
+    } else {
+        struct qs_queue *q = qs_queue_of(c);
+        if (q)
+            drain_owner(c, q, QS_TOP_NR(q->top));
+        shrink_locked(c, false);
+    }
+    qs_purger_check();
+    return released - before;
+}
+
+/* The purger's tick: the reaper every QS_REAP_MS; trim (all): everything. */
+static uint64_t last_reap;
+static size_t slab_sweep(bool all)
+{
+    uint64_t now = qs_os_now_ms();
+    if (!all && now - __atomic_load_n(&last_reap, __ATOMIC_RELAXED) < QS_REAP_MS)
+        return 0;
+    __atomic_store_n(&last_reap, now, __ATOMIC_RELAXED);
+    size_t before = released;
+    qs_lock_acquire(&qs_global);
+    for (qslab_cache *c = qs_caches; c; c = c->next) {
+        if (c->front != QS_FRONT_SLAB)
+            continue;
+        if (all) {
+            if (!qs_percpu()) { /* the caller's own array (qslab_trim's thread) */
+                struct qs_queue *q = qs_queue_of(c);
+                if (q)
+                    drain_owner(c, q, QS_TOP_NR(q->top));
+            }
+            shrink_locked(c, qs_percpu());
+            continue;
+        }
+        unsigned fifth = (QS_LOAD(c->slab_limit) + 4) / 5;
+        drain_owners(c, fifth, true);
+        unsigned objs = slab_objs_per_slab(c, QS_LOAD(c->order));
+        for (int i = 0; i < qs_nr_nodes; i++) {
+            struct qs_node *n = &c->nodes[i];
+            if (n->shared)
+                drain_shared(c, n, fifth);
+            unsigned long fl = QS_LOAD(n->free_limit);
+            drain_free(c, n, (fl + 5 * objs - 1) / (5 * (objs ? objs : 1)), false);
+        }
+    }
+    qs_lock_release(&qs_global);
+    return released - before;
+}
+
+static void slab_retire(qslab_cache *c, struct qs_queue *q)
+{
+    alien_drain(c, q); /* the array itself: queue.c routes it (give_back) */
+}
+
+static void slab_destroy_all(qslab_cache *c)
+{
+    for (struct qs_queue *q = c->queues; q; q = q->all_next)
+        if (q->alien) {
+            qs_meta_free(q->alien, sizeof(void *) * (ALIEN_LIMIT + 1) * (size_t)qs_nr_nodes);
+            q->alien = NULL;
+        }
+    for (int i = 0; i < qs_nr_nodes; i++) {
+        struct qs_node *n = &c->nodes[i];
+        release_list(c, NULL, n->list.partial);
+        release_list(c, NULL, n->list.full);
+        release_list(c, NULL, n->slabs_free);
+        n->list.partial = n->list.full = n->slabs_free = NULL;
+        if (n->shared)
+            qs_meta_free(n->shared, sizeof(void *) * n->shared_limit);
+        n->shared = NULL;
+    }
+}
+
+/* limit, batchcount or shared changed (qs_global held): the arrays'
+ * limits, each node's shared array (a new one, the old one's objects
+ * freed to the slabs) and free_limit. */
+void qs_slab_tuned(qslab_cache *c)
+{
+    uint32_t lim = QS_LOAD(c->slab_limit);
+    for (struct qs_queue *q = c->queues; q; q = q->all_next) {
+        QS_STORE(q->hiwater, lim);
+        if (QS_LOAD(q->limit) > lim) { /* lowered at once; raised by the owner */
+            QS_STORE(q->limit, lim);
+            QS_STORE(q->park, lim);
+        }
+        /* the caller's own array (a thread's) gives back its excess now */
+        if (q->cpu < 0 && q == qs_queue_of(c) && QS_TOP_NR(q->top) > lim)
+            qs_queue_flush(c, q, QS_TOP_NR(q->top) - lim);
+#if QS_HAVE_PERCPU
+        /* a CPU's array over the new limit gives back the excess now (the
+         * kernel's do_tune_cpucache frees the old arrays); another
+         * thread's, at its next free */
+        if (q->cpu >= 0 && QS_TOP_NR(QS_LOAD(q->top)) > lim) {
+            qs_lock_acquire(&q->lock);
+            if (qs_percpu_take(q)) {
+                QS_TSAN_ACQUIRE(q);
+                unsigned nr = QS_TOP_NR(q->top);
+                if (nr > lim)
+                    qs_queue_flush(c, q, nr - lim);
+                QS_TSAN_RELEASE(q);
+                qs_percpu_give(q);
+            }
+            qs_lock_release(&q->lock);
+        }
+#endif
+    }
+    /* another front end now (the tunable `front` before any allocation):
+     * no shared arrays */
+    uint32_t want = c->front == QS_FRONT_SLAB ? QS_LOAD(c->slab_shared) * QS_LOAD(c->slab_batch) : 0;
+    for (int i = 0; i < qs_nr_nodes; i++) {
+        struct qs_node *n = &c->nodes[i];
+        void **fresh = want ? qs_meta_alloc(sizeof(void *) * want) : NULL;
+        struct qs_slab *rel = NULL;
+        qs_lock_acquire(&n->lock);
+        void **old = n->shared;
+        uint32_t old_limit = n->shared_limit;
+        void *twice[8];
+        unsigned ntwice = 0;
+        if (old && n->shared_avail) /* every entry came through to_node's checks */
+            free_block_locked(c, n, old, n->shared_avail, &rel, twice, &ntwice);
+        n->shared = fresh;
+        n->shared_limit = fresh ? want : 0;
+        n->shared_avail = 0;
+        QS_STORE(n->free_limit, free_limit(c));
+        qs_lock_release(&n->lock);
+        release_list(c, NULL, rel);
+        if (old)
+            qs_meta_free(old, sizeof(void *) * old_limit);
+    }
+}
+
+static unsigned slab_setup_order(const qslab_cache *c)
+{
+    return slab_order(c);
+}
+
+/* ---- validation (qs_global held; nobody uses the cache) ---- */
+static void check_slab(struct qs_walk *w, struct qs_node *n, struct qs_slab *s, int state,
+                       unsigned long *nfree)
+{
+    qslab_cache *c = w->c;
+    w->slabs++;
+    w->inuse += s->inuse;
+    *nfree += s->objects - s->inuse;
+    if (s->cache != c)
+        qs_walk_problem(w, "slab of another cache on a list", s->mem);
+    if (qs_slab_owner(s) != &n->list)
+        qs_walk_problem(w, "slab owner is not its node", s->mem);
+    if (s->state != state)
+        qs_walk_problem(w, "slab state does not match its list", s->mem);
+    if (s->inuse > s->objects || (state == QS_SLAB_FULL && s->inuse != s->objects) ||
+        (state == QS_SLAB_PARTIAL && (s->inuse == 0 || s->inuse == s->objects)) ||
+        (state == QS_SLAB_EMPTY && s->inuse != 0))
+        qs_walk_problem(w, "slab's inuse does not match its list", s->mem);
+    if (__atomic_load_n(&s->span, __ATOMIC_RELAXED) != s->objects * c->slot_size)
+        qs_walk_problem(w, "span does not match the objects", s->mem);
+    /* the bitmap: exactly the free objects */
+    unsigned long bits = 0;
+    for (unsigned i = 0; i < s->objects; i++)
+        bits += bm_test(s, i);
+    if (bits != s->objects - s->inuse)
+        qs_walk_problem(w, "slab's free bitmap does not match its free count", s->mem);
+    /* the free indices: in range, each once, free in the bitmap */
+    uint8_t seen[512];
+    bool track = s->objects <= sizeof(seen) * 8;
+    if (track)
+        memset(seen, 0, (s->objects + 7) / 8);
+    for (unsigned i = s->inuse; i < s->objects && i >= s->inuse; i++) {
+        unsigned v = get_free_idx(s, i);
+        if (v >= s->objects) {
+            qs_walk_problem(w, "free index out of range", s->mem);
+            break;
+        }
+        if (!bm_test(s, v)) {
+            qs_walk_problem(w, "free index of an object its bitmap says is in use", s->mem);
+            break;
+        }
+        if (track && (seen[v / 8] >> (v % 8) & 1)) {
+            qs_walk_problem(w, "object free twice in its slab's index list", s->base + (size_t)v * c->slot_size);
+            break;
+        }
+        if (track)
+            seen[v / 8] |= (uint8_t)(1u << (v % 8));
+    }
+}
+
+static void check_objs(struct qs_walk *w, void *const *v, unsigned long n, int node, const char *what)
+{
+    for (unsigned long i = 0; i < n; i++) {
+        struct qs_chunk *ch = qs_chunk_of(v[i]);
+        struct qs_slab *s = ch && ch->kind == QS_CHUNK_SLABS ? qs_obj_slab(ch, v[i]) : NULL;
+        if (!s || s->cache != w->c || (node >= 0 && s->node != node))
+            qs_walk_problem(w, what, v[i]);
+    }
+}
+
+static void slab_validate(qslab_cache *c, struct qs_walk *w)
+{
+    for (struct qs_queue *q = c->queues; q; q = q->all_next)
+        for (int i = 0; q->alien && i < qs_nr_nodes; i++) {
+            void **a = q->alien + (size_t)i * (ALIEN_LIMIT + 1);
+            uintptr_t k = (uintptr_t)a[0];
+            if (k > ALIEN_LIMIT) {
+                qs_walk_problem(w, "alien array count over its limit", q);
+                continue;
+            }
+            check_objs(w, a + 1, k, i, "alien array holds a pointer that is not an object of its node");
+            w->queued += k;
+        }
+    for (int i = 0; i < qs_nr_nodes; i++) {
+        struct qs_node *n = &c->nodes[i];
+        unsigned long np = 0, nf = 0, ne = 0, nfree = 0;
+        qs_lock_acquire(&n->lock);
+        for (struct qs_slab *s = n->list.partial; s; s = s->next, np++)
+            check_slab(w, n, s, QS_SLAB_PARTIAL, &nfree);
+        for (struct qs_slab *s = n->list.full; s; s = s->next, nf++)
+            check_slab(w, n, s, QS_SLAB_FULL, &nfree);
+        for (struct qs_slab *s = n->slabs_free; s; s = s->next, ne++)
+            check_slab(w, n, s, QS_SLAB_EMPTY, &nfree);
+        if (np != n->list.nr_partial || nf != n->list.nr_full || ne != n->nr_free_slabs)
+            qs_walk_problem(w, "node list counts do not match", n);
+        if (nfree != n->free_objects)
+            qs_walk_problem(w, "node's free_objects does not match its slabs", n);
+        if (n->shared_avail > n->shared_limit)
+            qs_walk_problem(w, "shared array count over its limit", n);
+        else if (n->shared)
+            check_objs(w, n->shared, n->shared_avail, i,
+                       "shared array holds a pointer that is not an object of its node");
+        w->queued += n->shared_avail;
+        qs_lock_release(&n->lock);
+    }
+}
+
+const struct qs_front qs_front_slab = {
+    .name = "slab",
+    .what = "per-owner arrays, a shared array and alien arrays per node (SLAB)",
+    .alloc = slab_alloc,
+    .free = slab_free,
+    .shrink = slab_shrink,
+    .sweep = slab_sweep,
+    .validate = slab_validate,
+    .retire = slab_retire,
+    .destroy = slab_destroy_all,
+    .order = slab_setup_order,
+    .own_node_lists = true,
+    .queues = true,
+    .give_back = slab_give_back,
+    .objs_per_slab = slab_objs_per_slab,
+};
