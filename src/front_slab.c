@@ -229,8 +229,78 @@ static unsigned free_limit(const qslab_cache *c)
 /* A new slab on node n: every object born (constructed) and free, its
  * index array in order, its colour the node's next; not on a list yet.
  * q: whose counters (NULL: the cache's). */
+/* Free-list block, bitmap and marks of a slab whose objects are all free
+ * (arr: where the block goes); its base and objects set. */
+static void slab_init_free(qslab_cache *c, struct qs_slab *s, void *arr, bool ctor)
+{
+    unsigned num = s->objects;
+    s->inuse = 0;
+    s->freelist = arr;
+    s->tail = NULL;
+    memset(arr, 0, bm_bytes(num));
+    uintptr_t mark = qs_enc(c, NULL);
+    for (unsigned i = 0; i < num; i++) {
+        char *obj = s->base + (size_t)i * c->slot_size;
+        set_free_idx(s, i, i);
+        bm_flip(s, i); /* free */
+        if (ctor && c->ctor)
+            c->ctor(obj);
+        *qs_link(c, obj) = mark;
+    }
+}
+
+/* An empty slab of n's FIFO (src/node.c), back as a SLAB slab: the same
+ * objects at the same places (constructed still: nothing wrote into them
+ * but their link words), a new free-list block.  NULL: none. */
+static struct qs_slab *slab_from_fifo(qslab_cache *c, struct qs_node *n)
+{
+    struct qs_slab *s = qs_node_take_empty(n);
+    if (!s)
+        return NULL;
+    struct layout L = layout(c, s->order);
+    void *arr = L.off ? qs_meta_alloc(meta_bytes(L.num, L.ix))
+                      : s->mem + qs_slab_bytes(s->order) - meta_bytes(L.num, L.ix);
+    if (!arr || L.num != s->objects) { /* ENOMEM: back to the FIFO */
+        if (arr && L.off)
+            qs_meta_free(arr, meta_bytes(L.num, L.ix));
+        s->next = NULL;
+        qs_node_put_empty(c, NULL, n, s);
+        return NULL;
+    }
+    slab_init_free(c, s, arr, false);
+    return s;
+}
+
+/* Empty slabs past free_limit (the kernel's slab_destroy to the page
+ * allocator): to the node's empty-slab FIFO, which plays the page
+ * allocator's part here (it keeps them for empty_decay_ms, then gives them
+ * back: a page fault costs far more in user space than a page allocation
+ * in the kernel).  The FIFO's view: objects linked through their words
+ * (node.c, validate.c), the free-list block given back. */
+static void slabs_to_fifo(qslab_cache *c, struct qs_queue *q, struct qs_slab *list)
+{
+    while (list) {
+        struct qs_slab *s = list, *next = s->next;
+        if (off_slab(s))
+            qs_meta_free(s->freelist, meta_bytes(s->objects, ix_of(s)));
+        char *first = s->base, *last = s->base + (size_t)(s->objects - 1) * c->slot_size;
+        for (char *obj = first; obj < last; obj += c->slot_size)
+            *qs_link(c, obj) = qs_enc(c, obj + c->slot_size);
+        *qs_link(c, last) = qs_enc(c, NULL);
+        s->freelist = first;
+        s->tail = last;
+        s->inuse = 0;
+        s->next = NULL;
+        qs_node_put_empty(c, q, &c->nodes[s->node], s);
+        list = next;
+    }
+}
+
 static struct qs_slab *slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_node *n)
 {
+    struct qs_slab *f = slab_from_fifo(c, n);
+    if (f)
+        return f;
     unsigned order = QS_LOAD(c->order);
     struct layout L = layout(c, order);
     if (!L.num) {
@@ -249,7 +319,6 @@ static struct qs_slab *slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_n
         }
     } else {
         arr = s->mem + qs_slab_bytes(order) - meta_bytes(L.num, L.ix);
-        memset(arr, 0, bm_bytes(L.num));
     }
     size_t colour_off = c->align > QS_CACHELINE ? c->align : QS_CACHELINE;
     size_t ncolours = L.colour_space / colour_off + 1;
@@ -258,18 +327,7 @@ static struct qs_slab *slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_n
     s->objects = L.num;
     s->recip = ~(uint64_t)0 / c->slot_size + 1;
     s->cache_id = c->id;
-    s->inuse = 0;
-    s->freelist = arr;
-    s->tail = NULL;
-    uintptr_t mark = qs_enc(c, NULL);
-    for (unsigned i = 0; i < L.num; i++) {
-        char *obj = s->base + (size_t)i * c->slot_size;
-        set_free_idx(s, i, i);
-        bm_flip(s, i); /* free */
-        if (c->ctor)
-            c->ctor(obj);
-        *qs_link(c, obj) = mark;
-    }
+    slab_init_free(c, s, arr, true);
     qs_slab_set_owner(s, &n->list);
     __atomic_store_n(&s->span, L.num * c->slot_size, __ATOMIC_RELAXED);
     __atomic_store_n(&s->cache, c, __ATOMIC_RELEASE);
@@ -453,7 +511,7 @@ static void to_node_locked(qslab_cache *c, struct qs_queue *q, struct qs_node *n
     }
     bool kept = QS_LOAD(n->nr_free_slabs) != 0;
     qs_lock_release(&n->lock);
-    release_list(c, q, rel);
+    slabs_to_fifo(c, q, rel); /* past free_limit */
     if (kept) /* the reaper gives free slabs back over time (node.c starts it) */
         qs_node_purger_want();
     if (unlikely(ntwice)) {
@@ -994,6 +1052,9 @@ static size_t shrink_locked(qslab_cache *c, bool all_owners)
     for (int i = 0; i < qs_nr_nodes; i++) {
         drain_shared(c, &c->nodes[i], ~0u);
         bytes += drain_free(c, &c->nodes[i], ~0ul, true);
+        size_t fifo = qs_node_shrink(c, NULL, &c->nodes[i]); /* and the FIFO's */
+        released += fifo;
+        bytes += fifo;
     }
     return bytes;
 }
@@ -1128,7 +1189,7 @@ void qs_slab_tuned(qslab_cache *c)
         n->shared_avail = 0;
         QS_STORE(n->free_limit, free_limit(c));
         qs_lock_release(&n->lock);
-        release_list(c, NULL, rel);
+        slabs_to_fifo(c, NULL, rel);
         if (old)
             qs_meta_free(old, sizeof(void *) * old_limit);
     }

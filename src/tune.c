@@ -121,6 +121,13 @@ static void range(qslab_cache *c, unsigned t, unsigned long *lo, unsigned long *
     }
 }
 
+/* 1 GiB of empty slabs of `order` per node, at least 4 (see below) */
+static uint32_t default_empty_limit(unsigned order)
+{
+    size_t slabs = ((size_t)1 << 30) >> (QS_PAGE_SHIFT + order);
+    return (uint32_t)(slabs < 4 ? 4 : slabs);
+}
+
 void qs_tune_defaults(qslab_cache *c)
 {
     /* SLQB's watermarks, freebatch = max(4*PAGE/size, min(256, 64*PAGE/size))
@@ -153,8 +160,7 @@ void qs_tune_defaults(qslab_cache *c)
     /* keep up to 1 GiB of empty slabs per node, at least 4, for 1 s: the
      * decay (and the purger) bounds the time, the limit only a burst (two
      * CPUs freeing 10,000 16 KiB objects each already keep 320 MiB) */
-    size_t slabs = ((size_t)1 << 30) >> (QS_PAGE_SHIFT + c->order);
-    c->empty_limit = (uint32_t)(slabs < 4 ? 4 : slabs);
+    c->empty_limit = default_empty_limit(c->order);
     c->empty_decay_ms = 1000;
     c->stash_bytes = QS_STASH_BYTES;
     /* SLUB's (mm/slub.c set_cpu_partial and set_min_partial, as of 5.16):
@@ -272,8 +278,13 @@ static int set_front_locked(qslab_cache *c, const char *value, size_t vlen)
     }
     /* an order nobody tuned follows the front end's rule (SLUB's
      * calculate_order) */
-    if (QS_LOAD(c->order) == qs_front_order(c, c->front))
+    unsigned old_order = QS_LOAD(c->order);
+    if (old_order == qs_front_order(c, c->front)) {
         QS_STORE(c->order, qs_front_order(c, f));
+        /* and an empty_limit nobody tuned, which counts slabs of the order */
+        if (QS_LOAD(c->empty_limit) == default_empty_limit(old_order))
+            QS_STORE(c->empty_limit, default_empty_limit(QS_LOAD(c->order)));
+    }
     bool slab = c->front == QS_FRONT_SLAB || f == QS_FRONT_SLAB;
     c->front = (uint8_t)f;
     if (slab) /* SLAB's shared arrays made, or given back */

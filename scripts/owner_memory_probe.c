@@ -1,0 +1,863 @@
+/*
+ * owner_memory_probe.c - the C half of scripts/owner_memory.py: reads the
+ * tunables the library gives a cache under each front end, and drives one
+ * cache's per-owner and per-node structures to their bounds under
+ * QSLAB_FAKE_NUMA to measure what the library then holds.
+ *
+ * Built by owner_memory.py against a build directory's libqslab.a:
+ *     cc -O2 -std=gnu11 -pthread -Isrc -Iinclude \
+ *        scripts/owner_memory_probe.c BUILD/libqslab.a
+ * Besides the public API it includes src/front.h (and so src/internal.h),
+ * read only: for the sizes of struct qs_queue and struct qs_node and, in
+ * check mode, for what each structure holds (the cache's queues and nodes,
+ * read once every worker is idle: the library's own counts, beside its
+ * statistics) and for SLOB's arena.
+ *
+ * Modes (every line printed is "kind key=value ...", parsed by the script;
+ * exit status 2 with a message on stderr when something fails):
+ *
+ *   params FRONT SPEC...
+ *       SPEC is name:size[:align][:hw] (hw: QSLAB_HWCACHE_ALIGN).  Each
+ *       cache is created as "om-<name>", switched to FRONT with
+ *       qslab_tune(name, "front", FRONT) before its first allocation, and
+ *       its tunables are read back with qslab_tune_get, its order, slot
+ *       size and objects per slab with qslab_cache_stats.
+ *
+ *   check FRONT
+ *       One cache of 256-byte objects under FRONT.  Starts (CPUs + 2)
+ *       threads pinned round-robin to the CPUs this process may use; the
+ *       threads that share an owner (a CPU with per-CPU queues, else each
+ *       thread) run the per-owner routine one after the other, the owner's
+ *       "lead" last, so that the last run sets the final state.  Every job
+ *       runs alone (the main thread hands jobs out one at a time), so the
+ *       final state is deterministic.  Then it prints the statistics, the
+ *       anonymous RSS delta (/proc/self/smaps_rollup) and the breakdown.
+ *       Run it with QSLAB_PURGE=0: the purger would otherwise empty idle
+ *       CPUs' queues and stashes and reap SLAB's arrays while we measure
+ *       (this measures the bound, before any reclaim).
+ *
+ * The routines, per front end (constants from the cache's own tunables):
+ *   slqb  queue to hiwater, the stash to its largest size short of a
+ *         hand-over (stash_bytes), and remote frees in transit: freebatch-1
+ *         objects for each other owner of its objects (every node's list,
+ *         reached through qslab_cache_alloc_node, and the other owners), of
+ *         which the open batch and the QS_PENDING pending batches keep
+ *         QS_PENDING + 1
+ *   slub  the active slab all free and cpu_partial_slabs empty slabs on the
+ *         owner's partial list; per node, min_partial slabs left on the
+ *         node's partial list (one object of the last kept live)
+ *   slab  the array to limit, the node's shared array full and free_limit
+ *         free objects in its slabs; an alien array of 12 for every other
+ *         node (frees of objects from qslab_cache_alloc_node)
+ *   slob  allocations and frees only: no per-owner or per-node structure
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <semaphore.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <qslab.h>
+
+/* struct qs_queue, struct qs_node and qslab_cache's fields: the sizes, and
+ * what each structure holds (read only, once the workers are idle); SLOB's
+ * arena (front.h), whose pages SLOB's caches share */
+#include "front.h"
+
+#define CHECK_SIZE 256       /* the check's cache: objects of 256 bytes */
+#define EXTRA_THREADS 2      /* threads beyond the CPUs */
+#define ALIEN_LIMIT 12       /* src/front_slab.c: objects per alien array */
+#define PERCPU_BATCH 256     /* src/queue.c QS_PERCPU_BATCH: a CPU's flush, at most */
+#define BUF_OBJS (1u << 16)  /* per-thread bookkeeping array (pointers) */
+#define MAX_THREADS 64
+
+static void die(const char *what)
+{
+    fprintf(stderr, "owner_memory_probe: %s: %s\n", what, strerror(errno));
+    exit(2);
+}
+
+/* ---- tunables of a cache, read from the library ---- */
+
+static const char *const attrs[] = {"hiwater",     "freebatch",   "stash_bytes", "empty_limit",
+                                    "empty_decay_ms", "cpu_partial", "min_partial", "limit",
+                                    "batchcount",  "shared"};
+#define NR_ATTRS (sizeof(attrs) / sizeof(attrs[0]))
+
+struct params {
+    unsigned long v[NR_ATTRS];
+    size_t slot, size;
+    unsigned order, objs;
+};
+
+static unsigned long attr(const struct params *p, const char *name)
+{
+    for (unsigned i = 0; i < NR_ATTRS; i++)
+        if (!strcmp(attrs[i], name))
+            return p->v[i];
+    abort();
+}
+
+static void read_params(qslab_cache *c, struct params *p)
+{
+    struct qslab_cache_stats st;
+    if (qslab_cache_stats(c, &st) != 0)
+        die("qslab_cache_stats");
+    for (unsigned i = 0; i < NR_ATTRS; i++)
+        if (qslab_tune_get(qslab_cache_name(c), attrs[i], &p->v[i]) != 0)
+            die(attrs[i]);
+    p->slot = st.slot_size;
+    p->size = st.object_size;
+    p->order = st.order;
+    p->objs = st.objs_per_slab;
+}
+
+static void print_params(qslab_cache *c, const char *front)
+{
+    struct params p;
+    read_params(c, &p);
+    printf("cache name=%s front=%s size=%zu slot=%zu order=%u objs=%u", qslab_cache_name(c), front,
+           p.size, p.slot, p.order, p.objs);
+    for (unsigned i = 0; i < NR_ATTRS; i++)
+        printf(" %s=%lu", attrs[i], p.v[i]);
+    printf("\n");
+}
+
+static qslab_cache *make_cache(const char *name, size_t size, size_t align, unsigned long flags,
+                               const char *front)
+{
+    qslab_cache *c = qslab_cache_create(name, size, align, flags, NULL);
+    if (!c)
+        die(name);
+    /* the front end is chosen before the cache's first allocation */
+    if (qslab_tune(name, "front", front) != 0)
+        die("qslab_tune front");
+    if (strcmp(qslab_cache_front(c), front) != 0) {
+        fprintf(stderr, "owner_memory_probe: %s is %s, not %s\n", name, qslab_cache_front(c), front);
+        exit(2);
+    }
+    return c;
+}
+
+static void print_machine(void)
+{
+    struct qslab_owner_info oi;
+    qslab_owner_info(&oi);
+    printf("machine nodes=%d owner=%s nr_cpu_ids=%d online=%ld", qslab_num_nodes(),
+           oi.kind == QSLAB_OWNER_CPU ? "cpu" : "thread", oi.nr_cpu_ids,
+           sysconf(_SC_NPROCESSORS_ONLN));
+    printf(" sizeof_queue=%zu sizeof_node=%zu", sizeof(struct qs_queue), sizeof(struct qs_node));
+    printf("\n");
+}
+
+static int params_mode(const char *front, int n, char **specs)
+{
+    qslab_cache *cs[256];
+    if (n > 256)
+        n = 256;
+    for (int i = 0; i < n; i++) {
+        /* name:size[:align][:hw] */
+        char buf[128], name[64];
+        snprintf(buf, sizeof buf, "%s", specs[i]);
+        char *save = NULL, *tok = strtok_r(buf, ":", &save);
+        char *sz = strtok_r(NULL, ":", &save);
+        if (!tok || !sz) {
+            fprintf(stderr, "owner_memory_probe: bad spec %s (name:size[:align][:hw])\n", specs[i]);
+            return 2;
+        }
+        size_t size = strtoul(sz, NULL, 10), align = 0;
+        unsigned long flags = 0;
+        for (char *t; (t = strtok_r(NULL, ":", &save));) {
+            if (!strcmp(t, "hw"))
+                flags |= QSLAB_HWCACHE_ALIGN;
+            else
+                align = strtoul(t, NULL, 10);
+        }
+        snprintf(name, sizeof name, "om-%s", tok);
+        cs[i] = make_cache(name, size, align, flags, front);
+    }
+    print_machine();
+    for (int i = 0; i < n; i++)
+        print_params(cs[i], front);
+    return 0;
+}
+
+/* ---- check mode: workers, one job at a time ---- */
+
+struct worker {
+    int idx, cpu, node;
+    bool lead; /* the last of its owner's threads (a CPU's; a thread owner: itself) */
+    pthread_t th;
+    sem_t go, done;
+    void (*job)(struct worker *);
+    void **buf;   /* BUF_OBJS pointers, touched before the baseline */
+    size_t nbuf;  /* objects the worker holds (live) in buf */
+    void **keep;  /* objects kept live to the end (SLQB's stash fillers' slab mates) */
+    size_t nkeep;
+};
+
+static struct worker workers[MAX_THREADS];
+static int nthreads, ncpus, cpus[MAX_THREADS], nnodes, percpu;
+static qslab_cache *cache;
+static struct params P;
+static size_t slab_bytes;
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(w->cpu, &set);
+    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
+        die("pin");
+    for (;;) {
+        sem_wait(&w->go);
+        if (!w->job)
+            return NULL;
+        w->job(w);
+        sem_post(&w->done);
+    }
+}
+
+static void run_on(struct worker *w, void (*job)(struct worker *))
+{
+    w->job = job;
+    sem_post(&w->go);
+    while (sem_wait(&w->done) != 0 && errno == EINTR)
+        ;
+}
+
+/* Run job on every owner's threads, the lead of each owner last. */
+static void run_owner_routine(void (*job)(struct worker *))
+{
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < nthreads; i++)
+            if (workers[i].lead == (pass == 1))
+                run_on(&workers[i], job);
+}
+
+static void *must_alloc(void)
+{
+    void *p = qslab_cache_alloc(cache);
+    if (!p)
+        die("alloc");
+    memset(p, 0x5a, CHECK_SIZE);
+    return p;
+}
+
+static void *must_alloc_node(int node)
+{
+    void *p = qslab_cache_alloc_node(cache, node);
+    if (!p)
+        die("alloc_node");
+    memset(p, 0x5a, CHECK_SIZE);
+    return p;
+}
+
+/* the warm-up, on another cache: each CPU's owner and its tables exist
+ * before the baseline (they do not depend on the cache measured).  Its
+ * objects are big (WARM_SIZE: slabs of order 5), so that it leaves the page
+ * layer's order-0 chunks (the check's and SLOB's) to the workload. */
+#define WARM_SIZE (128 << 10)
+static qslab_cache *warm;
+static void job_warm(struct worker *w)
+{
+    void *p = qslab_cache_alloc(warm);
+    qslab_cache_free(warm, p);
+    w->node = qslab_current_node();
+}
+
+static uintptr_t slab_key(const void *p)
+{
+    return (uintptr_t)p / slab_bytes; /* slabs are aligned to their size (src/page.c) */
+}
+
+/* ---- SLQB ---- */
+
+/* Scratch arrays of the SLQB routine (touched before the baseline). */
+#define MAX_WHOLE 4096
+static void *scr_order[BUF_OBJS], *scr_stay[BUF_OBJS];
+static unsigned char scr_used[BUF_OBJS];
+static size_t scr_wstart[MAX_WHOLE]; /* where each whole slab's run starts */
+
+/* Sort objects by address (so by slab): a shell sort, in place (qsort
+ * would malloc, and the RSS delta would see it). */
+static void sort_ptrs(void **a, size_t n)
+{
+    static const size_t gaps[] = {701, 301, 132, 57, 23, 10, 4, 1};
+    for (unsigned g = 0; g < sizeof gaps / sizeof gaps[0]; g++)
+        for (size_t i = gaps[g]; i < n; i++) {
+            void *t = a[i];
+            size_t j = i;
+            for (; j >= gaps[g] && (uintptr_t)a[j - gaps[g]] > (uintptr_t)t; j -= gaps[g])
+                a[j] = a[j - gaps[g]];
+            a[j] = t;
+        }
+}
+
+/* The caller's queue of the check's cache (its CPU's, or its thread's). */
+static struct qs_queue *my_queue(struct worker *w)
+{
+    for (struct qs_queue *q = cache->queues; q; q = q->all_next)
+        if (percpu ? q->cpu == w->cpu : q->owner == &qs_self)
+            return q;
+    return NULL;
+}
+
+/*
+ * Fill the owner's queue to hiwater and its stash to its largest size:
+ * allocate a pool, sort it by slab, and free it in an order that decides
+ * which slabs go home.
+ *   A CPU's queue at hiwater flushes k = min(freebatch, 256) objects from
+ *   its top home before it pushes (src/queue.c qs_percpu_free_slow), so the
+ *   stash grows by the slabs each flush empties.  It is handed to the
+ *   node's FIFO when it reaches stash_bytes (or empty_limit slabs), so the
+ *   largest stash kept is one slab short of that (stash_keep).  The frees:
+ *   hiwater - k - (objects left in the queue by the pool's last refill)
+ *   objects that stay; the first flush's k objects (fillers, objects of
+ *   slabs that keep live objects, and whole slabs); for each later flush,
+ *   k objects of whole slabs (the first of them flushes the k before); then
+ *   k objects that stay (the first flushes the last whole slabs home): the
+ *   queue ends at hiwater, the stash at stash_keep slabs.
+ *   A thread's queue at hiwater sends each free of its own objects straight
+ *   to its slab (qs_free_full): objects that stay up to hiwater, then whole
+ *   slabs.
+ * Pool objects not needed stay live to the end (with the fillers' slab
+ * mates), counted as live.
+ */
+static unsigned long stash_keep(void)
+{
+    unsigned long el = attr(&P, "empty_limit"), sb = attr(&P, "stash_bytes");
+    unsigned long by_bytes = (sb + slab_bytes - 1) / slab_bytes; /* stash_add's hand-over */
+    unsigned long lim = by_bytes < el ? by_bytes : el;
+    if (!sb || !attr(&P, "empty_decay_ms") || !lim)
+        return 0;
+    return lim - 1;
+}
+
+static void job_slqb_fill(struct worker *w)
+{
+    unsigned long hw = attr(&P, "hiwater"), fb = attr(&P, "freebatch"), objs = P.objs;
+    unsigned long k = fb < PERCPU_BATCH ? fb : PERCPU_BATCH;
+    unsigned long keep = stash_keep(), per_flush = k / objs;
+    bool flushing = percpu && per_flush && keep;
+    unsigned long flushes = flushing ? (keep + per_flush - 1) / per_flush : 0;
+    unsigned long first = flushing ? keep - (flushes - 1) * per_flush : 0; /* slabs, 1st flush */
+    unsigned long fillers = flushing ? k - first * objs : 0;
+    unsigned long filler_slabs = fillers ? (fillers + objs / 2 - 1) / (objs / 2) : 0;
+    /* hiwater objects that stay, the whole slabs needed, two slabs' slack
+     * (the pool's first and last slabs are seldom whole) */
+    size_t pool = hw + (keep + filler_slabs + 2) * objs;
+    void **a = w->buf + w->nbuf;
+    if (w->nbuf + pool > BUF_OBJS) {
+        fprintf(stderr, "owner_memory_probe: slqb pool of %zu objects too big\n", pool);
+        exit(2);
+    }
+    for (size_t i = 0; i < pool; i++)
+        a[i] = must_alloc();
+    struct qs_queue *q = my_queue(w);
+    unsigned long left = q ? QS_TOP_NR(q->top) : 0; /* the last refill's rest */
+    sort_ptrs(a, pool);
+    /* whole slabs: runs of objs objects of one slab */
+    size_t *wstart = scr_wstart;
+    unsigned long nwhole = 0, need = keep + filler_slabs;
+    for (size_t i = 0; i < pool && nwhole < need && nwhole < MAX_WHOLE;) {
+        size_t j = i;
+        while (j < pool && slab_key(a[j]) == slab_key(a[i]))
+            j++;
+        if (j - i == objs)
+            wstart[nwhole++] = i;
+        i = j;
+    }
+    if (nwhole < need) {
+        fprintf(stderr, "owner_memory_probe: slqb: %lu whole slabs, %lu needed\n", nwhole, need);
+        exit(2);
+    }
+    memset(scr_used, 0, pool);
+    /* whole slabs [0, keep) go home; the next filler_slabs give half
+     * their objects as fillers and keep the rest live */
+    void *fill[PERCPU_BATCH];
+    size_t nfill = 0;
+    for (unsigned long s = 0; s < need; s++)
+        for (size_t t = 0; t < objs; t++) {
+            size_t i = wstart[s] + t;
+            scr_used[i] = 1;
+            if (s < keep)
+                continue;
+            if (t < objs / 2 && nfill < fillers)
+                fill[nfill++] = a[i];
+            else
+                w->keep[w->nkeep++] = a[i];
+        }
+    size_t nstay = 0, si = 0, no = 0;
+    for (size_t i = 0; i < pool; i++)
+        if (!scr_used[i])
+            scr_stay[nstay++] = a[i];
+    void **order = scr_order;
+    if (!flushing) {
+        for (; si < nstay && no + left < hw; si++)
+            order[no++] = scr_stay[si];
+        for (unsigned long s = 0; s < keep; s++)
+            for (size_t t = 0; t < objs; t++)
+                order[no++] = a[wstart[s] + t];
+    } else {
+        for (; si < nstay && no + left < hw - k; si++)
+            order[no++] = scr_stay[si];
+        for (size_t f = 0; f < nfill; f++)
+            order[no++] = fill[f];
+        unsigned long s = 0;
+        for (; s < first; s++)
+            for (size_t t = 0; t < objs; t++)
+                order[no++] = a[wstart[s] + t];
+        for (unsigned long f = 1; f < flushes; f++)
+            for (unsigned long m = 0; m < per_flush; m++, s++)
+                for (size_t t = 0; t < objs; t++)
+                    order[no++] = a[wstart[s] + t];
+        for (size_t t = 0; t < k && si < nstay; t++)
+            order[no++] = scr_stay[si++];
+    }
+    for (size_t i = 0; i < no; i++)
+        qslab_cache_free(cache, order[i]);
+    for (; si < nstay; si++)
+        w->keep[w->nkeep++] = scr_stay[si]; /* not needed: live */
+}
+
+/* Remote frees in transit: each owner's lead frees freebatch-1 objects for
+ * every other owner of its objects, so that each stays one short of a
+ * batch (src/queue.c: a batch is posted at freebatch objects).  Two kinds
+ * of groups: objects of another owner's slabs (that owner allocates them
+ * for us, before its queue is filled: afterwards its allocations would
+ * take from the queue), and objects of every node's node list, the own
+ * node's included (qslab_cache_alloc_node by an owner of another node, the
+ * only way to reach a node's list; after the queues are filled: a refill
+ * of that node's owners would otherwise take the last, partial slab of
+ * them into its own ownership, and merge two groups; and a queue below
+ * `park` would keep the own node's objects).  The node lists' groups are
+ * freed first, so that with more than QS_PENDING + 1 groups (the open batch
+ * and the pending batches) the batches posted to make room are the node
+ * lists' (their objects go back to their slabs). */
+#define MAX_GROUPS 80
+struct groups {
+    int n;
+    bool node[MAX_GROUPS]; /* a node list's group (else an owner's) */
+    void **obj[MAX_GROUPS];
+    size_t cnt[MAX_GROUPS];
+};
+static struct groups transit[MAX_THREADS];
+static struct worker *target; /* job arguments */
+static int target_node;
+
+static void add_group(struct groups *g, bool node, void **v, size_t n)
+{
+    if (g->n >= MAX_GROUPS)
+        return;
+    g->node[g->n] = node;
+    g->obj[g->n] = v;
+    g->cnt[g->n++] = n;
+}
+
+static void job_slqb_transit_node(struct worker *w)
+{
+    /* objects of target_node's list, for target's lead to free */
+    unsigned long per = attr(&P, "freebatch") - 1;
+    void **v = w->buf + w->nbuf;
+    for (unsigned long i = 0; i < per; i++)
+        v[i] = must_alloc_node(target_node);
+    w->nbuf += per;
+    add_group(&transit[target->idx], true, v, per);
+}
+
+static void job_slqb_transit_for(struct worker *w)
+{
+    /* objects of w's slabs, for target's lead to free */
+    unsigned long per = attr(&P, "freebatch") - 1;
+    void **v = w->buf + w->nbuf;
+    for (unsigned long i = 0; i < per; i++)
+        v[i] = must_alloc();
+    w->nbuf += per;
+    add_group(&transit[target->idx], false, v, per);
+}
+
+static void job_slqb_transit_free(struct worker *w)
+{
+    struct groups *g = &transit[w->idx];
+    for (int pass = 0; pass < 2; pass++) /* node lists' groups first */
+        for (int i = 0; i < g->n; i++)
+            if (g->node[i] == (pass == 0))
+                for (size_t j = 0; j < g->cnt[i]; j++)
+                    qslab_cache_free(cache, g->obj[i][j]);
+}
+
+static void workload_slqb(void)
+{
+    for (int i = 0; i < nthreads; i++)
+        for (int j = 0; j < nthreads; j++)
+            if (i != j && workers[i].lead && workers[j].lead) {
+                target = &workers[j];
+                run_on(&workers[i], job_slqb_transit_for);
+            }
+    run_owner_routine(job_slqb_fill);
+    for (int i = 0; i < nthreads; i++) {
+        if (!workers[i].lead)
+            continue;
+        target = &workers[i];
+        for (target_node = 0; target_node < nnodes; target_node++) {
+            /* the giver: the target itself for another node, else a lead
+             * of another node (none on a one-node machine) */
+            struct worker *giver = target->node != target_node ? target : NULL;
+            for (int j = 0; j < nthreads && !giver; j++)
+                if (workers[j].lead && workers[j].node != target_node)
+                    giver = &workers[j];
+            if (giver)
+                run_on(giver, job_slqb_transit_node);
+        }
+    }
+    for (int i = 0; i < nthreads; i++)
+        if (workers[i].lead)
+            run_on(&workers[i], job_slqb_transit_free);
+    /* the transit objects were freed (those in buf) */
+    for (int i = 0; i < nthreads; i++)
+        workers[i].nbuf = 0;
+}
+
+/* ---- SLUB ---- */
+
+static unsigned long cpu_partial_slabs(void)
+{
+    /* src/slub.c cpu_partial_slabs: cpu_partial * 2 / objects per slab, rounded up */
+    unsigned long cp = attr(&P, "cpu_partial");
+    return cp ? (cp * 2 + P.objs - 1) / P.objs : 0;
+}
+
+/* (cpu_partial_slabs + 1) slabs' worth, freed slab by slab: the first
+ * cpu_partial_slabs, full and unfrozen, go on the owner's partial list as
+ * their first free finds them full (put_cpu_partial) and stay there empty;
+ * the last is the active slab, whose objects are pushed on the owner's
+ * list: all free. */
+static void job_slub_owner(struct worker *w)
+{
+    size_t k = (cpu_partial_slabs() + 1) * P.objs;
+    void **v = w->buf + w->nbuf;
+    for (size_t i = 0; i < k; i++)
+        v[i] = must_alloc();
+    for (size_t i = 0; i < k; i++)
+        qslab_cache_free(cache, v[i]);
+}
+
+/* Node `target_node`'s partial list: min_partial slabs made there by
+ * qslab_cache_alloc_node from an owner of another node (src/slub.c
+ * alloc_single), then freed by it: each full slab's first free puts it on
+ * its node's list (another node's slab), the free that empties it keeps it
+ * there while the node has fewer than min_partial partial slabs (the slab
+ * itself counted), so the last slab keeps one object live. */
+static void job_slub_node(struct worker *w)
+{
+    unsigned long mp = attr(&P, "min_partial");
+    size_t k = mp * P.objs;
+    void **v = w->buf + w->nbuf;
+    for (size_t i = 0; i < k; i++)
+        v[i] = must_alloc_node(target_node);
+    for (size_t i = 0; i + 1 < k; i++)
+        qslab_cache_free(cache, v[i]);
+    v[0] = v[k - 1]; /* live to the end */
+    w->nbuf += 1;
+}
+
+static void workload_slub(void)
+{
+    run_owner_routine(job_slub_owner);
+    for (int n = 0; n < nnodes; n++)
+        for (int i = 0; i < nthreads; i++)
+            if (workers[i].lead && workers[i].node != n) {
+                target_node = n;
+                run_on(&workers[i], job_slub_node);
+                break;
+            }
+}
+
+/* ---- SLAB ---- */
+
+/* Possible CPUs (/sys/devices/system/cpu/possible: the last id + 1), as
+ * the library's qs_os_cpu_possible counts them; read before the baseline
+ * (stdio mallocs). */
+static long possible_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_CONF);
+    char buf[256];
+    FILE *f = fopen("/sys/devices/system/cpu/possible", "r");
+    if (f) {
+        if (fgets(buf, sizeof buf, f)) {
+            char *last = strrchr(buf, ',');
+            last = last ? last + 1 : buf;
+            char *dash = strchr(last, '-');
+            n = strtol(dash ? dash + 1 : last, NULL, 10) + 1;
+        }
+        fclose(f);
+    }
+    return n;
+}
+static long ncpu_possible;
+
+static unsigned long free_limit(void)
+{
+    /* src/front_slab.c free_limit: (1 + CPUs per node) * batchcount +
+     * objects per slab, a node's CPUs counted as possible CPUs / nodes */
+    long per_node = ncpu_possible / nnodes;
+    if (per_node < 1)
+        per_node = 1;
+    return (unsigned long)(1 + per_node) * attr(&P, "batchcount") + P.objs;
+}
+
+/* The array to limit, and batches enough for the shared array and
+ * free_limit: allocate limit + batchcount * (m + 1) objects, m = shared +
+ * ceil((free_limit + objs) / batchcount), then free limit - r + batchcount
+ * * m of them, r being what the array holds after the allocations (refills
+ * bring whole batches, or less when the node's slabs run short): the frees
+ * fill the array to limit, then each free at limit flushes a batch from the
+ * top to the shared array, then to the slabs (src/front_slab.c pc_free),
+ * and the array ends at limit.  The rest stay live. */
+static void job_slab_owner(struct worker *w)
+{
+    unsigned long lim = attr(&P, "limit"), b = attr(&P, "batchcount"), sh = attr(&P, "shared");
+    unsigned long m = sh + (free_limit() + P.objs + b - 1) / b;
+    size_t k = lim + b * (m + 1);
+    void **v = w->buf + w->nbuf;
+    if (w->nbuf + k > BUF_OBJS) {
+        fprintf(stderr, "owner_memory_probe: slab routine of %zu objects too big\n", k);
+        exit(2);
+    }
+    for (size_t i = 0; i < k; i++)
+        v[i] = must_alloc();
+    struct qs_queue *q = my_queue(w);
+    unsigned long r = q ? QS_TOP_NR(q->top) : 0;
+    size_t f = r < lim ? lim - r + b * m : b * m; /* (a refill leaves r < limit) */
+    for (size_t i = 0; i < f; i++)
+        qslab_cache_free(cache, v[i]);
+    for (size_t i = f; i < k; i++)
+        w->keep[w->nkeep++] = v[i];
+}
+
+/* An alien array of ALIEN_LIMIT for every other node: objects of that node
+ * (qslab_cache_alloc_node) freed here; the drains before (12 at a time, to
+ * the node's shared array first, then its slabs) fill that node's shared
+ * array and free_limit too. */
+static void job_slab_alien(struct worker *w)
+{
+    unsigned long b = attr(&P, "batchcount"), sh = attr(&P, "shared");
+    unsigned long drain = sh * b + free_limit() + P.objs;
+    size_t x = ALIEN_LIMIT * ((drain + ALIEN_LIMIT - 1) / ALIEN_LIMIT + 1);
+    void **v = w->buf + w->nbuf;
+    for (int n = 0; n < nnodes; n++) {
+        if (n == w->node)
+            continue;
+        for (size_t i = 0; i < x; i++)
+            v[i] = must_alloc_node(n);
+        for (size_t i = 0; i < x; i++)
+            qslab_cache_free(cache, v[i]);
+    }
+}
+
+static void workload_slab(void)
+{
+    run_owner_routine(job_slab_owner);
+    for (int i = 0; i < nthreads; i++)
+        if (workers[i].lead)
+            run_on(&workers[i], job_slab_alien);
+}
+
+/* ---- SLOB ---- */
+
+#define SLOB_JOB_OBJS 1024 /* objects a thread allocates, then frees (owner_memory.py) */
+static void job_slob(struct worker *w)
+{
+    void **v = w->buf + w->nbuf;
+    for (size_t i = 0; i < SLOB_JOB_OBJS; i++)
+        v[i] = must_alloc();
+    for (size_t i = 0; i < SLOB_JOB_OBJS; i++)
+        qslab_cache_free(cache, v[i]);
+}
+
+static void workload_slob(void)
+{
+    run_owner_routine(job_slob);
+}
+
+/* ---- measurement ---- */
+
+/* Anonymous resident memory of the process, in KiB. */
+static long anon_kb(void)
+{
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    char line[256];
+    long kb = -1;
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "Anonymous: %ld kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb;
+}
+
+static size_t live_objects(void)
+{
+    size_t n = 0;
+    for (int i = 0; i < nthreads; i++)
+        n += workers[i].nbuf + workers[i].nkeep;
+    return n;
+}
+
+/* What each structure holds, read from the cache once every worker is idle
+ * (no lock is needed for a quiescent cache; the counts are the library's). */
+static void print_breakdown(void)
+{
+    qslab_cache *c = cache;
+    unsigned long queues = 0, qobjs = 0, stash = 0, transit_objs = 0, inbox = 0, slots = 0;
+    unsigned long alien = 0, active_slabs = 0, cpu_partial = 0;
+    for (struct qs_queue *q = c->queues; q; q = q->all_next) {
+        queues++;
+        qobjs += QS_TOP_NR(q->top);
+        stash += q->nr_stash;
+        inbox += q->inbox.nr;
+        slots += q->cap;
+        for (int k = 0; k < QS_PENDING; k++)
+            transit_objs += q->pending[k].n;
+        transit_objs += QS_FB_N(q->fb);
+        if (q->alien)
+            for (int n = 0; n < qs_nr_nodes; n++)
+                alien += (uintptr_t)q->alien[(size_t)n * (ALIEN_LIMIT + 1)];
+        active_slabs += q->sl.slab != NULL;
+        cpu_partial += q->sl.nr_partial;
+        /* one line per queue (owner) */
+        printf("queue cpu=%d node=%d nr=%u cap=%u stash_slabs=%u fb=%u pending=%lu,%lu,%lu,%lu "
+               "inbox=%lu nr_partial=%u\n",
+               q->cpu, q->node, QS_TOP_NR(q->top), q->cap, q->nr_stash, QS_FB_N(q->fb),
+               q->pending[0].n, q->pending[1].n, q->pending[2].n, q->pending[3].n, q->inbox.nr,
+               q->sl.nr_partial);
+    }
+    unsigned long fifo = 0, node_partial = 0, node_full = 0, shared = 0, free_objects = 0,
+                  free_slabs = 0;
+    for (int n = 0; n < qs_nr_nodes; n++) {
+        struct qs_node *nd = &c->nodes[n];
+        fifo += nd->nr_empty;
+        node_partial += nd->list.nr_partial;
+        node_full += nd->list.nr_full;
+        shared += nd->shared_avail;
+        free_objects += nd->free_objects;
+        free_slabs += nd->nr_free_slabs;
+    }
+    printf("detail queues=%lu queue_objs=%lu slots_cap=%lu stash_slabs=%lu transit_objs=%lu "
+           "inbox_objs=%lu alien_objs=%lu active_slabs=%lu cpu_partial_slabs=%lu fifo_slabs=%lu "
+           "node_partial_slabs=%lu node_full_slabs=%lu shared_objs=%lu node_free_objs=%lu "
+           "node_free_slabs=%lu\n",
+           queues, qobjs, slots, stash, transit_objs, inbox, alien, active_slabs, cpu_partial, fifo,
+           node_partial, node_full, shared, free_objects, free_slabs);
+}
+
+static int check_mode(const char *front)
+{
+    /* the CPUs this process may use */
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        die("sched_getaffinity");
+    for (int i = 0; i < CPU_SETSIZE && ncpus < MAX_THREADS - EXTRA_THREADS; i++)
+        if (CPU_ISSET(i, &set))
+            cpus[ncpus++] = i;
+    nthreads = ncpus + EXTRA_THREADS;
+    nnodes = qslab_num_nodes();
+    ncpu_possible = possible_cpus();
+    struct qslab_owner_info oi;
+    qslab_owner_info(&oi);
+    percpu = oi.kind == QSLAB_OWNER_CPU;
+
+    warm = qslab_cache_create("om-warm", WARM_SIZE, 0, 0, NULL);
+    cache = make_cache("om-check", CHECK_SIZE, 0, 0, front);
+    read_params(cache, &P);
+    slab_bytes = (size_t)4096 << P.order;
+
+    for (int i = 0; i < nthreads; i++) {
+        struct worker *w = &workers[i];
+        w->idx = i;
+        w->cpu = cpus[i % ncpus];
+        /* the lead of an owner: its last thread (per-CPU: the last pinned
+         * to that CPU; a thread owner: itself) */
+        w->lead = percpu ? i + ncpus >= nthreads : true;
+        w->buf = mmap(NULL, BUF_OBJS * sizeof(void *), PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        w->keep = mmap(NULL, BUF_OBJS * sizeof(void *), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (w->buf == MAP_FAILED || w->keep == MAP_FAILED)
+            die("mmap");
+        memset(w->buf, 0, BUF_OBJS * sizeof(void *)); /* in the baseline */
+        memset(w->keep, 0, BUF_OBJS * sizeof(void *));
+        sem_init(&w->go, 0, 0);
+        sem_init(&w->done, 0, 0);
+        if (pthread_create(&w->th, NULL, worker_main, w) != 0)
+            die("pthread_create");
+    }
+    for (int i = 0; i < nthreads; i++)
+        run_on(&workers[i], job_warm);
+    int owners = 0;
+    for (int i = 0; i < nthreads; i++)
+        owners += workers[i].lead;
+
+    memset(scr_order, 0, sizeof scr_order); /* the scratch arrays: in the baseline */
+    memset(scr_stay, 0, sizeof scr_stay);
+    memset(scr_used, 0, sizeof scr_used);
+    memset(scr_wstart, 0, sizeof scr_wstart);
+    long base = anon_kb();
+    if (!strcmp(front, "slqb"))
+        workload_slqb();
+    else if (!strcmp(front, "slub"))
+        workload_slub();
+    else if (!strcmp(front, "slab"))
+        workload_slab();
+    else
+        workload_slob();
+    long after = anon_kb();
+
+    struct qslab_cache_stats st;
+    qslab_cache_stats(cache, &st);
+    print_machine();
+    printf("check front=%s nodes=%d threads=%d owners=%d cpus=%d\n", front, nnodes, nthreads,
+           owners, ncpus);
+    for (int i = 0; i < nthreads; i++)
+        printf("worker idx=%d cpu=%d node=%d lead=%d\n", i, workers[i].cpu, workers[i].node,
+               workers[i].lead);
+    print_params(cache, front);
+    printf("stats num_objs=%lu active_objs=%lu queued_objs=%lu empty_slabs=%lu num_slabs=%lu "
+           "new_slab=%lu free_slab=%lu slot=%zu objs=%u order=%u live=%zu\n",
+           st.num_objs, st.active_objs, st.queued_objs, st.empty_slabs, st.num_slabs, st.new_slab,
+           st.free_slab, st.slot_size, st.objs_per_slab, st.order, live_objects());
+    struct qslab_cache_stats ar;
+    qslab_cache_stats(&qs_slob_arena, &ar); /* SLOB's pages: slabs of its arena */
+    printf("arena new_slab=%lu num_slabs=%lu\n", ar.new_slab, ar.num_slabs);
+    printf("rss base_kb=%ld after_kb=%ld\n", base, after);
+    print_breakdown();
+    if (qslab_cache_validate(cache) != 0)
+        printf("validate failed\n");
+    fflush(stdout);
+    for (int i = 0; i < nthreads; i++) {
+        workers[i].job = NULL;
+        sem_post(&workers[i].go);
+        pthread_join(workers[i].th, NULL);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 3 && !strcmp(argv[1], "params"))
+        return params_mode(argv[2], argc - 3, argv + 3);
+    if (argc == 3 && !strcmp(argv[1], "check"))
+        return check_mode(argv[2]);
+    fprintf(stderr, "usage: owner_memory_probe params FRONT name:size[:align][:hw]...\n"
+                    "       owner_memory_probe check FRONT   (slqb, slub, slab, slob)\n");
+    return 2;
+}
