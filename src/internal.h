@@ -20,6 +20,8 @@
  *   fork.c      fork handlers over every lock
  *   validate.c  the invariant walker (qslab_cache_validate)
  *   fastpath.h  the inline alloc/free fast paths
+ *   front.c     qs_front_*  front ends (front.h): slqb (the above), slub.c,
+ *               front_slab.c (SLAB), slob.c
  *
  * STRUCTURES (SLQB's, with a thread as the queue owner)
  *   qslab_cache  one per object type; kmalloc-<size> caches are static.
