@@ -212,13 +212,7 @@ again:;
      * before the section, so the section must use that queue: if the
      * thread moved to another CPU in between, it restarts (label 7) and
      * the release is made again on the new CPU's queue */
-    struct qs_queue *expect;
-    {
-        int cpu = qs_os_rseq_cpu(qs_rseq_off);
-        struct qs_queue **t = __atomic_load_n(&qs_cpu_tables[cpu], __ATOMIC_ACQUIRE);
-        expect = __atomic_load_n(&t[id], __ATOMIC_ACQUIRE);
-        QS_TSAN_RELEASE(expect);
-    }
+    struct qs_queue *expect = qs_tsan_release_cpu_queue(id);
 #define QS_TSAN_SAME_QUEUE "cmpq %[expect], %%rdx\n\t" "jne 7f\n\t"
 #define QS_TSAN_EXPECT , [expect] "r"(expect)
 #else

@@ -790,44 +790,21 @@ static void th_free(qslab_cache *c, struct qs_slab *s, void *obj)
 }
 
 #if QS_HAVE_PERCPU
-static struct qs_queue *pc_lock(qslab_cache *c)
-{
-    struct qs_queue *q = qs_queue_of(c);
-    if (!q && !(q = qs_queue_attach(c)))
-        return NULL;
-    qs_lock_acquire(&q->lock);
-    return q;
-}
-
 static void *pc_alloc(qslab_cache *c)
 {
     void *buf[REFILL_MAX];
     for (;;) {
-        struct qs_queue *q = pc_lock(c);
+        struct qs_queue *q = qs_percpu_lock(c);
         if (!q) {
             int cpu = qs_os_rseq_cpu(qs_rseq_off);
             return slab_alloc_single(c, NULL, qs_node_of_cpu(cpu >= 0 ? cpu : qs_os_current_cpu()));
         }
         void *obj;
-        qs_queue_seq_begin(q);
-        int k = qs_percpu_pop(q, &obj, 1);
-        qs_queue_seq_end(q, 0); /* a pop: counted below */
-        if (k < 0) { /* migrated */
+        int k = qs_percpu_pop_one(c, q, &obj); /* queue.c: SLQB's step */
+        if (k != 0) {
             qs_lock_release(&q->lock);
-            continue;
-        }
-        if (k == 1) {
-            uintptr_t w = *qs_link(c, obj);
-            if (w != q->stamp && !qs_looks_free(c, w)) { /* as queue.c's percpu_alloc_slow */
-                if (!qs_report_unstamped(c, obj)) {
-                    qs_queue_seq_begin(q);
-                    qs_queue_seq_end(q, -1);
-                }
-                qs_lock_release(&q->lock);
+            if (k != 1)
                 continue;
-            }
-            QS_ADD(q->stat[QS_ALLOC_SLOW], 1);
-            qs_lock_release(&q->lock);
             *qs_link(c, obj) = 0;
             return obj;
         }
@@ -863,7 +840,7 @@ static void pc_free(qslab_cache *c, struct qs_slab *s, void *obj)
 {
     void *buf[REFILL_MAX];
     for (;;) {
-        struct qs_queue *q = pc_lock(c);
+        struct qs_queue *q = qs_percpu_lock(c);
         if (unlikely(qs_maybe_free(c, *qs_link(c, obj))) && double_free(c, q, s, obj)) {
             if (q)
                 qs_lock_release(&q->lock);

@@ -818,6 +818,9 @@ void qs_queue_seq_begin(struct qs_queue *q);
 void qs_queue_seq_end(struct qs_queue *q, long moved);
 /* Room for n more in a CPU's queue's slots (q->lock held, on q->cpu) */
 bool qs_percpu_reserve(struct qs_queue *q, unsigned n);
+/* The caller's CPU's queue of c, locked (attached if needed); NULL: none */
+struct qs_queue *qs_percpu_lock(qslab_cache *c);
+int qs_percpu_pop_one(qslab_cache *c, struct qs_queue *q, void **obj); /* queue.c */
 /* Take a CPU's queue from its CPU (its fast paths miss until given back:
  * a membarrier restarts any section running there); false: impossible
  * (no membarrier).  The caller holds q->lock. */

@@ -10,17 +10,6 @@
 
 #if QS_HAVE_PERCPU
 
-/* The section's status ends in [k]: a count, QS_RSEQ_MOVED or QS_RSEQ_ABORT. */
-#define QS_RSEQ_TAIL                                                                               \
-    "2:\n\t"                                                                                       \
-    "jmp 9f\n\t"                                                                                   \
-    "7:\n\t" /* from the abort handler */                                                          \
-    "movq $-2, %%rsi\n\t"                                                                          \
-    "jmp 9f\n\t"                                                                                   \
-    "8:\n\t" /* not on the queue's CPU */                                                          \
-    "movq $-1, %%rsi\n\t"                                                                          \
-    "9:\n\t"
-
 int qs_percpu_push(struct qs_queue *q, void *const *objs, unsigned n, unsigned cap)
 {
     long k;

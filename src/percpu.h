@@ -99,6 +99,21 @@ _Static_assert(QS_RSEQ_SIG == 0x53053053u, "rseq: the signature the sections car
     "1:\n\t"
 #endif
 
+#if QS_HAVE_PERCPU
+/* The end of a slow-path section whose status is in %rsi: its value at the
+ * commit (a count, 0), QS_RSEQ_ABORT from the abort handler (7:), or
+ * QS_RSEQ_MOVED when the caller is not on the queue's CPU (8:). */
+#define QS_RSEQ_TAIL                                                                               \
+    "2:\n\t"                                                                                       \
+    "jmp 9f\n\t"                                                                                   \
+    "7:\n\t" /* from the abort handler */                                                          \
+    "movq $-2, %%rsi\n\t"                                                                          \
+    "jmp 9f\n\t"                                                                                   \
+    "8:\n\t" /* not on the queue's CPU */                                                          \
+    "movq $-1, %%rsi\n\t"                                                                          \
+    "9:\n\t"
+#endif
+
 /* ThreadSanitizer cannot see inside a restartable sequence, nor the order
  * that running on one CPU gives two of them: the sections are told to it as
  * a release of the queue (before a push publishes objects) and an acquire
@@ -111,6 +126,20 @@ __attribute__((visibility("default"))) void __tsan_release(void *addr);
 #else
 #define QS_TSAN_ACQUIRE(p) ((void)(p))
 #define QS_TSAN_RELEASE(p) ((void)(p))
+#endif
+
+#if defined(__SANITIZE_THREAD__)
+/* TSan: a fast push is a release of the queue, told before its section;
+ * the section then restarts (7:) if it finds another queue than this one
+ * (the thread moved to another CPU in between). */
+static inline struct qs_queue *qs_tsan_release_cpu_queue(unsigned long id)
+{
+    int cpu = qs_os_rseq_cpu(qs_rseq_off);
+    struct qs_queue **t = __atomic_load_n(&qs_cpu_tables[cpu], __ATOMIC_ACQUIRE);
+    struct qs_queue *q = __atomic_load_n(&t[id], __ATOMIC_ACQUIRE);
+    QS_TSAN_RELEASE(q);
+    return q;
+}
 #endif
 
 #define QS_RSEQ_MOVED (-1) /* the caller does not run on the queue's CPU */

@@ -1197,7 +1197,7 @@ void qs_percpu_empty_all(qslab_cache *c)
 
 /* The caller's CPU's queue of c, locked; NULL if the caller has none (no
  * rseq registration for this thread, or ENOMEM). */
-static struct qs_queue *percpu_lock(qslab_cache *c)
+struct qs_queue *qs_percpu_lock(qslab_cache *c)
 {
     struct qs_queue *q = qs_queue_of(c);
     if (!q && !(q = qs_queue_attach(c)))
@@ -1213,38 +1213,46 @@ static struct qs_queue *percpu_lock(qslab_cache *c)
  * keeps out of the queue goes back to its slab.  The caller's object never
  * entered the queue: it counts as a slow pop and in moved, which keeps
  * free_fast = nr + pops - moved. */
+/* q->lock held: pop q's top object for a slow allocation (counted).
+ * Returns 1 (*obj is it, its word still to clear), 0 (q is empty), -1 (the
+ * caller left q's CPU) or 2 (the top entry was reported and dropped: its
+ * word was neither the stamp nor a link; a second free leaves the counts
+ * with its entry (nr went, no pop counted), an object written after its
+ * free stays counted as freed (lost)). */
+int qs_percpu_pop_one(qslab_cache *c, struct qs_queue *q, void **obj)
+{
+    qs_queue_seq_begin(q);
+    int k = qs_percpu_pop(q, obj, 1);
+    qs_queue_seq_end(q, 0); /* a pop, counted below */
+    if (k != 1)
+        return k;
+    uintptr_t w = *qs_link(c, *obj);
+    if (w != q->stamp && !qs_looks_free(c, w)) {
+        if (!qs_report_unstamped(c, *obj)) {
+            qs_queue_seq_begin(q);
+            qs_queue_seq_end(q, -1);
+        }
+        return 2;
+    }
+    QS_ADD(q->stat[QS_ALLOC_SLOW], 1);
+    return 1;
+}
+
 static void *percpu_alloc_slow(qslab_cache *c)
 {
     void *buf[QS_PERCPU_BATCH];
     for (;;) {
-        struct qs_queue *q = percpu_lock(c);
+        struct qs_queue *q = qs_percpu_lock(c);
         if (!q) {
             int cpu = qs_os_rseq_cpu(qs_rseq_off);
             return qs_node_alloc(c, NULL, cpu >= 0 ? qs_node_of_cpu(cpu) : 0);
         }
         void *obj;
-        qs_queue_seq_begin(q);
-        int k = qs_percpu_pop(q, &obj, 1);
-        qs_queue_seq_end(q, 0); /* a pop, counted below */
-        if (k < 0) { /* migrated: the new CPU's queue */
+        int k = qs_percpu_pop_one(c, q, &obj);
+        if (k != 0) {
             qs_lock_release(&q->lock);
-            continue;
-        }
-        if (k == 1) {
-            uintptr_t w = *qs_link(c, obj);
-            if (w != q->stamp && !qs_looks_free(c, w)) {
-                /* never handed out: a second free leaves the counts with
-                 * its entry (nr went, no pop counted); an object written
-                 * after its free stays counted as freed (lost) */
-                if (!qs_report_unstamped(c, obj)) {
-                    qs_queue_seq_begin(q);
-                    qs_queue_seq_end(q, -1);
-                }
-                qs_lock_release(&q->lock);
+            if (k != 1) /* migrated (the new CPU's queue), or an entry dropped */
                 continue;
-            }
-            QS_ADD(q->stat[QS_ALLOC_SLOW], 1);
-            qs_lock_release(&q->lock);
             *qs_link(c, obj) = 0;
             return obj;
         }
@@ -1290,7 +1298,7 @@ void qs_percpu_free_slow(qslab_cache *c, struct qs_slab *s, void *obj, int why)
         qs_fatal("double free of %p in cache %s", obj, c->name);
         return;
     }
-    struct qs_queue *q = percpu_lock(c);
+    struct qs_queue *q = qs_percpu_lock(c);
     if (!q) { /* no queue (no rseq for this thread) */
         qs_free_direct(c, obj);
         return;

@@ -488,15 +488,7 @@ static inline int pc_push(unsigned long id, struct qs_slab *s, void *obj)
     long r;
     struct qs_queue *q;
 #if defined(__SANITIZE_THREAD__)
-    /* TSan: the push is a release of the queue, told before the section,
-     * which restarts if it finds another queue (as fastpath.h's free) */
-    struct qs_queue *expect;
-    {
-        int cpu = qs_os_rseq_cpu(qs_rseq_off);
-        struct qs_queue **t = __atomic_load_n(&qs_cpu_tables[cpu], __ATOMIC_ACQUIRE);
-        expect = __atomic_load_n(&t[id], __ATOMIC_ACQUIRE);
-        QS_TSAN_RELEASE(expect);
-    }
+    struct qs_queue *expect = qs_tsan_release_cpu_queue(id); /* percpu.h */
 #define SL_SAME_QUEUE "cmpq %[expect], %[q]\n\t" "jne 7f\n\t"
 #define SL_EXPECT , [expect] "r"(expect)
 #else
@@ -557,14 +549,7 @@ static int pc_detach(struct qs_queue *q, void **fl)
                          "movq $0, " SL_SLAB "(%[q])\n\t"
                          "xorl %%esi, %%esi\n\t"
                          "movq $0, " SL_FREE "(%[q])\n\t" /* commit */
-                         "2:\n\t"
-                         "jmp 9f\n\t"
-                         "7:\n\t"
-                         "movq $-2, %%rsi\n\t"
-                         "jmp 9f\n\t"
-                         "8:\n\t"
-                         "movq $-1, %%rsi\n\t"
-                         "9:\n\t"
+                         QS_RSEQ_TAIL
                          : "=&S"(k), "=&c"(got)
                          : [off] "r"(qs_rseq_off), [cpu] "r"(q->cpu), [q] "r"(q), SL_OFFS
                          : "rax", "memory", "cc");
@@ -592,14 +577,7 @@ static int pc_install(struct qs_queue *q, struct qs_slab *s, void *fl)
                          "movq %[s], " SL_SLAB "(%[q])\n\t"
                          "xorl %%esi, %%esi\n\t"
                          "movq %[fl], " SL_FREE "(%[q])\n\t" /* commit */
-                         "2:\n\t"
-                         "jmp 9f\n\t"
-                         "7:\n\t"
-                         "movq $-2, %%rsi\n\t"
-                         "jmp 9f\n\t"
-                         "8:\n\t"
-                         "movq $-1, %%rsi\n\t"
-                         "9:\n\t"
+                         QS_RSEQ_TAIL
                          : "=&S"(k)
                          : [off] "r"(qs_rseq_off), [cpu] "r"(q->cpu), [q] "r"(q), [s] "r"(s),
                            [fl] "r"(fl), SL_OFFS
