@@ -211,10 +211,6 @@ static inline unsigned obj_index(const qslab_cache *c, const struct qs_slab *s, 
 {
     return (unsigned)(((uintptr_t)obj - (uintptr_t)s->base) / c->slot_size);
 }
-static struct qs_slab *slab_of(const void *obj)
-{
-    return qs_slab_lookup(obj);
-}
 
 static unsigned free_limit(const qslab_cache *c)
 {
@@ -456,7 +452,7 @@ static void free_block_locked(qslab_cache *c, struct qs_node *n, void *const *ob
 {
     uintptr_t mark = qs_enc(c, NULL);
     for (unsigned long i = 0; i < k; i++) {
-        struct qs_slab *s = slab_of(objs[i]);
+        struct qs_slab *s = qs_slab_lookup(objs[i]);
         unsigned idx = obj_index(c, s, objs[i]);
         if (unlikely(bm_test(s, idx))) {
             if (*ntwice < 8)
@@ -573,9 +569,9 @@ static void slab_give_back(qslab_cache *c, struct qs_queue *q, void *const *objs
 {
     unsigned long i = 0;
     while (i < k) {
-        int node = slab_of(objs[i])->node;
+        int node = qs_slab_lookup(objs[i])->node;
         unsigned long j = i + 1;
-        while (j < k && slab_of(objs[j])->node == node)
+        while (j < k && qs_slab_lookup(objs[j])->node == node)
             j++;
         to_node(c, q, &c->nodes[node], objs + i, j - i, false);
         i = j;
@@ -703,6 +699,14 @@ static bool double_free(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, v
 
 /* ---- the owners' slow paths ---- */
 
+/* A free by a caller without an array: straight to its node */
+static void free_unowned(qslab_cache *c, struct qs_slab *s, void *obj)
+{
+    *qs_link(c, obj) = QS_STAMP(c->secret);
+    qs_stat(c, NULL, QS_FREE_SLOW, 1);
+    to_node(c, NULL, &c->nodes[s->node], &obj, 1, true);
+}
+
 /* A thread's array is full: its bottom batch to the shared array or the
  * slabs, the rest slid down (cache_flusharray). */
 static void th_flusharray(qslab_cache *c, struct qs_queue *q)
@@ -758,17 +762,11 @@ static void *th_alloc(qslab_cache *c)
 
 static void th_free(qslab_cache *c, struct qs_slab *s, void *obj)
 {
-    struct qs_queue *q = qs_queue_of(c);
-    /* a thread that only frees gets its array at its 32nd free (queue.c's
-     * rule: glibc frees after the exit destructors) */
-    if (!q && (qs_self.state != 0 || ++qs_self.direct_frees >= 32))
-        q = qs_queue_attach(c);
+    struct qs_queue *q = qs_queue_for_free(c); /* queue.c's rule for a thread that only frees */
     if (unlikely(qs_maybe_free(c, *qs_link(c, obj))) && double_free(c, q, s, obj))
         return;
     if (!q) {
-        *qs_link(c, obj) = QS_STAMP(c->secret);
-        qs_stat(c, NULL, QS_FREE_SLOW, 1);
-        to_node(c, NULL, &c->nodes[s->node], &obj, 1, true);
+        free_unowned(c, s, obj);
         return;
     }
     if (s->node != q->node) {
@@ -816,21 +814,7 @@ static void *pc_alloc(qslab_cache *c)
             qs_lock_release(&q->lock);
             return NULL;
         }
-        obj = buf[--n];
-        int pushed = 0;
-        qs_queue_seq_begin(q);
-        if (n && qs_percpu_reserve(q, n)) {
-            pushed = qs_percpu_push(q, buf, n, q->cap);
-            if (pushed < 0)
-                pushed = 0;
-        }
-        qs_queue_seq_end(q, pushed + 1);
-        if ((unsigned)pushed < n) /* migrated: back to the node */
-            to_node(c, q, &c->nodes[q->node], buf + pushed, n - (unsigned)pushed, true);
-        QS_ADD(q->stat[QS_ALLOC_SLOW], 1);
-        qs_lock_release(&q->lock);
-        *qs_link(c, obj) = 0;
-        return obj;
+        return qs_percpu_refilled(c, q, buf, n); /* queue.c: SLQB's step */
     }
 }
 
@@ -847,9 +831,7 @@ static void pc_free(qslab_cache *c, struct qs_slab *s, void *obj)
             return;
         }
         if (!q) {
-            *qs_link(c, obj) = QS_STAMP(c->secret);
-            qs_stat(c, NULL, QS_FREE_SLOW, 1);
-            to_node(c, NULL, &c->nodes[s->node], &obj, 1, true);
+            free_unowned(c, s, obj);
             return;
         }
         if (s->node != q->node) {
@@ -911,7 +893,7 @@ static void *slab_alloc(qslab_cache *c, int node)
     /* a CPU owner may change before the pop: checked, and given back if
      * the object is of another node (neither counted) */
     void *obj = qs_alloc_fast(c);
-    struct qs_slab *s = obj ? slab_of(obj) : NULL;
+    struct qs_slab *s = obj ? qs_slab_lookup(obj) : NULL;
     if (!obj || !s || s->node == node)
         return obj;
     slab_free(c, s, obj);
@@ -962,16 +944,14 @@ static void drain_shared(qslab_cache *c, struct qs_node *n, unsigned max)
 
 /* up to max free slabs of n back (drain_freelist); check: each object's
  * word first (shrink and trim: the last chance to see a write after free) */
-static size_t drain_free(qslab_cache *c, struct qs_node *n, unsigned long max, bool check)
+static void drain_free(qslab_cache *c, struct qs_node *n, unsigned long max, bool check)
 {
     struct qs_slab *rel = NULL;
-    size_t bytes = 0;
     qs_lock_acquire(&n->lock);
     while (max-- && n->slabs_free) {
         struct qs_slab *s = n->slabs_free;
         free_del(n, s);
         n->free_objects -= s->objects;
-        bytes += qs_slab_bytes(s->order);
         s->next = rel;
         rel = s;
     }
@@ -981,7 +961,6 @@ static size_t drain_free(qslab_cache *c, struct qs_node *n, unsigned long max, b
             if (!slab_word_ok(c, s->base + (size_t)i * c->slot_size))
                 break;
     release_list(c, NULL, rel);
-    return bytes;
 }
 
 /* every owner's array we may touch: per-CPU, each CPU's (taken from it);
@@ -1021,19 +1000,15 @@ static void drain_owners(qslab_cache *c, unsigned n_each, bool only_idle)
 #endif
 }
 
-static size_t shrink_locked(qslab_cache *c, bool all_owners)
+static void shrink_locked(qslab_cache *c, bool all_owners)
 {
     if (all_owners)
         drain_owners(c, ~0u, false);
-    size_t bytes = 0;
     for (int i = 0; i < qs_nr_nodes; i++) {
         drain_shared(c, &c->nodes[i], ~0u);
-        bytes += drain_free(c, &c->nodes[i], ~0ul, true);
-        size_t fifo = qs_node_shrink(c, NULL, &c->nodes[i]); /* and the FIFO's */
-        released += fifo;
-        bytes += fifo;
+        drain_free(c, &c->nodes[i], ~0ul, true);
+        released += qs_node_shrink(c, NULL, &c->nodes[i]); /* and the FIFO's */
     }
-    return bytes;
 }
 
 static size_t slab_shrink(qslab_cache *c)
@@ -1172,11 +1147,6 @@ void qs_slab_tuned(qslab_cache *c)
     }
 }
 
-static unsigned slab_setup_order(const qslab_cache *c)
-{
-    return slab_order(c);
-}
-
 /* ---- validation (qs_global held; nobody uses the cache) ---- */
 static void check_slab(struct qs_walk *w, struct qs_node *n, struct qs_slab *s, int state,
                        unsigned long *nfree)
@@ -1284,7 +1254,7 @@ const struct qs_front qs_front_slab = {
     .validate = slab_validate,
     .retire = slab_retire,
     .destroy = slab_destroy_all,
-    .order = slab_setup_order,
+    .order = slab_order,
     .own_node_lists = true,
     .queues = true,
     .give_back = slab_give_back,

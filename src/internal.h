@@ -821,6 +821,10 @@ bool qs_percpu_reserve(struct qs_queue *q, unsigned n);
 /* The caller's CPU's queue of c, locked (attached if needed); NULL: none */
 struct qs_queue *qs_percpu_lock(qslab_cache *c);
 int qs_percpu_pop_one(qslab_cache *c, struct qs_queue *q, void **obj); /* queue.c */
+void *qs_percpu_refilled(qslab_cache *c, struct qs_queue *q, void **buf, unsigned n);
+/* The caller's queue for a free: attached at a thread's 32nd free if it has
+ * none (queue.c QS_FREE_ONLY_ATTACH); NULL: none yet */
+struct qs_queue *qs_queue_for_free(qslab_cache *c);
 /* Take a CPU's queue from its CPU (its fast paths miss until given back:
  * a membarrier restarts any section running there); false: impossible
  * (no membarrier).  The caller holds q->lock. */

@@ -857,15 +857,21 @@ void qs_free_direct(qslab_cache *c, void *obj)
  * consumer) pays the direct route for its first few frees only. */
 #define QS_FREE_ONLY_ATTACH 32
 
+struct qs_queue *qs_queue_for_free(qslab_cache *c)
+{
+    struct qs_queue *q = qs_queue_of(c);
+    if (!q && (qs_self.state != 0 || ++qs_self.direct_frees >= QS_FREE_ONLY_ATTACH))
+        q = qs_queue_attach(c);
+    return q;
+}
+
 void qs_free_slow(qslab_cache *c, struct qs_slab *s, void *obj)
 {
     if (unlikely(c->front != QS_FRONT_SLQB)) { /* no queues: front.h */
         qs_front_of(c)->free(c, s, obj);
         return;
     }
-    struct qs_queue *q = qs_queue_of(c);
-    if (!q && (qs_self.state != 0 || ++qs_self.direct_frees >= QS_FREE_ONLY_ATTACH))
-        q = qs_queue_attach(c);
+    struct qs_queue *q = qs_queue_for_free(c);
     if (q && qs_slab_owner(s) == &q->list) { /* our slab: the queue was just attached */
         qs_free_fast(c, s, obj);
         return;
@@ -1213,6 +1219,31 @@ struct qs_queue *qs_percpu_lock(qslab_cache *c)
  * keeps out of the queue goes back to its slab.  The caller's object never
  * entered the queue: it counts as a slow pop and in moved, which keeps
  * free_fast = nr + pops - moved. */
+/* q->lock held, buf[0..n) gathered for q (n >= 1): the last object is the
+ * caller's (a slow allocation, counted), the rest go onto q's slots; what a
+ * migration keeps out goes back (qs_route_vec: to its slab's owner, or the
+ * front end's give_back).  The caller's object never entered the queue: it
+ * counts in moved too, which keeps free_fast = nr + pops - moved.  Releases
+ * q->lock. */
+void *qs_percpu_refilled(qslab_cache *c, struct qs_queue *q, void **buf, unsigned n)
+{
+    void *obj = buf[--n];
+    int pushed = 0;
+    qs_queue_seq_begin(q);
+    if (n && qs_percpu_reserve(q, n)) {
+        pushed = qs_percpu_push(q, buf, n, q->cap);
+        if (pushed < 0)
+            pushed = 0;
+    }
+    qs_queue_seq_end(q, pushed + 1);
+    if ((unsigned)pushed < n)
+        qs_route_vec(c, q, buf + pushed, n - (unsigned)pushed);
+    QS_ADD(q->stat[QS_ALLOC_SLOW], 1);
+    qs_lock_release(&q->lock);
+    *qs_link(c, obj) = 0;
+    return obj;
+}
+
 /* q->lock held: pop q's top object for a slow allocation (counted).
  * Returns 1 (*obj is it, its word still to clear), 0 (q is empty), -1 (the
  * caller left q's CPU) or 2 (the top entry was reported and dropped: its
@@ -1264,21 +1295,7 @@ static void *percpu_alloc_slow(qslab_cache *c)
             qs_lock_release(&q->lock);
             return NULL; /* ENOMEM */
         }
-        obj = buf[--n];
-        int pushed = 0;
-        qs_queue_seq_begin(q);
-        if (n && qs_percpu_reserve(q, n)) {
-            pushed = qs_percpu_push(q, buf, n, q->cap);
-            if (pushed < 0)
-                pushed = 0;
-        }
-        qs_queue_seq_end(q, pushed + 1);
-        if ((unsigned)pushed < n) /* ours: back on their slabs */
-            qs_route_vec(c, q, buf + pushed, n - (unsigned)pushed);
-        QS_ADD(q->stat[QS_ALLOC_SLOW], 1);
-        qs_lock_release(&q->lock);
-        *qs_link(c, obj) = 0;
-        return obj;
+        return qs_percpu_refilled(c, q, buf, n);
     }
 }
 

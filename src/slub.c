@@ -209,9 +209,11 @@ static void corrupt_link(qslab_cache *c, void *obj)
 
 /* ---- slab word operations ---- */
 
-/* An owner takes its active slab's remote frees (the kernel's get_freelist):
- * the list, and inuse = objects.  None: the slab is unfrozen, full, on no
- * list (its state says so before the CAS that lets a freer see it full). */
+/* An owner takes its active slab's remote frees (the kernel's get_freelist),
+ * or freezes a slab it holds off every list or under its node lock (the
+ * kernel's freeze_slab): the whole list, and inuse = objects.  None: the
+ * slab is unfrozen, full, on no list (its state says so before the CAS that
+ * lets a freer see it full). */
 static void *get_freelist(qslab_cache *c, struct qs_slab *s)
 {
     uint64_t old = fw_load(s), nw;
@@ -221,13 +223,6 @@ static void *get_freelist(qslab_cache *c, struct qs_slab *s)
         nw = fw_make(0, slab_objects(s), h != 0);
     } while (!fw_cas(s, &old, nw));
     return idx_obj(c, s, fw_head(old));
-}
-
-/* Freeze a slab the caller holds off every list or under its node lock: its
- * whole list becomes the caller's.  NULL if it had none (left unfrozen, FULL). */
-static void *freeze(qslab_cache *c, struct qs_slab *s)
-{
-    return get_freelist(c, s);
 }
 
 /* A slab that is the caller's alone (new, or from the empty FIFO), all its
@@ -683,7 +678,7 @@ static void *new_freelist(qslab_cache *c, struct qs_queue *q, struct qs_slab *ol
         q->sl.partial = s->next;
         s->next = NULL;
         q->sl.nr_partial--;
-        if ((fl = freeze(c, s))) {
+        if ((fl = get_freelist(c, s))) {
             *sp = s;
             return fl;
         }
@@ -695,7 +690,7 @@ static void *new_freelist(qslab_cache *c, struct qs_queue *q, struct qs_slab *ol
         fl = NULL;
         while (!fl && (s = n->list.partial)) {
             qs_list_del(&n->list, s);
-            fl = freeze(c, s); /* a node partial slab has free objects */
+            fl = get_freelist(c, s); /* a node partial slab has free objects */
         }
         if (fl) {
             unsigned max = cpu_partial_slabs(c), moved = 0;
@@ -1149,12 +1144,6 @@ static size_t slub_sweep(bool all)
     }
 }
 
-static void release_slab(struct qs_slab *s)
-{
-    if (s)
-        qs_page_free_slab(s);
-}
-
 /* destroy: every slab of c that is on no shared list (active, owners'
  * partial, full: on no list at all, pass-through) found through the page
  * layer, collected, then given back (the node lists and the FIFO are the
@@ -1183,7 +1172,7 @@ static void slub_destroy(qslab_cache *c)
     qs_page_walk(collect_slab, &k);
     while (k.list) {
         struct qs_slab *next = k.list->next;
-        release_slab(k.list);
+        qs_page_free_slab(k.list);
         k.list = next;
     }
 }
