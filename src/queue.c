@@ -57,11 +57,6 @@ static inline void slab_put(qslab_cache *c, struct qs_list *l, struct qs_slab *s
     }
 }
 
-static struct qs_slab *slab_of_obj(const void *obj)
-{
-    return qs_chunk_slab(qs_chunk_of(obj), obj);
-}
-
 
 /* Free a batch of objects whose slabs were owned by node list b->to. */
 static void send_node(qslab_cache *c, struct qs_queue *q, struct qs_batch *b)
@@ -80,7 +75,7 @@ static void send_node(qslab_cache *c, struct qs_queue *q, struct qs_batch *b)
             corrupt = obj;
             count = i + 1;
         }
-        struct qs_slab *s = slab_of_obj(obj);
+        struct qs_slab *s = qs_slab_lookup(obj);
         if (qs_slab_owner(s) == b->to) {
             slab_put(c, &n->list, s, obj, &empties);
             done++;
@@ -284,7 +279,7 @@ static inline void route_one(qslab_cache *c, struct qs_queue *q, struct router *
 {
     struct qs_slab *s = r->s;
     if (!s || (uintptr_t)obj - (uintptr_t)s->mem >= qs_slab_bytes(s->order))
-        r->s = s = slab_of_obj(obj);
+        r->s = s = qs_slab_lookup(obj);
     struct qs_list *to = qs_slab_owner(s);
     if (q && to == &q->list)
         slab_put(c, &q->list, s, obj, &r->empties);
