@@ -57,7 +57,9 @@ test: test-normal test-asan test-tsan
 # Every test runs in both owner kinds (QSLAB_OWNER=cpu: per-CPU queues
 # through rseq; thread: per-thread queues) and with every front end
 # (QSLAB_FRONT: slqb, the default, slub and slab in both kinds; slob, which
-# has no owners) in the normal build.
+# has no owners) in the normal build.  Each build also runs the concurrency
+# tests with every cache a debug cache (QSLAB_DEBUG=FZPU: docs/debugging.md),
+# which must report nothing.
 test-normal: deps
 	$(call build,build/test,)
 	cd build/test && QSLAB_OWNER=cpu $(CTEST)
@@ -67,6 +69,7 @@ test-normal: deps
 	cd build/test && QSLAB_FRONT=slab QSLAB_OWNER=cpu $(CTEST)
 	cd build/test && QSLAB_FRONT=slab QSLAB_OWNER=thread $(CTEST)
 	cd build/test && QSLAB_FRONT=slob $(CTEST)
+	cd build/test && QSLAB_DEBUG=FZPU $(CTEST) -L concurrency
 
 # ASan+UBSan: every test with per-CPU queues, the concurrency ones with
 # per-thread queues too, the integration and concurrency ones with SLUB,
@@ -78,6 +81,7 @@ test-asan: deps
 	cd build/asan && QSLAB_FRONT=slub $(CTEST) -L 'integration|concurrency'
 	cd build/asan && QSLAB_FRONT=slab $(CTEST) -L 'integration|concurrency'
 	cd build/asan && QSLAB_FRONT=slob $(CTEST) -L 'integration|concurrency'
+	cd build/asan && QSLAB_DEBUG=FZPU $(CTEST) -L concurrency
 
 # Only the tests labelled "concurrency" (stress, *thread*, *remote*, *numa*).
 # CMakeLists.txt runs sanitizer tests under `setarch -R`, so TSan works on
@@ -93,6 +97,7 @@ test-tsan: deps
 	cd build/tsan && QSLAB_FRONT=slab QSLAB_OWNER=cpu $(CTEST) -L concurrency
 	cd build/tsan && QSLAB_FRONT=slab QSLAB_OWNER=thread $(CTEST) -L concurrency
 	cd build/tsan && QSLAB_FRONT=slob $(CTEST) -L concurrency
+	cd build/tsan && QSLAB_DEBUG=FZPU $(CTEST) -L concurrency
 
 install: deps
 	$(call build,build/release,-DCMAKE_BUILD_TYPE=Release)

@@ -18,7 +18,10 @@ The last section (fronts.*) compares qslab's front ends with each other: one
 bench_fronts process per round runs every front end through the object-cache
 API (the slub_test patterns, a hackbench-like test, memory), and
 bench_prodcons runs under the drop-in once per front end (QSLAB_FRONT), and
-for SLUB once more with the page-allocator pass-through.
+for SLUB once more with the page-allocator pass-through.  After it, the
+debugging costs (debug.*): one bench_debug process per round runs the
+slub_test pair and batch patterns on a plain cache and on caches with SLUB's
+debug flags (F, Z, P, U, FZPU), and gives each one's ratio to plain.
 
     bench/run.py --bin-dir BUILD/bench --qslab-lib BUILD/.../libqslab-malloc.so
                  [--quick | --smoke] [--rounds N] [--only TEST,...] [--out DIR]
@@ -240,20 +243,26 @@ FRONTS_QUICK = dict(front_sizes=[64, 256, 1024, 4096], hb_groups=2, hb_senders=4
                     hb_receivers=4, hb_loops=4000, hb_rounds=3, front_msgs=50000)
 FRONTS_SMOKE = dict(front_sizes=[64], hb_groups=1, hb_senders=2, hb_receivers=2, hb_loops=50,
                     hb_rounds=1, front_msgs=2000)
+# The debugging costs: bench_debug's object sizes and its rounds inside a
+# process (every configuration twice per round, a warm-up and a measured
+# run; the whole process takes about 1.5 s in full mode on the 2-core VM).
+DEBUG_FULL = dict(debug_sizes=[64, 1024], debug_rounds=9)
+DEBUG_QUICK = dict(debug_sizes=[64, 1024], debug_rounds=5)
+DEBUG_SMOKE = dict(debug_sizes=[64, 1024], debug_rounds=1)
 
 # Sizes and lengths per mode.  Full: the seed tables' sizes and lengths.
 MODES = {
     "full": dict(rounds=7, sizes=[8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384],
                  objs=10000, inner=5, msgs=300000, ops=3000000, idle_threads=1000,
                  mib=256, wait_ms=2000, cache_objs=10000, inproc_rounds=21,
-                 churn_ops=16000000, **FRONTS_FULL),
+                 churn_ops=16000000, **FRONTS_FULL, **DEBUG_FULL),
     "quick": dict(rounds=3, sizes=[8, 64, 256, 1024, 4096, 16384],
                   objs=10000, inner=3, msgs=100000, ops=1000000, idle_threads=1000,
                   mib=64, wait_ms=2000, cache_objs=10000, inproc_rounds=21,
-                  churn_ops=6000000, **FRONTS_QUICK),
+                  churn_ops=6000000, **FRONTS_QUICK, **DEBUG_QUICK),
     "smoke": dict(rounds=1, sizes=[64, 4096], objs=200, inner=1, msgs=2000, ops=20000,
                   idle_threads=20, mib=2, wait_ms=500, cache_objs=200, inproc_rounds=3,
-                  churn_ops=32000, **FRONTS_SMOKE),
+                  churn_ops=32000, **FRONTS_SMOKE, **DEBUG_SMOKE),
 }
 
 
@@ -511,6 +520,8 @@ class SharedRun:
     (the first one pays for what the lower layers keep at their high-water
     mark, spare chunk headers mostly)."""
 
+    names_option = "--fronts"  # the driver's option listing the columns, in order
+
     def __init__(self, key, driver, args, fronts, env):
         self.key = key          # for the header's time per section
         self.driver = driver
@@ -544,7 +555,7 @@ class SharedRun:
         k = r % len(self.fronts)
         order = self.fronts[k:] + self.fronts[:k]
         cmd = ([os.path.join(bin_dir, "bench_" + self.driver)] + self.args
-               + ["--tests", ",".join(self.wanted()), "--fronts", ",".join(order)])
+               + ["--tests", ",".join(self.wanted()), self.names_option, ",".join(order)])
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, env=self.environ(),
                                timeout=timeout)
@@ -1278,6 +1289,158 @@ def front_section(m, ncpus, bin_dir, qslab_lib, owner):
     return build_front_tests(m, ncpus, fronts, version, qslab_lib, owner_env, pt_env), notes
 
 
+# --------------------------------------------------------------------------
+# Debugging costs (issue 10): what SLUB's debug flags (docs/debugging.md)
+# cost a cache on the slub_test pair and batch patterns, one CPU, against
+# the plain cache in the same process.  bench_debug runs every configuration
+# (its configs[] list: plain, F, Z, P, U, FZPU, ...) in one process per
+# round, interleaved, and prints each one's cycles and its ratio to plain
+# measured in the same inner round.
+
+DEBUG_VAR = "QSLAB_DEBUG"  # unset for this section: it would make plain a debug cache
+
+
+class DebugRun(SharedRun):
+    """bench_debug: one process per round feeds debug.pair and debug.batch;
+    its columns are the configurations (--configs)."""
+
+    names_option = "--configs"
+
+    def wanted(self):
+        return [t.key.split(".", 1)[1] for t in self.members]
+
+    def parse(self, line, got):
+        """One "result test=T config=C size=S key=value ..." line into got."""
+        fields = dict(tok.partition("=")[::2] for tok in line.split()[1:])
+        test, config = fields.pop("test"), fields.pop("config")
+        nums = {}
+        for key, value in fields.items():
+            nums[key] = float(value)
+            if not math.isfinite(nums[key]):
+                raise RunError(f"not a finite number: {key}={value}")
+        got[(f"debug.{test}", str(int(nums["size"])), config)] = nums
+
+
+def discover_debug_configs(bin_dir, env):
+    """([(configuration, front end, flags)] from bench_debug --list, or None;
+    why not)."""
+    exe = os.path.join(bin_dir, "bench_debug")
+    full = dict(os.environ)
+    full.pop("LD_PRELOAD", None)
+    for k, v in env.items():
+        if v is None:
+            full.pop(k, None)
+        else:
+            full[k] = v
+    try:
+        r = subprocess.run([exe, "--list"], capture_output=True, text=True, env=full, timeout=60)
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, f"{exe}: {e}"
+    rows = [tuple(l.split()) for l in r.stdout.splitlines() if l.strip()]
+    if r.returncode != 0 or not rows or any(len(x) != 3 for x in rows):
+        return None, (f"{exe} --list: exit {r.returncode}, "
+                      f"{(r.stderr.strip().splitlines() or [''])[-1]}")
+    return rows, ""
+
+
+def debug_section(m, bin_dir, owner):
+    """The debugging costs' tests, and the notes for its header."""
+    env = {OWNER_VAR: None if owner == "default" else owner, DEBUG_VAR: None}
+    rows, why = discover_debug_configs(bin_dir, env)
+    if rows is None:
+        return [], [f"not measured: {why}"]
+    configs = [name for name, _, _ in rows]
+    fronts = ", ".join(f"{name}: {front}" for name, front, _ in rows)
+    notes = [f"configurations (front end serving each): {fronts}; "
+             f"{OWNER_VAR}={owner if owner != 'default' else '(unset)'}, {DEBUG_VAR} unset"]
+    n, sizes = m["objs"], m["debug_sizes"]
+    args = ["--sizes", ",".join(map(str, sizes)), "--objs", str(n),
+            "--rounds", str(m["debug_rounds"])]
+    shared = DebugRun("debug", "debug", args, configs, env)
+    version = qslab_version()
+    cols = [Contender(c, None, version, env=env, subject=True, short=c) for c in configs]
+    cases = [Case(str(s), [], s) for s in sizes]
+    tests = [
+        Test("debug.pair", f"debug flags, {n:,} alloc+free pairs, one CPU (object cache API)",
+             'slub_test single thread test 2, "alloc/free test"', "debug", cases,
+             [Metric("total", "cycles per alloc+free pair", "cycles", True)],
+             "short-lived objects in a debug cache: every alloc and free through the debug "
+             "front end", contenders=lambda allocs: cols, section="debug", shared=shared,
+             row_title="size"),
+        Test("debug.batch", f"debug flags, {n:,} allocs then {n:,} frees, one CPU "
+                            "(object cache API)",
+             'slub_test single thread test 1, "Repeatedly allocate 10000 objs then free them"',
+             "debug", cases,
+             [Metric("total", "cycles per object, alloc+free", "cycles", True,
+                     split=("alloc", "free"))],
+             "a burst of allocations released together, in a debug cache",
+             contenders=lambda allocs: cols, section="debug", shared=shared, row_title="size"),
+    ]
+    return tests, notes
+
+
+def debug_table(tests, columns, samples, number):
+    """The debugging costs as one table: a row per configuration, a column
+    per (pattern, size): median cycles and the median of the in-process
+    ratios to plain; spread: of those ratios over the rounds, widest of the
+    row."""
+    groups = [(t, c) for t in tests for c in t.cases]
+    configs = columns[tests[0].key] if tests else []
+    heads = [f"{t.key.split('.', 1)[1]} {fmt_size(c.x)}" for t, c in groups]
+    rows = []
+    for cont in configs:
+        texts, spreads = [], []
+        for t, case in groups:
+            runs = samples.get((t.key, case.label, cont.name)) or []
+            cyc = [r["total"] for r in runs]
+            rat = [r["ratio"] for r in runs if "ratio" in r]
+            text = fmt_num(statistics.median(cyc)) if cyc else "-"
+            if rat:
+                text += f" {fmt_ratio(statistics.median(rat)):>5}"
+                spreads.append(Cell(rat).spread)
+            texts.append(text)
+        rows.append((cont.name, texts, spreads))
+    name_w = max([len("config")] + [len(c.name) for c in configs])
+    ws = [max([len(h)] + [len(r[1][i]) for r in rows]) for i, h in enumerate(heads)]
+    lines = [f"{number} debug flags, one CPU, object cache API: cycles per operation, and "
+             "the ratio to plain"]
+    lines += [f"   {t.key.split('.', 1)[1]}: {t.title.replace('debug flags, ', '')}; "
+              f"{t.metrics[0].title}" for t in tests]
+    lines += ["   cells: median cycles, and the median over the rounds of config/plain "
+              "measured in the same round; lower is better",
+              "   reproduces: slub_test single thread tests 1 and 2, with SLUB's debug flags "
+              "(slub_debug) on the cache"]
+    head = f"{'config':>{name_w}} | " + " | ".join(f"{h:>{w}}" for h, w in zip(heads, ws))
+    head += " | spread"
+    lines += [head, "-" * len(head)]
+    for name, texts, spreads in rows:
+        line = f"{name:>{name_w}} | " + " | ".join(f"{x:>{w}}" for x, w in zip(texts, ws))
+        line += f" | ±{max(spreads) * 100:.0f}%" if spreads else " |"
+        lines.append(line)
+    return lines
+
+
+def fmt_ratio(r):
+    """A ratio to plain: three significant digits or so, and an x."""
+    return f"{r:.2f}x" if r < 10 else f"{r:.1f}x" if r < 100 else f"{r:.0f}x"
+
+
+def fmt_size(x):
+    if x is None:
+        return "?"
+    return f"{x // 1024} KiB" if x >= 1024 and x % 1024 == 0 else f"{x} B"
+
+
+DEBUG_HEADER = textwrap.wrap(
+    "Debugging costs (docs/debugging.md): SLUB's debug flags, set per cache with "
+    "qslab_cache_create's flags (F QSLAB_CONSISTENCY_CHECKS, Z QSLAB_RED_ZONE, P QSLAB_POISON, "
+    "U QSLAB_STORE_USER; T is left out: it writes a line per operation to stderr), against the "
+    "plain cache.  bench_debug runs every configuration in one process, with a cache of its own "
+    "per test and size, round by round (each measured run right after a warm-up run on the same "
+    "cache), the configurations taking turns at going first; a ratio is a configuration's "
+    "cycles over plain's in the same round.", width=100)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bin-dir", required=True, help="directory of the bench_* drivers")
@@ -1287,7 +1450,8 @@ def main():
                     help="every test at a tiny size; fail if a run fails or does not parse")
     ap.add_argument("--rounds", type=int, help="rounds per case (default: by mode)")
     ap.add_argument("--only", help="comma-separated tests (e.g. slub.pair,prodcons; "
-                                   "slub: every slub test; fronts: the front-end comparison)")
+                                   "slub: every slub test; fronts: the front-end comparison; "
+                                   "debug: the debugging costs)")
     ap.add_argument("--allocators", help="comma-separated allocators (default: all found)")
     ap.add_argument("--owners", help="comma-separated qslab owner modes, one qslab column each "
                                      "(QSLAB_OWNER=MODE; 'default': unset); default: "
@@ -1314,6 +1478,12 @@ def main():
     if not args.only or any(w.split(".")[0] == "fronts" for w in args.only.split(",")):
         more, front_notes = front_section(params, ncpus, args.bin_dir, qslab_lib, owners[0])
         tests += more
+    debug_notes = []
+    if not args.only or any(w.split(".")[0] == "debug" for w in args.only.split(",")):
+        more, debug_notes = debug_section(params, args.bin_dir, owners[0])
+        tests += more
+        if not more and args.only:
+            sys.exit(f"run.py: debug: {debug_notes[0]}")
     if args.only:
         wanted = args.only.split(",")
         picks = lambda w, t: t.key == w or t.key.startswith(w + ".")  # "slub": every slub.*
@@ -1366,15 +1536,25 @@ def main():
         report.append("")
         report += targets(peer_tests, columns, samples)
 
-    fronts_started = False
+    fronts_started = debug_started = False
     for t, test in enumerate(tests, 1):
         if test.section == "fronts" and not fronts_started:
             fronts_started = True
             report += [""] + FRONTS_HEADER + [f"   {n}" for n in front_notes]
+        if test.section == "debug":  # one table for the whole section
+            if not debug_started:
+                debug_started = True
+                report += [""] + DEBUG_HEADER + [f"   {n}" for n in debug_notes] + [""]
+                report += debug_table([x for x in tests if x.section == "debug"], columns,
+                                      samples, f"{t}.")
+            continue
         for i, metric in enumerate(test.metrics):
             number = f"{t}{'abc'[i] if len(test.metrics) > 1 else ''}."
             report.append("")
             report += table(test, metric, columns[test.key], samples, number)
+
+    if debug_notes and not debug_started:  # the section could not run
+        report += [""] + DEBUG_HEADER + [f"   {n}" for n in debug_notes]
 
     if errors:
         report += ["", f"{len(errors)} run(s) failed:"] + [f"  {e}" for e in errors]

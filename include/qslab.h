@@ -29,9 +29,16 @@ extern "C" {
 
 /* Cache flags (qslab_cache_create). */
 #define QSLAB_HWCACHE_ALIGN 0x00002000UL /* align objects to the cache line */
-#define QSLAB_RED_ZONE      0x00000400UL /* reserved: red zones (later issue) */
-#define QSLAB_POISON        0x00000800UL /* reserved: poisoning (later issue) */
-#define QSLAB_STORE_USER    0x00010000UL /* reserved: owner tracking (later issue) */
+/* Debugging (docs/debugging.md): SLUB's flags, also set per cache by the
+ * environment (QSLAB_DEBUG, SLUB's slub_debug syntax).  A cache with any of
+ * them is served by a checked slow path (no per-owner caching) and reports
+ * misuse as "BUG <cache>: <what>" on stderr, then calls the fatal handler. */
+#define QSLAB_CONSISTENCY_CHECKS 0x00000100UL /* F: checks on every alloc and free */
+#define QSLAB_RED_ZONE      0x00000400UL /* Z: red zones on both sides of objects */
+#define QSLAB_POISON        0x00000800UL /* P: free objects filled with 0x6b..0xa5 */
+#define QSLAB_STORE_USER    0x00010000UL /* U: who allocated and freed each object */
+#define QSLAB_TRACE         0x00200000UL /* T: every alloc and free to stderr */
+#define QSLAB_DEBUG_REPAIR  0x01000000UL /* R: report, restore, count, go on */
 
 /* Node argument meaning "any node" (the caller's node). */
 #define QSLAB_NUMA_NO_NODE (-1)
@@ -128,6 +135,12 @@ int qslab_cache_stats(qslab_cache *c, struct qslab_cache_stats *st);
  * (slab counts, free lists, queues, inboxes, totals).  0, or -1 after
  * printing one line per problem on stderr. */
 int qslab_cache_validate(qslab_cache *c);
+/* SLUB's alloc_calls and free_calls for a cache with owner tracking
+ * (QSLAB_STORE_USER, or U in QSLAB_DEBUG): the objects allocated (freed),
+ * grouped by call site with counts, written to fd.  Returns the number of
+ * call sites, or -1 with errno EINVAL (no tracking). */
+int qslab_cache_alloc_calls(qslab_cache *c, int fd);
+int qslab_cache_free_calls(qslab_cache *c, int fd);
 /* Look a cache up by name (kmalloc-<size> names included); NULL if none. */
 qslab_cache *qslab_cache_find(const char *name);
 
@@ -177,6 +190,52 @@ int qslab_num_nodes(void);
 int qslab_current_node(void);
 /* Node whose memory holds p, or -1 if p is not a qslab object. */
 int qslab_object_node(const void *p);
+
+/*
+ * Bad sizes and alignments.  qslab_aligned_alloc takes a power of two from 1
+ * to QSLAB_MAX_ALIGN (the largest alignment a directly mapped block can be
+ * given); any other alignment (0, 3, 24, ...) is refused with NULL and
+ * errno EINVAL.  A size no block can have (over 2^46 - 4096 bytes, the
+ * largest mapping; an overflowing qslab_calloc) gives NULL with ENOMEM.
+ */
+#define QSLAB_MAX_ALIGN ((size_t)1 << 45)
+
+/*
+ * qslab_free_sized(p, size): qslab_free(p) for a caller that knows the
+ * size it asked for (C23's free_sized; the malloc drop-in's free_sized).
+ * The size is checked, cheaply, against the object: it must be one a
+ * request for that object could have named, i.e. its kmalloc class is the
+ * object's cache, or it is one qslab_realloc would have kept the object for
+ * (over half of its usable size, or any size for a block of up to 16
+ * bytes); for a large block, a size over 32 MiB whose mapping is the
+ * block's, or one realloc kept it for.  A mismatch is reported through the
+ * fatal handler ("free_sized of 0x... with size 100: the object is in cache
+ * kmalloc-64 (sizes 33..64)") and, if the handler returns, p is not freed.
+ * NULL is fine; a bad pointer is reported as qslab_free reports it.
+ */
+void qslab_free_sized(void *p, size_t size);
+
+/*
+ * Fault injection, for tests: make the nth request for memory from the OS,
+ * counted from this call, fail as if the kernel had said ENOMEM (the call
+ * that needed it returns NULL with errno ENOMEM, or does what its
+ * documentation says it does without the memory).  Requests are counted per
+ * kind: requests for memory (mmap, mremap growths: slabs, large blocks,
+ * qslab's own structures), or with QSLAB_FAULT_RELEASE memory given back
+ * (madvise(MADV_DONTNEED), munmap), whose refusals qslab survives by keeping
+ * the memory (counted on the "Pages:" line of qslab_stats_report).  With
+ * QSLAB_FAULT_EVERY, every nth request from now on fails, not just the nth.
+ * nth 0 disarms that kind.  Returns 0, or -1 with errno EINVAL for an
+ * unknown flag.  The environment arms it at start-up, counting from the
+ * process's first request: QSLAB_FAIL_NTH=N[,every][,release].
+ */
+#define QSLAB_FAULT_MAP     0x0u /* requests for memory (the default) */
+#define QSLAB_FAULT_RELEASE 0x1u /* give-backs: decommits and unmaps */
+#define QSLAB_FAULT_EVERY   0x2u /* every nth request, not only the nth */
+int qslab_fault_inject(unsigned long nth, unsigned flags);
+/* Failures injected so far, in the life of the process, of one kind
+ * (QSLAB_FAULT_MAP or QSLAB_FAULT_RELEASE; other flags are ignored). */
+unsigned long qslab_fault_injected(unsigned flags);
 
 #ifdef __cplusplus
 }

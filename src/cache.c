@@ -6,10 +6,11 @@
  *   [ object: obj_size bytes ][ link word, constructor caches only ]
  * The link word (see internal.h) sits at offset 0 of a free object, or right
  * after the object when a constructor owns the object's bytes.  The slot is
- * rounded up to the alignment.  Red zones, poison and owner tracking
- * (QSLAB_RED_ZONE, QSLAB_POISON, QSLAB_STORE_USER, a later issue) will add
- * words after the link; slot_size and link_off are the only offsets the rest
- * of qslab uses, so the layout can grow here alone.
+ * rounded up to the alignment.  A cache with debug flags (red zones, poison,
+ * owner tracking: debug.c) has a layout of its own, with the link after the
+ * object and its right red zone, and a left red zone before each object;
+ * slot_size, link_off and red_left are the only offsets the rest of qslab
+ * uses.
  */
 #include "fastpath.h"
 #include "front.h"
@@ -77,12 +78,18 @@ bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align,
         if (a > align)
             align = a;
     }
+    c->debug = (uint8_t)qs_debug_flags_for(name, flags);
     size_t link_off = ctor ? round_up(size, 8) : 0;
     size_t slot = ctor ? link_off + sizeof(uintptr_t) : size;
     if (slot < sizeof(uintptr_t))
         slot = sizeof(uintptr_t);
     slot = round_up(slot, align);
-    if (slot > qs_slab_bytes(QS_MAX_ORDER) || slot > UINT32_MAX) {
+    c->red_left = 0;
+    if (c->debug && !qs_debug_layout(c, size, align, &slot, &link_off)) {
+        errno = EINVAL;
+        return false;
+    }
+    if (slot + c->red_left > qs_slab_bytes(QS_MAX_ORDER) || slot > UINT32_MAX) {
         errno = EINVAL;
         return false;
     }
@@ -97,10 +104,10 @@ bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align,
     c->link_off = (uint32_t)link_off;
     c->slot_size = (uint32_t)slot;
     c->is_kmalloc = is_kmalloc;
-    c->front = (uint8_t)qs_front_default;
+    c->front = (uint8_t)(c->debug ? QS_FRONT_DEBUG : qs_front_default);
     /* a zero word must not look free: set the top bit */
     c->secret = (uintptr_t)(cache_secret() | (1ULL << 63));
-    c->min_order = qs_slab_min_order(slot, align);
+    c->min_order = qs_slab_min_order(slot + c->red_left, align);
     c->order = qs_front_order(c, c->front); /* SLUB: its calculate_order */
     qs_tune_defaults(c);
     c->nodes = qs_meta_alloc(sizeof(struct qs_node) * (size_t)qs_nr_nodes);
@@ -162,7 +169,9 @@ __attribute__((destructor)) static void qs_dtor(void)
     qs_stats_at_exit();
 }
 
-#define QS_KNOWN_FLAGS (QSLAB_HWCACHE_ALIGN | QSLAB_RED_ZONE | QSLAB_POISON | QSLAB_STORE_USER)
+#define QS_KNOWN_FLAGS                                                                             \
+    (QSLAB_HWCACHE_ALIGN | QSLAB_RED_ZONE | QSLAB_POISON | QSLAB_STORE_USER |                      \
+     QSLAB_CONSISTENCY_CHECKS | QSLAB_TRACE | QSLAB_DEBUG_REPAIR)
 
 QSLAB_EXPORT qslab_cache *qslab_cache_create(const char *name, size_t size, size_t align,
                                              unsigned long flags, void (*ctor)(void *obj))
@@ -252,6 +261,8 @@ void qs_bad_free(qslab_cache *expected, const void *p)
                  want ? ", cache " : "", want ? want : "");
         return;
     }
+    if (c->debug && !qs_slab_valid_obj(s, p) && qs_debug_bad_pointer(c, s, p))
+        return; /* SLUB's "Invalid object pointer" report */
     size_t off = (size_t)((const char *)p - s->base);
     const char *obj = s->base + off / c->slot_size * c->slot_size;
     if (qs_slab_valid_obj(s, p)) {
@@ -350,6 +361,8 @@ QSLAB_EXPORT int qslab_cache_destroy(qslab_cache *c)
         qs_lock_release(&qs_global);
         qs_warn("cache %s destroyed with %u objects still allocated; cache left intact", c->name,
                 live);
+        if (c->debug & QS_DBG_U) /* where they were allocated */
+            qs_debug_leaks(c, 2);
         errno = EBUSY;
         return -1;
     }

@@ -25,6 +25,7 @@ const struct qs_front *const qs_fronts[QS_FRONT_NR] = {
     [QS_FRONT_SLOB] = &qs_front_slob,
     [QS_FRONT_SLUB] = &qs_front_slub,
     [QS_FRONT_SLAB] = &qs_front_slab,
+    [QS_FRONT_DEBUG] = &qs_front_debug,
 };
 
 unsigned qs_front_objs_per_slab(const qslab_cache *c, unsigned order)
@@ -44,7 +45,7 @@ int qs_front_default = QS_FRONT_SLQB;
 
 int qs_front_find(const char *name, size_t len)
 {
-    for (int i = 0; i < QS_FRONT_NR; i++)
+    for (int i = 0; i < QS_FRONT_NAMED; i++)
         if (strlen(qs_fronts[i]->name) == len && memcmp(qs_fronts[i]->name, name, len) == 0)
             return i;
     return -1;

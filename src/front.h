@@ -104,7 +104,8 @@ struct qs_front {
     unsigned (*objs_per_slab)(const qslab_cache *c, unsigned order);
 };
 
-extern const struct qs_front qs_front_slqb, qs_front_slob, qs_front_slub, qs_front_slab;
+extern const struct qs_front qs_front_slqb, qs_front_slob, qs_front_slub, qs_front_slab,
+    qs_front_debug;
 extern const struct qs_front *const qs_fronts[QS_FRONT_NR];
 extern int qs_front_default; /* QSLAB_FRONT, read at start-up */
 void qs_front_init(void);    /* start-up: QSLAB_FRONT */

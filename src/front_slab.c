@@ -223,10 +223,15 @@ static unsigned free_limit(const qslab_cache *c)
 }
 
 /* A new slab on node n: every object born (constructed) and free, its
- * index array in order, its colour the node's next; not on a list yet.
+ * index array in order (shuffled with `random`), its colour the node's
+ * next; not on a list yet.
  * q: whose counters (NULL: the cache's). */
 /* Free-list block, bitmap and marks of a slab whose objects are all free
- * (arr: where the block goes); its base and objects set. */
+ * (arr: where the block goes); its base and objects set.  The index array
+ * is in order, or with `random` in the cache's random order (slab.c
+ * SLAB_FREELIST_RANDOM; the kernel's shuffle_freelist in cache_init_objs):
+ * new slabs and slabs back from the empty FIFO, which plays the page
+ * allocator's part, alike. */
 static void slab_init_free(qslab_cache *c, struct qs_slab *s, void *arr, bool ctor)
 {
     unsigned num = s->objects;
@@ -242,6 +247,12 @@ static void slab_init_free(qslab_cache *c, struct qs_slab *s, void *arr, bool ct
         if (ctor && c->ctor)
             c->ctor(obj);
         *qs_link(c, obj) = mark;
+    }
+    if (unlikely(qs_slab_random(c))) { /* the kernel's shuffle_freelist */
+        struct qs_shuffle sh;
+        qs_shuffle_start(c, &sh, num);
+        for (unsigned i = 0; i < num; i++)
+            set_free_idx(s, i, qs_shuffle_next(&sh));
     }
 }
 

@@ -447,6 +447,13 @@ struct qslab_cache {
     bool is_kmalloc;
     uint8_t front;            /* QS_FRONT_*: its front end (front.h), set
                                  before its first allocation */
+    /* debugging (debug.c): QS_DBG_* flags; a cache with any is served by
+     * the debug front end (QS_FRONT_DEBUG), never by the fast paths */
+    uint8_t debug;
+    uint32_t red_left;        /* bytes of left red zone before each object
+                                 (the slab's first object starts this far in) */
+    uint32_t track_off;       /* U: the alloc and free tracks, from the object */
+    unsigned long debug_repairs, debug_quarantined; /* atomic counts */
     char name[QS_NAME_MAX];
     struct qs_node *nodes;    /* [qs_nr_nodes] */
     struct qs_queue *queues;  /* every queue of this cache (qs_global) */
@@ -455,11 +462,51 @@ struct qslab_cache {
      * past its exit destructor): atomic adds, summed with the queues' */
     unsigned long orphan_stat[QS_STAT_NR];
     qslab_cache *next;        /* qs_caches (qs_global) */
+    /* SLAB_FREELIST_RANDOM (slab.c): tunable `random` (stored with release
+     * after rand_seq is made, read with acquire by slab builders); random
+     * permutations of 0..2^b-1, b = 0..8, at rand_seq + 2^b - 1, made once
+     * per cache (512 bytes kept by cache id); the key and counter of the
+     * per-slab stream */
+    uint32_t random;
+    uint64_t rand_key, rand_ctr;
+    const uint8_t *rand_seq;
 };
+/* A walk over 0..n-1 in the cache's random order (slab.c): 8-bit digits
+ * under a top digit as wide as n needs, each through the permutation of
+ * its width twice, with the slab's own starts and masks; every index
+ * exactly once, n <= 2^24.  No allocation, O(n + 512) steps. */
+struct qs_shuffle {
+    const uint8_t *seq, *tab; /* the lower digits' permutation, the top one's */
+    uint32_t n, pos;
+    uint8_t top, bits;        /* the top digit's shift (0, 8, 16) and width */
+    uint8_t key[3][4];        /* per digit: start, mask, start, mask */
+};
+/* make rand_seq, once (tune.c, qs_global held, c->id valid); false: ENOMEM */
+bool qs_slab_random_init(qslab_cache *c);
+/* c->random, acquire: the slabs made now are shuffled */
+static inline bool qs_slab_random(const qslab_cache *c)
+{
+    return __atomic_load_n(&c->random, __ATOMIC_ACQUIRE) != 0;
+}
+void qs_shuffle_start(qslab_cache *c, struct qs_shuffle *sh, uint32_t n);
+uint32_t qs_shuffle_next(struct qs_shuffle *sh);
 
 /* Front ends (front.h): SLQB's queues, SLUB's per-owner active slabs, or
  * SLOB's shared pages. */
-enum { QS_FRONT_SLQB, QS_FRONT_SLOB, QS_FRONT_SLUB, QS_FRONT_SLAB, QS_FRONT_NR }; /* numbers are kept (tune_get) */
+enum { QS_FRONT_SLQB, QS_FRONT_SLOB, QS_FRONT_SLUB, QS_FRONT_SLAB,
+       QS_FRONT_DEBUG, /* caches with debug flags (debug.c): never chosen by name */
+       QS_FRONT_NR }; /* numbers are kept (tune_get) */
+#define QS_FRONT_NAMED QS_FRONT_DEBUG /* the front ends a user can name */
+
+/* Debug flags (debug.c), SLUB's letters. */
+enum {
+    QS_DBG_F = 1,  /* consistency checks on every slow path */
+    QS_DBG_Z = 2,  /* red zones */
+    QS_DBG_P = 4,  /* poisoning */
+    QS_DBG_U = 8,  /* store user: alloc and free tracks */
+    QS_DBG_T = 16, /* trace every alloc and free */
+    QS_DBG_R = 32, /* repair: report, restore, count and go on (qslab's own) */
+};
 
 /* Per-thread owner (TLS). */
 #define QS_FIXED_SLOTS 64
@@ -647,6 +694,12 @@ size_t qs_page_free_slab(struct qs_slab *s);                  /* bytes given bac
 struct qs_chunk *qs_page_map_large(size_t size, size_t align);
 void qs_page_unmap_large(struct qs_chunk *ch);
 struct qs_chunk *qs_page_remap_large(struct qs_chunk *ch, size_t size);
+/* Give-backs the kernel refused, and the bytes kept for it (page.c) */
+struct qs_page_failures {
+    unsigned long decommit, unmap;
+    size_t decommit_bytes, unmap_bytes;
+};
+void qs_page_failures(struct qs_page_failures *f);
 static inline size_t qs_slab_bytes(unsigned order)
 {
     return QS_PAGE_SIZE << order;
@@ -790,6 +843,24 @@ static inline void qs_purger_check(void)
         qs_purger_kick();
 }
 void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node);
+/* Free obj of node-owned slab s (a cache without owners: debug.c) */
+void qs_node_free(qslab_cache *c, struct qs_slab *s, void *obj);
+
+/* ---- debug.c ---- */
+unsigned qs_debug_flags_for(const char *name, unsigned long flags);
+/* The slot layout of a debug cache: slot size and link offset */
+bool qs_debug_layout(qslab_cache *c, size_t size, size_t align, size_t *slot, size_t *link_off);
+void qs_debug_born(qslab_cache *c, char *first, uint32_t n); /* new objects */
+/* Under the node lock: an object leaving (alloc) or joining (free) its
+ * slab's free list; false: reported, keep it out (alloc: quarantined) */
+bool qs_debug_alloc_locked(qslab_cache *c, struct qs_slab *s, void *obj);
+bool qs_debug_free_locked(qslab_cache *c, struct qs_slab *s, void *obj);
+void qs_debug_bad_link(qslab_cache *c, void *obj); /* Freepointer corrupt */
+/* qs_bad_free of a pointer into a debug cache's slab: true if reported */
+bool qs_debug_bad_pointer(qslab_cache *c, struct qs_slab *s, const void *p);
+/* destroy with live objects: list where they were allocated (U) */
+void qs_debug_leaks(qslab_cache *c, int fd);
+void qs_debug_flags_str(const qslab_cache *c, char *out); /* "FZPU", 8 bytes */
 
 /* ---- queue.c ---- */
 void *qs_alloc_slow(qslab_cache *c);

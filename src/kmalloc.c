@@ -109,8 +109,11 @@ void qs_kmalloc_init(void)
             qs_os_abort();
         }
         /* the first caches made: class i has id i, and no constructor puts
-         * the link word elsewhere than 0; qs_kmalloc_alloc relies on both */
-        if (qs_kmalloc_caches[i].id != i || qs_kmalloc_caches[i].link_off != 0) {
+         * the link word elsewhere than 0; qs_kmalloc_alloc relies on both
+         * (a debug cache's link is elsewhere, but its queues stay empty:
+         * its fast paths always miss) */
+        if (qs_kmalloc_caches[i].id != i ||
+            (qs_kmalloc_caches[i].link_off != 0 && !qs_kmalloc_caches[i].debug)) {
             qs_warn("%s has id %u, link offset %u", name, (unsigned long)qs_kmalloc_caches[i].id,
                     (unsigned long)qs_kmalloc_caches[i].link_off);
             qs_os_abort();
@@ -250,6 +253,55 @@ QSLAB_EXPORT size_t qslab_usable_size(const void *p)
     return usable(p, "usable_size");
 }
 
+/* free_sized: `size` must be one a request for p's object could have named
+ * (qslab.h), checked with what the free reads anyway.  A slab object: from
+ * its usable size u (its class's size; SLOB's block), a request gets a
+ * block of at most twice its size (classes are at most a power of two
+ * apart, SLOB rounds to 16 bytes) and realloc keeps a block for any size
+ * over half of it, so a size in (u/2, u] is right and any other is not;
+ * except that blocks under 32 bytes serve every smaller size (malloc's
+ * 16-byte minimum; SLOB's 24-byte block with its header serves requests
+ * from 9 bytes).  A large block: a size over 32 MiB must round to its
+ * mapping (realloc remaps to the size), a smaller one must be over half of
+ * it (a realloc that kept it).  A mismatch is reported, naming the
+ * object's cache and the sizes it takes, and the object is not freed. */
+QSLAB_EXPORT void qslab_free_sized(void *p, size_t size)
+{
+    if (!p)
+        return;
+    struct qs_chunk *ch = qs_chunk_of(p);
+    if (ch && ch->kind == QS_CHUNK_LARGE && p == ch->large_ptr) {
+        /* sizes that map to it: over u less a chunk (u is the mapping
+         * less the header's offset) */
+        size_t u = ch->large_size, rlo = u / 2 + 1;
+        size_t mlo = u > QS_CHUNK_SIZE ? u - QS_CHUNK_SIZE + 1 : 1;
+        if (mlo <= QS_KMALLOC_MAX)
+            mlo = QS_KMALLOC_MAX + 1;
+        bool mapped = size >= mlo && size <= u, kept = size >= rlo && size <= QS_KMALLOC_MAX;
+        if (!mapped && !kept) {
+            if (rlo > QS_KMALLOC_MAX || mlo == QS_KMALLOC_MAX + 1) /* one range */
+                qs_fatal("free_sized of %p with size %u: the object is a large block of %u "
+                         "bytes (sizes %u..%u)", p, size, u, rlo > QS_KMALLOC_MAX ? mlo : rlo, u);
+            else
+                qs_fatal("free_sized of %p with size %u: the object is a large block of %u "
+                         "bytes (sizes %u..%u, or %u..%u after a realloc)", p, size, u, mlo, u,
+                         rlo, QS_KMALLOC_MAX);
+            return;
+        }
+    } else if (ch && ch->kind == QS_CHUNK_SLABS && qs_obj_slab(ch, p)) {
+        size_t u = usable(p, "free_sized");
+        if (!u)
+            return; /* reported */
+        size_t lo = u < 32 ? 0 : u / 2 + 1;
+        if (size > u || size < lo) {
+            qs_fatal("free_sized of %p with size %u: the object is in cache %s (sizes %u..%u)",
+                     p, size, qs_obj_slab(ch, p)->cache->name, lo, u);
+            return;
+        }
+    } /* anything else: qs_kfree reports it */
+    qs_kfree(p);
+}
+
 QSLAB_EXPORT void *qslab_realloc(void *p, size_t size)
 {
     if (!p)
@@ -283,9 +335,13 @@ QSLAB_EXPORT void *qslab_realloc(void *p, size_t size)
     return n;
 }
 
+/* Alignments: powers of two up to QSLAB_MAX_ALIGN (qslab.h), which keeps
+ * the large path's header offset (the alignment) within the 2^46 bytes a
+ * block may span (page.c); anything else is the caller's error, EINVAL,
+ * while a size no block can have is ENOMEM. */
 QSLAB_EXPORT void *qslab_aligned_alloc(size_t align, size_t size)
 {
-    if (align == 0 || (align & (align - 1))) {
+    if (align == 0 || (align & (align - 1)) || align > QSLAB_MAX_ALIGN) {
         errno = EINVAL;
         return NULL;
     }

@@ -371,6 +371,10 @@ void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node)
     /* s is on n's partial list: it has a free object, or can grow one (we
      * hold the lock) */
     obj = qs_slab_take_one(c, q, s);
+    /* a debug cache checks the object (under the lock: its validation
+     * walks slabs under it too); one that fails is kept out of use,
+     * counted as allocated (debug.c), and another is taken */
+    bool quarantined = obj && unlikely(c->debug) && !qs_debug_alloc_locked(c, s, obj);
     if (!s->freelist && !qs_slab_growable(c, s)) {
         qs_list_del(&n->list, s);
         qs_list_add(&n->list, s, QS_SLAB_FULL);
@@ -380,5 +384,7 @@ void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node)
         qs_stat(c, q, QS_ALLOC_SLOW, 1);
         qs_stat(c, q, QS_NODE_ALLOC, 1);
     }
+    if (quarantined)
+        return qs_node_alloc(c, q, node);
     return obj;
 }

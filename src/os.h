@@ -15,15 +15,37 @@
  * private anonymous memory whose start is a multiple of `align` (a power of
  * two, at least the page size).  NULL on failure (errno set). */
 void *qs_os_map_aligned(size_t size, size_t align);
-/* Unmap a range returned by qs_os_map_aligned (or a page-aligned part of it). */
-void qs_os_unmap(void *p, size_t size);
+/* Unmap a range returned by qs_os_map_aligned (or a page-aligned part of it).
+ * 0, or -1 if the kernel refused (munmap splitting a mapping fails with
+ * ENOMEM at vm.max_map_count): the range is then still mapped.  Keeps errno. */
+int qs_os_unmap(void *p, size_t size);
 /* Give the pages of a mapped range back: the range stays mapped and reads as
- * zero afterwards; touching it again faults fresh pages in. */
-void qs_os_decommit(void *p, size_t size);
+ * zero afterwards; touching it again faults fresh pages in.  0, or -1 if the
+ * kernel refused: the pages then stay as they were (resident, contents
+ * kept).  Keeps errno. */
+int qs_os_decommit(void *p, size_t size);
 /* Try to grow or shrink a mapping in place (no move).  0 on success. */
 int qs_os_remap_inplace(void *p, size_t old_size, size_t new_size);
 /* Move a mapping to `dst` (a reserved range of new_size bytes), without copying. */
 int qs_os_remap_to(void *p, size_t old_size, void *dst, size_t new_size);
+
+/* Fault injection, for tests (qslab_fault_inject, QSLAB_FAIL_NTH).  Two
+ * kinds of request are counted, each on its own:
+ *   QS_OS_FAULT_MAP      requests for memory: qs_os_map_aligned, and the
+ *                        growths of qs_os_remap_inplace and qs_os_remap_to
+ *                        (mremap needs new pages and VMAs: ENOMEM)
+ *   QS_OS_FAULT_RELEASE  memory given back: qs_os_decommit, qs_os_unmap
+ * Armed with nth > 0, the nth request of that kind from now on fails as if
+ * the kernel had said ENOMEM (a map returns NULL with errno ENOMEM; a
+ * release returns -1 and changes nothing); with `every`, every nth request
+ * from then on, else that one only.  nth 0 disarms.  QSLAB_FAIL_NTH=N[,every]
+ * [,release] arms it at the first request of the process (start-up's
+ * included).  The arming and the counts are atomic; a request that is not
+ * armed for costs one relaxed load. */
+enum { QS_OS_FAULT_MAP = 0, QS_OS_FAULT_RELEASE = 1, QS_OS_FAULT_KINDS = 2 };
+void qs_os_fault_arm(int kind, unsigned long nth, int every);
+/* Failures injected so far (since the process started) of a kind. */
+unsigned long qs_os_fault_injected(int kind);
 /* Ask the kernel to place the pages of a range on `node` (MPOL_PREFERRED). */
 void qs_os_bind_node(void *p, size_t size, int node);
 /* Node that holds the page at p, or -1 (get_mempolicy). */

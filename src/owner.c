@@ -119,8 +119,13 @@ static struct qs_owner *cpu_owner(int cpu)
         return o;
     o = qs_meta_alloc(sizeof(*o));
     struct qs_queue **ids = qs_meta_alloc(QS_PERCPU_IDS * sizeof(*ids));
-    if (!o || !ids)
-        return NULL; /* (leaks the other: once, at ENOMEM) */
+    if (!o || !ids) {
+        /* the other back: under lasting ENOMEM every allocation on this
+         * CPU comes here again (and is served from the node lists) */
+        qs_meta_free(o, sizeof(*o));
+        qs_meta_free(ids, QS_PERCPU_IDS * sizeof(*ids));
+        return NULL;
+    }
     for (unsigned i = 0; i < QS_FIXED_SLOTS; i++)
         o->fixed[i] = &qs_no_queue;
     for (unsigned i = 0; i < ids_in_use; i++) /* the ids in use; later ones: cache_added */

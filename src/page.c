@@ -27,6 +27,18 @@
  * the only fully free chunk of its (node, order) pool, which is kept as a
  * spare (it costs address space only) to avoid mmap churn.
  *
+ * WHEN THE KERNEL REFUSES A GIVE-BACK (madvise or munmap failing: munmap
+ * that splits a mapping fails with ENOMEM at vm.max_map_count; tests inject
+ * both, qslab_fault_inject) nothing above this layer changes: the memory is
+ * kept here as if it had never been offered, and the refusal is counted
+ * (qs_page_failures: the "Pages:" line of qslab_stats_report).  A slot whose
+ * decommit failed goes back to its chunk with its pages resident, and the
+ * bytes are not counted as given back (shrink and trim report what the OS
+ * took); a chunk whose unmap failed goes back to its pool as a fully free
+ * chunk; a large block's pages are decommitted instead and its address
+ * range is left mapped (no longer qslab's).  Nothing relies on a slot's
+ * memory being zero: objects are written when they are born (slab.c).
+ *
  * Lock: pool->lock protects a pool's chunk list and each of its chunks'
  * slot lists and counters.  The unit map needs no lock: a chunk's units are
  * written only by whoever maps or unmaps that chunk.
@@ -114,6 +126,23 @@ static void chunk_layout(unsigned order, uint32_t *nr, uint32_t *first, size_t *
     *first = (uint32_t)((hdr + sb - 1) / sb);
     *data_off = 0;
     *map_size = QS_CHUNK_SIZE;
+}
+
+/* Give-backs the kernel refused (atomic counters): see the top comment. */
+static struct qs_page_failures failures;
+
+void qs_page_failures(struct qs_page_failures *f)
+{
+    f->decommit = __atomic_load_n(&failures.decommit, __ATOMIC_RELAXED);
+    f->decommit_bytes = __atomic_load_n(&failures.decommit_bytes, __ATOMIC_RELAXED);
+    f->unmap = __atomic_load_n(&failures.unmap, __ATOMIC_RELAXED);
+    f->unmap_bytes = __atomic_load_n(&failures.unmap_bytes, __ATOMIC_RELAXED);
+}
+
+static void count_failure(unsigned long *n, size_t *bytes, size_t b)
+{
+    __atomic_fetch_add(n, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(bytes, b, __ATOMIC_RELAXED);
 }
 
 /* Bytes in slabs handed out; past QS_PURGER_AT the purger is wanted. */
@@ -211,6 +240,24 @@ struct qs_slab *qs_page_alloc_slab(int node, unsigned order)
     return s;
 }
 
+/* A fully free chunk the kernel would not unmap: back to its pool, as the
+ * fully free chunk it is (the pool may then keep two; the next one to
+ * empty is unmapped again), and counted. */
+static QS_NOINLINE void chunk_keep(struct qs_page_pool *p, struct qs_chunk *ch)
+{
+    count_failure(&failures.unmap, &failures.unmap_bytes, ch->map_size);
+    map_set(ch, ch->map_size, false);
+    qs_lock_acquire(&p->lock);
+    avail_add(p, ch);
+    ch->all_prev = NULL;
+    ch->all_next = p->all;
+    if (p->all)
+        p->all->all_prev = ch;
+    p->all = ch;
+    p->nr_fully_free++;
+    qs_lock_release(&p->lock);
+}
+
 size_t qs_page_free_slab(struct qs_slab *s)
 {
     struct qs_chunk *ch = qs_chunk_of(s->mem);
@@ -222,7 +269,13 @@ size_t qs_page_free_slab(struct qs_slab *s)
     __atomic_store_n(&s->state, (uint8_t)QS_SLAB_FREE, __ATOMIC_RELAXED); /* qs_page_walk */
     s->owner = NULL;
     s->freelist = s->tail = NULL;
-    qs_os_decommit(s->mem, bytes);
+    size_t back = bytes;
+    if (unlikely(qs_os_decommit(s->mem, bytes) != 0)) {
+        /* refused: the slot still goes back to its chunk (no cache wants
+         * it), its pages resident until it is reused or its chunk unmapped */
+        count_failure(&failures.decommit, &failures.decommit_bytes, bytes);
+        back = 0;
+    }
 
     struct qs_chunk *unmap = NULL;
     qs_lock_acquire(&p->lock);
@@ -247,9 +300,10 @@ size_t qs_page_free_slab(struct qs_slab *s)
     qs_lock_release(&p->lock);
     if (unmap) {
         map_set(unmap, unmap->map_size, true);
-        qs_os_unmap(unmap, unmap->map_size);
+        if (unlikely(qs_os_unmap(unmap, unmap->map_size) != 0))
+            chunk_keep(p, unmap);
     }
-    return bytes;
+    return back;
 }
 
 struct qs_slab *qs_slab_lookup(const void *p)
@@ -301,8 +355,16 @@ struct qs_chunk *qs_page_map_large(size_t size, size_t align)
 
 void qs_page_unmap_large(struct qs_chunk *ch)
 {
-    map_set(ch, ch->map_size, true);
-    qs_os_unmap(ch, ch->map_size);
+    size_t size = ch->map_size;
+    map_set(ch, size, true);
+    if (likely(qs_os_unmap(ch, size) == 0))
+        return;
+    /* refused: the block is free and no longer qslab's (its units are
+     * clear, so a second free is reported), but its range stays mapped;
+     * its pages at least go back, if the kernel takes them */
+    count_failure(&failures.unmap, &failures.unmap_bytes, size);
+    if (qs_os_decommit(ch, size) != 0)
+        count_failure(&failures.decommit, &failures.decommit_bytes, size);
 }
 
 /* Resize a large block to hold `size` bytes: in place if the address space
@@ -318,8 +380,15 @@ struct qs_chunk *qs_page_remap_large(struct qs_chunk *ch, size_t size)
     if (map == old)
         return ch;
     if (map < old) {
-        map_set((struct qs_chunk *)((char *)ch + map), old - map, true);
-        qs_os_unmap((char *)ch + map, old - map);
+        struct qs_chunk *tail = (struct qs_chunk *)((char *)ch + map);
+        map_set(tail, old - map, true);
+        if (unlikely(qs_os_unmap(tail, old - map) != 0)) {
+            /* refused: the block keeps its size (a realloc that shrinks
+             * may keep the bigger block) */
+            count_failure(&failures.unmap, &failures.unmap_bytes, old - map);
+            map_set(ch, old, false);
+            return ch;
+        }
     } else if (qs_os_remap_inplace(ch, old, map) == 0) {
         map_set(ch, map, false);
     } else {
@@ -328,7 +397,9 @@ struct qs_chunk *qs_page_remap_large(struct qs_chunk *ch, size_t size)
         if (!dst)
             return NULL;
         if (qs_os_remap_to(ch, old, dst, old) != 0) {
-            qs_os_unmap(dst, map);
+            if (qs_os_unmap(dst, map) != 0) /* never qslab's: left mapped */
+                count_failure(&failures.unmap, &failures.unmap_bytes, map);
+            errno = ENOMEM;
             return NULL;
         }
         map_set(ch, old, true); /* the old range is gone (moved) */
@@ -339,4 +410,24 @@ struct qs_chunk *qs_page_remap_large(struct qs_chunk *ch, size_t size)
     ch->map_size = map;
     ch->large_size = map - off;
     return ch;
+}
+
+/* ---- fault injection (os.h; the API of qslab.h) ---- */
+
+QSLAB_EXPORT int qslab_fault_inject(unsigned long nth, unsigned flags)
+{
+    if (flags & ~(QSLAB_FAULT_RELEASE | QSLAB_FAULT_EVERY)) {
+        errno = EINVAL;
+        return -1;
+    }
+    qs_init(); /* start-up's own requests are not the caller's to count */
+    int kind = flags & QSLAB_FAULT_RELEASE ? QS_OS_FAULT_RELEASE : QS_OS_FAULT_MAP;
+    qs_os_fault_arm(kind, nth, (flags & QSLAB_FAULT_EVERY) != 0);
+    return 0;
+}
+
+QSLAB_EXPORT unsigned long qslab_fault_injected(unsigned flags)
+{
+    return qs_os_fault_injected(flags & QSLAB_FAULT_RELEASE ? QS_OS_FAULT_RELEASE
+                                                            : QS_OS_FAULT_MAP);
 }

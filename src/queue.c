@@ -97,6 +97,33 @@ static void send_node(qslab_cache *c, struct qs_queue *q, struct qs_batch *b)
         qs_route_list(c, q, again, nagain);
 }
 
+/* Free obj of node-owned slab s, for a cache whose slabs all belong to
+ * their nodes (the debug front end): under the node's lock, the debug
+ * checks, then the slab's free list.  An object the checks refuse
+ * (reported) is left alone. */
+void qs_node_free(qslab_cache *c, struct qs_slab *s, void *obj)
+{
+    struct qs_node *n = &c->nodes[s->node];
+    struct qs_slab *empties = NULL, *release = NULL;
+    qs_lock_acquire(&n->lock);
+    if (unlikely(qs_slab_owner(s) != &n->list)) { /* not a node's slab: route it */
+        qs_lock_release(&n->lock);
+        qs_free_direct(c, obj);
+        return;
+    }
+    if (c->debug && !qs_debug_free_locked(c, s, obj)) {
+        qs_lock_release(&n->lock);
+        return;
+    }
+    slab_put(c, &n->list, s, obj, &empties);
+    if (empties)
+        qs_node_put_empty_locked(c, n, empties, &release);
+    qs_lock_release(&n->lock);
+    qs_node_release_list(c, NULL, release, NULL);
+    qs_stat(c, NULL, QS_FREE_SLOW, 1);
+    qs_stat(c, NULL, QS_NODE_FREE, 1);
+}
+
 /* Post a batch to the inbox of the queue that owns list b->to. */
 static void send_inbox(qslab_cache *c, struct qs_queue *q, struct qs_batch *b)
 {
@@ -365,6 +392,10 @@ static void queue_uncount(struct qs_queue *q, unsigned long k)
 
 void qs_report_bad_link(qslab_cache *c, struct qs_queue *q, void *obj)
 {
+    if (c->debug) { /* no queues, no stamps: the link word was overwritten */
+        qs_debug_bad_link(c, obj);
+        return;
+    }
     uintptr_t w = *qs_link(c, obj);
     /* the stamp: freed again (pushed) while on this list; 0: that second
      * entry was handed out since (a pop clears the word) */

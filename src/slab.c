@@ -24,6 +24,8 @@
  */
 #include "internal.h"
 
+#include <string.h>
+
 unsigned qs_slab_min_order(size_t slot_size, size_t align)
 {
     unsigned k = 0;
@@ -76,6 +78,225 @@ bool qs_slab_growable(const qslab_cache *c, const struct qs_slab *s)
     return born + c->slot_size <= qs_slab_bytes(s->order);
 }
 
+/* SLAB_FREELIST_RANDOM (the kernel's CONFIG_SLAB_FREELIST_RANDOM, which
+ * distributions enable): with the tunable `random`, the objects of a new
+ * slab are handed out in a shuffled order, so that a heap overflow cannot
+ * count on which object comes next to the one it overflows.  As the
+ * kernel does (mm/slab_common.c cache_random_seq_create, mm/slub.c
+ * shuffle_freelist), each cache has a random permutation made once and
+ * each slab walks it from a random start; the kernel's is as long as a
+ * slab, which qslab's tunable `order` may change at any time (and 8-byte
+ * objects of a 64 MiB slab number 2^23), so qslab's is 256 entries long
+ * (with the same order cut to each narrower power of two), and an index
+ * is read as 8-bit digits under a top digit as wide as n needs, each
+ * mapped twice through the permutation of its width, from a start and
+ * through an XOR mask chosen per slab (or birth, below): a bijection of
+ * [0, 2^bits), of which the walk keeps the indices below n, skipping
+ * whole blocks past n.  So every object is handed out exactly once, slabs
+ * of up to 256 objects are shuffled whole and bigger ones by blocks of
+ * 256 and within them; no allocation on any allocation path.  The PRNG is
+ * splitmix64 (not a cryptographic one, as the kernel's prandom_u32_state
+ * long was not): one qs_os_random64() per process, a key per cache, a
+ * counter per cache for the slabs.
+ *
+ * Where each front end applies it: SLQB and SLUB build a new slab's free
+ * list here (slab_grow: SLQB births lazily, a birth being a contiguous
+ * run of slots past the born ones, which is shuffled, so `span` stays the
+ * born prefix; with `random` a birth takes at least QS_RANDOM_BATCH
+ * objects so that slabs of big objects, a page's worth being one or two,
+ * are shuffled whole; SLUB births a whole slab at once); SLAB fills its
+ * index array (front_slab.c slab_init_free); SLOB's shared pages have no
+ * per-slab order (only its objects over a page, from their own slabs, are
+ * shuffled).  Slabs taken back from the empty FIFO keep their free lists
+ * (SLAB rebuilds its index array, shuffled). */
+#define QS_RANDOM_BATCH 16
+_Static_assert((QS_PAGE_SIZE << QS_MAX_ORDER) / 8 <= (1u << 24), "three 256-wide digits per index");
+
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+/* c's permutations and key, made once, under qs_global (tune), before
+ * `random` is stored: Fisher-Yates over splitmix64 for 256 entries, and
+ * for each narrower width b the entries below 2^b in that order (a random
+ * permutation of 0..2^b-1 too).  They live apart from the cache, by cache
+ * id: a cache's struct is in every process (the kmalloc caches' array
+ * grew by 25 KiB of RSS with 512 bytes more in each), and cache.c frees
+ * nothing of ours at destroy, so the block of a destroyed cache's id
+ * serves the next cache given that id (the old one has no slab builder
+ * left).  512 bytes per id ever used with random=1. */
+static uint8_t *rand_seqs[QS_MAX_CACHES]; /* qs_global */
+
+bool qs_slab_random_init(qslab_cache *c)
+{
+    static uint64_t seed, counter;
+    if (c->rand_key)
+        return true;
+    uint8_t *tab = rand_seqs[c->id];
+    if (!tab && !(tab = rand_seqs[c->id] = qs_meta_alloc(512)))
+        return false;
+    if (!__atomic_load_n(&seed, __ATOMIC_ACQUIRE))
+        __atomic_store_n(&seed, qs_os_random64() | 1, __ATOMIC_RELEASE);
+    uint64_t key =
+        splitmix64(__atomic_load_n(&seed, __ATOMIC_ACQUIRE) +
+                   0x9e3779b97f4a7c15ULL * __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
+    uint8_t *seq = tab + 255;
+    for (unsigned i = 0; i < 256; i++)
+        seq[i] = (uint8_t)i;
+    uint64_t x = key, r = 0;
+    for (unsigned i = 255; i > 0; i--) {
+        if (i % 2 == 1) /* two 32-bit draws per output */
+            r = splitmix64(x++);
+        uint32_t j = (uint32_t)(((r & 0xffffffffu) * (uint64_t)(i + 1)) >> 32);
+        r >>= 32;
+        uint8_t t = seq[i];
+        seq[i] = seq[j];
+        seq[j] = t;
+    }
+    unsigned got[8] = {0};
+    for (unsigned i = 0; i < 256; i++) /* seq[i] joins every width holding it */
+        for (unsigned b = seq[i] ? 32 - (unsigned)__builtin_clz(seq[i]) : 0; b < 8; b++)
+            tab[(1u << b) - 1 + got[b]++] = seq[i];
+    c->rand_seq = tab;
+    c->rand_ctr = 0;
+    c->rand_key = key | 1; /* published by the release of `random` (tune.c) */
+    return true;
+}
+
+/* A slab's (or birth's) walk: 96 bits of the cache's stream, four bytes
+ * per digit.  One pass through the permutation from a random start and
+ * XOR mask (the kernel's scheme, plus the mask) gives 65,536 orders, and
+ * two slabs shared the first byte once in 256: their orders then matched
+ * in up to half of their places.  A second pass makes that 2^-32.  The
+ * top digit takes as many bits as n needs (a 16-object birth: 4), through
+ * the permutation of that width: walking 256 values to keep 16 made a
+ * 256-byte object's birth cost 420 cycles instead of 235. */
+void qs_shuffle_start(qslab_cache *c, struct qs_shuffle *sh, uint32_t n)
+{
+    uint64_t i = __atomic_add_fetch(&c->rand_ctr, 2, __ATOMIC_RELAXED);
+    uint64_t r[2] = {splitmix64(c->rand_key + 0x9e3779b97f4a7c15ULL * i),
+                     splitmix64(c->rand_key + 0x9e3779b97f4a7c15ULL * (i + 1))};
+    memcpy(sh->key, r, sizeof sh->key);
+    sh->seq = c->rand_seq + 255;
+    sh->n = n;
+    sh->pos = 0;
+    sh->top = n <= 256 ? 0 : n <= 65536 ? 8 : 16;
+    uint32_t blocks = (n + (1u << sh->top) - 1) >> sh->top;
+    sh->bits = 0;
+    while ((1u << sh->bits) < blocks)
+        sh->bits++;
+    sh->tab = c->rand_seq + (1u << sh->bits) - 1;
+}
+
+/* digit d through table t (of m + 1 entries) with key k: a bijection */
+static inline uint32_t shuffle_digit(const uint8_t *t, uint32_t m, const uint8_t *k, uint32_t d)
+{
+    d = t[(d + k[0]) & m] ^ (k[1] & m);
+    return t[(d + k[2]) & m] ^ (k[3] & m);
+}
+
+/* The next index; call it at most n times. */
+static inline uint32_t shuffle_next(struct qs_shuffle *sh)
+{
+    uint32_t p = sh->pos, m = (1u << sh->bits) - 1;
+    if (sh->top == 0) { /* one digit (n <= 256): at most half of it past n */
+        for (;;) {
+            uint32_t idx = shuffle_digit(sh->tab, m, sh->key[0], p++);
+            if (idx < sh->n) {
+                sh->pos = p;
+                return idx;
+            }
+        }
+    }
+    for (;;) {
+        unsigned l = sh->top;
+        uint32_t idx = shuffle_digit(sh->tab, m, sh->key[l / 8], p >> l) << l;
+        while (idx < sh->n && l) {
+            l -= 8;
+            idx |= shuffle_digit(sh->seq, 255, sh->key[l / 8], (p >> l) & 255) << l;
+        }
+        if (idx < sh->n) {
+            sh->pos = p + 1;
+            return idx;
+        }
+        p = (p | ((1u << l) - 1)) + 1; /* this block (lower digits 0) starts past n: skip it */
+    }
+}
+
+uint32_t qs_shuffle_next(struct qs_shuffle *sh)
+{
+    return shuffle_next(sh);
+}
+
+/* Objects [first, first + k slots) born: constructed, the first p into
+ * dst (stamped), the rest appended to s's free list, in address order. */
+static void born_in_order(qslab_cache *c, struct qs_slab *s, char *first, uint32_t k, void **dst,
+                          uint32_t p)
+{
+    uint32_t size = c->slot_size;
+    char *obj = first;
+    uintptr_t stamp = QS_STAMP(c->secret);
+    for (uint32_t i = 0; i < p; i++, obj += size) {
+        if (c->ctor)
+            c->ctor(obj);
+        *qs_link(c, obj) = stamp;
+        dst[i] = obj;
+    }
+    char *head = obj;
+    for (uint32_t i = p; i < k; i++, obj += size) {
+        if (c->ctor)
+            c->ctor(obj);
+        *qs_link(c, obj) = qs_enc(c, i + 1 < k ? obj + size : NULL);
+    }
+    if (p < k) {
+        if (s->tail)
+            *qs_link(c, s->tail) = qs_enc(c, head);
+        else
+            s->freelist = head;
+        s->tail = head + (size_t)(k - p - 1) * size;
+    }
+}
+
+/* The same in the cache's random order (SLAB_FREELIST_RANDOM): the k new
+ * slots are a contiguous run past the born ones (span stays a prefix),
+ * taken in a fresh shuffle; dst and the free list get them in that order. */
+static void born_shuffled(qslab_cache *c, struct qs_slab *s, char *first, uint32_t k, void **dst,
+                          uint32_t p)
+{
+    struct qs_shuffle sh;
+    qs_shuffle_start(c, &sh, k);
+    uint32_t size = c->slot_size;
+    uintptr_t stamp = QS_STAMP(c->secret);
+    char *head = NULL, *prev = NULL;
+    for (uint32_t i = 0; i < k; i++) {
+        char *obj = first + (size_t)shuffle_next(&sh) * size;
+        if (c->ctor)
+            c->ctor(obj);
+        if (i < p) {
+            *qs_link(c, obj) = stamp;
+            dst[i] = obj;
+            continue;
+        }
+        if (prev)
+            *qs_link(c, prev) = qs_enc(c, obj);
+        else
+            head = obj;
+        prev = obj;
+    }
+    if (prev) {
+        *qs_link(c, prev) = qs_enc(c, NULL);
+        if (s->tail)
+            *qs_link(c, s->tail) = qs_enc(c, head);
+        else
+            s->freelist = head;
+        s->tail = prev;
+    }
+}
+
 /* LAZY BIRTH.  A slab's objects are born (constructed, linked onto its free
  * list) as its owner needs them, not all at once when the slab is made: a
  * page's worth first, then `want` or as many as are born already, whichever
@@ -90,7 +311,9 @@ bool qs_slab_growable(const qslab_cache *c, const struct qs_slab *s)
  * (or node allocation) grows it.  The caller owns the slab's free list.
  * span is stored relaxed: other threads read it to validate their frees of
  * objects born earlier (handed to them after birth), and it only grows.
- * Returns the number born, 0 when s is at capacity.
+ * Returns the number born, 0 when s is at capacity.  With `random` the
+ * new run is shuffled (SLAB_FREELIST_RANDOM above) and at least
+ * QS_RANDOM_BATCH long (or the rest of the slab).
  *
  * qs_slab_grow_into: the same, but the first `room` objects born go
  * straight into a queue's slots at dst, with the queue's free stamp and
@@ -113,30 +336,18 @@ static uint32_t slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
         k = n;
     if (k < 1)
         k = 1;
+    bool rnd = qs_slab_random(c);
+    if (rnd && k < QS_RANDOM_BATCH) /* something to shuffle */
+        k = QS_RANDOM_BATCH;
     if (k > cap - n)
         k = cap - n;
     uint32_t p = room < k ? room : k, size = c->slot_size;
-    char *obj = s->base + (size_t)n * size;
-    uintptr_t stamp = QS_STAMP(c->secret);
-    for (uint32_t i = 0; i < p; i++, obj += size) {
-        if (c->ctor)
-            c->ctor(obj);
-        *qs_link(c, obj) = stamp;
-        dst[i] = obj;
-    }
-    char *first = obj;
-    for (uint32_t i = p; i < k; i++, obj += size) {
-        if (c->ctor)
-            c->ctor(obj);
-        *qs_link(c, obj) = qs_enc(c, i + 1 < k ? obj + size : NULL);
-    }
-    if (p < k) {
-        if (s->tail)
-            *qs_link(c, s->tail) = qs_enc(c, first);
-        else
-            s->freelist = first;
-        s->tail = first + (size_t)(k - p - 1) * size;
-    }
+    if (unlikely(rnd))
+        born_shuffled(c, s, s->base + (size_t)n * size, k, dst, p);
+    else
+        born_in_order(c, s, s->base + (size_t)n * size, k, dst, p);
+    if (unlikely(c->debug)) /* red zones, poison, tracks (debug.c) */
+        qs_debug_born(c, s->base + (size_t)n * size, k);
     s->inuse += p;
     *placed = p;
     s->objects = n + k;
@@ -169,7 +380,8 @@ struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node, bool b
     if (!s)
         return NULL;
     size_t al = c->align > 8 ? c->align : 8;
-    s->base = (char *)(((uintptr_t)s->mem + al - 1) & ~(uintptr_t)(al - 1));
+    /* a debug cache's first object has its left red zone before it */
+    s->base = (char *)(((uintptr_t)s->mem + c->red_left + al - 1) & ~(uintptr_t)(al - 1));
     s->objects = 0;
     __atomic_store_n(&s->span, 0, __ATOMIC_RELAXED); /* read by frees' validation */
     s->recip = ~(uint64_t)0 / c->slot_size + 1;
@@ -192,6 +404,15 @@ void *qs_slab_take_one(qslab_cache *c, struct qs_queue *q, struct qs_slab *s)
     void *next = qs_dec(c, *qs_link(c, obj), &bad);
     if (unlikely(bad)) {
         qs_report_bad_link(c, q, obj);
+        if (c->debug) {
+            /* the list is lost from here: its objects stay out of use,
+             * counted as allocated (debug.c quarantine), the slab full */
+            uint32_t lost = s->objects - s->inuse;
+            s->freelist = s->tail = NULL;
+            s->inuse = s->objects;
+            __atomic_fetch_add(&c->debug_quarantined, lost, __ATOMIC_RELAXED);
+            qs_stat(c, q, QS_ALLOC_SLOW, lost);
+        }
         return NULL;
     }
     s->freelist = next;

@@ -663,8 +663,9 @@ QS_NOINLINE static void *alloc_single(qslab_cache *c, struct qs_queue *q, int no
  * from an own partial slab, a node partial slab (taking more for the own
  * list, up to half of cpu_partial_slabs), an empty slab of the FIFO, or a
  * new slab, all of whose objects are born at once (as the kernel writes
- * every free pointer of a new slab).  Returns the list, *sp its frozen
- * slab; NULL on ENOMEM. */
+ * every free pointer of a new slab; with `random`, in the cache's random
+ * order, slab.c: the kernel's shuffle_freelist).  Returns the list, *sp
+ * its frozen slab; NULL on ENOMEM. */
 static void *new_freelist(qslab_cache *c, struct qs_queue *q, struct qs_slab *old, struct qs_slab **sp)
 {
     void *fl;

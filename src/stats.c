@@ -162,6 +162,14 @@ QSLAB_EXPORT void qslab_slabinfo(int fd)
         col(&b, 0, 6);
         qs_buf_str(&b, " : front ");
         qs_buf_str(&b, qs_front_of(c)->name);
+        if (c->debug) { /* every slab of the cache is a debug slab */
+            char fl[8];
+            qs_debug_flags_str(c, fl);
+            qs_buf_str(&b, " : debug ");
+            qs_buf_str(&b, fl);
+            qs_buf_putc(&b, ' ');
+            qs_buf_u64(&b, st.num_slabs);
+        }
         qs_buf_putc(&b, '\n');
         flush_line(fd, &b);
     }
@@ -224,6 +232,12 @@ QSLAB_EXPORT void qslab_stats_report(int fd)
         col(&b, st.order, 2);
         qs_buf_putc(&b, ' ');
         qs_buf_str(&b, qs_front_of(best)->name);
+        if (best->debug) {
+            char fl[8];
+            qs_debug_flags_str(best, fl);
+            qs_buf_putc(&b, ' ');
+            qs_buf_str(&b, fl);
+        }
         qs_buf_putc(&b, '\n');
         flush_line(fd, &b);
         last = best_act;
@@ -240,6 +254,22 @@ QSLAB_EXPORT void qslab_stats_report(int fd)
         qs_buf_str(&b, "   live bytes ");
         qs_buf_u64(&b, ls.live_bytes);
         qs_buf_putc(&b, '\n');
+        flush_line(fd, &b);
+    }
+    /* the page layer's give-backs the kernel refused (page.c): the memory
+     * was kept; a line only once there is one, like the large line */
+    struct qs_page_failures pf;
+    qs_page_failures(&pf);
+    if (pf.decommit || pf.unmap) {
+        qs_buf_str(&b, "Pages: decommit failed ");
+        qs_buf_u64(&b, pf.decommit);
+        qs_buf_str(&b, " (");
+        qs_buf_u64(&b, pf.decommit_bytes);
+        qs_buf_str(&b, " bytes kept resident), unmap failed ");
+        qs_buf_u64(&b, pf.unmap);
+        qs_buf_str(&b, " (");
+        qs_buf_u64(&b, pf.unmap_bytes);
+        qs_buf_str(&b, " bytes kept mapped)\n");
         flush_line(fd, &b);
     }
     for (int f = 0; f < QS_FRONT_NR; f++) /* lines of the front ends' own (SLOB's pages) */

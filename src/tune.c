@@ -17,8 +17,11 @@
 #include <errno.h>
 #include <string.h>
 
+/* the tunable `random` of every cache at its creation (slab.c) */
+#define QS_RANDOM_DEFAULT 0
+
 enum { T_ORDER, T_HIWATER, T_FREEBATCH, T_EMPTY_LIMIT, T_EMPTY_DECAY, T_STASH, T_FRONT,
-       T_CPU_PARTIAL, T_MIN_PARTIAL, T_PASS_THROUGH, T_LIMIT, T_BATCHCOUNT, T_SHARED };
+       T_CPU_PARTIAL, T_MIN_PARTIAL, T_PASS_THROUGH, T_LIMIT, T_BATCHCOUNT, T_SHARED, T_RANDOM };
 
 static const struct tunable {
     const char *name, *unit, *doc;
@@ -37,6 +40,9 @@ static const struct tunable {
     [T_LIMIT] = {"limit", "objects", "SLAB: objects an owner's array holds"},
     [T_BATCHCOUNT] = {"batchcount", "objects", "SLAB: objects a refill or a flush moves"},
     [T_SHARED] = {"shared", "batches", "SLAB: a node's shared array, in batchcounts (0: none)"},
+    [T_RANDOM] = {"random", "0 or 1",
+                  "new slabs hand their objects out in a shuffled order (SLAB_FREELIST_RANDOM; "
+                  "not SLOB's shared pages)"},
 };
 #define NR_TUNABLES (sizeof(tunables) / sizeof(tunables[0]))
 
@@ -65,6 +71,8 @@ static uint32_t *field(qslab_cache *c, unsigned t)
         return &c->slab_batch;
     case T_SHARED:
         return &c->slab_shared;
+    case T_RANDOM:
+        return &c->random;
     default:
         return &c->empty_decay_ms;
     }
@@ -99,6 +107,7 @@ static void range(qslab_cache *c, unsigned t, unsigned long *lo, unsigned long *
         *hi = QS_MAX_PARTIAL;
         break;
     case T_PASS_THROUGH:
+    case T_RANDOM:
         *lo = 0;
         *hi = 1;
         break;
@@ -176,6 +185,9 @@ void qs_tune_defaults(qslab_cache *c)
     c->slab_limit = size > (128u << 10) ? 1 : size > QS_PAGE_SIZE ? 8 : size > 1024 ? 24 : size > 256 ? 54 : 120;
     c->slab_batch = (c->slab_limit + 1) / 2;
     c->slab_shared = size <= QS_PAGE_SIZE && qs_os_cpu_possible() > 1 ? 8 : 0;
+    /* SLAB_FREELIST_RANDOM (slab.c): off until qs_tune_apply_env, which
+     * runs once the cache has its id (QS_RANDOM_DEFAULT) */
+    c->random = 0;
 }
 
 /* What derives from the tunables and the slot size, kept current by tune:
@@ -260,7 +272,7 @@ static int set_front_locked(qslab_cache *c, const char *value, size_t vlen)
     val[n] = '\0';
     int f = qs_front_find(value, vlen);
     unsigned long num;
-    if (f < 0 && parse_ulong(value, vlen, &num) && num < QS_FRONT_NR)
+    if (f < 0 && parse_ulong(value, vlen, &num) && num < QS_FRONT_NAMED)
         f = (int)num;
     if (f < 0) {
         qs_warn("tune %s front=%s refused: the front ends are " QS_FRONT_NAMES, c->name, val);
@@ -269,6 +281,12 @@ static int set_front_locked(qslab_cache *c, const char *value, size_t vlen)
     }
     if (f == c->front)
         return 0;
+    if (c->debug) { /* its layout is the debug front end's (debug.c) */
+        qs_warn("tune %s front=%s refused: the cache has debug flags and stays on the debug "
+                "front end", c->name, val);
+        errno = EINVAL;
+        return -1;
+    }
     if (qs_cache_used(c)) {
         qs_warn("tune %s front=%s refused: the cache has allocated already (a front end is "
                 "chosen before a cache's first allocation; it stays %s)",
@@ -310,7 +328,12 @@ static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
         errno = EINVAL;
         return -1;
     }
-    QS_STORE(*field(c, (unsigned)t), (uint32_t)v);
+    if (t == T_RANDOM && v && !qs_slab_random_init(c)) { /* `random` publishes it */
+        qs_warn("tune %s random=1 refused: out of memory for its permutation", c->name);
+        errno = ENOMEM;
+        return -1;
+    }
+    __atomic_store_n(field(c, (unsigned)t), (uint32_t)v, __ATOMIC_RELEASE);
     if (t == T_HIWATER && c->front == QS_FRONT_SLQB) /* the queues' copies (internal.h) */
         for (struct qs_queue *q = c->queues; q; q = q->all_next) {
             QS_STORE(q->hiwater, (uint32_t)v);
@@ -349,7 +372,7 @@ QSLAB_EXPORT int qslab_tune(const char *cache, const char *attr, const char *val
     if (t < 0) {
         qs_warn("tune %s: unknown attribute %s (order, hiwater, freebatch, empty_limit, "
                 "empty_decay_ms, stash_bytes, front, cpu_partial, min_partial, pass_through, limit, "
-                "batchcount, shared)",
+                "batchcount, shared, random)",
                 cache, attr);
         errno = EINVAL;
         return -1;
@@ -396,6 +419,8 @@ void qs_tune_apply_env(qslab_cache *c)
      * start-up), not again for every cache created later */
     static int syntax_reported;
     bool report = !__atomic_exchange_n(&syntax_reported, 1, __ATOMIC_RELAXED);
+    if (QS_RANDOM_DEFAULT) /* the default `random`, once c has its id (slab.c) */
+        (void)set_one(c, T_RANDOM, "1", 1);
     const char *s = qs_os_getenv("QSLAB_TUNE");
     if (!s)
         return;

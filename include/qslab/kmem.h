@@ -24,6 +24,8 @@ typedef unsigned int gfp_t;
 #define SLAB_RED_ZONE      QSLAB_RED_ZONE
 #define SLAB_POISON        QSLAB_POISON
 #define SLAB_STORE_USER    QSLAB_STORE_USER
+#define SLAB_CONSISTENCY_CHECKS QSLAB_CONSISTENCY_CHECKS
+#define SLAB_TRACE         QSLAB_TRACE
 
 struct kmem_cache;
 /* struct kmem_cache is qslab_cache under another name. */

@@ -11,7 +11,10 @@
  * one (glibc before 2.38 does) and refuse one above SIZE_MAX/2+1 with EINVAL;
  * posix_memalign returns EINVAL for an alignment that is not a power-of-two
  * multiple of sizeof(void *) without touching errno, and ENOMEM with errno
- * ENOMEM; malloc_info with options != 0 returns EINVAL; free keeps errno.
+ * ENOMEM (an alignment over QSLAB_MAX_ALIGN too: glibc fails those for
+ * want of memory); malloc_info with options != 0 returns EINVAL; free keeps
+ * errno.  free_sized checks its size (qslab_free_sized: a size that cannot
+ * be the object's is reported, as a bad pointer is).
  * C++ operator new/delete reach these through libstdc++.
  */
 
@@ -50,8 +53,7 @@ MALLOC_EXPORT void cfree(void *p)
 
 MALLOC_EXPORT void free_sized(void *p, size_t size)
 {
-    (void)size;
-    qslab_free(p);
+    qslab_free_sized(p, size); /* checks the size against the object's class */
 }
 
 MALLOC_EXPORT void free_aligned_sized(void *p, size_t align, size_t size)
@@ -97,6 +99,12 @@ static void *memalign_impl(size_t align, size_t size)
         return qslab_malloc(min16(size));
     if (align & (align - 1))
         align = (size_t)1 << (64 - __builtin_clzl(align));
+    /* qslab_aligned_alloc refuses alignments over QSLAB_MAX_ALIGN (EINVAL);
+     * glibc tries, and fails for want of memory: ENOMEM */
+    if (align > QSLAB_MAX_ALIGN) {
+        errno = ENOMEM;
+        return NULL;
+    }
     return qslab_aligned_alloc(align, size);
 }
 

@@ -27,17 +27,120 @@
 #define MPOL_F_ADDR (1 << 1)
 #endif
 
+/* ---- fault injection (os.h) ----------------------------------------------------
+ *
+ * Tests make the OS refuse: the nth request of a kind fails as if the kernel
+ * had said ENOMEM, so that every caller's failure path runs on demand.  The
+ * hook sits here, under every caller, so that nothing above can reach the
+ * kernel around it.  State is a few words of atomics: a request of a kind
+ * not armed costs one relaxed load (map requests are slow paths anyway). */
+static struct {
+    int env;                                   /* QSLAB_FAIL_NTH: 0 unread, 1 reading, 2 read */
+    unsigned long nth[QS_OS_FAULT_KINDS];      /* 0: not armed */
+    int every[QS_OS_FAULT_KINDS];              /* every nth, not just the nth */
+    unsigned long seen[QS_OS_FAULT_KINDS];     /* requests since armed */
+    unsigned long injected[QS_OS_FAULT_KINDS]; /* failures made, ever */
+} fault;
+
+static void fault_set(int kind, unsigned long nth, int every)
+{
+    /* disarmed while the count restarts: a racing request sees either
+     * arming, never the new nth with the old count */
+    __atomic_store_n(&fault.nth[kind], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&fault.seen[kind], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&fault.every[kind], every, __ATOMIC_RELAXED);
+    __atomic_store_n(&fault.nth[kind], nth, __ATOMIC_RELEASE);
+}
+
+/* QSLAB_FAIL_NTH=N[,every][,release], read once, at the first request or
+ * arming (start-up's first map: the meta allocator's first block).  No
+ * stdio here: a bad value is said with write(2), and ignored. */
+static void fault_env(void)
+{
+    int st = 0;
+    if (!__atomic_compare_exchange_n(&fault.env, &st, 1, 0, __ATOMIC_ACQUIRE,
+                                     __ATOMIC_ACQUIRE)) {
+        while (__atomic_load_n(&fault.env, __ATOMIC_ACQUIRE) != 2)
+            sched_yield();
+        return;
+    }
+    const char *v = getenv("QSLAB_FAIL_NTH");
+    if (v && *v) {
+        unsigned long n = 0;
+        int every = 0, kind = QS_OS_FAULT_MAP, ok = *v >= '0' && *v <= '9';
+        const char *s = v;
+        while (*s >= '0' && *s <= '9' && n < (1ul << 58))
+            n = n * 10 + (unsigned long)(*s++ - '0');
+        while (ok && *s == ',') {
+            s++;
+            if (strncmp(s, "every", 5) == 0 && (s[5] == ',' || !s[5])) {
+                every = 1;
+                s += 5;
+            } else if (strncmp(s, "release", 7) == 0 && (s[7] == ',' || !s[7])) {
+                kind = QS_OS_FAULT_RELEASE;
+                s += 7;
+            } else {
+                ok = 0;
+            }
+        }
+        if (ok && !*s) {
+            fault_set(kind, n, every);
+        } else {
+            static const char msg[] =
+                "qslab: QSLAB_FAIL_NTH ignored: expected N[,every][,release] (N a number)\n";
+            qs_os_write(2, msg, sizeof(msg) - 1);
+        }
+    }
+    __atomic_store_n(&fault.env, 2, __ATOMIC_RELEASE);
+}
+
+/* Is this request of `kind` one to fail?  Counts it if the kind is armed. */
+static int fault_hit(int kind)
+{
+    if (__builtin_expect(__atomic_load_n(&fault.env, __ATOMIC_ACQUIRE) != 2, 0))
+        fault_env();
+    unsigned long nth = __atomic_load_n(&fault.nth[kind], __ATOMIC_ACQUIRE);
+    if (__builtin_expect(nth == 0, 1))
+        return 0;
+    unsigned long n = __atomic_add_fetch(&fault.seen[kind], 1, __ATOMIC_RELAXED);
+    int hit = __atomic_load_n(&fault.every[kind], __ATOMIC_RELAXED) ? n % nth == 0 : n == nth;
+    if (hit)
+        __atomic_add_fetch(&fault.injected[kind], 1, __ATOMIC_RELAXED);
+    return hit;
+}
+
+void qs_os_fault_arm(int kind, unsigned long nth, int every)
+{
+    if (__atomic_load_n(&fault.env, __ATOMIC_ACQUIRE) != 2)
+        fault_env(); /* so that the environment never overrides this later */
+    fault_set(kind, nth, every);
+}
+
+unsigned long qs_os_fault_injected(int kind)
+{
+    return __atomic_load_n(&fault.injected[kind], __ATOMIC_RELAXED);
+}
+
+/* ---- memory ------------------------------------------------------------------- */
+
 void *qs_os_map_aligned(size_t size, size_t align)
 {
-    size_t span = size + align;
-    if (span < size)
+    if (fault_hit(QS_OS_FAULT_MAP)) {
+        errno = ENOMEM;
         return NULL;
+    }
+    size_t span = size + align;
+    if (span < size) {
+        errno = ENOMEM;
+        return NULL;
+    }
     char *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
     uintptr_t start = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
     size_t head = start - (uintptr_t)p;
     size_t tail = span - head - size;
+    /* trimming the ends of a fresh mapping splits nothing: cannot fail */
     if (head)
         munmap(p, head);
     if (tail)
@@ -46,28 +149,43 @@ void *qs_os_map_aligned(size_t size, size_t align)
 }
 
 /* free() must keep errno: the calls made on free paths restore it. */
-void qs_os_unmap(void *p, size_t size)
+int qs_os_unmap(void *p, size_t size)
 {
+    if (fault_hit(QS_OS_FAULT_RELEASE))
+        return -1;
     int e = errno;
-    munmap(p, size);
+    int r = munmap(p, size);
     errno = e;
+    return r == 0 ? 0 : -1;
 }
 
-void qs_os_decommit(void *p, size_t size)
+int qs_os_decommit(void *p, size_t size)
 {
+    if (fault_hit(QS_OS_FAULT_RELEASE))
+        return -1;
     int e = errno;
-    madvise(p, size, MADV_DONTNEED);
+    int r = madvise(p, size, MADV_DONTNEED);
     errno = e;
+    return r == 0 ? 0 : -1;
 }
 
 int qs_os_remap_inplace(void *p, size_t old_size, size_t new_size)
 {
+    /* a growth needs pages and address space; a shrink gives them back */
+    if (new_size > old_size && fault_hit(QS_OS_FAULT_MAP)) {
+        errno = ENOMEM;
+        return -1;
+    }
     void *r = mremap(p, old_size, new_size, 0);
     return r == MAP_FAILED ? -1 : 0;
 }
 
 int qs_os_remap_to(void *p, size_t old_size, void *dst, size_t new_size)
 {
+    if (fault_hit(QS_OS_FAULT_MAP)) {
+        errno = ENOMEM;
+        return -1;
+    }
     void *r = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
     return r == MAP_FAILED ? -1 : 0;
 }

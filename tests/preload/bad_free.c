@@ -10,8 +10,11 @@
  *   free(interior pointer of a block)   "interior pointer"
  *   free(p) twice                       "double free"
  *   free(interior of a 40 MiB block)    "interior pointer"
- * A last case checks that a good free in a child exits normally (the harness
- * itself is sound).  Prints one line per case; exits 1 if any failed.
+ *   free_sized(malloc(40), 1000)        "free_sized of 0x... with size 1000"
+ * (qslab's check of the size; glibc 2.36 has no free_sized, the drop-in's
+ * is found with dlsym).  The last cases check that free_sized with the
+ * right sizes, and a good free, exit normally in a child (the harness itself
+ * is sound).  Prints one line per case; exits 1 if any failed.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -71,6 +74,26 @@ static void case_free_interior_large(void)
     free(launder(p + 4096));
 }
 
+typedef void (*free_sized_fn)(void *, size_t);
+
+static void case_free_sized_wrong(void)
+{
+    free_sized_fn fs = (free_sized_fn)dlsym(RTLD_DEFAULT, "free_sized");
+    if (fs)
+        fs(launder(malloc(40)), 1000);
+}
+
+static void case_free_sized_right(void)
+{
+    free_sized_fn fs = (free_sized_fn)dlsym(RTLD_DEFAULT, "free_sized");
+    if (fs) {
+        fs(launder(malloc(40)), 40);
+        fs(launder(malloc(5)), 5);
+        fs(launder(calloc(10, 10)), 100);
+        fs(launder(malloc(40 << 20)), 40 << 20);
+    }
+}
+
 static void case_good(void)
 {
     free(launder(malloc(100)));
@@ -89,6 +112,8 @@ static const struct bad_case cases[] = {
     {"free(malloc(100) + 8)", case_free_interior, "interior pointer"},
     {"free(p) twice", case_double_free, "double free"},
     {"free(malloc(40 MiB) + 4096)", case_free_interior_large, "interior pointer"},
+    {"free_sized(malloc(40), 1000)", case_free_sized_wrong, "with size 1000: the object is in cache"},
+    {"free_sized(malloc(n), n) (control)", case_free_sized_right, NULL},
     {"free(malloc(100)) (control)", case_good, NULL},
 };
 

@@ -384,6 +384,30 @@ static void case_realloc(void)
     q = reallocarray(p, sz(0), sz(10));
     line("reallocarray(p, 0, 10) frees", "%s errno=%s", nul(q), errname(errno));
     free(q);
+
+    /* overflow without a block: reallocarray(NULL, ...) is malloc's */
+    struct {
+        const char *n;
+        size_t a, b;
+    } ov[] = {
+        {"(NULL, SIZE_MAX/2+1, 2)", SIZE_MAX / 2 + 1, 2},
+        {"(NULL, 2, SIZE_MAX/2+1)", 2, SIZE_MAX / 2 + 1},
+        {"(NULL, SIZE_MAX, SIZE_MAX)", SIZE_MAX, SIZE_MAX},
+        {"(NULL, 2^32, 2^32)", (size_t)1 << 32, (size_t)1 << 32},
+        {"(NULL, 2^23, 2^23) (no overflow, 2^46 bytes)", (size_t)1 << 23, (size_t)1 << 23},
+    };
+    for (size_t i = 0; i < sizeof ov / sizeof ov[0]; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "reallocarray%s", ov[i].n);
+        errno = 0;
+        expect_fail(name, reallocarray(NULL, sz(ov[i].a), sz(ov[i].b)));
+    }
+    p = reallocarray(NULL, sz(0), sz(SIZE_MAX));
+    line("reallocarray(NULL, 0, SIZE_MAX)", "%s", nul(p));
+    free(p);
+    p = reallocarray(NULL, sz(SIZE_MAX), sz(0));
+    line("reallocarray(NULL, SIZE_MAX, 0)", "%s", nul(p));
+    free(p);
 }
 
 /* ---- aligned allocation ---- */
@@ -463,6 +487,9 @@ static void case_aligned_one(const char *fname, align_fn fn)
         {"(SIZE_MAX/2+2, 1)", SIZE_MAX / 2 + 2, 1},
         {"(SIZE_MAX/2+1, 1)", SIZE_MAX / 2 + 1, 1},
         {"(2^50, 1)", (size_t)1 << 50, 1},
+        {"(2^62, 1)", (size_t)1 << 62, 1},
+        {"(2^46, 1)", (size_t)1 << 46, 1},
+        {"(2^46+1, 1) (rounds to 2^47)", ((size_t)1 << 46) + 1, 1},
         {"(64, SIZE_MAX)", 64, SIZE_MAX},
         {"(4096, PTRDIFF_MAX)", 4096, PTRDIFF_MAX},
         {"(2^22, SIZE_MAX-2^21)", (size_t)1 << 22, SIZE_MAX - ((size_t)1 << 21)},
@@ -502,6 +529,9 @@ static void case_posix_memalign(void)
         {"(2^26, 40 MiB)", (size_t)1 << 26, 40 << 20},
         {"(SIZE_MAX, 10)", SIZE_MAX, 10},
         {"(SIZE_MAX/2+1, 10)", SIZE_MAX / 2 + 1, 10},
+        {"(2^62, 10)", (size_t)1 << 62, 10},
+        {"(2^46, 10)", (size_t)1 << 46, 10},
+        {"(2^46+8, 10)", ((size_t)1 << 46) + 8, 10},
         {"(64, SIZE_MAX)", 64, SIZE_MAX},
         {"(64, 2^50)", 64, (size_t)1 << 50},
     };

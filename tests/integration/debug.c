@@ -1,0 +1,538 @@
+/*
+ * Debug caches (src/debug.c): each misuse of the matrix in docs/debugging.md
+ * gets its report, whose first line is checked exactly, then the fatal
+ * handler (here a recording one, which returns: nothing may be corrupted
+ * afterwards).  Also: QSLAB_DEBUG's syntax, repair mode, tracing, owner
+ * tracking and its call-site lists, validation and the purger's walk, kmalloc
+ * caches with red zones, and the layout (alignment, usable size).
+ */
+#include <qslab.h>
+
+#include "../testutil.h"
+
+#include <pthread.h>
+
+static char err[65536];
+
+/* Run op(arg) with stderr captured; its report's first line must be
+ * `first` exactly, the handler called once with "BUG <cache>: <what>" and
+ * the object's address; `also` (or NULL) must appear in the report. */
+static int expect_bug(const char *what_line, void (*op)(void *), void *arg, const char *handler,
+                      const void *obj, const char *also)
+{
+    char s[32];
+    tu_capture_reset();
+    tu_stderr_begin();
+    op(arg);
+    tu_stderr_end(err, sizeof err);
+    char *nl = strchr(err, '\n');
+    size_t n = nl ? (size_t)(nl - err) : strlen(err);
+    int ok = CHECKF(n == strlen(what_line) && strncmp(err, what_line, n) == 0,
+                    "first line \"%.*s\", expected \"%s\"; report:\n%s", (int)n, err, what_line, err);
+    if (handler)
+        ok &= tu_check_fatal(handler, obj ? tu_addr(s, obj) : "");
+    else
+        ok &= CHECKF(tu_capture_calls() == 0, "handler called: %s", tu_fatal_msg);
+    if (also)
+        ok &= CHECKF(strstr(err, also) != NULL, "\"%s\" not in the report:\n%s", also, err);
+    tu_capture_reset();
+    return ok;
+}
+
+struct op {
+    qslab_cache *c;
+    char *p;
+    size_t off;
+    int n;
+};
+
+static void op_free(void *a)
+{
+    struct op *o = a;
+    qslab_cache_free(o->c, o->p);
+}
+
+static void op_alloc(void *a)
+{
+    struct op *o = a;
+    o->p = qslab_cache_alloc(o->c);
+}
+
+static void op_validate(void *a)
+{
+    struct op *o = a;
+    o->n = qslab_cache_validate(o->c);
+}
+
+#define SZ 50
+
+static void red_zones(void)
+{
+    qslab_cache *c = qslab_cache_create("t-dbg-z", SZ, 0, QSLAB_RED_ZONE, NULL);
+    CHECK(c != NULL);
+    CHECK(strcmp(qslab_cache_front(c), "debug") == 0);
+    struct op o = {c, NULL, 0, 0};
+    char *p = qslab_cache_alloc(c);
+    CHECK(((uintptr_t)p & 7) == 0);
+    /* overflow by 1 */
+    p[SZ] = 'x';
+    o.p = p;
+    expect_bug("BUG t-dbg-z: Right Redzone overwritten", op_free, &o,
+               "BUG t-dbg-z: Right Redzone overwritten", p, "@offset=50. First byte 0x78 instead of 0xcc");
+    /* the free went on with the red zone restored: the object is free */
+    CHECK(qslab_cache_validate(c) == 0);
+    /* overflow by 8 */
+    p = qslab_cache_alloc(c);
+    memset(p + SZ, 0, 8);
+    o.p = p;
+    expect_bug("BUG t-dbg-z: Right Redzone overwritten", op_free, &o, "Right Redzone overwritten", p,
+               "@offset=50. First byte 0x0 instead of 0xcc");
+    /* underflow by 1 */
+    p = qslab_cache_alloc(c);
+    p[-1] = 0;
+    o.p = p;
+    expect_bug("BUG t-dbg-z: Left Redzone overwritten", op_free, &o, "Left Redzone overwritten", p,
+               "@offset=-1. First byte 0x0 instead of 0xcc");
+    CHECK(qslab_cache_validate(c) == 0);
+    /* a free object's red zone written (a neighbour's overflow after its
+     * free): found by validation, then at the allocation */
+    p = qslab_cache_alloc(c);
+    qslab_cache_free(c, p);
+    p[SZ + 3] = 1;
+    expect_bug("BUG t-dbg-z: Right Redzone overwritten", op_validate, &o, NULL, NULL,
+               "@offset=53. First byte 0x1 instead of 0xbb");
+    CHECK(o.n == -1);
+    expect_bug("BUG t-dbg-z: Right Redzone overwritten", op_alloc, &o, "Right Redzone overwritten", p,
+               NULL);
+    /* kept out of use (quarantined): the next allocation is another object */
+    CHECK(o.p != NULL && o.p != p);
+    qslab_cache_free(c, o.p);
+    CHECK(qslab_cache_validate(c) == 0);
+}
+
+static void poison(void)
+{
+    qslab_cache *c = qslab_cache_create("t-dbg-p", 96, 0, QSLAB_POISON | QSLAB_RED_ZONE, NULL);
+    struct op o = {c, NULL, 0, 0};
+    unsigned char *p = qslab_cache_alloc(c);
+    /* fresh objects are 0x5a */
+    int all5a = 1;
+    for (int i = 0; i < 96; i++)
+        all5a &= p[i] == 0x5a;
+    CHECK(all5a);
+    qslab_cache_free(c, p);
+    CHECK(p[0] == 0x6b && p[94] == 0x6b && p[95] == 0xa5);
+    /* write after free at the first word */
+    memset(p, 0, 8);
+    expect_bug("BUG t-dbg-p: Poison overwritten", op_alloc, &o, "BUG t-dbg-p: Poison overwritten", p,
+               "@offset=0. First byte 0x0 instead of 0x6b");
+    CHECK(o.p != (char *)p);
+    qslab_cache_free(c, o.p);
+    /* ... and at byte 50 */
+    unsigned char *q = qslab_cache_alloc(c);
+    qslab_cache_free(c, q);
+    q[50] = 0x41;
+    expect_bug("BUG t-dbg-p: Poison overwritten", op_alloc, &o, "Poison overwritten", q,
+               "@offset=50. First byte 0x41 instead of 0x6b");
+    qslab_cache_free(c, o.p);
+    /* the end byte */
+    q = qslab_cache_alloc(c);
+    qslab_cache_free(c, q);
+    q[95] = 0x6b;
+    expect_bug("BUG t-dbg-p: Poison overwritten", op_alloc, &o, "Poison overwritten", q,
+               "@offset=95. First byte 0x6b instead of 0xa5");
+    qslab_cache_free(c, o.p);
+    CHECK(qslab_cache_validate(c) == 0);
+    /* two quarantined objects stay allocated: destroy refuses */
+    struct qslab_cache_stats st;
+    qslab_cache_stats(c, &st);
+    CHECKF(st.active_objs == 3, "active %lu", st.active_objs);
+}
+
+struct df {
+    qslab_cache *c;
+    void *p;
+};
+
+static void *free_in_thread(void *a)
+{
+    struct df *d = a;
+    qslab_cache_free(d->c, d->p);
+    return NULL;
+}
+
+static void double_frees(void)
+{
+    qslab_cache *c = qslab_cache_create("t-dbg-df", 40, 0, QSLAB_CONSISTENCY_CHECKS, NULL);
+    struct op o = {c, NULL, 0, 0};
+    /* immediate */
+    char *p = qslab_cache_alloc(c);
+    qslab_cache_free(c, p);
+    o.p = p;
+    expect_bug("BUG t-dbg-df: Object already free", op_free, &o, "BUG t-dbg-df: Object already free",
+               p, NULL);
+    /* after other frees */
+    char *a = qslab_cache_alloc(c), *b = qslab_cache_alloc(c), *d = qslab_cache_alloc(c);
+    qslab_cache_free(c, a);
+    qslab_cache_free(c, b);
+    qslab_cache_free(c, d);
+    o.p = a;
+    expect_bug("BUG t-dbg-df: Object already free", op_free, &o, "Object already free", a, NULL);
+    /* freed by another thread first */
+    char *e = qslab_cache_alloc(c);
+    struct df arg = {c, e};
+    pthread_t t;
+    pthread_create(&t, NULL, free_in_thread, &arg);
+    pthread_join(t, NULL);
+    o.p = e;
+    expect_bug("BUG t-dbg-df: Object already free", op_free, &o, "Object already free", e, NULL);
+    /* nothing was freed twice: every object is handed out once */
+    void *v[64];
+    int dup = 0;
+    for (int i = 0; i < 64; i++) {
+        v[i] = qslab_cache_alloc(c);
+        for (int j = 0; j < i; j++)
+            dup += v[i] == v[j];
+    }
+    CHECK(dup == 0);
+    for (int i = 0; i < 64; i++)
+        qslab_cache_free(c, v[i]);
+    CHECK(qslab_cache_validate(c) == 0);
+    /* interior pointer */
+    p = qslab_cache_alloc(c);
+    o.p = p + 8;
+    expect_bug("BUG t-dbg-df: Invalid object pointer", op_free, &o,
+               "BUG t-dbg-df: Invalid object pointer", p, "at offset 8");
+    qslab_cache_free(c, p);
+    /* wrong cache: the common message, one line */
+    qslab_cache *other = qslab_cache_create("t-dbg-other", 40, 0, 0, NULL);
+    p = qslab_cache_alloc(c);
+    tu_capture_reset();
+    qslab_cache_free(other, p);
+    tu_check_fatal("freed to cache t-dbg-other but it belongs to cache t-dbg-df");
+    qslab_cache_free(c, p);
+    CHECK(qslab_cache_validate(c) == 0);
+    CHECK(qslab_cache_destroy(other) == 0);
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
+static void freepointer(void)
+{
+    /* no red zone: the link word follows the object (40 bytes: at 40) */
+    qslab_cache *c = qslab_cache_create("t-dbg-fp", 40, 0, QSLAB_CONSISTENCY_CHECKS, NULL);
+    struct op o = {c, NULL, 0, 0};
+    char *p = qslab_cache_alloc(c);
+    qslab_cache_free(c, p);
+    memset(p + 40, 0x77, 8); /* an overflow into the free object's link */
+    expect_bug("BUG t-dbg-fp: Freepointer corrupt", op_alloc, &o, "BUG t-dbg-fp: Freepointer corrupt",
+               p, NULL);
+    /* the slab is isolated; another one serves */
+    CHECK(o.p != NULL);
+    qslab_cache_free(c, o.p);
+    CHECK(qslab_cache_validate(c) == 0);
+    /* an allocated object's link word overwritten: found at its free */
+    p = qslab_cache_alloc(c);
+    memset(p + 40, 0x11, 8);
+    o.p = p;
+    expect_bug("BUG t-dbg-fp: Freepointer corrupt", op_free, &o, "Freepointer corrupt", p, NULL);
+    CHECK(qslab_cache_validate(c) == 0);
+}
+
+static void ctor40(void *obj)
+{
+    memset(obj, 0x33, 40);
+}
+
+static void constructor(void)
+{
+    qslab_cache *c =
+        qslab_cache_create("t-dbg-ctor", 40, 0, QSLAB_CONSISTENCY_CHECKS | QSLAB_POISON | QSLAB_RED_ZONE,
+                           ctor40);
+    struct op o = {c, NULL, 0, 0};
+    char *p = qslab_cache_alloc(c);
+    /* constructed, and never poisoned */
+    CHECK(p[0] == 0x33 && p[39] == 0x33);
+    qslab_cache_free(c, p);
+    p = qslab_cache_alloc(c);
+    CHECK(p[0] == 0x33 && p[39] == 0x33);
+    p[7] = 1;
+    o.p = p;
+    expect_bug("BUG t-dbg-ctor: Object not in its constructed state", op_free, &o,
+               "Object not in its constructed state", p, "@offset=7. First byte 0x1 instead of 0x33");
+    p[7] = 0x33;
+    qslab_cache_free(c, p);
+    CHECK(qslab_cache_validate(c) == 0);
+}
+
+static void repair(void)
+{
+    qslab_cache *c = qslab_cache_create("t-dbg-r", 64, 0,
+                                        QSLAB_RED_ZONE | QSLAB_POISON | QSLAB_DEBUG_REPAIR, NULL);
+    struct op o = {c, NULL, 0, 0};
+    char *p = qslab_cache_alloc(c);
+    p[64] = 1;
+    o.p = p;
+    expect_bug("BUG t-dbg-r: Right Redzone overwritten", op_free, &o, NULL, NULL, "FIX t-dbg-r: Restoring");
+    /* freed and restored: it comes back, and its poison is checked */
+    p[3] = 9;
+    expect_bug("BUG t-dbg-r: Poison overwritten", op_alloc, &o, NULL, NULL, "FIX t-dbg-r: Restoring");
+    CHECK(o.p == p);
+    qslab_cache_free(c, o.p);
+    o.p = p;
+    expect_bug("BUG t-dbg-r: Object already free", op_free, &o, NULL, NULL, "left alone");
+    CHECK(qslab_cache_validate(c) == 0);
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
+static void trace(void)
+{
+    qslab_cache *c = qslab_cache_create("t-dbg-t", 24, 0, QSLAB_TRACE, NULL);
+    char s[32];
+    tu_stderr_begin();
+    void *p = qslab_cache_alloc(c);
+    qslab_cache_free(c, p);
+    tu_stderr_end(err, sizeof err);
+    char want[96];
+    snprintf(want, sizeof want, "TRACE t-dbg-t alloc %s inuse=1", tu_addr(s, p));
+    CHECKF(strncmp(err, want, strlen(want)) == 0, "trace: %s", err);
+    snprintf(want, sizeof want, "\nTRACE t-dbg-t free %s inuse=1", tu_addr(s, p));
+    CHECKF(strstr(err, want) != NULL, "trace: %s", err);
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
+static __attribute__((noinline)) void *alloc_here_a(qslab_cache *c)
+{
+    void *p = qslab_cache_alloc(c);
+    __asm__ volatile("" ::: "memory"); /* not a tail call */
+    return p;
+}
+
+static volatile int calls_b;
+
+static __attribute__((noinline)) void *alloc_here_b(qslab_cache *c)
+{
+    void *p = qslab_cache_alloc(c);
+    calls_b++; /* not the same code as alloc_here_a (identical code folding) */
+    return p;
+}
+
+static void store_user(void)
+{
+    qslab_cache *c = qslab_cache_create("t-dbg-u", 32, 0, QSLAB_STORE_USER, NULL);
+    void *v[10];
+    for (int i = 0; i < 10; i++)
+        v[i] = i < 7 ? alloc_here_a(c) : alloc_here_b(c);
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    int sites = qslab_cache_alloc_calls(c, fds[1]);
+    close(fds[1]);
+    tu_read_all(fds[0], err, sizeof err);
+    close(fds[0]);
+    CHECKF(sites == 2, "sites %d: %s", sites, err);
+    /* most first: 7 then 3 */
+    CHECKF(strncmp(err, "       7 0x", 11) == 0 && strstr(err, "\n       3 0x") != NULL, "calls: %s", err);
+    /* destroy with live objects lists them */
+    tu_stderr_begin();
+    int r = qslab_cache_destroy(c);
+    tu_stderr_end(err, sizeof err);
+    CHECK(r == -1);
+    CHECKF(strstr(err, "qslab: cache t-dbg-u destroyed with 10 objects still allocated; cache left intact\n"
+                       "qslab: objects still allocated, by call site") == err,
+           "destroy: %s", err);
+    CHECKF(strstr(err, "\n       7 0x") != NULL && strstr(err, "\n       3 0x") != NULL, "destroy: %s", err);
+    for (int i = 0; i < 10; i++)
+        qslab_cache_free(c, v[i]);
+    CHECK(qslab_cache_free_calls(c, -1) == 1); /* one loop frees them all */
+    CHECK(qslab_cache_destroy(c) == 0);
+    /* a cache without tracking refuses */
+    qslab_cache *plain = qslab_cache_create("t-dbg-plain", 32, 0, 0, NULL);
+    errno = 0;
+    CHECK(qslab_cache_alloc_calls(plain, 1) == -1 && errno == EINVAL);
+    CHECK(qslab_cache_destroy(plain) == 0);
+}
+
+/* A report names the allocating call site (U) in its Allocated line. */
+static void report_owner(void)
+{
+    qslab_cache *c = qslab_cache_create("t-dbg-owner", 32, 0, QSLAB_STORE_USER | QSLAB_RED_ZONE, NULL);
+    struct op o = {c, NULL, 0, 0};
+    char *p = alloc_here_a(c);
+    p[32] = 0;
+    o.p = p;
+    expect_bug("BUG t-dbg-owner: Right Redzone overwritten", op_free, &o, "Right Redzone overwritten", p,
+               "\nAllocated by thread ");
+    CHECK(strstr(err, "\nFreed: never") != NULL);
+}
+
+static void purger_walk(void)
+{
+    qslab_cache *c = qslab_cache_create("t-dbg-walk", 64, 0, QSLAB_POISON, NULL);
+    char *p = qslab_cache_alloc(c);
+    qslab_cache_free(c, p);
+    p[10] = 0;
+    tu_capture_reset();
+    tu_stderr_begin();
+    /* the purger checks debug caches every second: wait for it, at most
+     * 20 s (a loaded machine), not a timing check */
+    for (int i = 0; i < 2000 && tu_capture_calls() == 0; i++)
+        usleep(10000);
+    tu_stderr_end(err, sizeof err);
+    CHECKF(strncmp(err, "BUG t-dbg-walk: Poison overwritten\n", 35) == 0, "walk: %s", err);
+    tu_check_fatal("BUG t-dbg-walk: Poison overwritten", "");
+    /* restored after its report: the allocation finds it intact */
+    void *q = qslab_cache_alloc(c);
+    CHECK(q == p);
+    CHECK(tu_capture_calls() == 0);
+    qslab_cache_free(c, q);
+}
+
+/* Does the line of text starting with `start` hold `what`? */
+static int line_has(const char *text, const char *start, const char *what)
+{
+    const char *line = strstr(text, start);
+    if (!line)
+        return 0;
+    const char *end = strchr(line + 1, '\n'), *hit = strstr(line, what);
+    return hit && (!end || hit < end);
+}
+
+static void kmalloc_red(void)
+{
+    /* QSLAB_DEBUG="Z,kmalloc-64": the class is a debug cache */
+    char s[32];
+    char *p = qslab_malloc(50);
+    CHECK(qslab_usable_size(p) == 64);
+    CHECK(((uintptr_t)p & 15) == 0);
+    p[63] = 1; /* usable */
+    p[64] = 2;
+    tu_capture_reset();
+    tu_stderr_begin();
+    qslab_free(p);
+    tu_stderr_end(err, sizeof err);
+    CHECKF(strncmp(err, "BUG kmalloc-64: Right Redzone overwritten\n", 42) == 0, "%s", err);
+    tu_check_fatal("BUG kmalloc-64: Right Redzone overwritten", tu_addr(s, p));
+    /* others are not debug caches */
+    void *q = qslab_malloc(100);
+    qslab_free(q);
+    /* aligned allocations from a debug class stay aligned */
+    void *a = qslab_aligned_alloc(64, 64);
+    CHECK(a && ((uintptr_t)a & 63) == 0);
+    qslab_free(a);
+    /* the slabinfo line says debug, with its flags */
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    if (fork() == 0) {
+        close(fds[0]);
+        qslab_slabinfo(fds[1]);
+        _exit(0);
+    }
+    close(fds[1]);
+    tu_read_all(fds[0], err, sizeof err);
+    close(fds[0]);
+    wait(NULL);
+    CHECKF(line_has(err, "\nkmalloc-64 ", " : front debug : debug Z "), "%s", err);
+    CHECKF(!line_has(err, "\nkmalloc-96 ", " : front debug"), "%s", err);
+}
+
+/* QSLAB_DEBUG="FZ,t-env-a,t-pre*;P,*": named caches get FZ, the rest P */
+static int env_mode(void)
+{
+    qslab_set_fatal_handler(tu_fatal_capture);
+    qslab_cache *a = qslab_cache_create("t-env-a", 32, 0, 0, NULL);
+    qslab_cache *b = qslab_cache_create("t-prefix-b", 32, 0, 0, NULL);
+    qslab_cache *d = qslab_cache_create("t-env-d", 32, 0, QSLAB_STORE_USER, NULL);
+    CHECK(strcmp(qslab_cache_front(a), "debug") == 0);
+    char *p = qslab_cache_alloc(a);
+    p[32] = 1;
+    tu_stderr_begin();
+    qslab_cache_free(a, p);
+    tu_stderr_end(err, sizeof err);
+    CHECKF(strncmp(err, "BUG t-env-a: Right Redzone overwritten\n", 39) == 0, "%s", err);
+    CHECK(strstr(err, "flags=FZ\n") != NULL);
+    tu_capture_reset();
+    p = qslab_cache_alloc(b);
+    p[32] = 1;
+    tu_stderr_begin();
+    qslab_cache_free(b, p);
+    tu_stderr_end(err, sizeof err);
+    CHECKF(strncmp(err, "BUG t-prefix-b: Right Redzone overwritten\n", 42) == 0, "%s", err);
+    tu_capture_reset();
+    /* P for the others, added to their own U */
+    p = qslab_cache_alloc(d);
+    qslab_cache_free(d, p);
+    p[0] = 0;
+    tu_stderr_begin();
+    p = qslab_cache_alloc(d);
+    tu_stderr_end(err, sizeof err);
+    CHECKF(strncmp(err, "BUG t-env-d: Poison overwritten\n", 32) == 0, "%s", err);
+    CHECK(strstr(err, "flags=PU\n") != NULL);
+    return tu_done();
+}
+
+/* QSLAB_DEBUG="-": every debugging off, the caches' own flags too */
+static int env_off_mode(void)
+{
+    qslab_cache *a = qslab_cache_create("t-off", 32, 0, QSLAB_RED_ZONE, NULL);
+    CHECK(strcmp(qslab_cache_front(a), "debug") != 0);
+    return tu_done();
+}
+
+/* With the default handler: the report, then the fatal line, then SIGABRT. */
+static void default_handler(void)
+{
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 2);
+        qslab_set_fatal_handler(NULL);
+        qslab_cache *c = qslab_cache_create("t-dbg-abort", 24, 0, QSLAB_RED_ZONE, NULL);
+        char *p = qslab_cache_alloc(c);
+        p[24] = 0;
+        qslab_cache_free(c, p);
+        _exit(0);
+    }
+    close(fds[1]);
+    tu_read_all(fds[0], err, sizeof err);
+    close(fds[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "status %d: %s", st, err);
+    CHECKF(strncmp(err, "BUG t-dbg-abort: Right Redzone overwritten\n---", 46) == 0, "%s", err);
+    const char *last = strstr(err, "\nqslab: BUG t-dbg-abort: Right Redzone overwritten (object 0x");
+    CHECKF(last && strchr(last + 1, '\n') == err + strlen(err) - 1, "last line: %s", err);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "env") == 0)
+        return env_mode();
+    if (argc > 1 && strcmp(argv[1], "env-off") == 0)
+        return env_off_mode();
+    if (argc > 1 && strcmp(argv[1], "kmalloc") == 0) {
+        qslab_set_fatal_handler(tu_fatal_capture);
+        kmalloc_red();
+        return tu_done();
+    }
+    qslab_set_fatal_handler(tu_fatal_capture);
+    red_zones();
+    poison();
+    double_frees();
+    freepointer();
+    constructor();
+    repair();
+    trace();
+    store_user();
+    report_owner();
+    /* the write after free the purger finds is, to TSan, a race with the
+     * purger's read (it is the bug being caught); skip it there */
+    if (!TU_TSAN)
+        purger_walk();
+    default_handler();
+    CHECK(tu_reexec("env", "QSLAB_DEBUG", "FZ,t-env-a,t-pre*;P,*") == 0);
+    CHECK(tu_reexec("env-off", "QSLAB_DEBUG", "-") == 0);
+    CHECK(tu_reexec("kmalloc", "QSLAB_DEBUG", "Z,kmalloc-64") == 0);
+    return tu_done();
+}
