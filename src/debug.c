@@ -201,6 +201,9 @@ static size_t round_up(size_t v, size_t a)
 bool qs_debug_layout(qslab_cache *c, size_t size, size_t align, size_t *slot, size_t *link_off)
 {
     unsigned d = c->debug;
+    /* malloc's objects of 16 bytes and more are 16-aligned: the stride too */
+    if (align < 16 && size >= 16)
+        align = 16;
     size_t red_left = d & QS_DBG_Z ? round_up(QS_RED_MIN, align) : 0;
     size_t link = round_up(size, 8) + (d & QS_DBG_Z ? QS_RED_MIN : 0);
     size_t end = link + sizeof(uintptr_t);

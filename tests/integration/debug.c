@@ -411,6 +411,14 @@ static void kmalloc_red(void)
     tu_stderr_end(err, sizeof err);
     CHECKF(strncmp(err, "BUG kmalloc-64: Right Redzone overwritten\n", 42) == 0, "%s", err);
     tu_check_fatal("BUG kmalloc-64: Right Redzone overwritten", tu_addr(s, p));
+    /* every object of the class is 16-aligned (the stride is) */
+    void *v[64];
+    int misaligned = 0;
+    for (int i = 0; i < 64; i++)
+        misaligned += ((uintptr_t)(v[i] = qslab_malloc(50)) & 15) != 0;
+    CHECKF(misaligned == 0, "%d of 64 not 16-aligned", misaligned);
+    for (int i = 0; i < 64; i++)
+        qslab_free(v[i]);
     /* others are not debug caches */
     void *q = qslab_malloc(100);
     qslab_free(q);
