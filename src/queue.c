@@ -430,38 +430,50 @@ bool qs_report_unstamped(qslab_cache *c, void *obj)
 
 /* Route n objects of a queue's slots home.  Each must hold the free stamp
  * or a free-list link (refills leave those): one that does not is reported
- * and dropped (never routed: see
- * qs_queue_corrupt), and the second frees among them are returned, for
- * the caller to take out of its counts. */
+ * and dropped (never routed: see qs_queue_corrupt; SLAB's slabs count it,
+ * so it goes back there), and the second frees among them are returned,
+ * for the caller to take out of its counts.
+ * Two passes, because one object may sit in the slots twice (a double free
+ * not next to the first, which the fast path does not see): routing its
+ * first entry writes a link into it, after which its second entry would
+ * look like a refilled object and be routed again, putting it on its
+ * slab's list twice.  So the first pass marks every valid entry's word
+ * with `mark` (neither the stamp, nor 0, nor a link: its tag bits are
+ * wrong) and meets a second entry as a word already marked; the second
+ * pass routes exactly the marked words, each once. */
 unsigned long qs_route_vec(qslab_cache *c, struct qs_queue *q, void *const *objs, unsigned long n)
 {
     struct router r;
-    uintptr_t stamp = QS_STAMP(c->secret);
+    uintptr_t stamp = QS_STAMP(c->secret), mark = c->secret ^ 2;
     unsigned long twice = 0;
     void (*give_back)(qslab_cache *, struct qs_queue *, void *const *, unsigned long) =
         qs_front_of(c)->give_back;
-    route_begin(c, &r);
-    unsigned long from = 0; /* SLAB: runs of checked objects, handed over */
     for (unsigned long i = 0; i < n; i++) {
-        uintptr_t w = *qs_link(c, objs[i]);
-        if (unlikely(w != stamp) && !qs_looks_free(c, w)) {
-            if (give_back) {
-                /* SLAB: an object written after its free is reported and
-                 * still goes back (its slab counts it); a second free's
-                 * entry does not */
-                if (!qs_report_unstamped(c, objs[i])) {
-                    *qs_link(c, objs[i]) = stamp;
-                    continue;
-                }
-                if (i > from)
-                    give_back(c, q, objs + from, i - from);
-                from = i + 1;
-                twice++;
-                continue;
-            }
-            twice += qs_report_unstamped(c, objs[i]);
+        uintptr_t *l = qs_link(c, objs[i]), w = *l;
+        if (likely(w == stamp || qs_looks_free(c, w))) {
+            *l = mark;
+        } else if (w == mark) { /* its first entry is earlier in the slots */
+            qs_fatal("double free of %p in cache %s (queued twice)", objs[i], c->name);
+            twice++;
+        } else if (qs_report_unstamped(c, objs[i])) { /* 0: its twin was handed out */
+            twice++;
+        } else if (give_back) {
+            /* SLAB: an object written after its free is reported and still
+             * goes back (its slab counts it) */
+            *l = mark;
+        }
+    }
+    route_begin(c, &r);
+    unsigned long from = 0; /* SLAB: runs of marked objects, handed over */
+    for (unsigned long i = 0; i < n; i++) {
+        uintptr_t *l = qs_link(c, objs[i]);
+        if (*l != mark) { /* dropped, or its first entry was routed */
+            if (give_back && i > from)
+                give_back(c, q, objs + from, i - from);
+            from = i + 1;
             continue;
         }
+        *l = stamp; /* as pushed: what give_back and the batches expect */
         if (!give_back)
             route_one(c, q, &r, objs[i]);
     }
