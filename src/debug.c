@@ -69,6 +69,55 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* V: valgrind's memcheck (client requests, from Debian's valgrind package
+ * when it is installed: they cost nothing natively) and ASan's manual
+ * poisoning (in ASan builds) learn where objects begin and end. */
+#if defined(__has_include)
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>
+#define QS_HAVE_VALGRIND 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define QS_HAVE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define QS_HAVE_ASAN 1
+#endif
+#endif
+#ifdef QS_HAVE_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+#ifndef QS_HAVE_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#define VALGRIND_MAKE_MEM_NOACCESS(p, n) ((void)(p), (void)(n))
+#define VALGRIND_MAKE_MEM_UNDEFINED(p, n) ((void)(p), (void)(n))
+#define VALGRIND_MAKE_MEM_DEFINED(p, n) ((void)(p), (void)(n))
+#define VALGRIND_MALLOCLIKE_BLOCK(p, n, rz, z) ((void)(p), (void)(n))
+#define VALGRIND_FREELIKE_BLOCK(p, rz) ((void)(p))
+#define VALGRIND_DISABLE_ERROR_REPORTING ((void)0)
+#define VALGRIND_ENABLE_ERROR_REPORTING ((void)0)
+#endif
+
+bool qs_debug_tools;
+
+/* [p, p+n) is not the program's to touch (red zones, free objects) */
+static void tools_noaccess(void *p, size_t n)
+{
+    VALGRIND_MAKE_MEM_NOACCESS(p, n);
+#ifdef QS_HAVE_ASAN
+    ASAN_POISON_MEMORY_REGION(p, n);
+#endif
+}
+
+static void tools_usable(void *p, size_t n)
+{
+    VALGRIND_MAKE_MEM_UNDEFINED(p, n);
+#ifdef QS_HAVE_ASAN
+    ASAN_UNPOISON_MEMORY_REGION(p, n);
+#endif
+}
+
 #define RED_INACTIVE 0xbb
 #define RED_ACTIVE 0xcc
 #define POISON_FREE 0x6b
@@ -107,6 +156,8 @@ static unsigned letter(char ch)
         return QS_DBG_T;
     case 'r':
         return QS_DBG_R;
+    case 'v':
+        return QS_DBG_V;
     default:
         return 0;
     }
@@ -129,7 +180,15 @@ static bool name_matches(const char *name, const char *p, size_t len)
  * cache (the first one that does) wins over it.  The cache's own flags are
  * added, unless the block says '-'.
  */
+static unsigned flags_for(const char *name, unsigned long flags);
+static unsigned final_flags(unsigned d);
+
 unsigned qs_debug_flags_for(const char *name, unsigned long flags)
+{
+    return final_flags(flags_for(name, flags));
+}
+
+static unsigned flags_for(const char *name, unsigned long flags)
 {
     unsigned own = (flags & QSLAB_CONSISTENCY_CHECKS ? QS_DBG_F : 0) |
                    (flags & QSLAB_RED_ZONE ? QS_DBG_Z : 0) | (flags & QSLAB_POISON ? QS_DBG_P : 0) |
@@ -157,7 +216,7 @@ unsigned qs_debug_flags_for(const char *name, unsigned long flags)
                 }
                 unsigned l = letter(*f);
                 if (!l && *f != ' ' && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-                    qs_warn("QSLAB_DEBUG: unknown flag '%s' ignored (flags: F Z P U T R, -)", f);
+                    qs_warn("QSLAB_DEBUG: unknown flag '%s' ignored (flags: F Z P U T R V, -)", f);
                 fl |= (int)l;
             }
         }
@@ -180,14 +239,28 @@ unsigned qs_debug_flags_for(const char *name, unsigned long flags)
     int env = mine != -1 ? mine : all;
     if (env == -2)
         return 0;
-    return own | (env > 0 ? (unsigned)env : 0);
+    unsigned d = own | (env > 0 ? (unsigned)env : 0);
+    return d;
+}
+
+/* The flags a cache gets: under valgrind every cache tells memcheck about
+ * its objects (V); with V, the tools check red zones and poison better
+ * than qslab can (they see the access, not its trace), so Z and P are
+ * theirs. */
+static unsigned final_flags(unsigned d)
+{
+    if (RUNNING_ON_VALGRIND)
+        d |= QS_DBG_V;
+    if (d & QS_DBG_V)
+        d &= ~(unsigned)(QS_DBG_Z | QS_DBG_P);
+    return d;
 }
 
 void qs_debug_flags_str(const qslab_cache *c, char *out)
 {
-    static const char letters[] = "FZPUTR";
+    static const char letters[] = "FZPUTRV";
     int k = 0;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 7; i++)
         if (c->debug & (1u << i))
             out[k++] = letters[i];
     out[k] = '\0';
@@ -204,8 +277,9 @@ bool qs_debug_layout(qslab_cache *c, size_t size, size_t align, size_t *slot, si
     /* malloc's objects of 16 bytes and more are 16-aligned: the stride too */
     if (align < 16 && size >= 16)
         align = 16;
-    size_t red_left = d & QS_DBG_Z ? round_up(QS_RED_MIN, align) : 0;
-    size_t link = round_up(size, 8) + (d & QS_DBG_Z ? QS_RED_MIN : 0);
+    bool red = d & (QS_DBG_Z | QS_DBG_V); /* V: red zones the tools guard */
+    size_t red_left = red ? round_up(QS_RED_MIN, align) : 0;
+    size_t link = round_up(size, 8) + (red ? QS_RED_MIN : 0);
     size_t end = link + sizeof(uintptr_t);
     c->track_off = (uint32_t)end;
     if (d & QS_DBG_U)
@@ -214,6 +288,8 @@ bool qs_debug_layout(qslab_cache *c, size_t size, size_t align, size_t *slot, si
     if (s > UINT32_MAX || red_left > UINT32_MAX)
         return false;
     c->red_left = (uint32_t)red_left;
+    if (d & QS_DBG_V)
+        __atomic_store_n(&qs_debug_tools, true, __ATOMIC_RELAXED);
     *slot = s;
     *link_off = link;
     return true;
@@ -248,7 +324,24 @@ void qs_debug_born(qslab_cache *c, char *first, uint32_t n)
             memset(track_of(c, obj, 0), 0, 2 * sizeof(struct qs_track));
         if (pad_to > pad_from)
             memset(obj + pad_from, POISON_INUSE, pad_to - pad_from);
+        if (c->debug & QS_DBG_V) /* red zones and object: the tools guard them */
+            tools_noaccess(obj - c->red_left, c->red_left + c->link_off);
     }
+}
+
+void qs_debug_slab_released(struct qs_slab *s)
+{
+    qslab_cache *c = s->cache;
+    if (c && (c->debug & QS_DBG_V))
+        tools_usable(s->mem, qs_slab_bytes(s->order));
+}
+
+void qs_debug_large(void *p, size_t size, bool alloc)
+{
+    if (alloc)
+        VALGRIND_MALLOCLIKE_BLOCK(p, size, 0, 1); /* fresh mappings are zero */
+    else
+        VALGRIND_FREELIKE_BLOCK(p, 0);
 }
 
 /* ---- stacks: the caller's frames, found by scanning the stack ----
@@ -530,9 +623,11 @@ static void put_track(struct qs_buf *b, const char *what, const struct qs_track 
     }
 }
 
-/* Hexdump [p, p+n) as lines of 16: "<label> 0x...: bb bb ...  ........" */
-static void dump(struct qs_buf *b, const char *label, const uint8_t *p, size_t n)
+/* Hexdump [p, p+n) as lines of 16: "<label> 0x...: bb bb ...  ........"
+ * (bytes the tools guard too: their reports are off meanwhile) */
+static QS_NO_SANITIZE void dump(struct qs_buf *b, const char *label, const uint8_t *p, size_t n)
 {
+    VALGRIND_DISABLE_ERROR_REPORTING;
     for (size_t i = 0; i < n; i += 16) {
         size_t from = b->len;
         qs_buf_str(b, label);
@@ -553,6 +648,7 @@ static void dump(struct qs_buf *b, const char *label, const uint8_t *p, size_t n
             qs_buf_putc(b, p[i + j] >= 0x20 && p[i + j] < 0x7f ? (char)p[i + j] : '.');
         out(b);
     }
+    VALGRIND_ENABLE_ERROR_REPORTING;
 }
 
 /* A problem found in object obj of slab s: kind of check, and the bad range
@@ -791,6 +887,16 @@ bool qs_debug_alloc_locked(qslab_cache *c, struct qs_slab *s, void *p)
     set_red(c, obj, RED_ACTIVE);
     if (poisoned(c))
         memset(obj, POISON_INUSE, c->obj_size);
+    if (c->debug & QS_DBG_V) {
+        /* a heap block to memcheck (leaks, use after free, its stack);
+         * the constructed state of a constructor cache is defined */
+        VALGRIND_MALLOCLIKE_BLOCK(obj, c->obj_size, c->red_left, 0);
+        if (c->ctor)
+            VALGRIND_MAKE_MEM_DEFINED(obj, c->obj_size);
+#ifdef QS_HAVE_ASAN
+        ASAN_UNPOISON_MEMORY_REGION(obj, c->obj_size);
+#endif
+    }
     if (c->debug & QS_DBG_U)
         record(c, obj, 0);
     if (c->debug & QS_DBG_T)
@@ -860,6 +966,12 @@ bool qs_debug_free_locked(qslab_cache *c, struct qs_slab *s, void *p)
     if (c->debug & QS_DBG_T)
         trace(c, s, obj, "free");
     fill_free(c, obj);
+    if (c->debug & QS_DBG_V) {
+        VALGRIND_FREELIKE_BLOCK(obj, c->red_left); /* memcheck: no access */
+#ifdef QS_HAVE_ASAN
+        ASAN_POISON_MEMORY_REGION(obj, c->obj_size);
+#endif
+    }
     return true;
 }
 

@@ -506,7 +506,12 @@ enum {
     QS_DBG_U = 8,  /* store user: alloc and free tracks */
     QS_DBG_T = 16, /* trace every alloc and free */
     QS_DBG_R = 32, /* repair: report, restore, count and go on (qslab's own) */
+    QS_DBG_V = 64, /* tell valgrind's memcheck and ASan about objects (automatic
+                      under valgrind); qslab's own Z and P checks then stay off */
 };
+extern bool qs_debug_tools; /* a cache with V exists: slabs leaving say so */
+void qs_debug_slab_released(struct qs_slab *s); /* its memory usable again */
+void qs_debug_large(void *p, size_t size, bool alloc); /* large blocks, to the tools */
 
 /* Per-thread owner (TLS). */
 #define QS_FIXED_SLOTS 64

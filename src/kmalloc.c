@@ -131,11 +131,15 @@ void *qs_large_alloc(size_t size, size_t align)
     __atomic_fetch_add(&large.alloc, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&large.live, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&large.live_bytes, ch->map_size, __ATOMIC_RELAXED);
+    if (unlikely(qs_debug_tools))
+        qs_debug_large(ch->large_ptr, size, true);
     return ch->large_ptr;
 }
 
 static void large_free(struct qs_chunk *ch)
 {
+    if (unlikely(qs_debug_tools))
+        qs_debug_large(ch->large_ptr, 0, false);
     __atomic_fetch_add(&large.free, 1, __ATOMIC_RELAXED);
     __atomic_fetch_sub(&large.live, 1, __ATOMIC_RELAXED);
     __atomic_fetch_sub(&large.live_bytes, ch->map_size, __ATOMIC_RELAXED);

@@ -264,6 +264,8 @@ size_t qs_page_free_slab(struct qs_slab *s)
     size_t bytes = qs_slab_bytes(s->order);
     struct qs_page_pool *p = &pools[ch->node][ch->order];
     __atomic_sub_fetch(&slab_bytes, bytes, __ATOMIC_RELAXED);
+    if (unlikely(qs_debug_tools)) /* valgrind or ASan saw its objects: usable again */
+        qs_debug_slab_released(s);
     __atomic_store_n(&s->cache, NULL, __ATOMIC_RELAXED);
     __atomic_store_n(&s->span, 0, __ATOMIC_RELAXED); /* no pointer is its object now */
     __atomic_store_n(&s->state, (uint8_t)QS_SLAB_FREE, __ATOMIC_RELAXED); /* qs_page_walk */

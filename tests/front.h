@@ -13,6 +13,7 @@
  *                        allocation (white-box tests of SLQB internals);
  *                        CHECKs that the tunable took
  *   tf_note(test, c, what)  one line on stderr: a SLQB-only part is skipped
+ *   tf_debug_skip(test, c)  c is a debug cache (QSLAB_DEBUG): say so, true
  */
 #ifndef QSLAB_TESTS_FRONT_H
 #define QSLAB_TESTS_FRONT_H
@@ -59,6 +60,8 @@ static inline int tf_slob_usable_ok(size_t usable, size_t requested)
 #define tf_pin_slqb(name) tf_pin_slqb_at(__FILE__, __LINE__, (name))
 static inline int tf_pin_slqb_at(const char *file, int line, const char *name)
 {
+    if (tf_is(qslab_cache_find(name), "debug")) /* QSLAB_DEBUG: it stays a debug cache */
+        return 1;
     errno = 0;
     int r = qslab_tune(name, "front", "slqb");
     int e = errno;
@@ -66,6 +69,18 @@ static inline int tf_pin_slqb_at(const char *file, int line, const char *name)
     return tu_check(r == 0 && tf_is(c, "slqb"), file, line, "pin to slqb",
                     "qslab_tune(\"%s\", \"front\", \"slqb\") = %d errno %d, front %s", name, r, e,
                     c ? qslab_cache_front(c) : "(no cache)");
+}
+
+/* A QSLAB_DEBUG run made c a debug cache (docs/debugging.md), which keeps
+ * its front end: a test of another front end's mechanics notes it and
+ * skips them (the debug caches have tests of their own, and the other
+ * stress tests run on them). */
+static inline int tf_debug_skip(const char *test, const qslab_cache *c)
+{
+    if (!tf_is(c, "debug"))
+        return 0;
+    fprintf(stderr, "%s: debug caches (QSLAB_DEBUG): this front end's test is skipped\n", test);
+    return 1;
 }
 
 /* One line on stderr: the part `what` of `test` is skipped for cache c's
