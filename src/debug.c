@@ -125,6 +125,8 @@ static void tools_usable(void *p, size_t n)
 #define POISON_INUSE 0x5a
 #define QS_RED_MIN 16          /* right red zone past the object's 8-byte padding */
 #define QS_TRACK_DEPTH 4       /* frames per track */
+#define QS_SCAN_SITE 4096      /* stack bytes scanned for the call site */
+#define QS_SCAN_MORE 512       /* ... and past it for the frames after it */
 #define QS_DEBUG_WALK_MS 1000  /* the purger checks debug caches this often */
 #define QS_DUMP_MAX 256        /* object bytes in a report's hexdump */
 
@@ -180,6 +182,7 @@ static bool name_matches(const char *name, const char *p, size_t len)
  * cache (the first one that does) wins over it.  The cache's own flags are
  * added, unless the block says '-'.
  */
+#define QS_DEBUG_OFF 0x80000000u /* QSLAB_DEBUG said '-' */
 static unsigned flags_for(const char *name, unsigned long flags);
 static unsigned final_flags(unsigned d);
 
@@ -238,7 +241,7 @@ static unsigned flags_for(const char *name, unsigned long flags)
     }
     int env = mine != -1 ? mine : all;
     if (env == -2)
-        return 0;
+        return QS_DEBUG_OFF; /* not even V under memcheck */
     unsigned d = own | (env > 0 ? (unsigned)env : 0);
     return d;
 }
@@ -247,10 +250,34 @@ static unsigned flags_for(const char *name, unsigned long flags)
  * its objects (V); with V, the tools check red zones and poison better
  * than qslab can (they see the access, not its trace), so Z and P are
  * theirs. */
+/* Is the program running under valgrind's memcheck (not another tool:
+ * callgrind counts qslab's own instructions)?  Memcheck answers a check of
+ * a byte it was told is inaccessible; the other tools answer 0. */
+static bool under_memcheck(void)
+{
+    static int known; /* 0 unknown, 1 no, 2 yes */
+    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (k)
+        return k == 2;
+    bool yes = false;
+#ifdef QS_HAVE_VALGRIND
+    if (RUNNING_ON_VALGRIND) {
+        static char probe[8];
+        VALGRIND_MAKE_MEM_NOACCESS(probe, 1);
+        yes = VALGRIND_CHECK_MEM_IS_ADDRESSABLE(probe, 1) != 0;
+        VALGRIND_MAKE_MEM_DEFINED(probe, 1);
+    }
+#endif
+    __atomic_store_n(&known, yes ? 2 : 1, __ATOMIC_RELAXED);
+    return yes;
+}
+
 static unsigned final_flags(unsigned d)
 {
-    if (RUNNING_ON_VALGRIND)
+    if (d != QS_DEBUG_OFF && under_memcheck())
         d |= QS_DBG_V;
+    if (d == QS_DEBUG_OFF)
+        return 0;
     if (d & QS_DBG_V)
         d &= ~(unsigned)(QS_DBG_Z | QS_DBG_P);
     return d;
@@ -407,9 +434,9 @@ static void modules_refresh(void)
 
 static int module_of(uintptr_t a)
 {
-    if (a < code_lo || a >= code_hi) /* most stack words: data, stack addresses */
+    if (a < code_lo || a >= code_hi)
         return -1;
-    for (int i = 0; i < nr_modules; i++)
+    for (int i = 0; i < nr_modules; i++) /* a handful: faster than a search */
         if (a >= modules[i].lo && a < modules[i].hi)
             return i;
     return -1;
@@ -469,7 +496,7 @@ static bool entry_point(uintptr_t t)
 /* The calling thread's stack: [lo, hi), from /proc/self/maps, once. */
 static __thread uintptr_t stack_lo, stack_hi;
 
-static void stack_bounds(uintptr_t sp)
+static QS_NOINLINE void stack_bounds(uintptr_t sp) /* its buffer off capture's frame */
 {
     char buf[4096];
     int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
@@ -518,8 +545,12 @@ static QS_NO_SANITIZE void capture(struct qs_track *t)
     uintptr_t top = stack_hi;
     if (!top)
         return;
-    if (top - sp > 64 * 1024)
-        top = sp + 64 * 1024;
+    /* qslab's own frames are small: the call site lies within
+     * QS_SCAN_SITE bytes; the frames after it within QS_SCAN_MORE more
+     * (the scan, not the frames, is what a track costs: scanning up to the
+     * stack's top in a shallow program cost 1,300 instructions a track) */
+    if (top - sp > QS_SCAN_SITE)
+        top = sp + QS_SCAN_SITE;
     qs_lock_acquire(&modules_lock);
     modules_refresh();
     int k = 0;
@@ -538,6 +569,8 @@ static QS_NO_SANITIZE void capture(struct qs_track *t)
                 found = true;
             else
                 continue;
+            if ((uintptr_t)w + QS_SCAN_MORE < top)
+                top = (uintptr_t)w + QS_SCAN_MORE;
         }
         t->addrs[k++] = a;
     }

@@ -705,6 +705,7 @@ struct qs_page_failures {
     size_t decommit_bytes, unmap_bytes;
 };
 void qs_page_failures(struct qs_page_failures *f);
+void qs_page_unmap_refused(size_t bytes); /* meta.c: a refused unmap, counted */
 static inline size_t qs_slab_bytes(unsigned order)
 {
     return QS_PAGE_SIZE << order;

@@ -73,7 +73,9 @@ void qs_meta_free(void *p, size_t size)
     if (size == 0)
         size = 1;
     if (size > ((size_t)1 << META_MAX_SHIFT)) {
-        qs_os_unmap(p, (size + QS_PAGE_SIZE - 1) & ~(QS_PAGE_SIZE - 1));
+        size_t len = (size + QS_PAGE_SIZE - 1) & ~(QS_PAGE_SIZE - 1);
+        if (qs_os_unmap(p, len) != 0)
+            qs_page_unmap_refused(len); /* kept mapped, and counted (the Pages: line) */
         return;
     }
     unsigned s = meta_shift(size);

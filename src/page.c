@@ -145,6 +145,11 @@ static void count_failure(unsigned long *n, size_t *bytes, size_t b)
     __atomic_fetch_add(bytes, b, __ATOMIC_RELAXED);
 }
 
+void qs_page_unmap_refused(size_t bytes)
+{
+    count_failure(&failures.unmap, &failures.unmap_bytes, bytes);
+}
+
 /* Bytes in slabs handed out; past QS_PURGER_AT the purger is wanted. */
 static size_t slab_bytes;
 #define QS_PURGER_AT ((size_t)1 << 20)

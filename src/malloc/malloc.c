@@ -56,10 +56,28 @@ MALLOC_EXPORT void free_sized(void *p, size_t size)
     qslab_free_sized(p, size); /* checks the size against the object's class */
 }
 
+/* C23: p came from aligned_alloc(align, size).  The pointer must have that
+ * alignment, and the size must fit the block (aligned blocks come from a
+ * power-of-two class of at least max(align, size), so sizes far below the
+ * block are legitimate: only the upper bound is checked).  A mismatch is
+ * reported and the block is not freed. */
 MALLOC_EXPORT void free_aligned_sized(void *p, size_t align, size_t size)
 {
-    (void)align;
-    (void)size;
+    if (!p)
+        return;
+    if (align == 0 || (align & (align - 1)) || ((uintptr_t)p & (align - 1))) {
+        qs_fatal("free_aligned_sized of %p with alignment %u: %s", p, align,
+                 align == 0 || (align & (align - 1)) ? "not a power of two"
+                                                     : "the pointer does not have it");
+        return;
+    }
+    size_t u = qslab_usable_size(p); /* reports a pointer not qslab's: 0 */
+    if (!u)
+        return;
+    if (size > u) {
+        qs_fatal("free_aligned_sized of %p with size %u: the block holds %u bytes", p, size, u);
+        return;
+    }
     qslab_free(p);
 }
 

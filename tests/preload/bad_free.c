@@ -11,6 +11,8 @@
  *   free(p) twice                       "double free"
  *   free(interior of a 40 MiB block)    "interior pointer"
  *   free_sized(malloc(40), 1000)        "free_sized of 0x... with size 1000"
+ *   free_aligned_sized with an alignment the pointer lacks, or a size over
+ *   the block                           "free_aligned_sized of 0x... with ..."
  * (qslab's check of the size; glibc 2.36 has no free_sized, the drop-in's
  * is found with dlsym).  The last cases check that free_sized with the
  * right sizes, and a good free, exit normally in a child (the harness itself
@@ -94,6 +96,33 @@ static void case_free_sized_right(void)
     }
 }
 
+typedef void (*free_aligned_sized_fn)(void *, size_t, size_t);
+
+static void case_free_aligned_sized_align(void)
+{
+    free_aligned_sized_fn fs = (free_aligned_sized_fn)dlsym(RTLD_DEFAULT, "free_aligned_sized");
+    if (fs) /* 64-aligned, freed as 4096-aligned */
+        fs(launder(aligned_alloc(64, 64)), 4096, 64);
+}
+
+static void case_free_aligned_sized_size(void)
+{
+    free_aligned_sized_fn fs = (free_aligned_sized_fn)dlsym(RTLD_DEFAULT, "free_aligned_sized");
+    if (fs)
+        fs(launder(aligned_alloc(64, 64)), 64, 5000);
+}
+
+static void case_free_aligned_sized_right(void)
+{
+    free_aligned_sized_fn fs = (free_aligned_sized_fn)dlsym(RTLD_DEFAULT, "free_aligned_sized");
+    if (fs) {
+        fs(launder(aligned_alloc(64, 64)), 64, 64);
+        fs(launder(aligned_alloc(4096, 100)), 4096, 100);
+        fs(launder(aligned_alloc(16, 40 << 20)), 16, 40 << 20);
+        fs(NULL, 64, 64);
+    }
+}
+
 static void case_good(void)
 {
     free(launder(malloc(100)));
@@ -114,6 +143,11 @@ static const struct bad_case cases[] = {
     {"free(malloc(40 MiB) + 4096)", case_free_interior_large, "interior pointer"},
     {"free_sized(malloc(40), 1000)", case_free_sized_wrong, "with size 1000: the object is in cache"},
     {"free_sized(malloc(n), n) (control)", case_free_sized_right, NULL},
+    {"free_aligned_sized(64-aligned, 4096, 64)", case_free_aligned_sized_align,
+     "with alignment 4096: the pointer does not have it"},
+    {"free_aligned_sized(aligned_alloc(64, 64), 64, 5000)", case_free_aligned_sized_size,
+     "with size 5000: the block holds 64 bytes"},
+    {"free_aligned_sized(aligned_alloc(a, n), a, n) (control)", case_free_aligned_sized_right, NULL},
     {"free(malloc(100)) (control)", case_good, NULL},
 };
 
