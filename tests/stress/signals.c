@@ -410,7 +410,9 @@ int main(void)
         if (w[i].aborts < least)
             least = w[i].aborts;
     }
-    if (oi.kind == QSLAB_OWNER_CPU)
+    if (oi.kind == QSLAB_OWNER_CPU && tf_is(cache, "debug"))
+        tf_note("stress_signals", cache, "the restarted sections' check (a debug cache has none)");
+    else if (oi.kind == QSLAB_OWNER_CPU)
         CHECKF(least > 0, "per-CPU queues: a thread saw no restarted critical section (%lu in all)",
                aborts);
     else
