@@ -4,6 +4,8 @@
 #   make test     normal, ASan+UBSan and TSan builds, each tested through ctest,
 #                 with per-CPU and per-thread queues (QSLAB_OWNER=cpu, thread)
 #                 and with each front end (QSLAB_FRONT=slqb, slub, slab, slob)
+#   make fuzz     libFuzzer build (clang, ASan+UBSan) in build/fuzz, each target
+#                 of fuzz/ run FUZZ_TIME seconds (default 60; fuzz/README.md)
 #
 # Other targets: make install PREFIX=/dir, make clean.  QUICK=1 shortens `make bench`.
 # CMake does the real work; this file only names the build directories and the order.
@@ -21,7 +23,7 @@ BENCH_ARGS ?=
 BENCH_RUN   = python3 bench/run.py --bin-dir build/release/bench \
               --qslab-lib build/release/src/malloc/libqslab-malloc.so
 
-.PHONY: all deps bench bench-peers test test-normal test-asan test-tsan install clean
+.PHONY: all deps bench bench-peers test test-normal test-asan test-tsan install clean fuzz
 .NOTPARALLEL:
 MAKEFLAGS += --no-print-directory
 
@@ -98,6 +100,21 @@ test-tsan: deps
 	cd build/tsan && QSLAB_FRONT=slab QSLAB_OWNER=thread $(CTEST) -L concurrency
 	cd build/tsan && QSLAB_FRONT=slob $(CTEST) -L concurrency
 	cd build/tsan && QSLAB_DEBUG=FZPU $(CTEST) -L concurrency
+
+# make fuzz: FUZZ_TIME seconds per target (default 60), FUZZ_JOBS parallel
+# fuzzing processes (default: the CPUs), FUZZ_TARGETS (default "ops misuse"),
+# FUZZ_ARGS more libFuzzer options.  clang (and libFuzzer's runtime) are
+# installed when missing (fuzz/install-clang).  Each target runs over
+# build/fuzz/corpus-<target>, seeded from fuzz/corpus/<target>; found crashes
+# land in build/fuzz/artifacts-<target>/ (the run then fails).
+FUZZ_TIME    ?= 60
+FUZZ_JOBS    ?= $(JOBS)
+FUZZ_TARGETS ?= ops misuse
+FUZZ_ARGS    ?=
+fuzz: deps
+	@fuzz/install-clang
+	$(call build,build/fuzz,-DQSLAB_FUZZ=ON -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++,$(addprefix fuzz_,$(FUZZ_TARGETS)))
+	fuzz/run-fuzz build/fuzz "$(FUZZ_TIME)" "$(FUZZ_JOBS)" "$(FUZZ_TARGETS)" $(FUZZ_ARGS)
 
 install: deps
 	$(call build,build/release,-DCMAKE_BUILD_TYPE=Release)

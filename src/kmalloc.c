@@ -123,6 +123,8 @@ void qs_kmalloc_init(void)
 
 void *qs_large_alloc(size_t size, size_t align)
 {
+    if (size == 0) /* aligned_alloc(4 MiB, 0): a block of its own, not its end */
+        size = 1;
     struct qs_chunk *ch = qs_page_map_large(size, align);
     if (!ch) {
         errno = ENOMEM;
