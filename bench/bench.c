@@ -249,3 +249,18 @@ void bench_result_end(void)
     fflush(stdout);
     result_started = 0;
 }
+
+int bench_parse_sizes(const char *s, long *out, int max, long max_bytes)
+{
+    int n = 0;
+    while (*s) {
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (errno || end == s || v < 8 || v > max_bytes || (*end && *end != ',') || n == max)
+            bench_die("--sizes: comma-separated sizes of 8 to %ld bytes (at most %d)", max_bytes, max);
+        out[n++] = v;
+        s = *end ? end + 1 : end;
+    }
+    return n;
+}

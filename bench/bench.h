@@ -127,4 +127,8 @@ _Noreturn void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 
 /* Name used in messages, set from argv[0] by bench_parse. */
 extern const char *bench_name;
 
+/* A --sizes argument: comma-separated object sizes of 8 bytes to max_bytes,
+ * at most max of them, into out; their count (dies on a bad list). */
+int bench_parse_sizes(const char *s, long *out, int max, long max_bytes);
+
 #endif /* BENCH_H */

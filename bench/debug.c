@@ -229,20 +229,6 @@ static void add_test(const char *s, size_t len, void *arg)
     bench_die("--tests: unknown test %.*s", (int)len, s);
 }
 
-static int parse_sizes(const char *s, long *out, int max)
-{
-    int n = 0;
-    while (*s) {
-        char *end;
-        errno = 0;
-        long v = strtol(s, &end, 10);
-        if (errno || end == s || v < 8 || v > (1L << 20) || (*end && *end != ',') || n == max)
-            bench_die("--sizes: comma-separated sizes of 8 bytes to 1 MiB (at most %d)", max);
-        out[n++] = v;
-        s = *end ? end + 1 : end;
-    }
-    return n;
-}
 
 static char out_buf[1 << 14]; /* stdout's buffer, set before any measurement */
 
@@ -290,7 +276,7 @@ int main(int argc, char **argv)
         run[t] = tests_arg == NULL;
     each_name(tests_arg, add_test, run);
     long sizes[MAX_SIZES];
-    int nr_sizes = parse_sizes(sizes_arg, sizes, MAX_SIZES);
+    int nr_sizes = bench_parse_sizes(sizes_arg, sizes, MAX_SIZES, (1L << 20));
     if (nr_objs < 1 || nr_rounds < 1)
         bench_die("need positive --objs and --rounds");
 

@@ -802,21 +802,6 @@ static int front_index(const char *name, size_t len)
 
 #define MAX_SIZES 32
 
-/* A comma-separated list of positive numbers; their count. */
-static int parse_sizes(const char *s, long *out, int max)
-{
-    int n = 0;
-    while (*s) {
-        char *end;
-        errno = 0;
-        long v = strtol(s, &end, 10);
-        if (errno || end == s || v < 8 || v > (1L << 24) || (*end && *end != ',') || n == max)
-            bench_die("--sizes: comma-separated sizes of 8 bytes to 16 MiB (at most %d)", max);
-        out[n++] = v;
-        s = *end ? end + 1 : end;
-    }
-    return n;
-}
 
 static char out_buf[1 << 14]; /* stdout's buffer: not malloc'ed during a test */
 
@@ -888,7 +873,7 @@ int main(int argc, char **argv)
     }
 
     long sizes[MAX_SIZES];
-    int nr_sizes = parse_sizes(sizes_arg, sizes, MAX_SIZES);
+    int nr_sizes = bench_parse_sizes(sizes_arg, sizes, MAX_SIZES, (1L << 24));
 
     bool run[NR_TESTS];
     for (int t = 0; t < NR_TESTS; t++)

@@ -198,6 +198,19 @@ static void avail_del(struct qs_page_pool *p, struct qs_chunk *ch)
     ch->next = ch->prev = NULL;
 }
 
+/* A fully free chunk joins pool p: available, on the walk's list (p->lock
+ * held). */
+static void pool_add_free_chunk(struct qs_page_pool *p, struct qs_chunk *ch)
+{
+    avail_add(p, ch);
+    ch->all_prev = NULL;
+    ch->all_next = p->all;
+    if (p->all)
+        p->all->all_prev = ch;
+    p->all = ch;
+    p->nr_fully_free++;
+}
+
 struct qs_slab *qs_page_alloc_slab(int node, unsigned order)
 {
     struct qs_page_pool *p = &pools[node][order];
@@ -211,13 +224,7 @@ struct qs_slab *qs_page_alloc_slab(int node, unsigned order)
             return NULL;
         }
         qs_lock_acquire(&p->lock);
-        avail_add(p, ch);
-        ch->all_prev = NULL;
-        ch->all_next = p->all;
-        if (p->all)
-            p->all->all_prev = ch;
-        p->all = ch;
-        p->nr_fully_free++;
+        pool_add_free_chunk(p, ch);
     }
     if (ch->nr_free == ch->nr_slots - ch->first_slot)
         p->nr_fully_free--;
@@ -253,13 +260,7 @@ static QS_NOINLINE void chunk_keep(struct qs_page_pool *p, struct qs_chunk *ch)
     count_failure(&failures.unmap, &failures.unmap_bytes, ch->map_size);
     map_set(ch, ch->map_size, false);
     qs_lock_acquire(&p->lock);
-    avail_add(p, ch);
-    ch->all_prev = NULL;
-    ch->all_next = p->all;
-    if (p->all)
-        p->all->all_prev = ch;
-    p->all = ch;
-    p->nr_fully_free++;
+    pool_add_free_chunk(p, ch);
     qs_lock_release(&p->lock);
 }
 
