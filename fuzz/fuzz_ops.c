@@ -317,7 +317,7 @@ static void check_align(const void *p, size_t align, const char *what, size_t si
 static bool room(int t, size_t size)
 {
     struct thr *th = &T[t];
-    if (th->nlive >= MAX_LIVE)
+    if (th->nlive + th->nout >= MAX_LIVE) /* handed-off objects may come back */
         return false;
     return size > LARGE ? th->nlarge == 0 : th->bytes + size <= BUDGET;
 }
@@ -780,8 +780,11 @@ static void run_round(int cmd)
     for (int t = 0; t < nthreads; t++) {
         struct thr *th = &T[t];
         for (int i = 0; i < th->nout; i++) {
+            /* a receiver keeps room for its own hand-offs, which come back
+             * to it when their receiver is full: the sender's room always
+             * holds its own (room() counts them) */
             struct thr *to = &T[th->out[i].to];
-            if (to->nlive >= MAX_LIVE)
+            if (to->nlive + to->nout >= MAX_LIVE)
                 to = th;
             to->live[to->nlive++] = th->out[i];
             account(to, th->out[i].size, 1);
