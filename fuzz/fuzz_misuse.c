@@ -41,10 +41,6 @@
  * every live object's pattern intact, qslab_cache_validate == 0 and the
  * statistics' active_objs equal to the objects the program holds.  At the
  * end of the input everything is freed and the caches destroyed.
- *
- * FUZZ_SKIP_KNOWN=1 leaves out what triggers the bugs listed in
- * fuzz/README.md that are not fixed yet, so that a long run can look for
- * others.
  */
 #include "fuzz_util.h"
 
@@ -105,9 +101,8 @@ struct cache {
     size_t size;
     bool ctor;
     unsigned long slot, per_slab, order; /* from the statistics */
-    bool slob, slab; /* its front end */
-    bool cut;   /* a report said a free list was cut there: objects leaked */
-    bool tuned; /* hiwater, freebatch set by OP_TUNE */
+    bool slob; /* its front end */
+    bool cut;  /* a report said a free list was cut there: objects leaked */
 };
 static struct cache C[NC];
 static const char *const cache_names[NC] = {"fm-a", "fm-b", "fm-c", "fm-d", "fm-e"};
@@ -473,6 +468,12 @@ static void drain_alloc(int k, size_t size)
     qslab_tune_get(cn, "hiwater", &hiwater);
     qslab_tune_get(cn, "freebatch", &freebatch);
     unsigned long n = 3 * hiwater + 2 * freebatch + 4 * per_slab + 256;
+    /* and every object its slabs hold: a second free pushed while the
+     * object sat on an empty slab's list kept by the queue (its stash) is
+     * found when a refill walks that list (docs/design.md, "Free bits") */
+    struct qslab_cache_stats st;
+    if (qslab_cache_stats(k >= 0 ? C[k].c : qslab_cache_find(cn), &st) == 0)
+        n += st.num_objs;
     if (n > MAX_DRAIN)
         n = MAX_DRAIN;
     for (unsigned long i = 0; i < n; i++)
@@ -483,28 +484,9 @@ static void drain_alloc(int k, size_t size)
 
 /* The misuse of p (an object of cache k, or of kmalloc class `usable`) was
  * reported, or is after a drain: exactly once, naming p. */
-static bool skip_known;
-static bool owner_cpu;
-
-/* FUZZ_SKIP_KNOWN: a double free in a cache with a short queue (bug 1,
- * README: flushes put the object on its slab's list), where a list was cut
- * (bug 4), or of the SLAB front end with per-CPU queues (bug 3)? */
-static bool known_bug(int k)
-{
-    if (skip_known && k >= 0 && (C[k].cut || C[k].tuned))
-        return true;
-    if (!skip_known || !owner_cpu)
-        return false;
-    if (k >= 0)
-        return C[k].slab;
-    return strcmp(qslab_cache_front(qslab_cache_find("kmalloc-64")), "slab") == 0;
-}
-
 static void expect_report(unsigned long before, const void *p, const char *what, bool lazy,
                           unsigned style, int k, size_t usable)
 {
-    if (skip_known)
-        style = 0; /* bug 1 (README): a queue flush (shrink, trim, frees) before the drain */
     if (lazy && report_count() == before) {
         switch (style & 3) {
         case 1:
@@ -604,7 +586,6 @@ static void run(const uint8_t r[4])
         char v[16];
         unsigned long fb = 1ul << (b % 7), hw = fb << (c % 4);
         const char *n = C[a % NC].name;
-        C[a % NC].tuned = true;
         fz_quiet_begin();
         snprintf(v, sizeof v, "%lu", 1ul << 20);
         qslab_tune(n, "hiwater", v);
@@ -641,8 +622,6 @@ static void run(const uint8_t r[4])
         break;
     }
     case OP_DF_IMMEDIATE: {
-        if (known_bug(a % (NC + 1) < NC ? (int)(a % (NC + 1)) : -1))
-            break;
         struct obj o = fresh(a, b);
         size_t usable = usable_of(&o);
         free_two(&o, c, false);
@@ -651,9 +630,6 @@ static void run(const uint8_t r[4])
         break;
     }
     case OP_DF_DELAYED: {
-        if (known_bug((a & 0x80) && nlive ? live[b % (unsigned)nlive].cache
-                                           : a % (NC + 1) < NC ? (int)(a % (NC + 1)) : -1))
-            break;
         struct obj o = (a & 0x80) && nlive ? take_live((int)(b % (unsigned)nlive)) : fresh(a, b);
         size_t usable = usable_of(&o);
         free_two(&o, c, false);
@@ -673,8 +649,6 @@ static void run(const uint8_t r[4])
     }
     case OP_DF_REMOTE: {
         static struct job j;
-        if (known_bug(a % (NC + 1) < NC ? (int)(a % (NC + 1)) : -1))
-            break;
         struct obj o = fresh(a, b);
         size_t usable = usable_of(&o);
         j.fn = job_free_p;
@@ -689,8 +663,6 @@ static void run(const uint8_t r[4])
     case OP_DF_THREAD: {
         static struct job j;
         unsigned k = a % (NC + 1);
-        if (known_bug(k < NC ? (int)k : -1))
-            break;
         j.fn = job_double_free;
         j.k = k < NC ? (int)k : -1;
         j.n = 2 + (int)(b % 16);
@@ -701,8 +673,6 @@ static void run(const uint8_t r[4])
     }
     case OP_DF_SHRUNK: {
         unsigned k = a % NC;
-        if (known_bug((int)k))
-            break;
         int n = 1 + (int)(b % 200);
         if (nlive + n + 1 > MAX_LIVE)
             break;
@@ -820,7 +790,7 @@ static void run(const uint8_t r[4])
         struct cache *e = &C[k];
         /* not after a list of this cache was cut: the neighbour may be one
          * of the objects lost past the cut, which qslab no longer sees */
-        if (e->slob || e->cut || known_bug((int)k))
+        if (e->slob || e->cut)
             break;
         struct obj *h = held(k, 0);
         if (!h)
@@ -865,11 +835,7 @@ static void init_once(void)
     done = true;
     fz_pin_one_cpu();
     print_reports = getenv("FUZZ_VERBOSE") != NULL;
-    skip_known = getenv("FUZZ_SKIP_KNOWN") && strcmp(getenv("FUZZ_SKIP_KNOWN"), "0") != 0;
     qslab_set_fatal_handler(record);
-    struct qslab_owner_info oi;
-    qslab_owner_info(&oi);
-    owner_cpu = oi.kind == QSLAB_OWNER_CPU;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -884,7 +850,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         e->size = cache_sizes[k];
         e->ctor = k == 2;
         e->cut = false;
-        e->tuned = false;
         e->c = qslab_cache_create(e->name, e->size, 0, 0, e->ctor ? ctor48 : NULL);
         FZ_CHECK(e->c, "qslab_cache_create(%s) failed", e->name);
         const char *f = front_names[(fronts >> (3 * k)) & 7];
@@ -895,7 +860,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FZ_CHECK(r == 0, "qslab_tune(%s, front, %s) refused on a new cache", e->name, f);
         }
         e->slob = strcmp(qslab_cache_front(e->c), "slob") == 0;
-        e->slab = strcmp(qslab_cache_front(e->c), "slab") == 0;
         /* the slab geometry, from one object's statistics */
         void *p = qslab_cache_alloc(e->c);
         struct qslab_cache_stats st;

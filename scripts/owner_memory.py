@@ -503,15 +503,20 @@ def kib(n):
     return f"{n / 1024:.1f} KiB"
 
 
-def page_layer_estimate(slabs, nodes):
+def page_layer_estimate(slabs, nodes, fbits=False):
     """Resident bytes of the page layer's headers (src/page.c): each node's
     chunk has a header page or more, struct qs_chunk then a 96-byte
     descriptor for every slot used so far (the slabs made, spread over the
-    nodes).  An estimate: what the slabs came to per node is not known."""
+    nodes), and for SLQB's slabs the free bits (src/internal.h: 64 bytes per
+    4 KiB of slab, a page for 64 order-0 slabs).  An estimate: what the
+    slabs came to per node is not known."""
     if not slabs or not nodes:
         return 0
     per_node = -(-slabs // nodes)
-    return nodes * -(-(CHUNK_HDR + SLAB_DESC * per_node) // PAGE) * PAGE
+    hdr = -(-(CHUNK_HDR + SLAB_DESC * per_node) // PAGE) * PAGE
+    if fbits:
+        hdr += -(-per_node // 64) * PAGE
+    return nodes * hdr
 
 
 def check_mode(args, exe):
@@ -559,7 +564,7 @@ def check_mode(args, exe):
                 pages = page_layer_estimate(max(peak, arena["num_slabs"]), min(nodes, chk["cpus"]))
                 extra = SLOB_KEEP * PAGE
             else:
-                pages, extra = page_layer_estimate(st["new_slab"], nodes), 0
+                pages, extra = page_layer_estimate(st["new_slab"], nodes, f == "slqb"), 0
             exp_rss = bound + fifo + pages + extra
             rss_held = (rss["after_kb"] - rss["base_kb"]) * 1024 - live
             d["held_objs"] = st["num_objs"] - st["active_objs"]

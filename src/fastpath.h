@@ -407,6 +407,7 @@ static inline void qs_free_fast(qslab_cache *c, struct qs_slab *s, void *obj)
             s->freelist = obj;
             s->inuse = inuse;
             QS_ADD(q->stat[QS_FREE_SLOW], 1);
+            qs_fbit_set_cold(s, obj); /* a tail call: the pair's code stays as it was */
             return;
         }
         qs_free_full(c, q, s, obj);

@@ -232,23 +232,41 @@ static unsigned free_limit(const qslab_cache *c)
  * SLAB_FREELIST_RANDOM; the kernel's shuffle_freelist in cache_init_objs):
  * new slabs and slabs back from the empty FIFO, which plays the page
  * allocator's part, alike. */
+static bool slab_word_ok(qslab_cache *c, void *obj);
+static void uncount_twice(qslab_cache *c, struct qs_queue *q, unsigned long k);
+
 static void slab_init_free(qslab_cache *c, struct qs_slab *s, void *arr, bool ctor)
 {
     unsigned num = s->objects;
     s->inuse = 0;
     s->freelist = arr;
-    s->tail = NULL;
     memset(arr, 0, bm_bytes(num));
     uintptr_t mark = qs_enc(c, NULL);
+    bool fifo = s->tail != NULL; /* linked by slabs_to_fifo, in address order */
+    s->tail = NULL;
     for (unsigned i = 0; i < num; i++) {
         char *obj = s->base + (size_t)i * c->slot_size;
         set_free_idx(s, i, i);
+        if (unlikely(fifo) && *qs_link(c, obj) != qs_enc(c, i + 1 < num ? obj + c->slot_size : NULL)) {
+            /* not as the FIFO left it: freed again while there (pushed
+             * blindly: an array holds it, or handed it out since) or
+             * written after its free.  Reported, in use for good or
+             * until its array entry comes home; the entries below
+             * s->inuse are the objects in use */
+            slab_word_ok(c, obj);
+            set_free_idx(s, i, get_free_idx(s, s->inuse));
+            set_free_idx(s, s->inuse++, i);
+            uintptr_t w = *qs_link(c, obj);
+            if (w == QS_STAMP(c->secret) || w == 0)
+                uncount_twice(c, NULL, 1);
+            continue;
+        }
         bm_flip(s, i); /* free */
         if (ctor && c->ctor)
             c->ctor(obj);
         *qs_link(c, obj) = mark;
     }
-    if (unlikely(qs_slab_random(c))) { /* the kernel's shuffle_freelist */
+    if (unlikely(qs_slab_random(c)) && !s->inuse) { /* the kernel's shuffle_freelist */
         struct qs_shuffle sh;
         qs_shuffle_start(c, &sh, num);
         for (unsigned i = 0; i < num; i++)
@@ -284,10 +302,16 @@ static struct qs_slab *slab_from_fifo(qslab_cache *c, struct qs_node *n)
  * back: a page fault costs far more in user space than a page allocation
  * in the kernel).  The FIFO's view: objects linked through their words
  * (node.c, validate.c), the free-list block given back. */
+static bool slab_leaving_ok(qslab_cache *c, struct qs_queue *q, struct qs_slab *s);
+
 static void slabs_to_fifo(qslab_cache *c, struct qs_queue *q, struct qs_slab *list)
 {
     while (list) {
         struct qs_slab *s = list, *next = s->next;
+        if (unlikely(!slab_leaving_ok(c, q, s))) { /* it stays */
+            list = next;
+            continue;
+        }
         if (off_slab(s))
             qs_meta_free(s->freelist, meta_bytes(s->objects, ix_of(s)));
         char *first = s->base, *last = s->base + (size_t)(s->objects - 1) * c->slot_size;
@@ -334,6 +358,7 @@ static struct qs_slab *slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_n
     s->objects = L.num;
     s->recip = ~(uint64_t)0 / c->slot_size + 1;
     s->cache_id = c->id;
+    s->tail = NULL; /* not a FIFO slab's (slab_init_free) */
     slab_init_free(c, s, arr, true);
     qs_slab_set_owner(s, &n->list);
     __atomic_store_n(&s->span, L.num * c->slot_size, __ATOMIC_RELAXED);
@@ -410,6 +435,64 @@ static bool slab_word_ok(qslab_cache *c, void *obj)
     return false;
 }
 
+/* Take the second frees out of the counts: through q (the caller's array),
+ * else the cache's (queue.c does the same). */
+static void uncount_twice(qslab_cache *c, struct qs_queue *q, unsigned long k)
+{
+    if (!k)
+        return;
+    if (q) {
+        qs_queue_seq_begin(q);
+        qs_queue_seq_end(q, (long)k);
+    } else {
+        __atomic_fetch_sub(&c->orphan_stat[QS_FREE_SLOW], k, __ATOMIC_RELAXED);
+    }
+}
+
+/* Slab s, every object free in its bitmap, is leaving n's lists (to the
+ * FIFO, or back to the page layer): each object's word must be the slab
+ * mark.  One that is not is in use after all: freed twice, its second free
+ * pushed blindly by a CPU's fast path while its slab held it free, so an
+ * array holds it (the stamp) or handed it out since (0, or what the
+ * program wrote); or written after its free.  Each is reported and marked
+ * in use in its slab (an array entry of it then comes home as any object's
+ * does, unreported), and the slab stays, partial, on n's list: false.  The
+ * caller holds no lock. */
+static bool slab_leaving_ok(qslab_cache *c, struct qs_queue *q, struct qs_slab *s)
+{
+    uintptr_t mark = qs_enc(c, NULL);
+    unsigned long twice = 0;
+    unsigned bad = 0;
+    for (unsigned i = 0; i < s->objects; i++) {
+        void *obj = s->base + (size_t)i * c->slot_size;
+        uintptr_t w = *qs_link(c, obj);
+        if (likely(w == mark))
+            continue;
+        slab_word_ok(c, obj); /* reports */
+        twice += w == QS_STAMP(c->secret) || w == 0;
+        /* in use: its index from the free entries [inuse, objects) to entry inuse */
+        for (unsigned p = s->inuse; p < s->objects; p++) {
+            if (get_free_idx(s, p) == i) {
+                set_free_idx(s, p, get_free_idx(s, s->inuse));
+                set_free_idx(s, s->inuse, i);
+                break;
+            }
+        }
+        s->inuse++;
+        bm_flip(s, i);
+        bad++;
+    }
+    if (!bad)
+        return true;
+    uncount_twice(c, q, twice);
+    struct qs_node *n = &c->nodes[s->node];
+    qs_lock_acquire(&n->lock);
+    n->free_objects += s->objects - s->inuse;
+    qs_list_add(&n->list, s, s->inuse == s->objects ? QS_SLAB_FULL : QS_SLAB_PARTIAL);
+    qs_lock_release(&n->lock);
+    return false;
+}
+
 /* Take up to want objects of node n's slabs into dst, each given the free
  * stamp (it enters an array): partial slabs first, then free ones.  An
  * object whose word is wrong is reported and not taken (it stays in use
@@ -435,12 +518,13 @@ static unsigned take_locked(qslab_cache *c, struct qs_node *n, void **dst, unsig
             n->free_objects--;
             if (unlikely(!slab_word_ok(c, obj))) {
                 uintptr_t w = *qs_link(c, obj);
-                if (w == stamp || w == 0) { /* held elsewhere too: not again */
+                if (w == stamp || w == 0) /* held elsewhere too: not again */
                     ++*twice;
-                    continue;
-                }
-                /* written after its free: reported; a free object still,
-                 * handed out (nothing else holds it) */
+                /* else written after its free, or freed twice and handed
+                 * out from an array since (the program wrote it): reported,
+                 * and lost for good (in use from its slab's side), never
+                 * handed out while someone may hold it */
+                continue;
             }
             *qs_link(c, obj) = stamp;
             dst[got++] = obj;
@@ -464,6 +548,16 @@ static void free_block_locked(qslab_cache *c, struct qs_node *n, void *const *ob
     uintptr_t mark = qs_enc(c, NULL);
     for (unsigned long i = 0; i < k; i++) {
         struct qs_slab *s = qs_slab_lookup(objs[i]);
+        /* an array holds an object its slab counts in use, so its slab is
+         * one of n's; one that went to the FIFO (linked through its
+         * objects: tail set) or elsewhere since was empty: this entry is
+         * a second free, pushed blindly */
+        if (unlikely(!s || s->cache != c || s->tail != NULL)) {
+            if (*ntwice < 8)
+                twice[*ntwice] = objs[i];
+            ++*ntwice;
+            continue;
+        }
         unsigned idx = obj_index(c, s, objs[i]);
         if (unlikely(bm_test(s, idx))) {
             if (*ntwice < 8)
@@ -555,10 +649,11 @@ static void to_node(qslab_cache *c, struct qs_queue *q, struct qs_node *n, void 
             buf[m++] = objs[i];
         } else if (qs_report_unstamped(c, objs[i])) {
             twice++; /* handed out since: not ours to give back */
-        } else { /* written after its free: reported; back to its slab */
-            *qs_link(c, objs[i]) = stamp;
-            buf[m++] = objs[i];
         }
+        /* else written after its free, or freed twice and handed out
+         * from its other entry since (the program wrote it): reported,
+         * lost for good (in use from its slab's side), never handed out
+         * while someone may hold it */
         if (m == 64 || (i + 1 == k && m)) {
             to_node_locked(c, q, n, buf, m, shared_first);
             m = 0;
@@ -621,8 +716,11 @@ static unsigned gather(qslab_cache *c, struct qs_queue *q, struct qs_node *n, vo
         if (!s)
             return 0;
         qs_lock_acquire(&n->lock);
-        free_add(n, s);
-        n->free_objects += s->objects;
+        if (likely(!s->inuse)) /* a FIFO slab may keep objects in use (slab_from_fifo) */
+            free_add(n, s);
+        else
+            qs_list_add(&n->list, s, s->inuse == s->objects ? QS_SLAB_FULL : QS_SLAB_PARTIAL);
+        n->free_objects += s->objects - s->inuse;
         qs_lock_release(&n->lock);
     }
 }
@@ -967,11 +1065,16 @@ static void drain_free(qslab_cache *c, struct qs_node *n, unsigned long max, boo
         rel = s;
     }
     qs_lock_release(&n->lock);
-    for (struct qs_slab *s = rel; check && s; s = s->next)
-        for (unsigned i = 0; i < s->objects; i++)
-            if (!slab_word_ok(c, s->base + (size_t)i * c->slot_size))
-                break;
-    release_list(c, NULL, rel);
+    struct qs_slab *go = NULL;
+    while (rel) { /* a slab with an object in use after all stays (slab_leaving_ok) */
+        struct qs_slab *s = rel;
+        rel = s->next;
+        if (!check || slab_leaving_ok(c, NULL, s)) {
+            s->next = go;
+            go = s;
+        }
+    }
+    release_list(c, NULL, go);
 }
 
 /* every owner's array we may touch: per-CPU, each CPU's (taken from it);

@@ -728,6 +728,7 @@ unsigned qs_slab_default_order(size_t slot_size, size_t align);
 struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node, bool born);
 /* Allocate one object from a slab the caller owns (freelist non-empty). */
 void *qs_slab_take_one(qslab_cache *c, struct qs_queue *q, struct qs_slab *s);
+uint32_t qs_slab_list_lost(struct qs_slab *s); /* a walker met a bad link: returns objects lost */
 uint32_t qs_slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, uint32_t want);
 uint32_t qs_slab_grow_into(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, uint32_t want,
                            void **dst, uint32_t room);
@@ -801,7 +802,84 @@ static inline void qs_list_del(struct qs_list *l, struct qs_slab *s)
         QS_STORE(l->nr_partial, l->nr_partial - 1);
 }
 
-/* Free an object to its slab's free list; the caller owns the slab. */
+/* FREE BITS.  Every slab chunk keeps, at QS_CHUNK_FBITS in its header, one
+ * bit per 8-byte granule of the chunk (64 bytes per 4 KiB: a cache line per
+ * order-0 slab, 1/64 of the slabs' memory, faulted in as slabs are used).
+ * For the slabs whose free lists are linked through the objects (SLQB's
+ * and the debug front end's: qs_slab_give, take_slab, qs_slab_take_one,
+ * lazy birth and the inline free of fastpath.h), the bit of an object's
+ * first granule is set exactly while the object is on its slab's free list,
+ * and changes only under the same ownership as the list (the slab's owner,
+ * or its node's lock).  The fast free pushes an object without loading its
+ * word; a double free of an object that has gone back to its slab pushes it
+ * while it is on that list (its stamp cuts the list).  The route home finds
+ * the bit set and reports instead of linking it a second time (slab_put,
+ * queue.c), in O(1).  Other front ends keep their own state (SLAB's in-slab
+ * bitmap, SLUB's and SLOB's lists) and ignore these bits; a slab's bits are
+ * cleared as its objects are born (slab.c), so what a slab of another cache
+ * left there does not matter. */
+/* Where a chunk's free bits start (page.c chunk_layout): for slabs of up
+ * to 64 KiB, the unit's last 64 KiB (the header's slots are too small to
+ * hold them; the unit loses those slots, not a page of descriptors); for
+ * bigger ones, in the header's first slot, after the descriptors; for
+ * chunks of one slab of more than half a unit, after the header's page. */
+extern const uint32_t qs_fbits_off[QS_NR_ORDERS];
+#define QS_FBITS_BYTES (QS_CHUNK_SIZE / 64) /* of a one-unit chunk */
+static inline uint64_t *qs_fbit_word(const struct qs_slab *s, const void *obj, uint64_t *bit)
+{
+    uintptr_t ch = (uintptr_t)s & ~(uintptr_t)(QS_CHUNK_SIZE - 1); /* s is in its chunk's header */
+    size_t g = ((uintptr_t)obj - ch) >> 3;
+    *bit = (uint64_t)1 << (g & 63);
+    return (uint64_t *)(ch + qs_fbits_off[s->order]) + (g >> 6);
+}
+static inline bool qs_fbit_test(const struct qs_slab *s, const void *obj)
+{
+    uint64_t bit, *w = qs_fbit_word(s, obj, &bit);
+    return (*w & bit) != 0;
+}
+static inline void qs_fbit_set(const struct qs_slab *s, const void *obj)
+{
+    uint64_t bit, *w = qs_fbit_word(s, obj, &bit);
+    *w |= bit;
+}
+static inline void qs_fbit_clear(const struct qs_slab *s, const void *obj)
+{
+    uint64_t bit, *w = qs_fbit_word(s, obj, &bit);
+    *w &= ~bit;
+}
+/* The object after one on s's free list whose word is w; *bad if w is no
+ * link, or leads out of s's born objects or to one not on its list (its
+ * bit clear: the word was overwritten by a second free that linked it into
+ * a batch, or by a use after free that wrote a link-like value).  A walker
+ * that takes objects checks the next one before it takes the current. */
+static inline void *qs_list_next(const qslab_cache *c, const struct qs_slab *s, uintptr_t w,
+                                 bool *bad)
+{
+    void *n = qs_dec(c, w, bad);
+    if (n && !*bad &&
+        unlikely((uintptr_t)n - (uintptr_t)s->base >= s->span || !qs_fbit_test(s, n)))
+        *bad = true;
+    return n;
+}
+static inline void qs_fbit_clear_in(uintptr_t ch, uint64_t *bits, const void *obj)
+{
+    size_t g = ((uintptr_t)obj - ch) >> 3;
+    bits[g >> 6] &= ~((uint64_t)1 << (g & 63));
+}
+static inline uint64_t *qs_fbits_of(const struct qs_slab *s, uintptr_t *ch)
+{
+    *ch = (uintptr_t)s & ~(uintptr_t)(QS_CHUNK_SIZE - 1);
+    return (uint64_t *)(*ch + qs_fbits_off[s->order]);
+}
+/* qs_fbit_set out of line, for the free fast path's inline full-queue
+ * case (page.c): inline, its few instructions cost the pair 5 more
+ * (registers), out of line a call on that path only. */
+void qs_fbit_set_cold(const struct qs_slab *s, const void *obj);
+/* Clear the bits of [from, to) of slab s (whole granules). */
+void qs_fbits_clear(const struct qs_slab *s, const char *from, const char *to);
+
+/* Free an object to its slab's free list; the caller owns the slab and
+ * has set the object's free bit. */
 static inline void qs_slab_give(qslab_cache *c, struct qs_slab *s, void *obj)
 {
     *qs_link(c, obj) = qs_enc(c, s->freelist);

@@ -114,19 +114,43 @@ static void chunk_layout(unsigned order, uint32_t *nr, uint32_t *first, size_t *
 {
     size_t sb = qs_slab_bytes(order);
     if (sb > QS_CHUNK_SIZE / 2) {
+        /* the free bits (internal.h) after the header's page cover the
+         * chunk up to the slab's end: data_off stays under a unit, so
+         * (sb + a unit) / 64 bytes do */
         *nr = 1;
         *first = 0;
-        *data_off = round_up(sizeof(struct qs_chunk) + sizeof(struct qs_slab), QS_PAGE_SIZE);
+        *data_off = round_up(QS_PAGE_SIZE + (sb + QS_CHUNK_SIZE) / 64, QS_PAGE_SIZE);
         *map_size = round_up(*data_off + sb, QS_CHUNK_SIZE);
         return;
     }
     uint32_t n = (uint32_t)(QS_CHUNK_SIZE / sb);
+    /* descriptors for every slot of the unit (qs_slab_fast indexes them by
+     * offset alone: those of the header's and the free bits' slots stay
+     * zero, span 0), then the free bits: in the header's slots when they
+     * have room, else in the unit's last 64 KiB, whose slots go */
     size_t hdr = round_up(sizeof(struct qs_chunk) + n * sizeof(struct qs_slab), QS_PAGE_SIZE);
-    *nr = n;
     *first = (uint32_t)((hdr + sb - 1) / sb);
+    bool at_end = qs_fbits_off[order] == QS_CHUNK_SIZE - QS_FBITS_BYTES;
+    *nr = at_end ? (uint32_t)((QS_CHUNK_SIZE - QS_FBITS_BYTES) / sb) : n;
     *data_off = 0;
     *map_size = QS_CHUNK_SIZE;
 }
+
+#define FBITS_OFF(o)                                                                               \
+    ((o) > QS_CHUNK_SHIFT - QS_PAGE_SHIFT - 1 ? QS_PAGE_SIZE                                      \
+     : FBITS_HDR(o) + QS_FBITS_BYTES <= FBITS_FIRST_END(o) ? FBITS_HDR(o)                         \
+                                                           : QS_CHUNK_SIZE - QS_FBITS_BYTES)
+#define FBITS_SB(o) (QS_PAGE_SIZE << (o))
+#define FBITS_HDR(o)                                                                               \
+    ((sizeof(struct qs_chunk) + QS_CHUNK_SIZE / FBITS_SB(o) * sizeof(struct qs_slab) +            \
+      QS_PAGE_SIZE - 1) & ~(QS_PAGE_SIZE - 1))
+#define FBITS_FIRST_END(o) ((FBITS_HDR(o) + FBITS_SB(o) - 1) / FBITS_SB(o) * FBITS_SB(o))
+const uint32_t qs_fbits_off[QS_NR_ORDERS] = {
+    FBITS_OFF(0),  FBITS_OFF(1),  FBITS_OFF(2),  FBITS_OFF(3),  FBITS_OFF(4),
+    FBITS_OFF(5),  FBITS_OFF(6),  FBITS_OFF(7),  FBITS_OFF(8),  FBITS_OFF(9),
+    FBITS_OFF(10), FBITS_OFF(11), FBITS_OFF(12), FBITS_OFF(13), FBITS_OFF(14),
+};
+_Static_assert(QS_NR_ORDERS == 15, "qs_fbits_off: one entry per order");
 
 /* Give-backs the kernel refused (atomic counters): see the top comment. */
 static struct qs_page_failures failures;
@@ -196,6 +220,28 @@ static void avail_del(struct qs_page_pool *p, struct qs_chunk *ch)
     if (ch->next)
         ch->next->prev = ch->prev;
     ch->next = ch->prev = NULL;
+}
+
+QS_NOINLINE void qs_fbit_set_cold(const struct qs_slab *s, const void *obj)
+{
+    qs_fbit_set(s, obj);
+}
+
+void qs_fbits_clear(const struct qs_slab *s, const char *from, const char *to)
+{
+    if (from >= to)
+        return;
+    uint64_t bit0, bit1;
+    uint64_t *w = qs_fbit_word(s, from, &bit0), *e = qs_fbit_word(s, to - 1, &bit1);
+    uint64_t lo = ~(bit0 - 1), hi = bit1 | (bit1 - 1); /* bits from bit0 up, up to bit1 */
+    if (w == e) {
+        *w &= ~(lo & hi);
+        return;
+    }
+    *w++ &= ~lo;
+    while (w < e)
+        *w++ = 0;
+    *e &= ~hi;
 }
 
 /* A fully free chunk joins pool p: available, on the walk's list (p->lock

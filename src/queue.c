@@ -41,12 +41,70 @@
 
 #define QS_ROUTE_BATCHES 8
 
-/* Owner-side free of obj to slab s on list l; empties collected on *empties. */
-static inline void slab_put(qslab_cache *c, struct qs_list *l, struct qs_slab *s, void *obj,
+/* obj, going onto slab s's free list, is on it already (its free bit,
+ * internal.h): it was freed again while it sat there, and that second free
+ * wrote over its link (a queue's stamp, a batch's link), cutting the list
+ * at obj.  The list ends before obj now (a walk on this error path only);
+ * what followed obj is lost for good (counted in use, never handed out);
+ * obj goes back on the list, once.  The caller reports (put_twice_report). */
+static QS_NOINLINE void slab_put_twice(qslab_cache *c, struct qs_slab *s, void *obj)
+{
+    uint32_t n = s->objects - s->inuse, len = 0;
+    void *prev = NULL, *p = s->freelist;
+    while (p && p != obj && len < n) {
+        bool bad;
+        void *next = qs_list_next(c, s, *qs_link(c, p), &bad);
+        if (bad)
+            break;
+        prev = p;
+        p = next;
+        len++;
+    }
+    qs_fbits_clear(s, s->base, s->base + __atomic_load_n(&s->span, __ATOMIC_RELAXED));
+    if (prev)
+        *qs_link(c, prev) = qs_enc(c, NULL);
+    else
+        s->freelist = NULL;
+    s->tail = prev;
+    p = s->freelist;
+    for (uint32_t i = 0; i < len; i++) {
+        bool bad;
+        qs_fbit_set(s, p);
+        p = qs_dec(c, *qs_link(c, p), &bad);
+    }
+    s->inuse = s->objects - len; /* obj too: it goes back now */
+    qs_fbit_set(s, obj);
+    qs_slab_give(c, s, obj);
+}
+
+static void queue_uncount(struct qs_queue *q, unsigned long k);
+
+/* Report what slab_put_twice repaired; the second free was counted where
+ * it was pushed (through q, or the cache's orphan counters). */
+static QS_NOINLINE void put_twice_report(qslab_cache *c, struct qs_queue *q, void *obj)
+{
+    qs_fatal("double free of %p in cache %s (freed again while it was free)", obj, c->name);
+    if (q && q != &qs_no_queue)
+        queue_uncount(q, 1);
+    else
+        __atomic_fetch_sub(&c->orphan_stat[QS_FREE_FAST], 1, __ATOMIC_RELAXED);
+}
+
+/* Owner-side free of obj to slab s on list l; empties collected on *empties.
+ * False: obj was free in s already (repaired: slab_put_twice); the caller
+ * reports it (put_twice_report), unlocked where it can. */
+static inline bool slab_put(qslab_cache *c, struct qs_list *l, struct qs_slab *s, void *obj,
                             struct qs_slab **empties)
 {
     bool was_full = s->state == QS_SLAB_FULL;
-    qs_slab_give(c, s, obj);
+    uint64_t bit, *w = qs_fbit_word(s, obj, &bit), v = *w;
+    bool once = !(v & bit);
+    if (likely(once)) {
+        *w = v | bit;
+        qs_slab_give(c, s, obj);
+    } else {
+        slab_put_twice(c, s, obj);
+    }
     if (s->inuse == 0) {
         qs_list_del(l, s);
         s->next = *empties;
@@ -55,6 +113,7 @@ static inline void slab_put(qslab_cache *c, struct qs_list *l, struct qs_slab *s
         qs_list_del(l, s);
         qs_list_add(l, s, QS_SLAB_PARTIAL);
     }
+    return once;
 }
 
 
@@ -65,19 +124,28 @@ static void send_node(qslab_cache *c, struct qs_queue *q, struct qs_batch *b)
     struct qs_slab *empties = NULL, *release = NULL;
     void *again = NULL;
     unsigned long nagain = 0, done = 0;
-    void *obj = b->head, *corrupt = NULL;
-    unsigned long count = b->n;
+    void *obj = b->head, *corrupt = NULL, *twice[8];
+    unsigned long count = b->n, ntwice = 0;
     qs_lock_acquire(&n->lock);
     for (unsigned long i = 0; i < count; i++) {
         bool bad;
         void *next = qs_dec(c, *qs_link(c, obj), &bad);
-        if (unlikely(bad)) { /* free obj, follow nothing more; report unlocked */
+        if (unlikely(bad)) {
+            /* follow nothing more, and leave obj alone: a stamp or 0 says
+             * it is also queued or handed out (that entry brings it back),
+             * anything else was written after its free (lost); reported
+             * unlocked */
             corrupt = obj;
-            count = i + 1;
+            break;
         }
         struct qs_slab *s = qs_slab_lookup(obj);
         if (qs_slab_owner(s) == b->to) {
-            slab_put(c, &n->list, s, obj, &empties);
+            if (unlikely(!slab_put(c, &n->list, s, obj, &empties))) {
+                if (ntwice < 8)
+                    twice[ntwice++] = obj;
+                else /* a ninth in one batch: reported under the lock */
+                    put_twice_report(c, q, obj);
+            }
             done++;
         } else { /* taken by a thread since we looked: route again */
             *qs_link(c, obj) = qs_enc(c, again);
@@ -89,6 +157,8 @@ static void send_node(qslab_cache *c, struct qs_queue *q, struct qs_batch *b)
     if (empties)
         qs_node_put_empty_locked(c, n, empties, &release);
     qs_lock_release(&n->lock);
+    for (unsigned long i = 0; i < ntwice; i++)
+        put_twice_report(c, q, twice[i]);
     if (corrupt)
         qs_report_bad_link(c, q, corrupt);
     qs_node_release_list(c, q, release, NULL);
@@ -115,10 +185,12 @@ void qs_node_free(qslab_cache *c, struct qs_slab *s, void *obj)
         qs_lock_release(&n->lock);
         return;
     }
-    slab_put(c, &n->list, s, obj, &empties);
+    bool once = slab_put(c, &n->list, s, obj, &empties);
     if (empties)
         qs_node_put_empty_locked(c, n, empties, &release);
     qs_lock_release(&n->lock);
+    if (unlikely(!once))
+        put_twice_report(c, NULL, obj);
     qs_node_release_list(c, NULL, release, NULL);
     qs_stat(c, NULL, QS_FREE_SLOW, 1);
     qs_stat(c, NULL, QS_NODE_FREE, 1);
@@ -308,9 +380,10 @@ static inline void route_one(qslab_cache *c, struct qs_queue *q, struct router *
     if (!s || (uintptr_t)obj - (uintptr_t)s->mem >= qs_slab_bytes(s->order))
         r->s = s = qs_slab_lookup(obj);
     struct qs_list *to = qs_slab_owner(s);
-    if (q && to == &q->list)
-        slab_put(c, &q->list, s, obj, &r->empties);
-    else
+    if (q && to == &q->list) {
+        if (unlikely(!slab_put(c, &q->list, s, obj, &r->empties)))
+            put_twice_report(c, q, obj);
+    } else
         batch_add(c, q, batch_for(c, q, r->b, QS_ROUTE_BATCHES, &r->victim, to), obj, r->limit);
 }
 
@@ -324,7 +397,8 @@ static void route_end(qslab_cache *c, struct qs_queue *q, struct router *r)
 
 /* Route n objects linked from head to their slabs' owners.  Returns what
  * the n-th object's link points to; NULL, after reporting, if a link on the
- * way is corrupt (the objects after it are dropped, not followed). */
+ * way is corrupt (that object and the ones after it are left alone, lost
+ * unless another entry brings them home). */
 void *qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned long n)
 {
     if (qs_front_of(c)->give_back) { /* SLAB: its own slabs' lists */
@@ -334,10 +408,10 @@ void *qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned lon
         for (unsigned long i = 0; i < n && obj; i++) {
             bool bad;
             void *next = qs_dec(c, *qs_link(c, obj), &bad);
-            if (unlikely(bad)) {
+            if (unlikely(bad)) { /* obj stays where it is: see below */
                 qs_report_bad_link(c, q, obj);
-                next = NULL;
-                n = i + 1;
+                obj = NULL;
+                break;
             }
             buf[k++] = obj;
             if (k == 64) {
@@ -357,9 +431,13 @@ void *qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned lon
         bool bad;
         void *next = qs_dec(c, *qs_link(c, obj), &bad);
         if (unlikely(bad)) {
+            /* follow nothing more, and leave obj alone: a stamp or 0 says
+             * another entry holds it (it comes home from there) or it was
+             * handed out from there; anything else may be the program's
+             * data in such an object, or a write after its free (lost) */
             qs_report_bad_link(c, q, obj);
-            next = NULL;
-            n = i + 1; /* route obj itself, follow nothing more */
+            obj = NULL;
+            break;
         }
         route_one(c, q, &r, obj);
         obj = next;
@@ -457,11 +535,10 @@ unsigned long qs_route_vec(qslab_cache *c, struct qs_queue *q, void *const *objs
             twice++;
         } else if (qs_report_unstamped(c, objs[i])) { /* 0: its twin was handed out */
             twice++;
-        } else if (give_back) {
-            /* SLAB: an object written after its free is reported and still
-             * goes back (its slab counts it) */
-            *l = mark;
         }
+        /* else written after its free, or handed out from a twin entry and
+         * written by the program: reported, and left alone (lost to its
+         * slab) in every front end, never handed out while held */
     }
     route_begin(c, &r);
     unsigned long from = 0; /* SLAB: runs of marked objects, handed over */
@@ -605,7 +682,8 @@ void qs_free_full(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *o
         return;
     }
     struct qs_slab *empties = NULL;
-    slab_put(c, &q->list, s, obj, &empties);
+    if (unlikely(!slab_put(c, &q->list, s, obj, &empties)))
+        put_twice_report(c, q, obj);
     if (empties)
         stash_add(c, q, empties);
 }
@@ -736,25 +814,46 @@ static unsigned take_slab(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
     } else {
         if (max > s->objects - s->inuse) /* the free list's length */
             max = s->objects - s->inuse;
-        void *obj = s->freelist;
+        void *obj = s->freelist, *bad_obj = NULL;
+        uintptr_t ch;
+        uint64_t *bits = qs_fbits_of(s, &ch);
+        /* in locals: the stores to dst may alias them for the compiler */
+        uintptr_t secret = c->secret, base = (uintptr_t)s->base, span = s->span;
+        size_t link_off = c->link_off;
         while (obj && got < max) {
-            bool bad;
-            void *next = qs_dec(c, *qs_link(c, obj), &bad);
-            if (unlikely(bad)) {
-                /* obj and what follows are lost to the slab (in use
-                 * forever): never handed out, never followed */
-                s->inuse = s->objects - got;
-                qs_report_bad_link(c, q, obj);
-                obj = NULL;
-                break;
+            /* the next object must be a born object of s on its list (its
+             * free bit: qs_list_next) before obj is taken */
+            uintptr_t n = *(uintptr_t *)((char *)obj + link_off) ^ secret;
+            if (n) {
+                size_t g = (n - ch) >> 3;
+                if (unlikely((n & QS_LINK_TAG_MASK) || n - base >= span ||
+                             !(bits[g >> 6] >> (g & 63) & 1))) {
+                    bad_obj = obj;
+                    obj = NULL;
+                    break;
+                }
             }
             dst[got++] = obj;
-            obj = next;
+            obj = (void *)n;
         }
+        /* the taken objects' bits: the slab's whole range when the list is
+         * gone (a refill mostly takes it all: one line for an order-0 slab),
+         * else one by one */
+        if (!obj)
+            qs_fbits_clear(s, s->base, s->base + s->span);
+        else
+            for (unsigned i = 0; i < got; i++)
+                qs_fbit_clear_in(ch, bits, dst[i]);
         s->freelist = obj;
         if (!obj)
             s->tail = NULL;
         s->inuse += got;
+        if (unlikely(bad_obj)) {
+            /* bad_obj and what follows are lost to the slab (in use
+             * forever): never handed out, never followed */
+            qs_report_bad_link(c, q, bad_obj);
+            qs_slab_list_lost(s);
+        }
     }
     if (listed)
         qs_list_del(&q->list, s);
@@ -1390,7 +1489,8 @@ void qs_percpu_free_slow(qslab_cache *c, struct qs_slab *s, void *obj, int why)
     QS_ADD(q->stat[QS_FREE_SLOW], 1);
     if (own) { /* ours, and not queued: straight onto its slab */
         struct qs_slab *empties = NULL;
-        slab_put(c, &q->list, s, obj, &empties);
+        if (unlikely(!slab_put(c, &q->list, s, obj, &empties)))
+            put_twice_report(c, q, obj);
         if (empties)
             stash_add(c, q, empties);
     } else {

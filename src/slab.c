@@ -235,7 +235,7 @@ uint32_t qs_shuffle_next(struct qs_shuffle *sh)
 /* Objects [first, first + k slots) born: constructed, the first p into
  * dst (stamped), the rest appended to s's free list, in address order. */
 static void born_in_order(qslab_cache *c, struct qs_slab *s, char *first, uint32_t k, void **dst,
-                          uint32_t p)
+                          uint32_t p, bool fbits)
 {
     uint32_t size = c->slot_size;
     char *obj = first;
@@ -251,6 +251,8 @@ static void born_in_order(qslab_cache *c, struct qs_slab *s, char *first, uint32
         if (c->ctor)
             c->ctor(obj);
         *qs_link(c, obj) = qs_enc(c, i + 1 < k ? obj + size : NULL);
+        if (fbits)
+            qs_fbit_set(s, obj);
     }
     if (p < k) {
         if (s->tail)
@@ -265,7 +267,7 @@ static void born_in_order(qslab_cache *c, struct qs_slab *s, char *first, uint32
  * slots are a contiguous run past the born ones (span stays a prefix),
  * taken in a fresh shuffle; dst and the free list get them in that order. */
 static void born_shuffled(qslab_cache *c, struct qs_slab *s, char *first, uint32_t k, void **dst,
-                          uint32_t p)
+                          uint32_t p, bool fbits)
 {
     struct qs_shuffle sh;
     qs_shuffle_start(c, &sh, k);
@@ -286,6 +288,8 @@ static void born_shuffled(qslab_cache *c, struct qs_slab *s, char *first, uint32
         else
             head = obj;
         prev = obj;
+        if (fbits)
+            qs_fbit_set(s, obj);
     }
     if (prev) {
         *qs_link(c, prev) = qs_enc(c, NULL);
@@ -342,10 +346,17 @@ static uint32_t slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
     if (k > cap - n)
         k = cap - n;
     uint32_t p = room < k ? room : k, size = c->slot_size;
+    /* the run's free bits (internal.h), for the front ends whose slabs keep
+     * them (SLQB's, the debug front end's, SLOB's big objects' node lists;
+     * SLUB's slabs are born here too, and never look at them): whatever
+     * the memory's last slab left goes */
+    bool fbits = c->front != QS_FRONT_SLUB;
+    if (fbits)
+        qs_fbits_clear(s, s->base + (size_t)n * size, s->base + (size_t)(n + k) * size);
     if (unlikely(rnd))
-        born_shuffled(c, s, s->base + (size_t)n * size, k, dst, p);
+        born_shuffled(c, s, s->base + (size_t)n * size, k, dst, p, fbits);
     else
-        born_in_order(c, s, s->base + (size_t)n * size, k, dst, p);
+        born_in_order(c, s, s->base + (size_t)n * size, k, dst, p, fbits);
     if (unlikely(c->debug)) /* red zones, poison, tracks (debug.c) */
         qs_debug_born(c, s->base + (size_t)n * size, k);
     s->inuse += p;
@@ -395,21 +406,34 @@ struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node, bool b
     return s;
 }
 
+/* s's free list cannot be followed (a walker met a bad link and reported
+ * it): what is left on it stays out of use for good, counted as allocated,
+ * never handed out nor followed; its free bits go (internal.h).  An object
+ * whose word was a free stamp is in a queue as well and comes back from
+ * there (its bit clear now, it is put as any free).  Returns how many were
+ * left on the list. */
+uint32_t qs_slab_list_lost(struct qs_slab *s)
+{
+    uint32_t lost = s->objects - s->inuse;
+    qs_fbits_clear(s, s->base, s->base + __atomic_load_n(&s->span, __ATOMIC_RELAXED));
+    s->freelist = s->tail = NULL;
+    s->inuse = s->objects;
+    return lost;
+}
+
 void *qs_slab_take_one(qslab_cache *c, struct qs_queue *q, struct qs_slab *s)
 {
     if (!s->freelist && !qs_slab_grow(c, q, s, 1))
         return NULL;
     void *obj = s->freelist;
     bool bad;
-    void *next = qs_dec(c, *qs_link(c, obj), &bad);
+    void *next = qs_list_next(c, s, *qs_link(c, obj), &bad);
     if (unlikely(bad)) {
         qs_report_bad_link(c, q, obj);
+        /* the list is lost from here: its objects stay out of use,
+         * counted as allocated (debug.c: quarantined), the slab full */
+        uint32_t lost = qs_slab_list_lost(s);
         if (c->debug) {
-            /* the list is lost from here: its objects stay out of use,
-             * counted as allocated (debug.c quarantine), the slab full */
-            uint32_t lost = s->objects - s->inuse;
-            s->freelist = s->tail = NULL;
-            s->inuse = s->objects;
             __atomic_fetch_add(&c->debug_quarantined, lost, __ATOMIC_RELAXED);
             qs_stat(c, q, QS_ALLOC_SLOW, lost);
         }
@@ -419,6 +443,7 @@ void *qs_slab_take_one(qslab_cache *c, struct qs_queue *q, struct qs_slab *s)
     if (!next)
         s->tail = NULL;
     s->inuse++;
+    qs_fbit_clear(s, obj);
     *qs_link(c, obj) = 0;
     return obj;
 }

@@ -75,6 +75,24 @@ static void walk_slab(struct qs_walk *w, struct qs_slab *s, struct qs_list *owne
     unsigned long nfree = walk_objects(w, s->freelist, s->objects, s);
     if (nfree + s->inuse != s->objects)
         qs_walk_problem(w, "inuse + free != objects", s->mem);
+    if (w->c->front != QS_FRONT_SLUB && w->c->front != QS_FRONT_SLAB) { /* slab.c slab_grow */
+        /* free bits (internal.h): set exactly for the objects on the list */
+        unsigned long bits = 0, listed = 0;
+        for (uint32_t i = 0; i < s->objects; i++)
+            bits += qs_fbit_test(s, s->base + (size_t)i * w->c->slot_size);
+        for (void *p = s->freelist; p && listed <= nfree; listed++) {
+            if (!qs_fbit_test(s, p)) {
+                qs_walk_problem(w, "object on a free list without its free bit", p);
+                break;
+            }
+            bool bad;
+            p = qs_dec(w->c, *qs_link(w->c, p), &bad);
+            if (bad)
+                break;
+        }
+        if (bits != nfree)
+            qs_walk_problem(w, "free bits do not match the free list", s->mem);
+    }
     bool growable = qs_slab_growable(w->c, s); /* unborn objects (slab.c) */
     if (state == QS_SLAB_PARTIAL && (s->inuse == 0 || (s->inuse >= s->objects && !growable)))
         qs_walk_problem(w, "partial slab that is empty or full", s->mem);
