@@ -14,6 +14,7 @@
  */
 #include "fastpath.h"
 #include "front.h"
+#include "observe.h"
 
 #include <errno.h>
 #include <string.h>
@@ -126,6 +127,8 @@ bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align,
         errno = ENOMEM;
         return false;
     }
+    qs_observe_begin(); /* the cache list changes (observe.h) */
+    qs_observe_cache(c);
     qs_owner_cache_added(c->id);
     __atomic_store_n(&qs_cache_by_id[c->id], c, __ATOMIC_RELEASE);
     /* append, so that slabinfo lists caches in creation order */
@@ -133,6 +136,7 @@ bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align,
     while (*pp)
         pp = &(*pp)->next;
     *pp = c;
+    qs_observe_end();
     qs_lock_release(&qs_global);
     qs_tune_apply_env(c);
     return true;
@@ -366,6 +370,7 @@ QSLAB_EXPORT int qslab_cache_destroy(qslab_cache *c)
         errno = EBUSY;
         return -1;
     }
+    qs_observe_begin(); /* the cache list changes (observe.h) */
     qs_owner_detach_cache(c);
     __atomic_store_n(&qs_cache_by_id[c->id], NULL, __ATOMIC_RELAXED);
     qslab_cache **pp = &qs_caches;
@@ -373,6 +378,7 @@ QSLAB_EXPORT int qslab_cache_destroy(qslab_cache *c)
         pp = &(*pp)->next;
     *pp = c->next;
     id_free(c->id);
+    qs_observe_end();
     qs_lock_release(&qs_global);
 
     /* every object is free: wherever they sit (queues, inboxes), the slabs

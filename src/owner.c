@@ -23,6 +23,7 @@
  * reads its own slots without a lock.
  */
 #include "internal.h"
+#include "observe.h"
 #include "percpu.h"
 
 #include <string.h>
@@ -134,8 +135,10 @@ static struct qs_owner *cpu_owner(int cpu)
     o->cpu = cpu;
     o->node = qs_node_of_cpu(cpu);
     o->state = 1;
+    qs_observe_begin(); /* an owner table changes (observe.h) */
     __atomic_store_n(&qs_cpu_owners[cpu], o, __ATOMIC_RELEASE);
     __atomic_store_n(&qs_cpu_tables[cpu], ids, __ATOMIC_RELEASE);
+    qs_observe_end();
     return o;
 }
 
@@ -250,8 +253,10 @@ struct qs_queue *qs_queue_attach(qslab_cache *c)
         if (!q)
             goto out;
         q->cache = c;
+        qs_observe_begin(); /* the cache's queue list changes (observe.h) */
         q->all_next = c->queues;
         c->queues = q;
+        qs_observe_end();
     }
     q->owner = o;
     q->node = o->node;
@@ -294,6 +299,7 @@ static void owner_exit(void *arg)
     struct qs_owner *o = &qs_self;
     o->state = 2; /* exiting: e.g. no purger start from under qs_global */
     qs_lock_acquire(&qs_global);
+    qs_observe_begin(); /* the owner's queues retire (observe.h) */
     for (unsigned i = 0; i < o->cap; i++) {
         struct qs_queue *q = o->slots[i];
         if (!q)
@@ -309,6 +315,7 @@ static void owner_exit(void *arg)
     unsigned cap = o->cap;
     __atomic_store_n(&o->cap, 0, __ATOMIC_RELEASE);
     o->slots = NULL;
+    qs_observe_end();
     qs_lock_release(&qs_global);
     qs_meta_free(slots, cap * sizeof(*slots));
     /* the slabs this thread gave back are on the empty FIFOs: make sure the

@@ -176,6 +176,7 @@ void qs_page_unmap_refused(size_t bytes)
 
 /* Bytes in slabs handed out; past QS_PURGER_AT the purger is wanted. */
 static size_t slab_bytes;
+size_t *const qs_page_slab_bytes = &slab_bytes; /* observe.c: the root points here */
 #define QS_PURGER_AT ((size_t)1 << 20)
 
 static struct qs_chunk *chunk_new(int node, unsigned order)

@@ -9,6 +9,7 @@
  * qs_global sees every event, including those of exited threads.
  */
 #include "front.h"
+#include "stats_calc.h"
 
 #include <errno.h>
 #include <string.h>
@@ -16,44 +17,29 @@
 void qs_stats_sum(qslab_cache *c, unsigned long *sum)
 {
     memset(sum, 0, sizeof(unsigned long) * QS_STAT_NR);
+    bool queues = qs_front_of(c)->queues;
     for (struct qs_queue *q = c->queues; q; q = q->all_next) {
-        unsigned long st[QS_STAT_NR], moved, nr;
-        uint64_t top, fb;
-        uint32_t fb_base;
+        struct qs_queue_raw r;
         /* the seqcount pairs nr with moved (qs_queue_nr_set); an owner busy
          * in its slow paths gets a few tries, then its last reading */
         for (int tries = 0;; tries++) {
             unsigned seq = __atomic_load_n(&q->nr_seq, __ATOMIC_ACQUIRE);
-            moved = QS_LOAD(q->moved);
+            r.moved = QS_LOAD(q->moved);
             for (int i = 0; i < QS_STAT_NR; i++)
-                st[i] = QS_LOAD(q->stat[i]);
-            top = QS_LOAD(q->top); /* after the slow pops: undercount, never over */
-            fb = QS_LOAD(q->fb); /* a CPU's open batch: fast frees not counted yet */
-            fb_base = QS_LOAD(q->fb_base);
+                r.stat[i] = QS_LOAD(q->stat[i]);
+            r.top = QS_LOAD(q->top); /* after the slow pops: undercount, never over */
+            r.fb = QS_LOAD(q->fb); /* a CPU's open batch: fast frees not counted yet */
+            r.fb_base = QS_LOAD(q->fb_base);
             __atomic_thread_fence(__ATOMIC_ACQUIRE);
             if ((!(seq & 1) && QS_LOAD(q->nr_seq) == seq) || tries >= 1000)
                 break;
         }
+        r.sl_pops = QS_LOAD(q->sl.pops);
+        r.sl_pushes = QS_LOAD(q->sl.pushes);
         /* fast pops count in top and wrap at 2^43: accumulate what moved
          * since the last reading (exact while every queue is read at least
          * once per 2^43 of its allocations; the purger reads them all) */
-        if (!qs_front_of(c)->queues) { /* counted as they happen (slub.c) */
-            st[QS_ALLOC_FAST] += QS_LOAD(q->sl.pops);
-            st[QS_FREE_FAST] += QS_LOAD(q->sl.pushes);
-            for (int i = 0; i < QS_STAT_NR; i++)
-                sum[i] += st[i];
-            continue;
-        }
-        uint64_t raw = QS_TOP_POPS(top);
-        q->pops_seen += (raw - q->pops_raw) & (((uint64_t)1 << (64 - QS_TOP_SHIFT)) - 1);
-        q->pops_raw = raw;
-        st[QS_ALLOC_FAST] += q->pops_seen;
-        nr = QS_TOP_NR(top);
-        st[QS_FREE_FAST] = nr + st[QS_ALLOC_FAST] + st[QS_ALLOC_SLOW] - st[QS_NODE_ALLOC] - moved;
-        if (fb && QS_FB_N(fb) >= fb_base)
-            st[QS_FREE_FAST] += QS_FB_N(fb) - fb_base;
-        for (int i = 0; i < QS_STAT_NR; i++)
-            sum[i] += st[i];
+        qs_calc_queue(&r, queues, &q->pops_seen, &q->pops_raw, sum);
     }
     for (int i = 0; i < QS_STAT_NR; i++)
         sum[i] += QS_LOAD(c->orphan_stat[i]);
@@ -64,23 +50,7 @@ static void fill(qslab_cache *c, struct qslab_cache_stats *st)
     unsigned long sum[QS_STAT_NR];
     qs_stats_sum(c, sum);
     memset(st, 0, sizeof(*st));
-    st->alloc_fast = sum[QS_ALLOC_FAST];
-    st->alloc_slow = sum[QS_ALLOC_SLOW];
-    st->alloc = st->alloc_fast + st->alloc_slow;
-    st->free_fast = sum[QS_FREE_FAST];
-    st->free_slow = sum[QS_FREE_SLOW];
-    st->free = st->free_fast + st->free_slow;
-    st->flush = sum[QS_FLUSH];
-    st->remote_free = sum[QS_REMOTE_FREE];
-    st->remote_batch = sum[QS_REMOTE_BATCH];
-    st->claim = sum[QS_CLAIM];
-    st->refill = sum[QS_REFILL];
-    st->new_slab = sum[QS_NEW_SLAB];
-    st->free_slab = sum[QS_FREE_SLAB];
-    st->node_alloc = sum[QS_NODE_ALLOC];
-    st->active_objs = st->alloc - st->free;
-    st->num_slabs = st->new_slab - st->free_slab;
-    st->num_objs = sum[QS_NEW_OBJS] - sum[QS_FREE_OBJS];
+    qs_calc_fill(sum, st);
     for (int n = 0; n < qs_nr_nodes; n++) /* the FIFO's, and SLAB's free slabs */
         st->empty_slabs += QS_LOAD(c->nodes[n].nr_empty) + QS_LOAD(c->nodes[n].nr_free_slabs);
     for (struct qs_queue *q = c->queues; q; q = q->all_next) { /* qs_global held */
@@ -125,52 +95,26 @@ QSLAB_EXPORT void qslab_slabinfo(int fd)
     char line[256];
     struct qs_buf b = {line, 0, sizeof(line)};
     qs_init();
-    qs_buf_str(&b, "slabinfo - version: 2.1\n"
-                   "# name            <active_objs> <num_objs> <objsize> <objperslab> "
-                   "<pagesperslab> : tunables <limit> <batchcount> <sharedfactor> : slabdata "
-                   "<active_slabs> <num_slabs> <sharedavail> : front <name>\n");
+    qs_buf_str(&b, QS_SLABINFO_HEADER);
     flush_line(fd, &b);
     qs_lock_acquire(&qs_global);
     for (qslab_cache *c = qs_caches; c; c = c->next) {
         struct qslab_cache_stats st;
         fill(c, &st);
-        size_t from = b.len;
-        qs_buf_str(&b, c->name);
-        qs_buf_pad(&b, 17, false, from);
-        qs_buf_putc(&b, ' ');
-        col(&b, st.active_objs, 6);
-        qs_buf_putc(&b, ' ');
-        col(&b, st.num_objs, 6);
-        qs_buf_putc(&b, ' ');
-        col(&b, st.slot_size, 6);
-        qs_buf_putc(&b, ' ');
-        col(&b, st.objs_per_slab, 4);
-        qs_buf_putc(&b, ' ');
-        col(&b, 1ul << st.order, 4);
-        qs_buf_str(&b, " : tunables ");
         bool slab = c->front == QS_FRONT_SLAB; /* SLAB's own: limit, batchcount, shared */
-        col(&b, slab ? QS_LOAD(c->slab_limit) : QS_LOAD(c->hiwater), 4);
-        qs_buf_putc(&b, ' ');
-        col(&b, slab ? QS_LOAD(c->slab_batch) : QS_LOAD(c->freebatch), 4);
-        qs_buf_putc(&b, ' ');
-        col(&b, slab ? QS_LOAD(c->slab_shared) : 0, 4);
-        qs_buf_str(&b, " : slabdata ");
-        col(&b, st.num_slabs - st.empty_slabs, 6);
-        qs_buf_putc(&b, ' ');
-        col(&b, st.num_slabs, 6);
-        qs_buf_putc(&b, ' ');
-        col(&b, 0, 6);
-        qs_buf_str(&b, " : front ");
-        qs_buf_str(&b, qs_front_of(c)->name);
-        if (c->debug) { /* every slab of the cache is a debug slab */
-            char fl[8];
+        char fl[8] = "";
+        if (c->debug) /* every slab of the cache is a debug slab */
             qs_debug_flags_str(c, fl);
-            qs_buf_str(&b, " : debug ");
-            qs_buf_str(&b, fl);
-            qs_buf_putc(&b, ' ');
-            qs_buf_u64(&b, st.num_slabs);
-        }
-        qs_buf_putc(&b, '\n');
+        struct qs_slabinfo_row row = {
+            .name = c->name,
+            .front = qs_front_of(c)->name,
+            .st = &st,
+            .limit = slab ? QS_LOAD(c->slab_limit) : QS_LOAD(c->hiwater),
+            .batchcount = slab ? QS_LOAD(c->slab_batch) : QS_LOAD(c->freebatch),
+            .sharedfactor = slab ? QS_LOAD(c->slab_shared) : 0,
+            .debug = fl,
+        };
+        b.len = qs_slabinfo_line(line, sizeof(line), &row);
         flush_line(fd, &b);
     }
     qs_lock_release(&qs_global);

@@ -13,6 +13,7 @@
  * Entries are applied when a cache is created, in order, so later entries win.
  */
 #include "front.h"
+#include "observe.h"
 
 #include <errno.h>
 #include <string.h>
@@ -313,8 +314,11 @@ static int set_front_locked(qslab_cache *c, const char *value, size_t vlen)
 /* qs_global held */
 static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
 {
-    if (t == T_FRONT)
-        return set_front_locked(c, value, vlen);
+    if (t == T_FRONT) {
+        int r = set_front_locked(c, value, vlen);
+        qs_observe_cache(c); /* objects per slab follow the front end */
+        return r;
+    }
     unsigned long v, lo, hi;
     range(c, (unsigned)t, &lo, &hi);
     bool num = parse_ulong(value, vlen, &v);
@@ -343,6 +347,7 @@ static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
                 QS_STORE(q->limit, (uint32_t)v);
         }
     qs_tune_derive(c);
+    qs_observe_cache(c); /* objects per slab follow the order */
     if (c->front == QS_FRONT_SLAB && (t == T_LIMIT || t == T_BATCHCOUNT || t == T_SHARED))
         qs_slab_tuned(c); /* the arrays' limits, the shared arrays (front_slab.c) */
     for (struct qs_queue *q = c->queues; q && c->front == QS_FRONT_SLQB; q = q->all_next) {

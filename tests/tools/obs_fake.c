@@ -1,0 +1,85 @@
+/*
+ * obs_fake: a process that is not qslab but defines qslab_observe_root,
+ * for qslabinfo_test.py: the reader must refuse or fail with a clear
+ * message, never crash or loop.
+ *   obs_fake version   a root of layout version 999: exit 2, both versions named
+ *   obs_fake cycle     a valid root whose cache list is a cycle: exit 3
+ *   obs_fake wild      a valid root whose cache list points nowhere: exit 3
+ */
+#include "observe.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+static qslab_cache fake_cache, *fake_head;
+static struct qs_node fake_nodes[1];
+static int one = 1, zero;
+static const char *why_text = "fake";
+static struct qs_owner **no_owners;
+static uint32_t objs[QS_MAX_CACHES];
+static unsigned long large_words[4];
+static void *large_ptr = large_words;
+static size_t slab_bytes_word;
+static size_t *slab_bytes_ptr = &slab_bytes_word;
+
+#define OFF_(s, f) (uint32_t) offsetof(struct s, f),
+struct qs_observe_root qslab_observe_root = {
+    .magic = QS_OBSERVE_MAGIC,
+    .version = QS_OBSERVE_VERSION,
+    .root_size = sizeof(struct qs_observe_root),
+    .ptr_size = sizeof(void *),
+    .stat_nr = QS_STAT_NR,
+    .sizeof_cache = sizeof(struct qslab_cache),
+    .sizeof_queue = sizeof(struct qs_queue),
+    .sizeof_node = sizeof(struct qs_node),
+    .sizeof_list = sizeof(struct qs_list),
+    .sizeof_owner = sizeof(struct qs_owner),
+    .sizeof_inbox = sizeof(struct qs_inbox),
+    .max_caches = QS_MAX_CACHES,
+    .max_nodes = QS_MAX_NODES,
+    .page_shift = QS_PAGE_SHIFT,
+    .name_max = QS_NAME_MAX,
+    .front_nr = QS_FRONT_NR,
+    .nr_offsets = QS_OBSERVE_NR_OFFSETS,
+    .offsets = {QS_OBSERVE_OFFSETS(OFF_)},
+    .caches = &fake_head,
+    .nr_nodes = &one,
+    .owner_kind = &zero,
+    .owner_why = &why_text,
+    .cpu_owners = &no_owners,
+    .nr_cpu_ids = &zero,
+    .front_default = &zero,
+    .objs_per_slab = objs,
+    .large = &large_ptr,
+    .page_slab_bytes = &slab_bytes_ptr,
+    .slob_arena = &fake_cache,
+    .front_queues = 1,
+    .front_names = {"slqb"},
+};
+
+int main(int argc, char **argv)
+{
+#ifdef PR_SET_PTRACER
+    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+#endif
+    const char *how = argc > 1 ? argv[1] : "version";
+    strcpy(fake_cache.name, "loop");
+    fake_cache.slot_size = 64;
+    fake_cache.nodes = fake_nodes;
+    if (strcmp(how, "version") == 0) {
+        qslab_observe_root.version = 999;
+    } else if (strcmp(how, "cycle") == 0) {
+        fake_cache.next = &fake_cache; /* the list never ends */
+        fake_head = &fake_cache;
+    } else {
+        fake_head = (qslab_cache *)(uintptr_t)0x1000; /* nothing mapped there */
+    }
+    printf("READY\n");
+    fflush(stdout);
+    char buf[64];
+    while (read(0, buf, sizeof buf) > 0)
+        ;
+    return 0;
+}
