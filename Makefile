@@ -61,7 +61,9 @@ test: test-normal test-asan test-tsan
 # (QSLAB_FRONT: slqb, the default, slub and slab in both kinds; slob, which
 # has no owners) in the normal build.  Each build also runs the concurrency
 # tests with every cache a debug cache (QSLAB_DEBUG=FZPU: docs/debugging.md),
-# which must report nothing.
+# which must report nothing, and with guarded sampling at one allocation in
+# 50 (QSLAB_GUARD_SAMPLE=50: docs/debugging.md, "Guarded sampling"), which
+# must report nothing either.
 test-normal: deps
 	$(call build,build/test,)
 	cd build/test && QSLAB_OWNER=cpu $(CTEST)
@@ -72,6 +74,7 @@ test-normal: deps
 	cd build/test && QSLAB_FRONT=slab QSLAB_OWNER=thread $(CTEST)
 	cd build/test && QSLAB_FRONT=slob $(CTEST)
 	cd build/test && QSLAB_DEBUG=FZPU $(CTEST) -L concurrency
+	cd build/test && QSLAB_GUARD_SAMPLE=50 $(CTEST) -L concurrency
 
 # ASan+UBSan: every test with per-CPU queues, the concurrency ones with
 # per-thread queues too, the integration and concurrency ones with SLUB,
@@ -84,6 +87,7 @@ test-asan: deps
 	cd build/asan && QSLAB_FRONT=slab $(CTEST) -L 'integration|concurrency'
 	cd build/asan && QSLAB_FRONT=slob $(CTEST) -L 'integration|concurrency'
 	cd build/asan && QSLAB_DEBUG=FZPU $(CTEST) -L concurrency
+	cd build/asan && QSLAB_GUARD_SAMPLE=50 $(CTEST) -L concurrency
 
 # Only the tests labelled "concurrency" (stress, *thread*, *remote*, *numa*).
 # CMakeLists.txt runs sanitizer tests under `setarch -R`, so TSan works on
@@ -100,6 +104,7 @@ test-tsan: deps
 	cd build/tsan && QSLAB_FRONT=slab QSLAB_OWNER=thread $(CTEST) -L concurrency
 	cd build/tsan && QSLAB_FRONT=slob $(CTEST) -L concurrency
 	cd build/tsan && QSLAB_DEBUG=FZPU $(CTEST) -L concurrency
+	cd build/tsan && QSLAB_GUARD_SAMPLE=50 $(CTEST) -L concurrency
 
 # make fuzz: FUZZ_TIME seconds per target (default 60), FUZZ_JOBS parallel
 # fuzzing processes (default: the CPUs), FUZZ_TARGETS (default "ops misuse"),

@@ -77,6 +77,10 @@ static const struct config configs[] = {
     {"U", QSLAB_STORE_USER, NULL, NULL},
     {"FZPU", QSLAB_CONSISTENCY_CHECKS | QSLAB_RED_ZONE | QSLAB_POISON | QSLAB_STORE_USER, NULL,
      NULL},
+    /* sampled guarded allocations (QSLAB_GUARD_SAMPLE's rate, per cache):
+     * one allocation in about N placed in the guard pool */
+    {"G1000", 0, "guard_sample", "1000"},
+    {"G100000", 0, "guard_sample", "100000"},
 };
 
 #define NR_CONFIGS ((int)(sizeof(configs) / sizeof(configs[0])))

@@ -174,6 +174,20 @@ struct qslab_large_stats {
 };
 void qslab_large_stats(struct qslab_large_stats *st);
 
+/* Sampled guarded allocations (QSLAB_GUARD_SAMPLE=N: docs/debugging.md). */
+struct qslab_guard_stats {
+    unsigned long rate;      /* N (one allocation in about N); 0: off */
+    unsigned long slots;     /* the pool's slots (QSLAB_GUARD_SLOTS) */
+    unsigned long samples;   /* allocations placed in the pool */
+    unsigned long pool_full; /* samples not taken: every slot was live */
+    unsigned long frees;     /* samples freed */
+    unsigned long live;      /* samples allocated now */
+    unsigned long faults;    /* accesses to the pool that faulted */
+};
+void qslab_guard_stats(struct qslab_guard_stats *st);
+/* 1 if p is a live guarded sample (its object in the guard pool). */
+int qslab_guarded(const void *p);
+
 /*
  * Fatal error handler: called with a one-line message (no trailing newline)
  * when a bad pointer or corruption is found.  The default writes the message

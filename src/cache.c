@@ -153,6 +153,7 @@ void qs_init_slow(void)
         qs_kmalloc_init();
         qs_slob_setup();
         qs_stats_init();
+        qs_guard_init();
         __atomic_store_n(&qs_initialized, 1, __ATOMIC_RELEASE);
         qs_lock_release(&init_lock);
         /* last, and outside the init lock: pthread_atfork may allocate,
@@ -223,8 +224,8 @@ QSLAB_EXPORT void *qslab_cache_alloc_node(qslab_cache *c, int node)
          * (neither counted) */
         void *obj = qs_alloc_fast(c);
         struct qs_slab *s = obj ? qs_slab_lookup(obj) : NULL;
-        if (!obj || !s || s->node == node)
-            return obj;
+        if (!obj || (!s && qslab_object_node(obj) == node) || (s && s->node == node))
+            return obj; /* a guarded sample (no slab) on the node too */
         qslab_cache_free(c, obj);
         qs_uncount_pair(c);
         return qs_node_alloc(c, NULL, node);
@@ -286,6 +287,10 @@ static QS_NOINLINE void cache_free_other(qslab_cache *c, void *obj)
 {
     if (!obj)
         return;
+    if (unlikely(qs_guard_owns(obj))) { /* a guarded sample (guard.c) */
+        qs_guard_free(c, obj);
+        return;
+    }
     struct qs_chunk *ch = qs_chunk_of(obj);
     struct qs_slab *s = NULL;
     if (ch && ch->kind == QS_CHUNK_SLABS && (s = qs_obj_slab(ch, obj)) && s->cache == c)
@@ -448,6 +453,8 @@ QSLAB_EXPORT int qslab_current_node(void)
 
 QSLAB_EXPORT int qslab_object_node(const void *p)
 {
+    if (unlikely(qs_guard_owns(p))) /* a guarded sample (guard.c) */
+        return qs_guard_node(p);
     struct qs_chunk *ch = qs_chunk_of(p);
     if (!ch)
         return -1;

@@ -592,6 +592,20 @@ static void record(qslab_cache *c, void *obj, int which)
     t->when_ms = qs_os_now_ms();
 }
 
+/* Tracks for the guarded samples (guard.c): a track in a buffer of
+ * QS_TRACK_BYTES, recorded and printed as a debug cache's are. */
+_Static_assert(sizeof(struct qs_track) <= QS_TRACK_BYTES, "guard.c's track buffers");
+void qs_track_record(void *track)
+{
+    struct qs_track *t = track;
+    capture(t);
+    if (!my_tid)
+        my_tid = (int32_t)syscall(SYS_gettid);
+    t->tid = my_tid;
+    t->cpu = qs_os_current_cpu();
+    t->when_ms = qs_os_now_ms();
+}
+
 /* ---- reports ---- */
 
 static const int report_fd = 2;
@@ -654,6 +668,16 @@ static void put_track(struct qs_buf *b, const char *what, const struct qs_track 
         put_addr(b, t->addrs[i]);
         out(b);
     }
+}
+
+void qs_track_print(struct qs_buf *b, const char *what, const void *track)
+{
+    put_track(b, what, track);
+}
+
+void qs_report_line(struct qs_buf *b)
+{
+    out(b);
 }
 
 /* Hexdump [p, p+n) as lines of 16: "<label> 0x...: bb bb ...  ........"

@@ -45,10 +45,12 @@ static void fork_prepare(void)
             qs_fronts[f]->lock_all(true);
     qs_page_lock_all(true);
     qs_meta_lock_all(true);
+    qs_guard_fork(0); /* the guard pool's lock: a leaf */
 }
 
 static void fork_release(void)
 {
+    qs_guard_fork(1);
     qs_meta_lock_all(false);
     qs_page_lock_all(false);
     for (int f = QS_FRONT_NR - 1; f >= 0; f--)
@@ -61,6 +63,7 @@ static void fork_release(void)
 static void fork_child(void)
 {
     fork_release();
+    qs_guard_fork(2); /* after fork_release's qs_guard_fork(1): the sampler is gone */
     qs_node_purger_forked();
 }
 

@@ -389,6 +389,14 @@ struct qs_queue {
         struct qs_slab *partial;
         uint32_t nr_partial;
     } sl;
+    /* guarded sampling (guard.c), only with QSLAB_GUARD_SAMPLE: the
+     * owner's (a CPU's: under q->lock) mark, allocations (fast pops + slow)
+     * counted at its last sample, and threshold; guard_armed is set by the
+     * sampler thread (relaxed, with limit lowered to 0 so that the owner's
+     * next own free misses its fast path) and cleared by the owner */
+    uint32_t guard_armed;
+    uint32_t guard_thresh;
+    unsigned long guard_mark;
 };
 
 _Static_assert(__builtin_offsetof(struct qs_queue, park) + 4 <= 64,
@@ -468,6 +476,11 @@ struct qslab_cache {
      * per cache (512 bytes kept by cache id); the key and counter of the
      * per-slab stream */
     uint32_t random;
+    /* tunable guard_sample (guard.c): this cache's sampling rate, over
+     * QSLAB_GUARD_SAMPLE's; 0: QSLAB_GUARD_SAMPLE's */
+    uint32_t guard_sample;
+    unsigned long guard_live; /* its live guarded samples (atomic; guard.c):
+                                 counted as allocated, in no slab */
     uint64_t rand_key, rand_ctr;
     const uint8_t *rand_seq;
 };
@@ -930,7 +943,38 @@ void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node);
 /* Free obj of node-owned slab s (a cache without owners: debug.c) */
 void qs_node_free(qslab_cache *c, struct qs_slab *s, void *obj);
 
+/* ---- guard.c (QSLAB_GUARD_SAMPLE: docs/debugging.md) ---- */
+extern unsigned long qs_guard_rate;   /* QSLAB_GUARD_SAMPLE's N; 0: none (start-up) */
+extern int qs_guard_on;               /* sampling anywhere (N, or a cache's guard_sample) */
+void qs_guard_enable(void);           /* a cache's guard_sample was set */
+#define QS_GUARD_MAX_RATE 1000000000UL
+extern uintptr_t qs_guard_lo, qs_guard_hi; /* the pool's range, once mapped */
+void qs_guard_init(void);             /* start-up: the environment */
+/* An allocation slow path of c (size: the request, 0 for the object's
+ * size): a guarded sample, or NULL (none due, or the pool is full) */
+void *qs_guard_alloc(qslab_cache *c, size_t size);
+static inline bool qs_guard_owns(const void *p)
+{
+    return (uintptr_t)p - __atomic_load_n(&qs_guard_lo, __ATOMIC_RELAXED) <
+           __atomic_load_n(&qs_guard_hi, __ATOMIC_RELAXED) - __atomic_load_n(&qs_guard_lo, __ATOMIC_RELAXED);
+}
+/* Free of p in the pool (expected: the cache named by the caller, NULL for
+ * kfree); reports misuse */
+void qs_guard_free(qslab_cache *expected, void *p);
+size_t qs_guard_usable(const void *p, const char *what); /* 0: reported */
+int qs_guard_node(const void *p); /* qslab_object_node of a sample */
+/* The owner, on a slow free while q->guard_armed: empty q (so that the next
+ * allocation takes the slow path, which takes the sample) */
+void qs_guard_armed_free(qslab_cache *c, struct qs_queue *q);
+void qs_guard_fork(int phase); /* 0 prepare, 1 parent, 2 child */
+void qs_guard_report(int fd);  /* the statistics report's Guard: line */
+
 /* ---- debug.c ---- */
+#define QS_TRACK_BYTES 48
+void qs_track_record(void *track);
+void qs_track_print(struct qs_buf *b, const char *what, const void *track);
+void qs_report_line(struct qs_buf *b); /* b + newline to stderr; b emptied */
+qslab_fatal_fn qs_fatal_handler(void);  /* report.c: the user's, or NULL */
 unsigned qs_debug_flags_for(const char *name, unsigned long flags);
 /* The slot layout of a debug cache: slot size and link offset */
 bool qs_debug_layout(qslab_cache *c, size_t size, size_t align, size_t *slot, size_t *link_off);
@@ -948,6 +992,7 @@ void qs_debug_flags_str(const qslab_cache *c, char *out); /* "FZPU", 8 bytes */
 
 /* ---- queue.c ---- */
 void *qs_alloc_slow(qslab_cache *c);
+void *qs_alloc_slow_unsampled(qslab_cache *c); /* never a guarded sample */
 void qs_free_slow(qslab_cache *c, struct qs_slab *s, void *obj);
 void qs_queue_flush(qslab_cache *c, struct qs_queue *q, unsigned count);
 void qs_free_full(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);

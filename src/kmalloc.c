@@ -162,20 +162,25 @@ QSLAB_EXPORT void qslab_large_stats(struct qslab_large_stats *st)
 QS_NOINLINE void *qs_kmalloc_slow(unsigned i, size_t size)
 {
     qslab_cache *c = &qs_kmalloc_caches[i];
+    if (unlikely(QS_LOAD(qs_guard_on))) { /* QSLAB_GUARD_SAMPLE (guard.c) */
+        void *g = qs_guard_alloc(c, size);
+        if (g)
+            return g;
+    }
     if (unlikely(c->front != QS_FRONT_SLQB)) { /* no queues: front.h */
         const struct qs_front *fe = qs_front_of(c);
         qs_init();
         return fe->kmalloc ? fe->kmalloc(c, size, 0) : fe->alloc(c, QSLAB_NUMA_NO_NODE);
     }
     if (qs_percpu())
-        return qs_alloc_slow(c);
+        return qs_alloc_slow_unsampled(c);
     struct qs_queue *q = qs_queue_of(c);
     if (q && QS_TOP_NR(q->top)) {
         void *obj = qs_queue_pop(c, q, QS_ALLOC_FAST);
         if (obj)
             return obj;
     }
-    return qs_alloc_slow(c);
+    return qs_alloc_slow_unsampled(c);
 }
 
 QSLAB_EXPORT void *qslab_malloc(size_t size)
@@ -221,6 +226,10 @@ QS_NOINLINE void qs_free_other(void *p)
 {
     if (!p)
         return;
+    if (unlikely(qs_guard_owns(p))) { /* a guarded sample (guard.c) */
+        qs_guard_free(NULL, p);
+        return;
+    }
     struct qs_chunk *ch = qs_chunk_of(p);
     struct qs_slab *s;
     if (ch && ch->kind == QS_CHUNK_SLABS && (s = qs_obj_slab(ch, p)))
@@ -239,6 +248,8 @@ QSLAB_EXPORT void qslab_free(void *p)
 /* Usable size of a valid pointer; 0 (after reporting) if invalid. */
 static size_t usable(const void *p, const char *what)
 {
+    if (unlikely(qs_guard_owns(p)))
+        return qs_guard_usable(p, what);
     struct qs_chunk *ch = qs_chunk_of(p);
     if (ch && ch->kind == QS_CHUNK_SLABS) {
         struct qs_slab *s = qs_obj_slab(ch, p);
@@ -277,7 +288,17 @@ QSLAB_EXPORT void qslab_free_sized(void *p, size_t size)
     if (!p)
         return;
     struct qs_chunk *ch = qs_chunk_of(p);
-    if (ch && ch->kind == QS_CHUNK_LARGE && p == ch->large_ptr) {
+    if (unlikely(qs_guard_owns(p))) { /* a guarded sample: its usable size */
+        size_t u = qs_guard_usable(p, "free_sized");
+        if (!u)
+            return; /* reported */
+        size_t lo = u < 32 ? 0 : u / 2 + 1;
+        if (size > u || size < lo) {
+            qs_fatal("free_sized of %p with size %u: the object is a guarded sample of %u bytes "
+                     "(sizes %u..%u)", p, size, u, lo, u);
+            return;
+        }
+    } else if (ch && ch->kind == QS_CHUNK_LARGE && p == ch->large_ptr) {
         /* sizes that map to it: over u less a chunk (u is the mapping
          * less the header's offset) */
         size_t u = ch->large_size, rlo = u / 2 + 1;
@@ -321,7 +342,7 @@ QSLAB_EXPORT void *qslab_realloc(void *p, size_t size)
     if (!old)
         return NULL;
     struct qs_chunk *ch = qs_chunk_of(p);
-    if (ch->kind == QS_CHUNK_LARGE && size > QS_KMALLOC_MAX) {
+    if (ch && ch->kind == QS_CHUNK_LARGE && size > QS_KMALLOC_MAX) {
         size_t before = ch->map_size;
         struct qs_chunk *nch = qs_page_remap_large(ch, size);
         if (!nch) {

@@ -664,7 +664,11 @@ void qs_free_full(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *o
 {
     unsigned nr = QS_TOP_NR(q->top);
     uint32_t hw = QS_LOAD(q->hiwater);
-    if (unlikely(nr < hw)) {
+    if (unlikely(QS_LOAD(q->guard_armed))) {
+        /* the guard sampler armed us (guard.c): empty the queue, so that
+         * the next allocation is a slow one (the sample); no push */
+        qs_guard_armed_free(c, q);
+    } else if (unlikely(nr < hw)) {
         if (qs_queue_reserve(q, hw - nr < q->cap ? hw - nr : q->cap)) {
             QS_STORE(q->limit, hw < q->cap ? hw : q->cap);
             if (nr < QS_LOAD(q->limit)) {
@@ -955,7 +959,19 @@ static bool queue_refill(qslab_cache *c, struct qs_queue *q)
 
 static void *percpu_alloc_slow(qslab_cache *c);
 
+/* QSLAB_GUARD_SAMPLE (guard.c): a slow allocation may be a guarded sample */
 void *qs_alloc_slow(qslab_cache *c)
+{
+    qs_init();
+    if (unlikely(QS_LOAD(qs_guard_on))) {
+        void *g = qs_guard_alloc(c, 0);
+        if (g)
+            return g;
+    }
+    return qs_alloc_slow_unsampled(c);
+}
+
+void *qs_alloc_slow_unsampled(qslab_cache *c)
 {
     qs_init();
     qs_purger_check(); /* a safe point to start the purger (node.c) */
@@ -1462,7 +1478,12 @@ void qs_percpu_free_slow(qslab_cache *c, struct qs_slab *s, void *obj, int why)
         return;
     }
     bool own = qs_slab_owner(s) == &q->list;
-    for (int tries = 0; tries < 2; tries++) {
+    /* the guard sampler armed us (guard.c): empty the queue, so that the
+     * next allocation is a slow one (the sample); no push */
+    bool armed = unlikely(QS_LOAD(q->guard_armed) != 0);
+    if (armed)
+        qs_guard_armed_free(c, q);
+    for (int tries = 0; !armed && tries < 2; tries++) {
         unsigned nr = QS_TOP_NR(QS_LOAD(q->top));
         uint32_t hw = QS_LOAD(q->hiwater);
         uint32_t max = own ? hw : QS_LOAD(c->park);

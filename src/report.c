@@ -113,6 +113,11 @@ QSLAB_EXPORT qslab_fatal_fn qslab_set_fatal_handler(qslab_fatal_fn fn)
     return __atomic_exchange_n(&fatal_handler, fn, __ATOMIC_ACQ_REL);
 }
 
+qslab_fatal_fn qs_fatal_handler(void)
+{
+    return __atomic_load_n(&fatal_handler, __ATOMIC_ACQUIRE);
+}
+
 /* "qslab: " + the formatted message into b */
 static void message(struct qs_buf *b, const char *fmt, va_list ap)
 {

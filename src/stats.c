@@ -216,6 +216,7 @@ QSLAB_EXPORT void qslab_stats_report(int fd)
         qs_buf_str(&b, " bytes kept mapped)\n");
         flush_line(fd, &b);
     }
+    qs_guard_report(fd); /* QSLAB_GUARD_SAMPLE's line (guard.c), when on */
     for (int f = 0; f < QS_FRONT_NR; f++) /* lines of the front ends' own (SLOB's pages) */
         if (qs_fronts[f]->report)
             qs_fronts[f]->report(fd);

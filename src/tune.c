@@ -22,7 +22,8 @@
 #define QS_RANDOM_DEFAULT 0
 
 enum { T_ORDER, T_HIWATER, T_FREEBATCH, T_EMPTY_LIMIT, T_EMPTY_DECAY, T_STASH, T_FRONT,
-       T_CPU_PARTIAL, T_MIN_PARTIAL, T_PASS_THROUGH, T_LIMIT, T_BATCHCOUNT, T_SHARED, T_RANDOM };
+       T_CPU_PARTIAL, T_MIN_PARTIAL, T_PASS_THROUGH, T_LIMIT, T_BATCHCOUNT, T_SHARED, T_RANDOM,
+       T_GUARD };
 
 static const struct tunable {
     const char *name, *unit, *doc;
@@ -44,6 +45,8 @@ static const struct tunable {
     [T_RANDOM] = {"random", "0 or 1",
                   "new slabs hand their objects out in a shuffled order (SLAB_FREELIST_RANDOM; "
                   "not SLOB's shared pages)"},
+    [T_GUARD] = {"guard_sample", "allocations",
+                 "one allocation in about this many is a guarded sample; 0: QSLAB_GUARD_SAMPLE's rate"},
 };
 #define NR_TUNABLES (sizeof(tunables) / sizeof(tunables[0]))
 
@@ -74,6 +77,8 @@ static uint32_t *field(qslab_cache *c, unsigned t)
         return &c->slab_shared;
     case T_RANDOM:
         return &c->random;
+    case T_GUARD:
+        return &c->guard_sample;
     default:
         return &c->empty_decay_ms;
     }
@@ -123,6 +128,10 @@ static void range(qslab_cache *c, unsigned t, unsigned long *lo, unsigned long *
     case T_SHARED:
         *lo = 0;
         *hi = QS_MAX_SLAB_SHARED;
+        break;
+    case T_GUARD:
+        *lo = 0;
+        *hi = QS_GUARD_MAX_RATE;
         break;
     default:
         *lo = 0;
@@ -338,6 +347,8 @@ static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
         return -1;
     }
     __atomic_store_n(field(c, (unsigned)t), (uint32_t)v, __ATOMIC_RELEASE);
+    if (t == T_GUARD && v)
+        qs_guard_enable(); /* guard.c: the fault handler, the slow paths' test */
     if (t == T_HIWATER && c->front == QS_FRONT_SLQB) /* the queues' copies (internal.h) */
         for (struct qs_queue *q = c->queues; q; q = q->all_next) {
             QS_STORE(q->hiwater, (uint32_t)v);

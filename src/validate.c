@@ -170,7 +170,8 @@ QSLAB_EXPORT int qslab_cache_validate(qslab_cache *c)
     unsigned long live = sum[QS_ALLOC_FAST] + sum[QS_ALLOC_SLOW] - sum[QS_FREE_FAST] - sum[QS_FREE_SLOW];
     if (w.slabs != sum[QS_NEW_SLAB] - sum[QS_FREE_SLAB])
         qs_walk_problem(&w, "slabs found differ from the slab count", c);
-    if (w.inuse != live + w.queued)
+    /* guarded samples (guard.c) are allocated objects in no slab */
+    if (w.inuse + __atomic_load_n(&c->guard_live, __ATOMIC_RELAXED) != live + w.queued)
         qs_walk_problem(&w, "objects in use differ from allocated + queued", c);
     return w.errors ? -1 : 0;
 }
