@@ -14,7 +14,7 @@ PREFIX ?= /usr/local
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 CTEST   = ctest -j2 --output-on-failure
 # Tools the build needs: when one is missing, scripts/install-deps installs it.
-TOOLS   = cmake cc gcc c++ g++ make setarch python3 git nm awk sort valgrind
+TOOLS   = cmake cc gcc c++ g++ make setarch python3 git nm awk sort valgrind pkg-config
 
 # make bench: QUICK=1 for the quick mode; PEERS=0 not to install missing peer
 # allocators (as root, scripts/install-peers does by default); BENCH_ARGS for
