@@ -256,9 +256,7 @@ static void slab_init_free(qslab_cache *c, struct qs_slab *s, void *arr, bool ct
             slab_word_ok(c, obj);
             set_free_idx(s, i, get_free_idx(s, s->inuse));
             set_free_idx(s, s->inuse++, i);
-            uintptr_t w = *qs_link(c, obj);
-            if (w == QS_STAMP(c->secret) || w == 0)
-                uncount_twice(c, NULL, 1);
+            uncount_twice(c, NULL, 1); /* counted as allocated (see to_node) */
             continue;
         }
         bm_flip(s, i); /* free */
@@ -469,7 +467,7 @@ static bool slab_leaving_ok(qslab_cache *c, struct qs_queue *q, struct qs_slab *
         if (likely(w == mark))
             continue;
         slab_word_ok(c, obj); /* reports */
-        twice += w == QS_STAMP(c->secret) || w == 0;
+        twice++; /* every object left alone counts as allocated (see to_node) */
         /* in use: its index from the free entries [inuse, objects) to entry inuse */
         for (unsigned p = s->inuse; p < s->objects; p++) {
             if (get_free_idx(s, p) == i) {
@@ -517,13 +515,12 @@ static unsigned take_locked(qslab_cache *c, struct qs_node *n, void **dst, unsig
             bm_flip(s, idx); /* in use */
             n->free_objects--;
             if (unlikely(!slab_word_ok(c, obj))) {
-                uintptr_t w = *qs_link(c, obj);
-                if (w == stamp || w == 0) /* held elsewhere too: not again */
-                    ++*twice;
-                /* else written after its free, or freed twice and handed
-                 * out from an array since (the program wrote it): reported,
-                 * and lost for good (in use from its slab's side), never
-                 * handed out while someone may hold it */
+                /* held elsewhere too (the stamp, or 0: handed out from an
+                 * array), or written after its free or by the program that
+                 * got it from an array: reported, never handed out while
+                 * someone may hold it, in use for good from its slab's
+                 * side and counted as allocated (see to_node) */
+                ++*twice;
                 continue;
             }
             *qs_link(c, obj) = stamp;
@@ -647,8 +644,14 @@ static void to_node(qslab_cache *c, struct qs_queue *q, struct qs_node *n, void 
     for (i = 0; i < k; i++) {
         if (likely(*qs_link(c, objs[i]) == stamp)) {
             buf[m++] = objs[i];
-        } else if (qs_report_unstamped(c, objs[i])) {
-            twice++; /* handed out since: not ours to give back */
+        } else {
+            /* 0: handed out since from its other entry; anything else:
+             * written after its free, or handed out and written by the
+             * program: reported and left alone, and counted as allocated
+             * (its second free leaves the counts), so that the statistics
+             * and the slabs agree on an object that stays in use */
+            qs_report_unstamped(c, objs[i]);
+            twice++;
         }
         /* else written after its free, or freed twice and handed out
          * from its other entry since (the program wrote it): reported,

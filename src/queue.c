@@ -533,12 +533,15 @@ unsigned long qs_route_vec(qslab_cache *c, struct qs_queue *q, void *const *objs
         } else if (w == mark) { /* its first entry is earlier in the slots */
             qs_fatal("double free of %p in cache %s (queued twice)", objs[i], c->name);
             twice++;
-        } else if (qs_report_unstamped(c, objs[i])) { /* 0: its twin was handed out */
+        } else {
+            /* 0: its twin was handed out; anything else: written after its
+             * free, or handed out from a twin entry and written by the
+             * program.  Reported and left alone in every front end, never
+             * handed out while held, and counted as allocated (the free
+             * leaves the counts): the statistics and the slab agree */
+            qs_report_unstamped(c, objs[i]);
             twice++;
         }
-        /* else written after its free, or handed out from a twin entry and
-         * written by the program: reported, and left alone (lost to its
-         * slab) in every front end, never handed out while held */
     }
     route_begin(c, &r);
     unsigned long from = 0; /* SLAB: runs of marked objects, handed over */
