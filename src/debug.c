@@ -581,19 +581,8 @@ static QS_NO_SANITIZE void capture(struct qs_track *t)
 
 static __thread int32_t my_tid;
 
-static void record(qslab_cache *c, void *obj, int which)
-{
-    struct qs_track *t = track_of(c, obj, which);
-    capture(t);
-    if (!my_tid)
-        my_tid = (int32_t)syscall(SYS_gettid);
-    t->tid = my_tid;
-    t->cpu = qs_os_current_cpu();
-    t->when_ms = qs_os_now_ms();
-}
-
-/* Tracks for the guarded samples (guard.c): a track in a buffer of
- * QS_TRACK_BYTES, recorded and printed as a debug cache's are. */
+/* A track: the caller's stack, thread, CPU and time.  Also guard.c's (a
+ * track in a buffer of QS_TRACK_BYTES, printed as a debug cache's are). */
 _Static_assert(sizeof(struct qs_track) <= QS_TRACK_BYTES, "guard.c's track buffers");
 void qs_track_record(void *track)
 {
@@ -604,6 +593,11 @@ void qs_track_record(void *track)
     t->tid = my_tid;
     t->cpu = qs_os_current_cpu();
     t->when_ms = qs_os_now_ms();
+}
+
+static void record(qslab_cache *c, void *obj, int which)
+{
+    qs_track_record(track_of(c, obj, which));
 }
 
 /* ---- reports ---- */

@@ -434,17 +434,14 @@ static bool slab_word_ok(qslab_cache *c, void *obj)
 }
 
 /* Take the second frees out of the counts: through q (the caller's array),
- * else the cache's (queue.c does the same). */
+ * else the cache's slow frees (a caller without an array counts its frees
+ * there: free_unowned). */
 static void uncount_twice(qslab_cache *c, struct qs_queue *q, unsigned long k)
 {
-    if (!k)
-        return;
-    if (q) {
-        qs_queue_seq_begin(q);
-        qs_queue_seq_end(q, (long)k);
-    } else {
+    if (q)
+        qs_uncount_frees(c, q, k);
+    else if (k)
         __atomic_fetch_sub(&c->orphan_stat[QS_FREE_SLOW], k, __ATOMIC_RELAXED);
-    }
 }
 
 /* Slab s, every object free in its bitmap, is leaving n's lists (to the
@@ -616,12 +613,7 @@ static void to_node_locked(qslab_cache *c, struct qs_queue *q, struct qs_node *n
         for (unsigned i = 0; i < ntwice && i < 8; i++)
             qs_fatal("double free of %p in cache %s (found as it went back to its slab)", twice[i],
                      c->name);
-        if (q) { /* the second frees were counted as frees */
-            qs_queue_seq_begin(q);
-            qs_queue_seq_end(q, (long)ntwice);
-        } else {
-            __atomic_fetch_sub(&c->orphan_stat[QS_FREE_SLOW], ntwice, __ATOMIC_RELAXED);
-        }
+        uncount_twice(c, q, ntwice); /* the second frees were counted as frees */
     }
 }
 
@@ -662,14 +654,7 @@ static void to_node(qslab_cache *c, struct qs_queue *q, struct qs_node *n, void 
             m = 0;
         }
     }
-    if (twice) {
-        if (q) {
-            qs_queue_seq_begin(q);
-            qs_queue_seq_end(q, (long)twice);
-        } else {
-            __atomic_fetch_sub(&c->orphan_stat[QS_FREE_SLOW], twice, __ATOMIC_RELAXED);
-        }
-    }
+    uncount_twice(c, q, twice);
 }
 
 /* queue.c's routing of a queue's objects (flush, shrink, exit): to their

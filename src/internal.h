@@ -838,12 +838,26 @@ static inline void qs_list_del(struct qs_list *l, struct qs_slab *s)
  * chunks of one slab of more than half a unit, after the header's page. */
 extern const uint32_t qs_fbits_off[QS_NR_ORDERS];
 #define QS_FBITS_BYTES (QS_CHUNK_SIZE / 64) /* of a one-unit chunk */
+/* Do c's slabs keep free bits?  SLQB's, the debug front end's and SLOB's
+ * big objects' (their lists are linked through the objects); SLUB's and
+ * SLAB's keep their own state. */
+static inline bool qs_keeps_fbits(const qslab_cache *c)
+{
+    return c->front != QS_FRONT_SLUB && c->front != QS_FRONT_SLAB;
+}
+/* The free bits of s's chunk, and the chunk (*ch): s is in its header. */
+static inline uint64_t *qs_fbits_of(const struct qs_slab *s, uintptr_t *ch)
+{
+    *ch = (uintptr_t)s & ~(uintptr_t)(QS_CHUNK_SIZE - 1);
+    return (uint64_t *)(*ch + qs_fbits_off[s->order]);
+}
 static inline uint64_t *qs_fbit_word(const struct qs_slab *s, const void *obj, uint64_t *bit)
 {
-    uintptr_t ch = (uintptr_t)s & ~(uintptr_t)(QS_CHUNK_SIZE - 1); /* s is in its chunk's header */
+    uintptr_t ch;
+    uint64_t *bits = qs_fbits_of(s, &ch);
     size_t g = ((uintptr_t)obj - ch) >> 3;
     *bit = (uint64_t)1 << (g & 63);
-    return (uint64_t *)(ch + qs_fbits_off[s->order]) + (g >> 6);
+    return bits + (g >> 6);
 }
 static inline bool qs_fbit_test(const struct qs_slab *s, const void *obj)
 {
@@ -879,17 +893,19 @@ static inline void qs_fbit_clear_in(uintptr_t ch, uint64_t *bits, const void *ob
     size_t g = ((uintptr_t)obj - ch) >> 3;
     bits[g >> 6] &= ~((uint64_t)1 << (g & 63));
 }
-static inline uint64_t *qs_fbits_of(const struct qs_slab *s, uintptr_t *ch)
-{
-    *ch = (uintptr_t)s & ~(uintptr_t)(QS_CHUNK_SIZE - 1);
-    return (uint64_t *)(*ch + qs_fbits_off[s->order]);
-}
 /* qs_fbit_set out of line, for the free fast path's inline full-queue
  * case (page.c): inline, its few instructions cost the pair 5 more
  * (registers), out of line a call on that path only. */
 void qs_fbit_set_cold(const struct qs_slab *s, const void *obj);
 /* Clear the bits of [from, to) of slab s (whole granules). */
 void qs_fbits_clear(const struct qs_slab *s, const char *from, const char *to);
+static inline void qs_fbits_clear_slab(const struct qs_slab *s) /* every born object's */
+{
+    qs_fbits_clear(s, s->base, s->base + __atomic_load_n(&s->span, __ATOMIC_RELAXED));
+}
+/* k frees counted through q (a queue, or NULL/qs_no_queue: the cache's
+ * orphan counters) were second frees: out of the counts (queue.c). */
+void qs_uncount_frees(qslab_cache *c, struct qs_queue *q, unsigned long k);
 
 /* Free an object to its slab's free list; the caller owns the slab and
  * has set the object's free bit. */

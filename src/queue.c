@@ -60,7 +60,7 @@ static QS_NOINLINE void slab_put_twice(qslab_cache *c, struct qs_slab *s, void *
         p = next;
         len++;
     }
-    qs_fbits_clear(s, s->base, s->base + __atomic_load_n(&s->span, __ATOMIC_RELAXED));
+    qs_fbits_clear_slab(s);
     if (prev)
         *qs_link(c, prev) = qs_enc(c, NULL);
     else
@@ -77,17 +77,12 @@ static QS_NOINLINE void slab_put_twice(qslab_cache *c, struct qs_slab *s, void *
     qs_slab_give(c, s, obj);
 }
 
-static void queue_uncount(struct qs_queue *q, unsigned long k);
-
 /* Report what slab_put_twice repaired; the second free was counted where
  * it was pushed (through q, or the cache's orphan counters). */
 static QS_NOINLINE void put_twice_report(qslab_cache *c, struct qs_queue *q, void *obj)
 {
     qs_fatal("double free of %p in cache %s (freed again while it was free)", obj, c->name);
-    if (q && q != &qs_no_queue)
-        queue_uncount(q, 1);
-    else
-        __atomic_fetch_sub(&c->orphan_stat[QS_FREE_FAST], 1, __ATOMIC_RELAXED);
+    qs_uncount_frees(c, q, 1);
 }
 
 /* Owner-side free of obj to slab s on list l; empties collected on *empties.
@@ -468,6 +463,16 @@ static void queue_uncount(struct qs_queue *q, unsigned long k)
     qs_queue_seq_end(q, (long)k);
 }
 
+void qs_uncount_frees(qslab_cache *c, struct qs_queue *q, unsigned long k)
+{
+    if (!k)
+        return;
+    if (q && q != &qs_no_queue)
+        queue_uncount(q, k);
+    else
+        __atomic_fetch_sub(&c->orphan_stat[QS_FREE_FAST], k, __ATOMIC_RELAXED);
+}
+
 void qs_report_bad_link(qslab_cache *c, struct qs_queue *q, void *obj)
 {
     if (c->debug) { /* no queues, no stamps: the link word was overwritten */
@@ -479,10 +484,7 @@ void qs_report_bad_link(qslab_cache *c, struct qs_queue *q, void *obj)
      * entry was handed out since (a pop clears the word) */
     if (w == QS_STAMP(c->secret) || w == 0) {
         qs_fatal("double free of %p in cache %s (freed again while it was free)", obj, c->name);
-        if (q && q != &qs_no_queue)
-            queue_uncount(q, 1);
-        else
-            __atomic_fetch_sub(&c->orphan_stat[QS_FREE_FAST], 1, __ATOMIC_RELAXED);
+        qs_uncount_frees(c, q, 1);
     } else {
         qs_fatal("free list corruption in cache %s: free object %p was overwritten (use after "
                  "free or double free?)", c->name, obj);
@@ -847,7 +849,7 @@ static unsigned take_slab(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
          * gone (a refill mostly takes it all: one line for an order-0 slab),
          * else one by one */
         if (!obj)
-            qs_fbits_clear(s, s->base, s->base + s->span);
+            qs_fbits_clear_slab(s);
         else
             for (unsigned i = 0; i < got; i++)
                 qs_fbit_clear_in(ch, bits, dst[i]);

@@ -350,7 +350,7 @@ static uint32_t slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
      * them (SLQB's, the debug front end's, SLOB's big objects' node lists;
      * SLUB's slabs are born here too, and never look at them): whatever
      * the memory's last slab left goes */
-    bool fbits = c->front != QS_FRONT_SLUB;
+    bool fbits = qs_keeps_fbits(c);
     if (fbits)
         qs_fbits_clear(s, s->base + (size_t)n * size, s->base + (size_t)(n + k) * size);
     if (unlikely(rnd))
@@ -415,7 +415,7 @@ struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node, bool b
 uint32_t qs_slab_list_lost(struct qs_slab *s)
 {
     uint32_t lost = s->objects - s->inuse;
-    qs_fbits_clear(s, s->base, s->base + __atomic_load_n(&s->span, __ATOMIC_RELAXED));
+    qs_fbits_clear_slab(s);
     s->freelist = s->tail = NULL;
     s->inuse = s->objects;
     return lost;

@@ -49,6 +49,10 @@ static unsigned long walk_objects(struct qs_walk *w, void *head, unsigned long m
             qs_walk_problem(w, "list holds a pointer that is not an object of this cache/slab", head);
             return n;
         }
+        if (only && qs_keeps_fbits(w->c) && !qs_fbit_test(s, head)) { /* internal.h */
+            qs_walk_problem(w, "object on a free list without its free bit", head);
+            return n;
+        }
         bool bad;
         head = qs_dec(w->c, *qs_link(w->c, head), &bad);
         if (bad) {
@@ -75,21 +79,12 @@ static void walk_slab(struct qs_walk *w, struct qs_slab *s, struct qs_list *owne
     unsigned long nfree = walk_objects(w, s->freelist, s->objects, s);
     if (nfree + s->inuse != s->objects)
         qs_walk_problem(w, "inuse + free != objects", s->mem);
-    if (w->c->front != QS_FRONT_SLUB && w->c->front != QS_FRONT_SLAB) { /* slab.c slab_grow */
-        /* free bits (internal.h): set exactly for the objects on the list */
-        unsigned long bits = 0, listed = 0;
+    if (qs_keeps_fbits(w->c)) {
+        /* free bits (internal.h): set exactly for the objects on the list
+         * (walk_objects checked each listed one) */
+        unsigned long bits = 0;
         for (uint32_t i = 0; i < s->objects; i++)
             bits += qs_fbit_test(s, s->base + (size_t)i * w->c->slot_size);
-        for (void *p = s->freelist; p && listed <= nfree; listed++) {
-            if (!qs_fbit_test(s, p)) {
-                qs_walk_problem(w, "object on a free list without its free bit", p);
-                break;
-            }
-            bool bad;
-            p = qs_dec(w->c, *qs_link(w->c, p), &bad);
-            if (bad)
-                break;
-        }
         if (bits != nfree)
             qs_walk_problem(w, "free bits do not match the free list", s->mem);
     }
