@@ -55,6 +55,7 @@ static pthread_mutex_t rep_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned long reports;
 static char last_msg[1024];
 static bool print_reports; /* FUZZ_VERBOSE: each report on stderr too */
+static bool trace_ops;     /* FUZZ_TRACE: each operation on stderr */
 
 static void record(const char *msg)
 {
@@ -561,6 +562,8 @@ static void run(const uint8_t r[4])
 {
     unsigned op = (r[0] & 31) % OP_NR, style = r[0] >> 5, a = r[1], b = r[2], c = r[3];
     unsigned long before = report_count();
+    if (trace_ops)
+        fprintf(stderr, "op %u style %u a %u b %u c %u (%d live)\n", op, style, a, b, c, nlive);
     switch (op) {
     case OP_ALLOC: {
         int n = c >= 0xf0 ? 32 << (c & 3) : 1 + (int)(c & 7);
@@ -835,6 +838,7 @@ static void init_once(void)
     done = true;
     fz_pin_one_cpu();
     print_reports = getenv("FUZZ_VERBOSE") != NULL;
+    trace_ops = getenv("FUZZ_TRACE") != NULL;
     qslab_set_fatal_handler(record);
 }
 

@@ -672,6 +672,30 @@ static void slab_give_back(qslab_cache *c, struct qs_queue *q, void *const *objs
     }
 }
 
+/* Copy m objects of the shared array (src) into dst, each word checked: a
+ * flush left the stamp there, untouched since, unless the object was freed
+ * twice and its other entry, still in an array, was handed out meanwhile
+ * (the second free is pushed last, so it leaves first, in the top batch),
+ * so that the program owns it now (0, or what it wrote there).  Such an
+ * entry is dropped and put in bad[] (up to 8; counted in *nbad) for the
+ * caller to report once n->lock is released.  A refill hands its last
+ * object out unchecked (qs_percpu_refilled, slab_alloc_single), so this is
+ * the last look before the object would be handed out twice.  Returns the
+ * objects kept. */
+static unsigned claim_shared(qslab_cache *c, void **dst, void *const *src, unsigned m, void **bad,
+                             unsigned *nbad)
+{
+    uintptr_t stamp = QS_STAMP(c->secret);
+    unsigned got = 0;
+    for (unsigned i = 0; i < m; i++) {
+        if (likely(*qs_link(c, src[i]) == stamp))
+            dst[got++] = src[i];
+        else if ((*nbad)++ < 8)
+            bad[*nbad - 1] = src[i];
+    }
+    return got;
+}
+
 /* Fill dst with up to want objects for an owner of node n: the shared
  * array first, then slabs, then a new slab (cache_alloc_refill). */
 static unsigned gather(qslab_cache *c, struct qs_queue *q, struct qs_node *n, void **dst, unsigned want)
@@ -679,25 +703,23 @@ static unsigned gather(qslab_cache *c, struct qs_queue *q, struct qs_node *n, vo
     unsigned got = 0, twice = 0;
     qs_stat(c, q, QS_REFILL, 1);
     for (;;) {
+        void *bad[8];
+        unsigned nbad = 0;
         qs_lock_acquire(&n->lock);
         if (n->shared_avail && !got) {
             unsigned m = n->shared_avail < want ? n->shared_avail : want;
             n->shared_avail -= m;
-            memcpy(dst, n->shared + n->shared_avail, m * sizeof(void *));
-            got = m;
+            got = claim_shared(c, dst, n->shared + n->shared_avail, m, bad, &nbad);
             qs_stat(c, q, QS_CLAIM, 1);
         }
         got += take_locked(c, n, dst + got, want - got, &twice);
         qs_lock_release(&n->lock);
-        if (twice) { /* second frees counted as frees: uncounted */
-            if (q) {
-                qs_queue_seq_begin(q);
-                qs_queue_seq_end(q, (long)twice);
-            } else {
-                __atomic_fetch_sub(&c->orphan_stat[QS_FREE_FAST], twice, __ATOMIC_RELAXED);
-            }
-            twice = 0;
-        }
+        for (unsigned i = 0; i < nbad && i < 8; i++)
+            qs_report_unstamped(c, bad[i]); /* left alone: counted as allocated (see to_node) */
+        /* second frees counted as frees: uncounted (a fast free counts in
+         * the array, an unowned one in the orphan counts: qs_uncount_frees) */
+        qs_uncount_frees(c, q, twice + nbad);
+        twice = 0;
         if (got)
             return got;
         struct qs_slab *s = slab_grow(c, q, n);

@@ -1222,6 +1222,72 @@ static void test_double_free(void)
     CHECK(qslab_cache_destroy(c) == 0);
 }
 
+/* A double free behind other frees whose two entries part: a flush moves
+ * one to the node's shared array (a CPU's array flushes its top batch,
+ * where the second free sits; a thread's its bottom one, the first free),
+ * the program gets the object from the entry left in the array and writes
+ * it, then a refill claims the other entry.  It must be reported, never
+ * handed out again (a refill hands its last object out unchecked: fuzz bug
+ * 8).  In a thread pinned to one CPU, so one array sees every step. */
+static void *double_free_shared_thread(void *arg)
+{
+    char s[32];
+    const char *N = arg;
+    qslab_cache *c = qslab_cache_find(N);
+    pin_to(nth_cpu(0));
+    enum { L = 16, B = 4, M = 3 * L };
+    void *o[M], *p = qslab_cache_alloc(c);
+    for (int i = 0; i < M; i++)
+        o[i] = qslab_cache_alloc(c);
+    qslab_cache_shrink(c); /* every array and the shared one empty */
+    qslab_cache_free(c, p);
+    for (int i = 0; i < L - 2; i++) /* L - 1 entries */
+        qslab_cache_free(c, o[i]);
+    qslab_cache_free(c, p); /* L: full */
+    qslab_cache_free(c, o[L - 2]); /* a flush of B, one of them p's */
+    CHECKF(tu_capture_calls() == 0 || strstr(tu_fatal_msg, "double free"),
+           "unexpected report: %s", tu_fatal_msg);
+    int n = 2 * L + M, times = 0;
+    void **v = calloc((size_t)n, sizeof *v);
+    for (int i = 0; i < n; i++) {
+        v[i] = qslab_cache_alloc(c);
+        if (v[i] == p)
+            times++;
+        if (v[i])
+            memset(v[i], i & 0x7f ? 0 : 0x5c, 64); /* the program's data: a 0 word */
+    }
+    CHECKF(times <= 1, "%s owner: p handed out %d times after its double free", cpu_mode() ? "CPU" : "thread",
+           times);
+    tu_check_fatal("double free", tu_addr(s, p), N);
+    for (int i = 0; i < n; i++)
+        if (v[i] && (v[i] != p || times-- == 1))
+            qslab_cache_free(c, v[i]);
+    for (int i = L - 1; i < M; i++)
+        qslab_cache_free(c, o[i]);
+    free(v);
+    return NULL;
+}
+
+static void test_double_free_shared(void)
+{
+    const char *N = "t-slab-bad-shared";
+    qslab_cache *c = make(N, 64, 0, NULL);
+    if (!c)
+        return;
+    CHECK(qslab_tune(N, "batchcount", "4") == 0 && qslab_tune(N, "limit", "16") == 0 &&
+          qslab_tune(N, "shared", "8") == 0);
+    qslab_set_fatal_handler(tu_fatal_capture);
+    tu_capture_reset();
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, double_free_shared_thread, (void *)N) == 0);
+    pthread_join(t, NULL);
+    CHECKF(active(c) == 0, "active %lu after all were freed", active(c));
+    validate(c, "after a double free parted by a flush to the shared array");
+    check_sane(c, 300, "a double free parted by a flush to the shared array");
+    qslab_set_fatal_handler(NULL);
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
 /* A double free behind other frees, then a shrink: on a CPU's array both
  * entries are queued; the shrink must not give the object to its slab
  * twice (the slab would count one object too few in use: its last live
@@ -1576,6 +1642,7 @@ int main(int argc, char **argv)
     test_other_thread();
     test_double_free();
     test_double_free_then_shrink();
+    test_double_free_shared();
     test_never_allocated();
     test_write_after_free();
     test_shrink_destroy();
