@@ -128,9 +128,31 @@ struct qslab_cache_stats {
     size_t slot_size;           /* bytes per object in a slab */
     unsigned objs_per_slab, order;
     unsigned long queued_objs;  /* free objects held in queues and inboxes */
+    /* ---- since layout 2 of this struct (qslab 0.2) ---- */
+    unsigned long partial_slabs; /* slabs with both free and allocated objects */
+    unsigned long owner_slabs;   /* slabs held by owners (CPUs, threads) */
+    unsigned long nr_queues;     /* queues: one per CPU or thread that used the cache */
+    size_t slab_bytes;           /* bytes of one slab (4 KiB << order) */
+    size_t metadata_bytes;       /* the cache's descriptor, nodes, queues and their slots */
 };
-/* Fill *st for cache `c`; 0, or -1/EINVAL for NULL arguments. */
+/* Fill the first `size` bytes of *st for cache `c` (size: the caller's
+ * sizeof(struct qslab_cache_stats)); 0, or -1/EINVAL for NULL arguments or
+ * a size smaller than the first layout's.  ABI: struct qslab_cache_stats
+ * only ever grows at its end, so a program built against an older qslab.h
+ * passes its smaller size and gets exactly its fields; one built against a
+ * newer header than the library gets the fields the library knows and
+ * zeros after them.  qslab_cache_stats(c, st) is a macro passing
+ * sizeof *st; the function of that name (programs built before the macro
+ * call it) fills the first layout's fields only. */
+int qslab_cache_stats_size(qslab_cache *c, struct qslab_cache_stats *st, size_t size);
 int qslab_cache_stats(qslab_cache *c, struct qslab_cache_stats *st);
+#define qslab_cache_stats(c, st) qslab_cache_stats_size((c), (st), sizeof *(st))
+/* Every counter of the process's qslab as one JSON document written to fd
+ * (with write(2); no allocation): the process, each cache (the keys of
+ * `qslabinfo --json`'s caches), the large allocations, the guard pool and
+ * totals.  docs/observability.md describes the keys.  0, or -1/EBADF for a
+ * negative fd. */
+int qslab_stats_json(int fd);
 /* Check every invariant of a cache that no thread is using right now
  * (slab counts, free lists, queues, inboxes, totals).  0, or -1 after
  * printing one line per problem on stderr. */

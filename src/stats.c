@@ -12,7 +12,9 @@
 #include "stats_calc.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
+#include <unistd.h>
 
 void qs_stats_sum(qslab_cache *c, unsigned long *sum)
 {
@@ -53,28 +55,54 @@ static void fill(qslab_cache *c, struct qslab_cache_stats *st)
     qs_calc_fill(sum, st);
     for (int n = 0; n < qs_nr_nodes; n++) /* the FIFO's, and SLAB's free slabs */
         st->empty_slabs += QS_LOAD(c->nodes[n].nr_empty) + QS_LOAD(c->nodes[n].nr_free_slabs);
+    st->metadata_bytes = sizeof(*c) + (size_t)qs_nr_nodes * sizeof(struct qs_node);
+    for (int n = 0; n < qs_nr_nodes; n++)
+        st->partial_slabs += QS_LOAD(c->nodes[n].list.nr_partial);
     for (struct qs_queue *q = c->queues; q; q = q->all_next) { /* qs_global held */
         st->empty_slabs += QS_LOAD(q->nr_stash);
         qs_lock_acquire(&q->inbox.lock);
         st->queued_objs += QS_TOP_NR(QS_LOAD(q->top)) + q->inbox.nr;
         qs_lock_release(&q->inbox.lock);
+        /* the owner's list counts, read racily (as qslabinfo reads them
+         * from outside, and /proc/slabinfo the kernel's) */
+        unsigned long part = QS_LOAD(q->list.nr_partial) + QS_LOAD(q->sl.nr_partial);
+        st->partial_slabs += part;
+        st->owner_slabs += part + QS_LOAD(q->list.nr_full) + QS_LOAD(q->nr_stash) +
+                           (QS_LOAD(q->sl.slab) != NULL);
+        st->nr_queues++;
+        st->metadata_bytes += sizeof(*q) + (size_t)(QS_LOAD(q->cap) + 1) * sizeof(void *);
     }
     st->object_size = c->obj_size;
     st->slot_size = c->slot_size;
     st->order = QS_LOAD(c->order);
     st->objs_per_slab = qs_front_objs_per_slab(c, st->order);
+    st->slab_bytes = (size_t)QS_PAGE_SIZE << st->order;
 }
 
-QSLAB_EXPORT int qslab_cache_stats(qslab_cache *c, struct qslab_cache_stats *st)
+/* The first layout of struct qslab_cache_stats ended at queued_objs. */
+#define QS_STATS_V1_SIZE offsetof(struct qslab_cache_stats, partial_slabs)
+
+QSLAB_EXPORT int qslab_cache_stats_size(qslab_cache *c, struct qslab_cache_stats *st, size_t size)
 {
-    if (!c || !st) {
+    if (!c || !st || size < QS_STATS_V1_SIZE) {
         errno = EINVAL;
         return -1;
     }
+    struct qslab_cache_stats all;
     qs_lock_acquire(&qs_global);
-    fill(c, st);
+    fill(c, &all);
     qs_lock_release(&qs_global);
+    /* the caller's layout: ours up to its size, zeros past ours */
+    memcpy(st, &all, size < sizeof all ? size : sizeof all);
+    if (size > sizeof all)
+        memset((char *)st + sizeof all, 0, size - sizeof all);
     return 0;
+}
+
+/* The symbol programs built before the sized call use: the first layout. */
+QSLAB_EXPORT int(qslab_cache_stats)(qslab_cache *c, struct qslab_cache_stats *st)
+{
+    return qslab_cache_stats_size(c, st, QS_STATS_V1_SIZE);
 }
 
 static void col(struct qs_buf *b, uint64_t v, size_t width)
@@ -279,4 +307,211 @@ void qs_stats_at_exit(void)
 {
     if (stats_fd >= 0)
         qslab_stats_report(stats_fd);
+}
+
+/* ---- qslab_stats_json: every counter as one JSON document ----
+ * Written through a small buffer flushed with write(2) (no allocation, no
+ * stdio: callers may be inside malloc's users).  Caches are read under
+ * qs_global, one fill() each, as qslab_slabinfo reads them; the keys of a
+ * cache are those of `qslabinfo --json` (tools/qslabinfo.c), so that a
+ * script reads either. */
+struct jw {
+    int fd;
+    size_t len;
+    char buf[512];
+};
+
+static void jw_flush(struct jw *w)
+{
+    qs_os_write(w->fd, w->buf, w->len);
+    w->len = 0;
+}
+
+static void jw_putc(struct jw *w, char ch)
+{
+    if (w->len == sizeof w->buf)
+        jw_flush(w);
+    w->buf[w->len++] = ch;
+}
+
+static void jw_raw(struct jw *w, const char *s)
+{
+    while (*s)
+        jw_putc(w, *s++);
+}
+
+static void jw_u64(struct jw *w, uint64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        jw_putc(w, tmp[--n]);
+}
+
+/* A JSON string: quotes, backslashes and control bytes escaped. */
+static void jw_str(struct jw *w, const char *s)
+{
+    jw_putc(w, '"');
+    for (; s && *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') {
+            jw_putc(w, '\\');
+            jw_putc(w, (char)ch);
+        } else if (ch < 0x20) {
+            jw_raw(w, "\\u00");
+            jw_putc(w, "0123456789abcdef"[ch >> 4]);
+            jw_putc(w, "0123456789abcdef"[ch & 15]);
+        } else {
+            jw_putc(w, (char)ch);
+        }
+    }
+    jw_putc(w, '"');
+}
+
+/* `, "key": v` (first: no comma) */
+static void jw_key(struct jw *w, const char *key, bool first)
+{
+    if (!first)
+        jw_raw(w, ", ");
+    jw_putc(w, '"');
+    jw_raw(w, key);
+    jw_raw(w, "\": ");
+}
+
+static void jw_kv(struct jw *w, const char *key, uint64_t v)
+{
+    jw_key(w, key, false);
+    jw_u64(w, v);
+}
+
+static void jw_cache(struct jw *w, qslab_cache *c, const struct qslab_cache_stats *st)
+{
+    char fl[8] = "";
+    if (c->debug)
+        qs_debug_flags_str(c, fl);
+    jw_raw(w, "  {");
+    jw_key(w, "name", true);
+    jw_str(w, c->name);
+    jw_kv(w, "id", c->id);
+    jw_key(w, "front", false);
+    jw_str(w, qs_front_of(c)->name);
+    jw_key(w, "debug", false);
+    jw_str(w, fl);
+    jw_key(w, "kmalloc", false);
+    jw_raw(w, c->is_kmalloc ? "true" : "false");
+    jw_key(w, "ctor", false);
+    jw_raw(w, c->ctor ? "true" : "false");
+    jw_kv(w, "flags", c->flags);
+    jw_kv(w, "align", c->align);
+    jw_kv(w, "object_size", st->object_size);
+    jw_kv(w, "slot_size", st->slot_size);
+    jw_kv(w, "objs_per_slab", st->objs_per_slab);
+    jw_kv(w, "order", st->order);
+    jw_kv(w, "slab_bytes", st->slab_bytes);
+    jw_kv(w, "active_objs", st->active_objs);
+    jw_kv(w, "num_objs", st->num_objs);
+    jw_kv(w, "num_slabs", st->num_slabs);
+    jw_kv(w, "empty_slabs", st->empty_slabs);
+    jw_kv(w, "partial_slabs", st->partial_slabs);
+    jw_kv(w, "owner_slabs", st->owner_slabs);
+    jw_kv(w, "queued_objs", st->queued_objs);
+    jw_kv(w, "queues", st->nr_queues);
+    jw_kv(w, "space", st->num_slabs * st->slab_bytes);
+    jw_kv(w, "metadata_bytes", st->metadata_bytes);
+    jw_raw(w, ",\n   ");
+    jw_key(w, "alloc", true);
+    jw_u64(w, st->alloc);
+    jw_kv(w, "alloc_fast", st->alloc_fast);
+    jw_kv(w, "alloc_slow", st->alloc_slow);
+    jw_kv(w, "free", st->free);
+    jw_kv(w, "free_fast", st->free_fast);
+    jw_kv(w, "free_slow", st->free_slow);
+    jw_kv(w, "flush", st->flush);
+    jw_kv(w, "remote_free", st->remote_free);
+    jw_kv(w, "remote_batch", st->remote_batch);
+    jw_kv(w, "claim", st->claim);
+    jw_kv(w, "refill", st->refill);
+    jw_kv(w, "new_slab", st->new_slab);
+    jw_kv(w, "free_slab", st->free_slab);
+    jw_kv(w, "node_alloc", st->node_alloc);
+    jw_raw(w, ",\n   \"tunables\": {");
+    jw_key(w, "hiwater", true);
+    jw_u64(w, QS_LOAD(c->hiwater));
+    jw_kv(w, "freebatch", QS_LOAD(c->freebatch));
+    jw_kv(w, "limit", QS_LOAD(c->slab_limit));
+    jw_kv(w, "batchcount", QS_LOAD(c->slab_batch));
+    jw_kv(w, "shared", QS_LOAD(c->slab_shared));
+    jw_raw(w, "}}");
+}
+
+QSLAB_EXPORT int qslab_stats_json(int fd)
+{
+    if (fd < 0) {
+        errno = EBADF;
+        return -1;
+    }
+    qs_init();
+    struct jw w = {.fd = fd};
+    jw_raw(&w, "{");
+    jw_key(&w, "pid", true);
+    jw_u64(&w, (uint64_t)getpid());
+    jw_kv(&w, "nr_nodes", (uint64_t)qs_nr_nodes);
+    jw_key(&w, "owner", false);
+    jw_str(&w, qs_owner_kind == QS_OWNER_CPU ? "cpu" : "thread");
+    jw_key(&w, "owner_why", false);
+    jw_str(&w, qs_owner_why);
+    jw_kv(&w, "nr_cpu_ids", (uint64_t)(qs_nr_cpu_ids > 0 ? qs_nr_cpu_ids : 0));
+    jw_key(&w, "front_default", false);
+    jw_str(&w, qs_fronts[qs_front_default]->name);
+    jw_raw(&w, ",\n \"caches\": [");
+    qs_lock_acquire(&qs_global);
+    bool first = true;
+    for (qslab_cache *c = qs_caches; c; c = c->next) {
+        struct qslab_cache_stats st;
+        fill(c, &st);
+        jw_raw(&w, first ? "\n" : ",\n");
+        first = false;
+        jw_cache(&w, c, &st);
+    }
+    qs_lock_release(&qs_global);
+    jw_raw(&w, "],\n");
+    struct qslab_large_stats ls;
+    qslab_large_stats(&ls);
+    jw_raw(&w, " \"large\": {");
+    jw_key(&w, "alloc", true);
+    jw_u64(&w, ls.alloc);
+    jw_kv(&w, "free", ls.free);
+    jw_kv(&w, "live", ls.live);
+    jw_kv(&w, "live_bytes", ls.live_bytes);
+    jw_raw(&w, "},\n");
+    struct qslab_guard_stats gs;
+    qslab_guard_stats(&gs);
+    jw_raw(&w, " \"guard\": {");
+    jw_key(&w, "rate", true);
+    jw_u64(&w, gs.rate);
+    jw_kv(&w, "slots", gs.slots);
+    jw_kv(&w, "samples", gs.samples);
+    jw_kv(&w, "pool_full", gs.pool_full);
+    jw_kv(&w, "frees", gs.frees);
+    jw_kv(&w, "live", gs.live);
+    jw_kv(&w, "faults", gs.faults);
+    jw_raw(&w, "},\n");
+    struct qs_totals t;
+    qs_stats_totals(&t);
+    jw_raw(&w, " \"totals\": {");
+    jw_key(&w, "slab_bytes", true);
+    jw_u64(&w, t.slab_bytes);
+    jw_kv(&w, "inuse_bytes", t.inuse_bytes);
+    jw_kv(&w, "queued_bytes", t.queued_bytes);
+    jw_kv(&w, "empty_bytes", t.empty_bytes);
+    jw_kv(&w, "slabs", t.slabs);
+    jw_kv(&w, "large_count", t.large_count);
+    jw_kv(&w, "large_bytes", t.large_bytes);
+    jw_raw(&w, "}}\n");
+    jw_flush(&w);
+    return 0;
 }
