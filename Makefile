@@ -13,8 +13,11 @@
 PREFIX ?= /usr/local
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 CTEST   = ctest -j2 --output-on-failure
-# Tools the build needs: when one is missing, scripts/install-deps installs it.
-TOOLS   = cmake cc gcc c++ g++ make setarch python3 git nm awk sort valgrind pkg-config
+# Tools the build needs: when one is missing, scripts/install-deps installs it;
+# so too when a header is (libc6-dev's; libncurses-dev's, for qslabtop).
+TOOLS   = cmake cc gcc c++ g++ make setarch python3 git nm awk sort valgrind pkg-config tmux \
+          gnuplot
+HEADERS = /usr/include/stdio.h /usr/include/curses.h
 
 # make bench: QUICK=1 for the quick mode; PEERS=0 not to install missing peer
 # allocators (as root, scripts/install-peers does by default); BENCH_ARGS for
@@ -30,7 +33,8 @@ MAKEFLAGS += --no-print-directory
 all: test
 
 deps:
-	@for t in $(TOOLS); do command -v $$t >/dev/null 2>&1 || { scripts/install-deps; break; }; done
+	@for t in $(TOOLS); do command -v $$t >/dev/null 2>&1 || { scripts/install-deps; exit 0; }; done; \
+	for h in $(HEADERS); do [ -e $$h ] || { scripts/install-deps; exit 0; }; done
 
 # $(call build,DIR,CMAKE-ARGS[,TARGETS]): configure (cheap when nothing changed)
 # and build TARGETS, or everything.
@@ -107,14 +111,14 @@ test-tsan: deps
 	cd build/tsan && QSLAB_GUARD_SAMPLE=50 $(CTEST) -L concurrency
 
 # make fuzz: FUZZ_TIME seconds per target (default 60), FUZZ_JOBS parallel
-# fuzzing processes (default: the CPUs), FUZZ_TARGETS (default "ops misuse"),
+# fuzzing processes (default: the CPUs), FUZZ_TARGETS (default "ops misuse control"),
 # FUZZ_ARGS more libFuzzer options.  clang (and libFuzzer's runtime) are
 # installed when missing (fuzz/install-clang).  Each target runs over
 # build/fuzz/corpus-<target>, seeded from fuzz/corpus/<target>; found crashes
 # land in build/fuzz/artifacts-<target>/ (the run then fails).
 FUZZ_TIME    ?= 60
 FUZZ_JOBS    ?= $(JOBS)
-FUZZ_TARGETS ?= ops misuse
+FUZZ_TARGETS ?= ops misuse control
 FUZZ_ARGS    ?=
 fuzz: deps
 	@fuzz/install-clang

@@ -99,6 +99,29 @@ int qslab_tune(const char *cache, const char *attr, const char *value);
 /* Read a tunable into *out; 0 or -1/EINVAL. */
 int qslab_tune_get(const char *cache, const char *attr, unsigned long *out);
 
+/*
+ * The control channel (docs/observability.md, "Control channel"): a Unix
+ * stream socket through which `qslabinfo -p PID --set CACHE ATTR=VALUE`,
+ * `--get`, `--shrink`, `--validate` and `--control-stats` steer this
+ * process.  qslab_control_start() starts it (QSLAB_CONTROL=1 in the
+ * environment does at start-up); it is served by one background thread
+ * (all signals blocked) at
+ *     DIR/<pid>.sock (mode 0600), DIR (mode 0700, the process's user's) being
+ *     $QSLAB_CONTROL_DIR, else $XDG_RUNTIME_DIR/qslab, else /tmp/qslab-<euid>
+ * and accepts peers of the process's effective uid, or root (SO_PEERCRED);
+ * others get one line "error: refused: ..." and are disconnected.  Each
+ * request must arrive whole within QSLAB_CONTROL_TIMEOUT_MS (default 5000).
+ * The thread never holds a qslab lock while it talks to a peer: a peer can
+ * never block the program's allocations.  A child made by fork() serves
+ * nothing (not its parent's socket) until it calls qslab_control_start().
+ * Returns 0 (also when it runs already), or -1 with errno (the directory is
+ * not private, the socket cannot be made...; a message on stderr says why).
+ */
+int qslab_control_start(void);
+/* Stop the thread and remove the socket (exit does it too).  0, or -1 with
+ * errno ENOENT when the channel does not run. */
+int qslab_control_stop(void);
+
 /* /proc/slabinfo (version 2.1) text for every cache, written to fd. */
 void qslab_slabinfo(int fd);
 /* SLUB `slabinfo -AD` style activity report (Name Objects Alloc Free %Fast). */

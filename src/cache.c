@@ -12,6 +12,7 @@
  * slot_size, link_off and red_left are the only offsets the rest of qslab
  * uses.
  */
+#include "control.h"
 #include "fastpath.h"
 #include "front.h"
 #include "observe.h"
@@ -167,6 +168,9 @@ void qs_init_slow(void)
 __attribute__((constructor)) static void qs_ctor(void)
 {
     qs_init();
+    /* QSLAB_CONTROL=1: the control channel's thread (control.c), started
+     * here and not in qs_init_slow, which may run inside a malloc */
+    qs_control_init();
 }
 
 __attribute__((destructor)) static void qs_dtor(void)
@@ -364,6 +368,15 @@ QSLAB_EXPORT int qslab_cache_destroy(qslab_cache *c)
     }
     unsigned long sum[QS_STAT_NR];
     qs_lock_acquire(&qs_global);
+    /* the control channel's thread may be acting on c (control.h,
+     * qs_ctl_pinned; it pins under qs_global): wait until it is done, then
+     * unlink c in this same hold of qs_global, so that it cannot be pinned
+     * again */
+    while (unlikely(__atomic_load_n(&qs_ctl_pinned, __ATOMIC_ACQUIRE) == c)) {
+        qs_lock_release(&qs_global);
+        qs_os_yield();
+        qs_lock_acquire(&qs_global);
+    }
     qs_stats_sum(c, sum);
     unsigned long live = sum[QS_ALLOC_FAST] + sum[QS_ALLOC_SLOW] - sum[QS_FREE_FAST] - sum[QS_FREE_SLOW];
     if (live) {

@@ -65,6 +65,8 @@ static void fork_child(void)
     fork_release();
     qs_guard_fork(2); /* after fork_release's qs_guard_fork(1): the sampler is gone */
     qs_node_purger_forked();
+    if (qs_self.state == 1) /* the forking thread is the child's only one: its id */
+        qs_self.tid = qs_os_gettid();
 }
 
 void qs_fork_init(void)

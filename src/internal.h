@@ -541,6 +541,7 @@ struct qs_owner {
     int state; /* 0 new, 1 active, 2 exited */
     unsigned direct_frees; /* frees routed without a queue while state 0 */
     int cpu;                /* a CPU's owner: its id; a thread's: -1 */
+    int tid;                /* a thread's owner: its thread id (qslabinfo -l); a CPU's: -1 */
     unsigned long rseq_aborts; /* a thread's: its critical sections restarted */
     struct qs_queue **ids;  /* a CPU's owner: [QS_PERCPU_IDS], its queues by
                                cache id, qs_no_queue where none (the fast
@@ -1101,6 +1102,21 @@ void qs_stats_sum(qslab_cache *c, unsigned long *sum); /* qs_global held */
 void qs_stats_at_exit(void);
 void qs_stats_init(void);
 /* Totals over every cache, for mallinfo and friends. */
+/* Large blocks' counters (kmalloc.c), read from outside through the
+ * observe root too: totals, and by size bucket (bucket b: mappings of
+ * [2^(SHIFT0 + b), 2^(SHIFT0 + b + 1)) bytes; the last, anything bigger). */
+#define QS_LARGE_BUCKET_SHIFT0 22 /* 4 MiB: the smallest mapping (one chunk) */
+#define QS_LARGE_BUCKETS 16       /* up to 128 GiB, then one for the rest */
+struct qs_large_bucket {
+    unsigned long alloc, live;
+    size_t live_bytes;
+};
+struct qs_large_counters {
+    unsigned long alloc, free, live;
+    size_t live_bytes;
+    struct qs_large_bucket bucket[QS_LARGE_BUCKETS];
+};
+
 struct qs_totals {
     size_t slab_bytes;   /* objects' slots in all slabs (num_objs * slot) */
     size_t inuse_bytes;  /* allocated objects' slots */

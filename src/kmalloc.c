@@ -92,11 +92,20 @@ static inline unsigned kmalloc_index(size_t size)
     return qs_kmalloc_index(size, qs_kmalloc_small_index);
 }
 
-static struct {
-    unsigned long alloc, free, live;
-    size_t live_bytes;
-} large;
+/* Large blocks' counters (relaxed atomics; read racily, by
+ * qslab_large_stats and from outside through the observe root), and the
+ * same by size bucket: bucket b holds mappings of [2^(SHIFT0+b),
+ * 2^(SHIFT0+b+1)) bytes, the last one everything bigger.  The layout is
+ * the observe root's contract (observe.h: large, large_buckets). */
+static struct qs_large_counters large;
 void *const qs_large_counters = &large; /* observe.c: the root points here */
+
+static unsigned large_bucket(size_t map_size)
+{
+    unsigned b = (unsigned)(63 - __builtin_clzl(map_size | 1));
+    b = b < QS_LARGE_BUCKET_SHIFT0 ? 0 : b - QS_LARGE_BUCKET_SHIFT0;
+    return b < QS_LARGE_BUCKETS ? b : QS_LARGE_BUCKETS - 1;
+}
 
 void qs_kmalloc_init(void)
 {
@@ -134,6 +143,10 @@ void *qs_large_alloc(size_t size, size_t align)
     __atomic_fetch_add(&large.alloc, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&large.live, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&large.live_bytes, ch->map_size, __ATOMIC_RELAXED);
+    struct qs_large_bucket *b = &large.bucket[large_bucket(ch->map_size)];
+    __atomic_fetch_add(&b->alloc, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&b->live, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&b->live_bytes, ch->map_size, __ATOMIC_RELAXED);
     if (unlikely(qs_debug_tools))
         qs_debug_large(ch->large_ptr, size, true);
     return ch->large_ptr;
@@ -146,6 +159,9 @@ static void large_free(struct qs_chunk *ch)
     __atomic_fetch_add(&large.free, 1, __ATOMIC_RELAXED);
     __atomic_fetch_sub(&large.live, 1, __ATOMIC_RELAXED);
     __atomic_fetch_sub(&large.live_bytes, ch->map_size, __ATOMIC_RELAXED);
+    struct qs_large_bucket *b = &large.bucket[large_bucket(ch->map_size)];
+    __atomic_fetch_sub(&b->live, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_sub(&b->live_bytes, ch->map_size, __ATOMIC_RELAXED);
     qs_page_unmap_large(ch);
 }
 
@@ -350,6 +366,13 @@ QSLAB_EXPORT void *qslab_realloc(void *p, size_t size)
             return NULL;
         }
         __atomic_fetch_add(&large.live_bytes, nch->map_size - before, __ATOMIC_RELAXED);
+        /* the block may change bucket: out of the old one, into the new */
+        struct qs_large_bucket *ob = &large.bucket[large_bucket(before)],
+                               *nb = &large.bucket[large_bucket(nch->map_size)];
+        __atomic_fetch_sub(&ob->live, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_sub(&ob->live_bytes, before, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&nb->live, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&nb->live_bytes, nch->map_size, __ATOMIC_RELAXED);
         return nch->large_ptr;
     }
     /* same object when the size still fits and at least half of it is used */

@@ -48,6 +48,9 @@ QSLAB_EXPORT struct qs_observe_root qslab_observe_root = {
     .large = &qs_large_counters,
     .page_slab_bytes = &qs_page_slab_bytes,
     .slob_arena = &qs_slob_arena,
+    .large_buckets = QS_LARGE_BUCKETS,
+    .large_bucket_shift0 = QS_LARGE_BUCKET_SHIFT0,
+    .sizeof_large = sizeof(struct qs_large_counters),
 };
 
 void qs_observe_cache(const qslab_cache *c)

@@ -35,7 +35,7 @@
 #pragma GCC visibility push(hidden)
 
 #define QS_OBSERVE_MAGIC 0x5652455342534c51ULL /* "QSLBSERV" little-endian */
-#define QS_OBSERVE_VERSION 1u
+#define QS_OBSERVE_VERSION 2u /* 2: large buckets, queue nodes, owners' thread ids */
 #define QS_OBSERVE_FRONTS 8 /* room for front-end names */
 
 /* The fields the reader reads, by offset: the fingerprint both sides
@@ -52,7 +52,8 @@
     X(qs_queue, nr_seq) X(qs_queue, pops_seen) X(qs_queue, pops_raw) X(qs_queue, inbox)            \
     X(qs_queue, cap) X(qs_queue, owner) X(qs_queue, all_next) X(qs_queue, sl)                      \
     X(qs_queue, cpu) X(qs_node, list) X(qs_node, nr_empty) X(qs_node, nr_free_slabs)               \
-    X(qs_node, shared_avail) X(qs_list, nr_partial) X(qs_list, nr_full) X(qs_inbox, nr)
+    X(qs_node, shared_avail) X(qs_list, nr_partial) X(qs_list, nr_full) X(qs_inbox, nr)          \
+    X(qs_queue, node) X(qs_owner, cpu) X(qs_owner, tid) X(qs_large_counters, bucket)
 #define QS_OBSERVE_COUNT_(s, f) +1
 enum { QS_OBSERVE_NR_OFFSETS = 0 QS_OBSERVE_OFFSETS(QS_OBSERVE_COUNT_) };
 
@@ -82,11 +83,13 @@ struct qs_observe_root {
     const int *nr_cpu_ids;             /* &qs_nr_cpu_ids */
     const int *front_default;          /* &qs_front_default */
     const uint32_t *objs_per_slab;     /* [max_caches], by cache id */
-    void *const *large;                /* -> kmalloc.c's {alloc, free, live, live_bytes} */
+    void *const *large;                /* -> kmalloc.c's struct qs_large_counters */
     size_t *const *page_slab_bytes;    /* -> page.c's bytes of slabs handed out */
     const qslab_cache *slob_arena;     /* SLOB's pages (in no cache list) */
     uint32_t front_queues;             /* bit f: front end f's owners have queues */
-    uint32_t pad_;
+    uint32_t large_buckets;            /* QS_LARGE_BUCKETS */
+    uint32_t large_bucket_shift0;      /* QS_LARGE_BUCKET_SHIFT0 */
+    uint32_t sizeof_large;             /* sizeof(struct qs_large_counters) */
     char front_names[QS_OBSERVE_FRONTS][8];
 };
 

@@ -65,6 +65,8 @@ const char *qs_os_getenv(const char *name);
 uint64_t qs_os_now_ms(void);
 /* CPU the caller runs on (0 if unknown). */
 int qs_os_current_cpu(void);
+/* The calling thread's id (the kernel's: what top -H and /proc/PID/task show). */
+int qs_os_gettid(void);
 /* Give the CPU to another thread (lock back-off). */
 void qs_os_yield(void);
 

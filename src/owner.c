@@ -133,6 +133,7 @@ static struct qs_owner *cpu_owner(int cpu)
         ids[i] = &qs_no_queue;
     o->ids = ids;
     o->cpu = cpu;
+    o->tid = -1;
     o->node = qs_node_of_cpu(cpu);
     o->state = 1;
     qs_observe_begin(); /* an owner table changes (observe.h) */
@@ -191,6 +192,7 @@ void qs_owner_init(void)
     }
     struct qs_owner *o = &qs_self;
     o->node = qs_node_of_cpu(qs_os_current_cpu());
+    o->tid = qs_os_gettid();
     o->state = 1;
     qs_os_thread_watch(o);
 }

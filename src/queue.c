@@ -611,7 +611,7 @@ static bool slots_grow(struct qs_queue *q, unsigned n, bool in_section)
         qs_meta_free(mem, ((size_t)cap + 1) * sizeof(void *));
         return false;
     }
-    q->cap = cap;
+    QS_STORE(q->cap, cap); /* read racily by the statistics (stats.c) */
     uint32_t hw = QS_LOAD(q->hiwater);
     QS_STORE(q->limit, hw < cap ? hw : cap);
     if (old)
@@ -629,7 +629,7 @@ void qs_queue_free_slots(struct qs_queue *q)
     if (q->slots)
         qs_meta_free(q->slots - 1, ((size_t)q->cap + 1) * sizeof(void *));
     q->slots = NULL;
-    q->cap = 0;
+    QS_STORE(q->cap, 0);
     QS_STORE(q->limit, 0);
 }
 

@@ -2,11 +2,18 @@
  * report.c - messages without stdio (the allocator may be running inside
  * malloc), the replaceable fatal handler, and a lock's slow path.
  */
-#include "internal.h"
+#include "control.h"
 
 #include <stdarg.h>
 
 static qslab_fatal_fn fatal_handler;
+/* qs_warn's text, captured instead of written (control.h): one thread's own */
+static __thread struct qs_buf *warn_capture __attribute__((tls_model("initial-exec")));
+
+void qs_warn_capture(struct qs_buf *b)
+{
+    warn_capture = b;
+}
 
 void qs_buf_putc(struct qs_buf *b, char c)
 {
@@ -152,6 +159,10 @@ void qs_warn(const char *fmt, ...)
     message(&b, fmt, ap);
     va_end(ap);
     qs_buf_putc(&b, '\n');
+    if (warn_capture) {
+        qs_buf_str(warn_capture, text);
+        return;
+    }
     qs_os_write(2, text, b.len);
 }
 

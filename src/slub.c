@@ -678,7 +678,7 @@ static void *new_freelist(qslab_cache *c, struct qs_queue *q, struct qs_slab *ol
     while ((s = q->sl.partial)) {
         q->sl.partial = s->next;
         s->next = NULL;
-        q->sl.nr_partial--;
+        QS_STORE(q->sl.nr_partial, q->sl.nr_partial - 1);
         if ((fl = get_freelist(c, s))) {
             *sp = s;
             return fl;
@@ -701,7 +701,7 @@ static void *new_freelist(qslab_cache *c, struct qs_queue *q, struct qs_slab *ol
                 set_state(t, QS_SLAB_CPU_PARTIAL);
                 t->next = q->sl.partial;
                 q->sl.partial = t;
-                q->sl.nr_partial++;
+                QS_STORE(q->sl.nr_partial, q->sl.nr_partial + 1);
                 moved++;
             }
         }
@@ -755,12 +755,12 @@ QS_NOINLINE static void *th_alloc_slow(qslab_cache *c, struct qs_queue *q)
             continue;
         }
         struct qs_slab *old = q->sl.slab, *s;
-        q->sl.slab = NULL;
+        QS_STORE(q->sl.slab, NULL);
         if (!(fl = new_freelist(c, q, old, &s))) {
             errno = ENOMEM;
             return NULL;
         }
-        q->sl.slab = s;
+        QS_STORE(q->sl.slab, s);
         void *obj = list_pop(c, &fl);
         q->sl.freelist = fl;
         if (obj) {
@@ -996,12 +996,12 @@ static void put_cpu_partial(qslab_cache *c, struct qs_slab *s)
     if (q->sl.nr_partial >= max) {
         drain = q->sl.partial;
         q->sl.partial = NULL;
-        q->sl.nr_partial = 0;
+        QS_STORE(q->sl.nr_partial, 0);
     }
     set_state(s, QS_SLAB_CPU_PARTIAL);
     s->next = q->sl.partial;
     q->sl.partial = s;
-    q->sl.nr_partial++;
+    QS_STORE(q->sl.nr_partial, q->sl.nr_partial + 1);
     if (pc)
         qs_lock_release(&q->lock);
     put_partials(c, pc ? NULL : q, drain);
@@ -1015,10 +1015,10 @@ static void flush_owner(qslab_cache *c, struct qs_queue *q)
 {
     struct qs_slab *s = q->sl.slab, *list = q->sl.partial;
     void *fl = q->sl.freelist;
-    q->sl.slab = NULL;
+    QS_STORE(q->sl.slab, NULL);
     q->sl.freelist = NULL;
     q->sl.partial = NULL;
-    q->sl.nr_partial = 0;
+    QS_STORE(q->sl.nr_partial, 0);
     deactivate(c, q, s, fl);
     put_partials(c, q, list);
 }
@@ -1053,7 +1053,7 @@ static void flush_all(qslab_cache *c)
             void *fl;
             if (pc_detach(q, &fl) == 0) {
                 q->sl.partial = NULL;
-                q->sl.nr_partial = 0;
+                QS_STORE(q->sl.nr_partial, 0);
                 deactivate(c, q, old, fl);
                 put_partials(c, q, list);
             }

@@ -8,6 +8,7 @@
  * never freed while their cache lives, so a sum over cache->queues under
  * qs_global sees every event, including those of exited threads.
  */
+#include "control.h"
 #include "front.h"
 #include "stats_calc.h"
 
@@ -309,6 +310,31 @@ void qs_stats_at_exit(void)
         qslab_stats_report(stats_fd);
 }
 
+/* control.c's snapshot (control.h): under qs_global, so that a cache being
+ * destroyed waits until its figures are copied. */
+size_t qs_stats_collect(const char *name, struct qs_ctl_cache *out, size_t max)
+{
+    size_t n = 0;
+    qs_init();
+    qs_lock_acquire(&qs_global);
+    for (qslab_cache *c = qs_caches; c; c = c->next) {
+        if (name && strcmp(c->name, name) != 0)
+            continue;
+        if (n < max) {
+            struct qs_ctl_cache *o = &out[n];
+            memcpy(o->name, c->name, sizeof(o->name));
+            o->front = qs_front_of(c)->name;
+            fill(c, &o->st);
+            o->hiwater = QS_LOAD(c->hiwater);
+            o->freebatch = QS_LOAD(c->freebatch);
+            o->kmalloc = c->is_kmalloc;
+        }
+        n++;
+    }
+    qs_lock_release(&qs_global);
+    return n;
+}
+
 /* ---- qslab_stats_json: every counter as one JSON document ----
  * Written through a small buffer flushed with write(2) (no allocation, no
  * stdio: callers may be inside malloc's users).  Caches are read under
@@ -448,6 +474,8 @@ static void jw_cache(struct jw *w, qslab_cache *c, const struct qslab_cache_stat
     jw_raw(w, "}}");
 }
 
+extern void *const qs_large_counters; /* kmalloc.c: struct qs_large_counters */
+
 QSLAB_EXPORT int qslab_stats_json(int fd)
 {
     if (fd < 0) {
@@ -487,7 +515,21 @@ QSLAB_EXPORT int qslab_stats_json(int fd)
     jw_kv(&w, "free", ls.free);
     jw_kv(&w, "live", ls.live);
     jw_kv(&w, "live_bytes", ls.live_bytes);
-    jw_raw(&w, "},\n");
+    jw_raw(&w, ", \"buckets\": [");
+    const struct qs_large_counters *lc = qs_large_counters;
+    for (unsigned b = 0; b < QS_LARGE_BUCKETS; b++) { /* as qslabinfo --json: every bucket */
+        const struct qs_large_bucket *k = &lc->bucket[b];
+        uint64_t lo = (uint64_t)1 << (QS_LARGE_BUCKET_SHIFT0 + b);
+        jw_raw(&w, b ? ", {" : "{");
+        jw_key(&w, "from", true);
+        jw_u64(&w, lo);
+        jw_kv(&w, "to", b + 1 < QS_LARGE_BUCKETS ? 2 * lo : 0);
+        jw_kv(&w, "alloc", __atomic_load_n(&k->alloc, __ATOMIC_RELAXED));
+        jw_kv(&w, "live", __atomic_load_n(&k->live, __ATOMIC_RELAXED));
+        jw_kv(&w, "live_bytes", __atomic_load_n(&k->live_bytes, __ATOMIC_RELAXED));
+        jw_putc(&w, '}');
+    }
+    jw_raw(&w, "]},\n");
     struct qslab_guard_stats gs;
     qslab_guard_stats(&gs);
     jw_raw(&w, " \"guard\": {");

@@ -5,9 +5,10 @@
  *   qslabinfo [-e] [-T] [-S] [-L] [--proc] [--json] -p PID
  *   qslabinfo [options] [--delay MS] -- PROGRAM [ARGS...]
  *
- * How: find the mapped ELF objects of the target in /proc/PID/maps, look
- * up `qslab_observe_root` in their .dynsym or .symtab (through
- * /proc/PID/map_files/, else the path), add the load bias, and read the
+ * How (tools/reader.c, shared with qslabtop): find the mapped ELF objects
+ * of the target in /proc/PID/maps, look up `qslab_observe_root` in their
+ * .dynsym or .symtab (through /proc/PID/map_files/, else the path), add
+ * the load bias, and read the
  * root and everything it points to with process_vm_readv.  Every pointer
  * followed must lie in a readable mapping of the target; every list walk
  * is bounded; a read whose generation (observe.h) was odd or moved is
@@ -43,686 +44,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define EXIT_CANNOT 1
-#define EXIT_VERSION 2
-#define EXIT_TORN 3
-
-#define MAX_QUEUES_PER_CACHE (1u << 20) /* bounded walks */
-#define MAX_SEQ_TRIES 100
-
-static pid_t g_pid;
-static const char *prog = "qslabinfo";
-
-static void die(int status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "%s: ", prog);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(status);
-}
-
-/* ---------------------------------------------------------------- maps */
-
-struct mapping {
-    uint64_t lo, hi, off;
-    bool r, w;
-    char path[256];
-};
-static struct mapping *maps;
-static size_t nmaps;
-
-static void explain_access(int err); /* never returns */
-
-static bool load_maps(void)
-{
-    char fn[64];
-    snprintf(fn, sizeof fn, "/proc/%d/maps", (int)g_pid);
-    FILE *f = fopen(fn, "r");
-    if (!f) {
-        if (errno == ENOENT)
-            explain_access(ESRCH);
-        explain_access(errno);
-    }
-    size_t cap = nmaps ? nmaps + 64 : 256;
-    struct mapping *m = malloc(cap * sizeof(*m));
-    size_t n = 0;
-    char line[4096 + 512];
-    while (m && fgets(line, sizeof line, f)) {
-        if (!strchr(line, '\n')) { /* an over-long line: skip its rest */
-            int ch;
-            while ((ch = fgetc(f)) != EOF && ch != '\n')
-                ;
-        }
-        unsigned long long lo, hi, off;
-        char perms[8];
-        int pos = 0;
-        if (sscanf(line, "%llx-%llx %7s %llx %*s %*s%n", &lo, &hi, perms, &off, &pos) != 4)
-            continue;
-        if (n == cap) {
-            if (cap > (1u << 24))
-                break; /* a hostile map count: what we have */
-            cap *= 2;
-            struct mapping *g = realloc(m, cap * sizeof(*m));
-            if (!g)
-                break;
-            m = g;
-        }
-        struct mapping *e = &m[n++];
-        e->lo = lo;
-        e->hi = hi;
-        e->off = off;
-        e->r = perms[0] == 'r';
-        e->w = perms[1] == 'w';
-        const char *p = line + pos;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        size_t len = strcspn(p, "\n");
-        if (len >= sizeof e->path)
-            len = sizeof e->path - 1;
-        memcpy(e->path, p, len);
-        e->path[len] = '\0';
-    }
-    fclose(f);
-    if (!m)
-        die(EXIT_CANNOT, "out of memory");
-    free(maps);
-    maps = m;
-    nmaps = n;
-    if (n == 0) /* a zombie, or a kernel thread: nothing mapped */
-        return false;
-    return true;
-}
-
-/* [addr, addr + len) inside one readable mapping */
-static bool readable(uint64_t addr, size_t len)
-{
-    if (!addr || addr + len < addr)
-        return false;
-    for (size_t i = 0; i < nmaps; i++)
-        if (addr >= maps[i].lo && addr + len <= maps[i].hi)
-            return maps[i].r;
-    return false;
-}
-
-/* ---------------------------------------------------------------- reads */
-
-static int rd(uint64_t addr, void *buf, size_t len)
-{
-    struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
-    ssize_t n = process_vm_readv(g_pid, &local, 1, &remote, 1, 0);
-    if (n == (ssize_t)len)
-        return 0;
-    return n < 0 ? -errno : -EFAULT;
-}
-
-/* A checked read: the range must be mapped readable, the read complete. */
-static bool rdc(uint64_t addr, void *buf, size_t len, size_t align)
-{
-    if ((align && addr % align) || !readable(addr, len))
-        return false;
-    int r = rd(addr, buf, len);
-    if (r == -EPERM || r == -ESRCH)
-        explain_access(-r);
-    return r == 0;
-}
-
-/* ---------------------------------------------------------------- permission */
-
-static long status_field(pid_t pid, const char *key)
-{
-    char fn[64], line[512];
-    snprintf(fn, sizeof fn, pid ? "/proc/%d/status" : "/proc/self/status", (int)pid);
-    FILE *f = fopen(fn, "r");
-    if (!f)
-        return -1;
-    long v = -1;
-    size_t kl = strlen(key);
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, key, kl) == 0 && line[kl] == ':') {
-            v = strtol(line + kl + 1, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return v;
-}
-
-static bool have_cap_sys_ptrace(void)
-{
-    char line[512];
-    FILE *f = fopen("/proc/self/status", "r");
-    bool cap = false;
-    if (!f)
-        return false;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "CapEff:", 7) == 0) {
-            unsigned long long v = strtoull(line + 7, NULL, 16);
-            cap = (v >> 19) & 1; /* CAP_SYS_PTRACE */
-        }
-    fclose(f);
-    return cap;
-}
-
-static void explain_access(int err)
-{
-    if (err == ESRCH || (kill(g_pid, 0) != 0 && errno == ESRCH))
-        die(EXIT_CANNOT, "no process %d (ESRCH: no such process)", (int)g_pid);
-    if (err != EPERM && err != EACCES)
-        die(EXIT_CANNOT, "cannot read process %d: %s", (int)g_pid, strerror(err));
-    long uid = status_field(g_pid, "Uid"), me = (long)geteuid();
-    bool cap = have_cap_sys_ptrace();
-    int scope = -1;
-    FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
-    if (f) {
-        if (fscanf(f, "%d", &scope) != 1)
-            scope = -1;
-        fclose(f);
-    }
-    if (uid >= 0 && uid != me && !cap)
-        die(EXIT_CANNOT,
-            "cannot read process %d (EPERM): it runs as uid %ld and you are uid %ld without "
-            "CAP_SYS_PTRACE (run as that user, or as root)",
-            (int)g_pid, uid, me);
-    if (scope == 3)
-        die(EXIT_CANNOT, "cannot read process %d (EPERM): kernel.yama.ptrace_scope is 3 (no "
-                         "process may read another)", (int)g_pid);
-    if (scope == 2 && !cap)
-        die(EXIT_CANNOT, "cannot read process %d (EPERM): kernel.yama.ptrace_scope is 2 (only "
-                         "with CAP_SYS_PTRACE)", (int)g_pid);
-    if (scope == 1 && !cap)
-        die(EXIT_CANNOT,
-            "cannot read process %d (EPERM): kernel.yama.ptrace_scope is 1 (only its ancestors, "
-            "or a process it named with prctl(PR_SET_PTRACER), may read it; or use "
-            "CAP_SYS_PTRACE)", (int)g_pid);
-    die(EXIT_CANNOT, "cannot read process %d (%s): the kernel refused (a process that is not "
-                     "dumpable, e.g. setuid, or a security module)",
-        (int)g_pid, err == EPERM ? "EPERM" : "EACCES");
-}
-
-/* ---------------------------------------------------------------- ELF */
-
-struct root_loc {
-    uint64_t addr;
-    char path[256];
-    bool has_symtab; /* out: the object has a .symtab (not stripped) */
-};
-
-/* The executable without a symbol table, if it is (for the message when no
- * qslab is found: a static qslab in it would not be seen). */
-static char stripped_exe[256];
-
-static bool pread_all(int fd, void *buf, size_t len, uint64_t off, uint64_t fsize)
-{
-    if (off > fsize || len > fsize - off)
-        return false;
-    return pread(fd, buf, len, (off_t)off) == (ssize_t)len;
-}
-
-/* Look `name` up in one symbol table section (and its string table). */
-static bool elf_lookup(int fd, uint64_t fsize, const Elf64_Shdr *sh, const Elf64_Shdr *strsh,
-                       const char *name, Elf64_Sym *out)
-{
-    if (sh->sh_entsize != sizeof(Elf64_Sym) || strsh->sh_type != SHT_STRTAB)
-        return false;
-    uint64_t nsym = sh->sh_size / sizeof(Elf64_Sym);
-    if (nsym > (1u << 22) || strsh->sh_size > (64u << 20))
-        return false;
-    char *str = malloc(strsh->sh_size + 1);
-    Elf64_Sym *syms = malloc(nsym * sizeof(Elf64_Sym) + 1);
-    bool found = false;
-    if (str && syms && pread_all(fd, str, strsh->sh_size, strsh->sh_offset, fsize) &&
-        pread_all(fd, syms, nsym * sizeof(Elf64_Sym), sh->sh_offset, fsize)) {
-        str[strsh->sh_size] = '\0';
-        size_t nl = strlen(name);
-        for (uint64_t i = 0; i < nsym && !found; i++) {
-            const Elf64_Sym *s = &syms[i];
-            if (s->st_name >= strsh->sh_size || s->st_shndx == SHN_UNDEF)
-                continue;
-            if (strsh->sh_size - s->st_name > nl && memcmp(str + s->st_name, name, nl + 1) == 0 &&
-                ELF64_ST_TYPE(s->st_info) == STT_OBJECT) {
-                *out = *s;
-                found = true;
-            }
-        }
-    }
-    free(str);
-    free(syms);
-    return found;
-}
-
-/* The root's address in the target if the object mapped at m (file
- * offset 0) defines it. */
-static bool elf_find_root(const struct mapping *m, struct root_loc *loc)
-{
-    char fn[512];
-    int fd = -1;
-    snprintf(fn, sizeof fn, "/proc/%d/map_files/%llx-%llx", (int)g_pid, (unsigned long long)m->lo,
-             (unsigned long long)m->hi);
-    fd = open(fn, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(fn, sizeof fn, "/proc/%d/root%s", (int)g_pid, m->path);
-        fd = open(fn, O_RDONLY | O_CLOEXEC);
-    }
-    if (fd < 0)
-        fd = open(m->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    struct stat sb;
-    bool ok = false;
-    Elf64_Ehdr eh;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
-        goto out;
-    uint64_t fsize = (uint64_t)sb.st_size;
-    if (!pread_all(fd, &eh, sizeof eh, 0, fsize) || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
-        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB ||
-        (eh.e_type != ET_DYN && eh.e_type != ET_EXEC) || eh.e_shentsize != sizeof(Elf64_Shdr) ||
-        eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_shnum == 0 || eh.e_phnum == 0 ||
-        eh.e_phnum > 1024)
-        goto out;
-    /* the load bias: the mapping at file offset 0 holds the PT_LOAD at offset 0 */
-    Elf64_Phdr ph[1024];
-    if (!pread_all(fd, ph, eh.e_phnum * sizeof(Elf64_Phdr), eh.e_phoff, fsize))
-        goto out;
-    long pagesz = sysconf(_SC_PAGESIZE);
-    bool have_load = false;
-    uint64_t bias = 0;
-    for (unsigned i = 0; i < eh.e_phnum; i++)
-        if (ph[i].p_type == PT_LOAD && (ph[i].p_offset & ~(uint64_t)(pagesz - 1)) == 0) {
-            bias = m->lo - (ph[i].p_vaddr & ~(uint64_t)(pagesz - 1));
-            have_load = true;
-            break;
-        }
-    if (!have_load)
-        goto out;
-    Elf64_Shdr *sh = malloc(eh.e_shnum * sizeof(Elf64_Shdr));
-    if (!sh || !pread_all(fd, sh, eh.e_shnum * sizeof(Elf64_Shdr), eh.e_shoff, fsize)) {
-        free(sh);
-        goto out;
-    }
-    Elf64_Sym sym;
-    for (unsigned i = 0; i < eh.e_shnum; i++)
-        if (sh[i].sh_type == SHT_SYMTAB)
-            loc->has_symtab = true;
-    /* .dynsym first (a shared library's), then .symtab (a static link) */
-    for (int pass = 0; pass < 2 && !ok; pass++)
-        for (unsigned i = 0; i < eh.e_shnum && !ok; i++) {
-            if (sh[i].sh_type != (pass ? SHT_SYMTAB : SHT_DYNSYM) || sh[i].sh_link >= eh.e_shnum)
-                continue;
-            if (elf_lookup(fd, fsize, &sh[i], &sh[sh[i].sh_link], "qslab_observe_root", &sym)) {
-                loc->addr = (eh.e_type == ET_DYN ? bias : 0) + sym.st_value;
-                snprintf(loc->path, sizeof loc->path, "%s", m->path);
-                ok = true;
-            }
-        }
-    free(sh);
-out:
-    close(fd);
-    return ok;
-}
-
-/* Every root in the target (a process may hold two qslabs: e.g. a static
- * one in the executable and the drop-in); returns how many. */
-static size_t find_roots(struct root_loc *locs, size_t max)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < nmaps && n < max; i++) {
-        const struct mapping *m = &maps[i];
-        if (m->off != 0 || m->path[0] != '/' || !m->r)
-            continue;
-        bool seen = false; /* the same object mapped twice at offset 0 */
-        for (size_t j = 0; j < i; j++)
-            if (maps[j].off == 0 && strcmp(maps[j].path, m->path) == 0)
-                seen = true;
-        if (seen)
-            continue;
-        locs[n].has_symtab = false;
-        if (elf_find_root(m, &locs[n]))
-            n++;
-        else if (!locs[n].has_symtab && !stripped_exe[0]) {
-            char fn[64], exe[256];
-            snprintf(fn, sizeof fn, "/proc/%d/exe", (int)g_pid);
-            ssize_t l = readlink(fn, exe, sizeof exe - 1);
-            if (l > 0 && (exe[l] = '\0', strcmp(exe, m->path) == 0))
-                snprintf(stripped_exe, sizeof stripped_exe, "%s", m->path);
-        }
-    }
-    return n;
-}
-
-/* ---------------------------------------------------------------- snapshot */
-
-struct cache_snap {
-    uint64_t addr;
-    char name[QS_NAME_MAX];
-    char front[8];
-    char debug[8];
-    unsigned id, front_nr, debug_bits;
-    bool is_kmalloc, ctor, queues;
-    unsigned long flags;
-    size_t align;
-    unsigned long hiwater, freebatch, slab_limit, slab_batch, slab_shared;
-    unsigned long nr_queues, nr_owned_queues, partial_slabs, owner_slabs;
-    size_t meta_bytes; /* cache, nodes, queues, queue slots */
-    struct qslab_cache_stats st;
-};
-
-struct snap {
-    unsigned long generation;
-    int attempts;
-    int nr_nodes, owner_kind, nr_cpu_ids, front_default;
-    char owner_why[160];
-    struct cache_snap *caches;
-    size_t n, cap;
-    struct cache_snap arena;
-    unsigned long large_alloc, large_free, large_live;
-    size_t large_bytes, page_slab_bytes;
-    char path[256];
-};
-
-static struct qs_observe_root root;
-static uint64_t root_addr;
-static char why[256]; /* why the last attempt failed */
-
-#define BAD(...) (snprintf(why, sizeof why, __VA_ARGS__), false)
-
-static bool read_cache(uint64_t addr, struct cache_snap *cs, int nr_nodes)
-{
-    struct qslab_cache c;
-    if (!rdc(addr, &c, sizeof c, 8))
-        return BAD("cache at 0x%" PRIx64 " is not readable", addr);
-    memset(cs, 0, sizeof(*cs));
-    cs->addr = addr;
-    if (!memchr(c.name, '\0', sizeof c.name))
-        return BAD("cache at 0x%" PRIx64 ": its name is not terminated", addr);
-    for (size_t i = 0; c.name[i]; i++) /* printable, for every output mode */
-        cs->name[i] = (c.name[i] > ' ' && c.name[i] < 127) ? c.name[i] : '?';
-    if (c.id >= root.max_caches || c.front >= QS_FRONT_NR || c.front >= QS_OBSERVE_FRONTS ||
-        c.order > QS_MAX_ORDER || c.slot_size < 8 || c.slot_size > (QS_PAGE_SIZE << QS_MAX_ORDER))
-        return BAD("cache %s: id, front, order or slot size out of range", cs->name);
-    cs->id = c.id;
-    cs->front_nr = c.front;
-    memcpy(cs->front, root.front_names[c.front], 7);
-    cs->front[7] = '\0';
-    cs->queues = (root.front_queues >> c.front) & 1;
-    cs->debug_bits = c.debug;
-    qs_debug_letters(c.debug, cs->debug);
-    uint8_t km; /* a bool of the target's: any byte value, read as a byte */
-    memcpy(&km, (const char *)&c + offsetof(struct qslab_cache, is_kmalloc), 1);
-    cs->is_kmalloc = km != 0;
-    cs->ctor = c.ctor != NULL;
-    cs->flags = c.flags;
-    cs->align = c.align;
-    cs->hiwater = c.hiwater;
-    cs->freebatch = c.freebatch;
-    cs->slab_limit = c.slab_limit;
-    cs->slab_batch = c.slab_batch;
-    cs->slab_shared = c.slab_shared;
-    cs->meta_bytes = sizeof(c) + (size_t)nr_nodes * sizeof(struct qs_node);
-
-    unsigned long sum[QS_STAT_NR] = {0};
-    struct qslab_cache_stats *st = &cs->st;
-    uint64_t qa = (uint64_t)(uintptr_t)c.queues;
-    unsigned long nq = 0;
-    while (qa) {
-        if (++nq > MAX_QUEUES_PER_CACHE)
-            return BAD("cache %s: more than %u queues (a cycle?)", cs->name, MAX_QUEUES_PER_CACHE);
-        static struct qs_queue q; /* 640 bytes, 64-aligned */
-        bool got = false;
-        for (int t = 0; t < MAX_SEQ_TRIES && !got; t++) {
-            if (!rdc(qa, &q, sizeof q, 64))
-                return BAD("cache %s: queue at 0x%" PRIx64 " is not readable", cs->name, qa);
-            unsigned seq2;
-            if (rd(qa + offsetof(struct qs_queue, nr_seq), &seq2, sizeof seq2) != 0)
-                return BAD("cache %s: queue at 0x%" PRIx64 " went away", cs->name, qa);
-            got = !(q.nr_seq & 1) && seq2 == q.nr_seq;
-        } /* else its last reading, as the in-process reader does */
-        if ((uint64_t)(uintptr_t)q.cache != addr)
-            return BAD("cache %s: queue at 0x%" PRIx64 " belongs to another cache", cs->name, qa);
-        struct qs_queue_raw r;
-        memcpy(r.stat, q.stat, sizeof r.stat);
-        r.moved = q.moved;
-        r.top = q.top;
-        r.fb = q.fb;
-        r.fb_base = q.fb_base;
-        r.sl_pops = q.sl.pops;
-        r.sl_pushes = q.sl.pushes;
-        unsigned long pops_seen = q.pops_seen;
-        uint64_t pops_raw = q.pops_raw;
-        qs_calc_queue(&r, cs->queues, &pops_seen, &pops_raw, sum);
-        st->empty_slabs += q.nr_stash;
-        st->queued_objs += QS_TOP_NR(q.top) + q.inbox.nr;
-        cs->partial_slabs += q.list.nr_partial + q.sl.nr_partial;
-        cs->owner_slabs += q.list.nr_partial + q.list.nr_full + q.nr_stash + q.sl.nr_partial +
-                           (q.sl.slab != NULL);
-        cs->nr_queues++;
-        cs->nr_owned_queues += q.owner != NULL;
-        cs->meta_bytes += sizeof q + (size_t)(q.cap + 1) * sizeof(void *);
-        qa = (uint64_t)(uintptr_t)q.all_next;
-    }
-    for (int i = 0; i < QS_STAT_NR; i++)
-        sum[i] += c.orphan_stat[i];
-    st->alloc_fast = 0; /* qs_calc_fill sets every event field */
-    qs_calc_fill(sum, st);
-    if (nr_nodes > 0) {
-        static struct qs_node nodes[QS_MAX_NODES];
-        if (!rdc((uint64_t)(uintptr_t)c.nodes, nodes, (size_t)nr_nodes * sizeof(struct qs_node), 64))
-            return BAD("cache %s: its node array is not readable", cs->name);
-        for (int n = 0; n < nr_nodes; n++) {
-            st->empty_slabs += nodes[n].nr_empty + nodes[n].nr_free_slabs;
-            cs->partial_slabs += nodes[n].list.nr_partial;
-        }
-    }
-    st->object_size = c.obj_size;
-    st->slot_size = c.slot_size;
-    st->order = c.order;
-    uint32_t ops = 0;
-    if (!rdc((uint64_t)(uintptr_t)root.objs_per_slab + (uint64_t)c.id * 4, &ops, 4, 4))
-        return BAD("the objects-per-slab table is not readable");
-    st->objs_per_slab = ops;
-    return true;
-}
-
-static bool read_all(struct snap *s)
-{
-    s->n = 0;
-    if (!rdc((uint64_t)(uintptr_t)root.nr_nodes, &s->nr_nodes, sizeof(int), 4) ||
-        !rdc((uint64_t)(uintptr_t)root.owner_kind, &s->owner_kind, sizeof(int), 4) ||
-        !rdc((uint64_t)(uintptr_t)root.nr_cpu_ids, &s->nr_cpu_ids, sizeof(int), 4) ||
-        !rdc((uint64_t)(uintptr_t)root.front_default, &s->front_default, sizeof(int), 4))
-        return BAD("the root's globals are not readable");
-    if (s->nr_nodes < 1 || s->nr_nodes > (int)root.max_nodes || s->nr_nodes > QS_MAX_NODES)
-        return BAD("node count %d out of range", s->nr_nodes);
-    if (s->front_default < 0 || s->front_default >= QS_FRONT_NR)
-        return BAD("default front end %d out of range", s->front_default);
-    uint64_t whyp = 0;
-    s->owner_why[0] = '\0';
-    if (rdc((uint64_t)(uintptr_t)root.owner_why, &whyp, 8, 8) && whyp) {
-        /* a string of unknown length: read up to the end of its mapping */
-        char buf[sizeof s->owner_why];
-        size_t len = sizeof buf - 1;
-        while (len && !readable(whyp, len))
-            len /= 2;
-        if (len && rd(whyp, buf, len) == 0) {
-            buf[len] = '\0';
-            for (size_t i = 0; buf[i]; i++)
-                s->owner_why[i] = (buf[i] >= ' ' && buf[i] < 127) ? buf[i] : '?',
-                s->owner_why[i + 1] = '\0';
-        }
-    }
-    uint64_t head = 0;
-    if (!rdc((uint64_t)(uintptr_t)root.caches, &head, 8, 8))
-        return BAD("the cache list head is not readable");
-    for (uint64_t a = head; a;) {
-        if (s->n >= root.max_caches)
-            return BAD("more than %u caches on the list (a cycle?)", root.max_caches);
-        if (s->n == s->cap) {
-            s->cap = s->cap ? s->cap * 2 : 64;
-            s->caches = realloc(s->caches, s->cap * sizeof(*s->caches));
-            if (!s->caches)
-                die(EXIT_CANNOT, "out of memory");
-        }
-        if (!read_cache(a, &s->caches[s->n], s->nr_nodes))
-            return false;
-        uint64_t next;
-        if (!rdc(a + offsetof(struct qslab_cache, next), &next, 8, 8))
-            return BAD("cache list link not readable");
-        s->n++;
-        a = next;
-    }
-    if (!read_cache((uint64_t)(uintptr_t)root.slob_arena, &s->arena, s->nr_nodes))
-        return false;
-    uint64_t lp = 0, sp = 0;
-    unsigned long large[4];
-    if (!rdc((uint64_t)(uintptr_t)root.large, &lp, 8, 8) || !rdc(lp, large, sizeof large, 8) ||
-        !rdc((uint64_t)(uintptr_t)root.page_slab_bytes, &sp, 8, 8) ||
-        !rdc(sp, &s->page_slab_bytes, sizeof(size_t), 8))
-        return BAD("the large-block or page-layer counters are not readable");
-    s->large_alloc = large[0];
-    s->large_free = large[1];
-    s->large_live = large[2];
-    s->large_bytes = large[3];
-    return true;
-}
-
-static unsigned long read_generation(void)
-{
-    unsigned long g = 1;
-    int r = rd(root_addr + offsetof(struct qs_observe_root, generation), &g, sizeof g);
-    if (r == -EPERM || r == -ESRCH)
-        explain_access(-r);
-    return r == 0 ? g : 1; /* unreadable: as if changing */
-}
-
-static void pause_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static int opt_retries = 50;
-
-/* Attach: locate and validate the root.  Returns false if the process has
- * no qslab (the caller explains). */
-static bool attach(struct snap *s)
-{
-    if (kill(g_pid, 0) != 0 && errno == ESRCH)
-        explain_access(ESRCH);
-    if (!load_maps())
-        return false;
-    struct root_loc locs[8];
-    size_t n = find_roots(locs, 8);
-    if (n == 0)
-        return false;
-    if (n > 1)
-        fprintf(stderr, "%s: process %d holds %zu qslab instances; reading the one in %s\n", prog,
-                (int)g_pid, n, locs[0].path);
-    root_addr = locs[0].addr;
-    snprintf(s->path, sizeof s->path, "%s", locs[0].path);
-    /* the root's fixed part first: magic and version decide how to read on */
-    struct {
-        uint64_t magic;
-        uint32_t version, root_size, ptr_size;
-    } head;
-    if (!rdc(root_addr, &head, sizeof head, 8)) {
-        int r = rd(root_addr, &head, sizeof head);
-        if (r == -EPERM || r == -EACCES || r == -ESRCH)
-            explain_access(-r);
-        die(EXIT_CANNOT, "process %d: the qslab root in %s (0x%" PRIx64 ") is not readable: %s",
-            (int)g_pid, s->path, root_addr, strerror(-r ? -r : EFAULT));
-    }
-    if (head.magic != QS_OBSERVE_MAGIC)
-        die(EXIT_VERSION, "process %d: %s has a qslab_observe_root without qslab's magic "
-                          "(0x%016" PRIx64 "): not a layout this qslabinfo knows",
-            (int)g_pid, s->path, head.magic);
-    if (head.version != QS_OBSERVE_VERSION)
-        die(EXIT_VERSION, "process %d: its qslab (%s) has observation layout version %u; this "
-                          "qslabinfo reads version %u: use the qslabinfo of that qslab",
-            (int)g_pid, s->path, head.version, QS_OBSERVE_VERSION);
-    if (head.root_size != sizeof root || !rdc(root_addr, &root, sizeof root, 8))
-        die(EXIT_VERSION, "process %d: layout version %u but a root of %u bytes (this qslabinfo: "
-                          "%zu): a mismatched build",
-            (int)g_pid, head.version, head.root_size, sizeof root);
-    static const uint32_t mine[] = {
-#define OFF_(st, f) (uint32_t) offsetof(struct st, f),
-        QS_OBSERVE_OFFSETS(OFF_)
-#undef OFF_
-    };
-    struct {
-        const char *what;
-        uint32_t theirs, ours;
-    } chk[] = {
-        {"pointer size", root.ptr_size, sizeof(void *)},
-        {"statistics items", root.stat_nr, QS_STAT_NR},
-        {"sizeof(qslab_cache)", root.sizeof_cache, sizeof(struct qslab_cache)},
-        {"sizeof(qs_queue)", root.sizeof_queue, sizeof(struct qs_queue)},
-        {"sizeof(qs_node)", root.sizeof_node, sizeof(struct qs_node)},
-        {"sizeof(qs_list)", root.sizeof_list, sizeof(struct qs_list)},
-        {"sizeof(qs_owner)", root.sizeof_owner, sizeof(struct qs_owner)},
-        {"sizeof(qs_inbox)", root.sizeof_inbox, sizeof(struct qs_inbox)},
-        {"cache ids", root.max_caches, QS_MAX_CACHES},
-        {"nodes", root.max_nodes, QS_MAX_NODES},
-        {"page shift", root.page_shift, QS_PAGE_SHIFT},
-        {"name length", root.name_max, QS_NAME_MAX},
-        {"front ends", root.front_nr, QS_FRONT_NR},
-        {"field offsets", root.nr_offsets, QS_OBSERVE_NR_OFFSETS},
-    };
-    for (size_t i = 0; i < sizeof chk / sizeof chk[0]; i++)
-        if (chk[i].theirs != chk[i].ours)
-            die(EXIT_VERSION, "process %d: layout version %u, but its %s is %u where this "
-                              "qslabinfo has %u: a mismatched build (the layout version should "
-                              "have been bumped)",
-                (int)g_pid, root.version, chk[i].what, chk[i].theirs, chk[i].ours);
-    for (int f = 0; f < QS_OBSERVE_FRONTS; f++) /* names as printed: terminated, printable */
-        for (int i = 0; i < 8; i++) {
-            char *ch = &root.front_names[f][i];
-            if (i == 7)
-                *ch = '\0';
-            else if (*ch && (*ch <= ' ' || *ch >= 127))
-                *ch = '?';
-        }
-    for (unsigned i = 0; i < QS_OBSERVE_NR_OFFSETS; i++)
-        if (root.offsets[i] != mine[i])
-            die(EXIT_VERSION, "process %d: layout version %u, but field offset %u is %u where "
-                              "this qslabinfo has %u: a mismatched build",
-                (int)g_pid, root.version, i, root.offsets[i], mine[i]);
-    return true;
-}
-
-/* One consistent snapshot, or exit 3. */
-static void snapshot(struct snap *s)
-{
-    unsigned long g = 0;
-    int stable_failures = 0;
-    for (int attempt = 1; attempt <= opt_retries; attempt++) {
-        s->attempts = attempt;
-        if (attempt > 1) {
-            pause_ms(attempt < 10 ? 1 : 5);
-            load_maps(); /* new mappings since (meta blocks, queues) */
-        }
-        g = read_generation();
-        if (g & 1) {
-            snprintf(why, sizeof why, "a change was in progress (generation odd)");
-            continue;
-        }
-        bool ok = read_all(s);
-        unsigned long g2 = read_generation();
-        if (ok && g2 == g) {
-            s->generation = g;
-            return;
-        }
-        if (ok)
-            snprintf(why, sizeof why, "the caches changed while read (generation %lu -> %lu)", g,
-                     g2);
-        else if (g2 == g && ++stable_failures >= 3) /* nothing changed: the data is bad */
-            die(EXIT_TORN, "process %d: its qslab data does not hold together (%s), though "
-                           "nothing changed while it was read (generation %lu)",
-                (int)g_pid, why, g);
-    }
-    die(EXIT_TORN, "process %d: no consistent snapshot in %d reads (last: %s); try again",
-        (int)g_pid, opt_retries, why);
-}
+#include "qslabinfo_control.h"
+#include "qslabinfo_record.h"
+#include "reader.h"
 
 /* ---------------------------------------------------------------- output */
 
@@ -782,15 +106,43 @@ static int cmp_cache(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-static bool opt_empty;
-
-static void print_default(struct snap *s)
+/* The snapshot's caches, copied and sorted by cmp (the caller frees). */
+static struct cache_snap *sorted_caches(const struct snap *s, int (*cmp)(const void *, const void *))
 {
     struct cache_snap *v = malloc((s->n + 1) * sizeof(*v));
     if (!v)
         die(EXIT_CANNOT, "out of memory");
     memcpy(v, s->caches, s->n * sizeof(*v));
-    qsort(v, s->n, sizeof(*v), cmp_cache);
+    qsort(v, s->n, sizeof(*v), cmp);
+    return v;
+}
+
+static bool opt_empty;
+
+/* The large blocks by mapping size (observe.h: bucket b holds mappings of
+ * [2^(shift0 + b), 2^(shift0 + b + 1)) bytes; the last, anything bigger):
+ * one line per bucket holding or having held a block. */
+static void print_large_buckets(const struct snap *s)
+{
+    for (unsigned b = 0; b < QS_LARGE_BUCKETS; b++) {
+        const struct qs_large_bucket *k = &s->large_bucket[b];
+        if (!k->alloc && !k->live)
+            continue;
+        char lo[16], hi[24], by[16], name[48];
+        human((unsigned long long)1 << (QS_LARGE_BUCKET_SHIFT0 + b), lo, sizeof lo);
+        if (b + 1 < QS_LARGE_BUCKETS)
+            human((unsigned long long)1 << (QS_LARGE_BUCKET_SHIFT0 + b + 1), hi, sizeof hi);
+        else
+            snprintf(hi, sizeof hi, "up");
+        snprintf(name, sizeof name, "  %s-%s", lo, hi);
+        printf("%-20s %9lu %7s %8s %14s   (%lu allocated)\n", name, k->live, "-",
+               human(k->live_bytes, by, sizeof by), "-", k->alloc);
+    }
+}
+
+static void print_default(struct snap *s)
+{
+    struct cache_snap *v = sorted_caches(s, cmp_cache);
     printf("Name                   Objects Objsize    Space Slabs/Part/Own O/S O %%Fr %%Ef Flg  "
            "Front\n");
     for (size_t i = 0; i < s->n; i++) {
@@ -813,6 +165,94 @@ static void print_default(struct snap *s)
         printf("%-20s %9lu %7s %8s %14s   (mapped blocks: %lu allocated, %lu freed)\n",
                "large (mapped)", s->large_live, "-", human(s->large_bytes, b, sizeof b), "-",
                s->large_alloc, s->large_free);
+        print_large_buckets(s);
+    }
+    free(v);
+}
+
+/* ---- -n: per NUMA node (SLUB's slabinfo -n) ----
+ * For each cache with slabs, one line per node: the node's own lists
+ * (partial, full, the empty FIFO, SLAB's free slabs, SLAB's shared array)
+ * and what the owners on that node hold (their slabs, their queued
+ * objects, how many queues). */
+static void print_nodes(struct snap *s)
+{
+    struct cache_snap *v = sorted_caches(s, cmp_cache);
+    printf("%d NUMA node%s\n", s->nr_nodes, s->nr_nodes == 1 ? "" : "s");
+    printf("Name                 Node  Partial     Full    Empty  FreeSlb  Shared   "
+           "OwnSlb   Queued Queues\n");
+    for (size_t i = 0; i < s->n; i++) {
+        const struct cache_snap *c = &v[i];
+        if (!opt_empty && c->st.num_slabs == 0 && c->st.active_objs == 0)
+            continue;
+        for (int n = 0; n < s->nr_nodes; n++) {
+            const struct node_snap *ns = &s->nodes[c->node_first + (size_t)n];
+            printf("%-20s %4d %8lu %8lu %8lu %8lu %7lu %8lu %8lu %6lu\n", c->name, n, ns->partial,
+                   ns->full, ns->empty, ns->free_slabs, ns->shared_avail, ns->owner_slabs,
+                   ns->queued, ns->queues);
+        }
+    }
+    free(v);
+}
+
+/* ---- -l: per owner (per CPU or per thread) ----
+ * One line per queue of each used cache: its owner (cpu N, thread TID, or
+ * "exited" for a thread's queue that outlived it), node, what it holds,
+ * and its events. */
+static void owner_name(const struct queue_snap *q, char *buf, size_t len)
+{
+    if (q->cpu >= 0)
+        snprintf(buf, len, "cpu %d", q->cpu);
+    else if (!q->owned)
+        snprintf(buf, len, "exited");
+    else if (q->tid > 0)
+        snprintf(buf, len, "thread %d", q->tid);
+    else
+        snprintf(buf, len, "thread ?");
+}
+
+static void print_owners(struct snap *s)
+{
+    struct cache_snap *v = sorted_caches(s, cmp_cache);
+    printf("owners: %s\n", s->owner_kind == QS_OWNER_CPU ? "CPUs (per-CPU queues)"
+                                                        : "threads (per-thread queues)");
+    printf("Name                 Owner          Node  Queued  Inbox Partial  Full Stash      Alloc"
+           "       Free %%AFst %%FFst  Remote\n");
+    for (size_t i = 0; i < s->n; i++) {
+        const struct cache_snap *c = &v[i];
+        if (!opt_empty && !c->st.alloc && !c->st.free)
+            continue;
+        for (size_t k = 0; k < c->q_count; k++) {
+            const struct queue_snap *q = &s->queues[c->q_first + k];
+            char who[24];
+            owner_name(q, who, sizeof who);
+            printf("%-20s %-14s %4d %7lu %6lu %7lu %5lu %5lu %10lu %10lu %5u %5u %7lu\n",
+                   c->name, who, q->node, q->queued, q->inbox, q->partial, q->full, q->stash,
+                   q->alloc, q->free, q->alloc ? (unsigned)(q->alloc_fast * 100 / q->alloc) : 0,
+                   q->free ? (unsigned)(q->free_fast * 100 / q->free) : 0, q->remote_free);
+        }
+    }
+    free(v);
+}
+
+/* ---- -X: plot-ready columns ----
+ * One header line naming the columns, then one line per cache, fields
+ * separated by single spaces, numbers only (bytes, counts), the name last
+ * (gnuplot: `plot "<(qslabinfo -X -p PID)" using 4:xtic(12)`; awk, sort). */
+static void print_plot(struct snap *s)
+{
+    struct cache_snap *v = sorted_caches(s, cmp_cache);
+    printf("# active_objs num_objs object_size space slabs partial_slabs empty_slabs alloc free "
+           "alloc_fast_pct remote_free name\n");
+    for (size_t i = 0; i < s->n; i++) {
+        const struct cache_snap *c = &v[i];
+        const struct qslab_cache_stats *st = &c->st;
+        if (!opt_empty && st->num_slabs == 0 && st->active_objs == 0)
+            continue;
+        printf("%lu %lu %zu %zu %lu %lu %lu %lu %lu %u %lu %s\n", st->active_objs, st->num_objs,
+               st->object_size, space_of(c), st->num_slabs, c->partial_slabs, st->empty_slabs,
+               st->alloc, st->free, st->alloc ? (unsigned)(st->alloc_fast * 100 / st->alloc) : 0,
+               st->remote_free, c->name);
     }
     free(v);
 }
@@ -834,11 +274,7 @@ static int cmp_activity(const void *a, const void *b)
 
 static void print_activity(struct snap *s)
 {
-    struct cache_snap *v = malloc((s->n + 1) * sizeof(*v));
-    if (!v)
-        die(EXIT_CANNOT, "out of memory");
-    memcpy(v, s->caches, s->n * sizeof(*v));
-    qsort(v, s->n, sizeof(*v), cmp_activity);
+    struct cache_snap *v = sorted_caches(s, cmp_activity);
     printf("Name                   Objects      Alloc       Free %%AFst %%FFst   Remote  Batches "
            "  Flushes  Refills  Claims\n");
     for (size_t i = 0; i < s->n; i++) {
@@ -1075,13 +511,44 @@ static void print_json(const struct snap *s)
                st->flush, st->remote_free, st->remote_batch, st->claim, st->refill,
                st->new_slab, st->free_slab, st->node_alloc);
         printf("\n   \"tunables\": {\"hiwater\": %lu, \"freebatch\": %lu, \"limit\": %lu, "
-               "\"batchcount\": %lu, \"shared\": %lu}}",
+               "\"batchcount\": %lu, \"shared\": %lu},",
                c->hiwater, c->freebatch, c->slab_limit, c->slab_batch, c->slab_shared);
+        printf("\n   \"nodes\": [");
+        for (int n = 0; n < s->nr_nodes; n++) {
+            const struct node_snap *ns = &s->nodes[c->node_first + (size_t)n];
+            printf("%s{\"node\": %d, \"partial\": %lu, \"full\": %lu, \"empty\": %lu, "
+                   "\"free_slabs\": %lu, \"shared_avail\": %lu, \"owner_slabs\": %lu, "
+                   "\"queued\": %lu, \"queues\": %lu}",
+                   n ? ", " : "", n, ns->partial, ns->full, ns->empty, ns->free_slabs,
+                   ns->shared_avail, ns->owner_slabs, ns->queued, ns->queues);
+        }
+        printf("],\n   \"owners\": [");
+        for (size_t k = 0; k < c->q_count; k++) {
+            const struct queue_snap *q = &s->queues[c->q_first + k];
+            printf("%s\n    {\"cpu\": %d, \"tid\": %d, \"node\": %d, \"owned\": %s, "
+                   "\"queued\": %lu, \"inbox\": %lu, \"partial\": %lu, \"full\": %lu, "
+                   "\"stash\": %lu, \"alloc\": %lu, \"alloc_fast\": %lu, \"free\": %lu, "
+                   "\"free_fast\": %lu, \"remote_free\": %lu, \"refill\": %lu, \"flush\": %lu}",
+                   k ? "," : "", q->cpu, q->tid, q->node, q->owned ? "true" : "false", q->queued,
+                   q->inbox, q->partial, q->full, q->stash, q->alloc, q->alloc_fast, q->free,
+                   q->free_fast, q->remote_free, q->refill, q->flush);
+        }
+        printf("]}");
     }
     printf("],\n \"slob_pages\": {\"slabs\": %lu, \"bytes\": %zu},\n", s->arena.st.num_slabs,
            space_of(&s->arena));
-    printf(" \"large\": {\"alloc\": %lu, \"free\": %lu, \"live\": %lu, \"live_bytes\": %zu},\n",
+    printf(" \"large\": {\"alloc\": %lu, \"free\": %lu, \"live\": %lu, \"live_bytes\": %zu, "
+           "\"buckets\": [",
            s->large_alloc, s->large_free, s->large_live, s->large_bytes);
+    for (unsigned b = 0; b < QS_LARGE_BUCKETS; b++) { /* every bucket: a fixed shape */
+        const struct qs_large_bucket *k = &s->large_bucket[b];
+        unsigned long long lo = 1ull << (QS_LARGE_BUCKET_SHIFT0 + b);
+        printf("%s{\"from\": %llu, \"to\": %llu, \"alloc\": %lu, \"live\": %lu, "
+               "\"live_bytes\": %zu}",
+               b ? ", " : "", lo, b + 1 < QS_LARGE_BUCKETS ? 2 * lo : 0ull, k->alloc, k->live,
+               k->live_bytes);
+    }
+    printf("]},\n");
     printf(" \"totals\": {\"objects_in_use\": %zu, \"free_in_partial_slabs\": %zu, "
            "\"held_in_queues\": %zu, \"empty_slabs\": %zu, \"slab_overhead\": %zu, "
            "\"slob_free\": %zu, \"large\": %zu, \"metadata\": %zu, \"total\": %zu, "
@@ -1096,12 +563,16 @@ static void print_json(const struct snap *s)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: %s [-T|-A|-r CACHE|--proc|--json] [-e] [-S|-L] -p PID\n"
+            "usage: %s [-T|-A|-n|-l|-X|-r CACHE|--proc|--json] [-e] [-S|-L] -p PID\n"
+            "       %s --record FILE [--interval MS] [--count N] -p PID\n"
             "       %s [options] [--delay MS] -- PROGRAM [ARGS...]\n"
             "Read the qslab counters of a running process (docs/observability.md).\n"
             "  (default)   one line per cache, after SLUB's slabinfo\n"
             "  -T          totals: where the process's qslab memory is\n"
             "  -A          activity: allocs, frees, %% fast, remote frees, flushes, refills\n"
+            "  -n          per NUMA node: the nodes' lists, the owners' slabs on each\n"
+            "  -l          per owner (CPU or thread): queued objects, slabs, events\n"
+            "  -X          plot-ready columns: numbers only, the cache name last\n"
             "  -r CACHE    everything about one cache\n"
             "  --proc      /proc/slabinfo version 2.1 text\n"
             "  --json      every counter, for scripts\n"
@@ -1109,12 +580,25 @@ static void usage(FILE *f)
             "  -S, -L      sort by space, by loss (default: by name)\n"
             "  --retries N reads before giving up on a changing target (default 50)\n"
             "  --delay MS  with PROGRAM: read after MS ms instead of at its exit\n"
+            "  --record FILE  sample the counters into FILE (- for stdout) every --interval MS\n"
+            "              (default 1000) for --count N samples (default: until the process\n"
+            "              exits or a signal); scripts/qslab-plot draws PNG charts of it\n"
+            "Steer a process that serves the control channel (QSLAB_CONTROL=1), with -p PID:\n"
+            "  --set CACHE ATTR=VALUE   change a tunable (qslab_tune; CACHE * for every cache)\n"
+            "  --get CACHE ATTR         read a tunable\n"
+            "  --shrink [CACHE]         give empty slabs back (every cache: qslab_trim)\n"
+            "  --validate [CACHE]       check a cache's invariants (or every cache's)\n"
+            "  --control-stats [CACHE]  the counters as key=value, from the process itself\n"
             "Exit: 0 ok, 1 cannot read (no process, permission, no qslab), 2 another layout\n"
             "version, 3 no consistent snapshot.\n",
-            prog, prog);
+            prog, prog, prog);
 }
 
-enum { MODE_DEFAULT, MODE_TOTALS, MODE_PROC, MODE_JSON, MODE_ACTIVITY, MODE_ONE };
+enum { MODE_DEFAULT, MODE_TOTALS, MODE_PROC, MODE_JSON, MODE_ACTIVITY, MODE_ONE, MODE_NODES,
+       MODE_OWNERS, MODE_PLOT, MODE_RECORD };
+static const char *opt_record;      /* --record FILE */
+static long opt_interval = 1000;    /* --interval MS */
+static long opt_count;              /* --count N (0: until the process exits) */
 static const char *opt_cache;
 static int mode = MODE_DEFAULT;
 
@@ -1144,6 +628,17 @@ static int report(void)
     case MODE_ONE:
         print_one(&s, opt_cache);
         break;
+    case MODE_NODES:
+        print_nodes(&s);
+        break;
+    case MODE_OWNERS:
+        print_owners(&s);
+        break;
+    case MODE_PLOT:
+        print_plot(&s);
+        break;
+    case MODE_RECORD:
+        return record_run(&s, opt_record, opt_interval, opt_count);
     default:
         print_default(&s);
     }
@@ -1217,18 +712,20 @@ int main(int argc, char **argv)
         {"proc", no_argument, NULL, 'P'},   {"json", no_argument, NULL, 'J'},
         {"retries", required_argument, NULL, 'R'}, {"delay", required_argument, NULL, 'D'},
         {"pid", required_argument, NULL, 'p'}, {"help", no_argument, NULL, 'h'},
+        {"set", required_argument, NULL, QCTL_SET}, {"get", required_argument, NULL, QCTL_GET},
+        {"shrink", no_argument, NULL, QCTL_SHRINK}, {"validate", no_argument, NULL, QCTL_VALIDATE},
+        {"control-stats", no_argument, NULL, QCTL_STATS},
+        {"record", required_argument, NULL, 'W'}, {"interval", required_argument, NULL, 'I'},
+        {"count", required_argument, NULL, 'C'},
         {NULL, 0, NULL, 0},
     };
     long pid = -1, delay = -1;
     int o;
-    while ((o = getopt_long(argc, argv, "+p:TeSLAr:h", longs, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "+p:TeSLAr:nlXh", longs, NULL)) != -1) {
         char *end;
         switch (o) {
         case 'p':
-            errno = 0;
-            pid = strtol(optarg, &end, 10);
-            if (errno || *end || pid <= 0 || pid > INT_MAX)
-                die(EXIT_CANNOT, "bad process id '%s'", optarg);
+            pid = parse_pid(optarg);
             break;
         case 'T':
             mode = MODE_TOTALS;
@@ -1245,6 +742,32 @@ int main(int argc, char **argv)
             break;
         case 'J':
             mode = MODE_JSON;
+            break;
+        case 'n':
+            mode = MODE_NODES;
+            break;
+        case 'l':
+            mode = MODE_OWNERS;
+            break;
+        case 'X':
+            mode = MODE_PLOT;
+            break;
+        case 'W':
+            mode = MODE_RECORD;
+            opt_record = optarg;
+            break;
+        case 'I':
+            errno = 0;
+            opt_interval = strtol(optarg, &end, 10);
+            if (errno || *end || opt_interval < 10 || opt_interval > 3600000)
+                die(EXIT_CANNOT, "--interval %s: give milliseconds from 10 to 3600000", optarg);
+            break;
+        case 'C':
+            errno = 0;
+            opt_count = strtol(optarg, &end, 10);
+            if (errno || *end || opt_count < 0)
+                die(EXIT_CANNOT, "--count %s: give a number of samples (0: until the process "
+                                 "exits)", optarg);
             break;
         case 'e':
             opt_empty = true;
@@ -1265,6 +788,13 @@ int main(int argc, char **argv)
             if (*end || delay < 0 || delay > 86400000)
                 die(EXIT_CANNOT, "--delay wants milliseconds");
             break;
+        case QCTL_SET:
+        case QCTL_GET:
+        case QCTL_SHRINK:
+        case QCTL_VALIDATE:
+        case QCTL_STATS:
+            qctl_option(o, optarg, argc, argv, &optind, prog);
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -1273,6 +803,14 @@ int main(int argc, char **argv)
             return EXIT_CANNOT;
         }
     }
+    if (qctl_wanted()) { /* the control channel (qslabinfo_control.c) */
+        if (pid <= 0 || optind < argc)
+            die(EXIT_CANNOT, "--set, --get, --shrink, --validate and --control-stats want -p PID "
+                             "(and no program)");
+        return qctl_run(pid, prog);
+    }
+    if (mode == MODE_RECORD && (pid <= 0 || optind < argc))
+        die(EXIT_CANNOT, "--record wants -p PID (and no program)");
     if (pid > 0) {
         if (optind < argc)
             die(EXIT_CANNOT, "-p and a program to run: choose one");

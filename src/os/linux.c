@@ -267,6 +267,11 @@ int qs_os_current_cpu(void)
     return cpu < 0 ? 0 : cpu;
 }
 
+int qs_os_gettid(void)
+{
+    return (int)syscall(SYS_gettid);
+}
+
 void qs_os_yield(void)
 {
     sched_yield();

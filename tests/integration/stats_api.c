@@ -309,8 +309,18 @@ static void test_json(void)
            j.slot, st.num_objs, st.slot_size);
     CHECKF(strstr(text, "\"large\": {") && strstr(text, "\"live\": 1"),
            "the large block is not in the JSON's large section");
+    CHECKF(strstr(text, "{\"from\": 33554432, \"to\": 67108864, \"alloc\": 1, \"live\": 1, "),
+           "the 40 MiB block is not in the large bucket [32 MiB, 64 MiB)");
     CHECK(strstr(text, "\"kmalloc-64\"") != NULL);
     CHECK(strstr(text, "\"totals\": {") != NULL && strstr(text, "\"guard\": {") != NULL);
+    free(text);
+    /* a realloc that grows the mapping moves the block to its new bucket */
+    big = qslab_realloc(big, 100u << 20);
+    CHECK(big != NULL);
+    text = json_of_process(&len);
+    CHECKF(strstr(text, "{\"from\": 33554432, \"to\": 67108864, \"alloc\": 1, \"live\": 0, ") &&
+               strstr(text, "{\"from\": 67108864, \"to\": 134217728, \"alloc\": 0, \"live\": 1, "),
+           "after a realloc to 100 MiB the block is not counted in [64 MiB, 128 MiB) alone");
     free(text);
     qslab_free(big);
     for (int i = 0; i < 37; i++)

@@ -7,7 +7,9 @@
   - every QSLAB_* environment variable the library reads (getenv or
     qs_os_getenv in src/) appears in man/man3/qslab.3, and so does every
     function declared in include/qslab.h;
-  - when groff is installed, both pages format without a warning
+  - every option and sort key of tools/qslabtop.c appears in
+    man/man1/qslabtop.1;
+  - when groff is installed, the pages format without a warning
     (groff -man -ww -z); without it that check is skipped with a message.
 
 Usage: man_test.py SOURCE_DIR [QSLABINFO]
@@ -71,10 +73,30 @@ for n in sorted(funcs):
     if not mentions(page3, n):
         errors.append(f"man/man3/qslab.3 does not mention function {n}")
 
+# qslabtop(1) against its option parser and its sort keys.
+top_options = set()
+c = open(os.path.join(src, "tools/qslabtop.c"), encoding="utf-8").read()
+m = re.search(r'getopt_long\(argc, argv, "([^"]*)"', c)
+table = re.search(r"struct option longs\[\] = \{(.*?)\};", c, re.S)
+keys = re.search(r"sort_keys\[\] = \{(.*?)\};", c, re.S)
+if not m or not table or not keys:
+    errors.append("tools/qslabtop.c: no getopt_long call, long option table or sort_keys[]")
+else:
+    top_options = {"-" + ch for ch in m.group(1) if ch.isalnum()}
+    top_options |= {"--" + n for n in re.findall(r'\{"([\w-]+)"', table.group(1))}
+    page = open(os.path.join(src, "man/man1/qslabtop.1"), encoding="utf-8").read()
+    text = page_text(os.path.join(src, "man/man1/qslabtop.1"))
+    for o in sorted(top_options):
+        if not mentions(text, o):
+            errors.append(f"man/man1/qslabtop.1 does not mention option {o}")
+    for k in re.findall(r"\{'(\w)'", keys.group(1)):
+        if not re.search(r"^\.B %s$" % k, page, re.M):
+            errors.append(f"man/man1/qslabtop.1 does not document sort key {k}")
+
 # Formatting.
 groff = shutil.which("groff")
 if groff:
-    for p in ("man/man1/qslabinfo.1", "man/man3/qslab.3"):
+    for p in ("man/man1/qslabinfo.1", "man/man1/qslabtop.1", "man/man3/qslab.3"):
         r = subprocess.run([groff, "-man", "-Tutf8", "-ww", "-z", os.path.join(src, p)],
                            capture_output=True, text=True)
         if r.returncode != 0 or r.stderr.strip():
@@ -82,8 +104,8 @@ if groff:
 else:
     print("man_test: groff not installed: formatting not checked (apt-get install groff-base)")
 
-print(f"man_test: {len(options)} options of qslabinfo, {len(names)} environment variables, "
-      f"{len(funcs)} functions checked")
+print(f"man_test: {len(options)} options of qslabinfo, {len(top_options)} of qslabtop, "
+      f"{len(names)} environment variables, {len(funcs)} functions checked")
 if errors:
     print("\n".join("man_test: FAIL: " + e for e in errors), file=sys.stderr)
     sys.exit(1)

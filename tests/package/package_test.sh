@@ -34,9 +34,15 @@ echo "installed $build into $prefix"
 for f in "$libdir/cmake/qslab/qslabConfig.cmake" "$libdir/cmake/qslab/qslabConfigVersion.cmake" \
          "$libdir/cmake/qslab/qslabTargets.cmake" "$libdir/pkgconfig/qslab.pc" \
          include/qslab.h include/qslab/kmem.h "$libdir/libqslab.a" "$libdir/libqslab.so" \
-         share/man/man1/qslabinfo.1 share/man/man3/qslab.3 bin/qslabinfo; do
+         share/man/man1/qslabinfo.1 share/man/man3/qslab.3 bin/qslabinfo bin/qslab-plot; do
     [ -e "$prefix/$f" ] || fail "make install did not install $f"
 done
+# qslabtop and its page, when the build has it (ncurses found)
+if [ -x "$build/tools/qslabtop" ]; then
+    for f in share/man/man1/qslabtop.1 bin/qslabtop; do
+        [ -e "$prefix/$f" ] || fail "make install did not install $f"
+    done
+fi
 
 # --- CMake: find_package(qslab) -------------------------------------------
 quiet "$cmake" -S "$consumer" -B "$tmp/consumer" -G "$generator" \

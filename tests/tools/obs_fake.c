@@ -19,8 +19,8 @@ static int one = 1, zero;
 static const char *why_text = "fake";
 static struct qs_owner **no_owners;
 static uint32_t objs[QS_MAX_CACHES];
-static unsigned long large_words[4];
-static void *large_ptr = large_words;
+static struct qs_large_counters large_words;
+static void *large_ptr = &large_words;
 static size_t slab_bytes_word;
 static size_t *slab_bytes_ptr = &slab_bytes_word;
 
@@ -56,6 +56,9 @@ struct qs_observe_root qslab_observe_root = {
     .page_slab_bytes = &slab_bytes_ptr,
     .slob_arena = &fake_cache,
     .front_queues = 1,
+    .large_buckets = QS_LARGE_BUCKETS,
+    .large_bucket_shift0 = QS_LARGE_BUCKET_SHIFT0,
+    .sizeof_large = sizeof(struct qs_large_counters),
     .front_names = {"slqb"},
 };
 

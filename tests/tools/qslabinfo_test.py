@@ -26,49 +26,11 @@ import sys
 import tempfile
 import time
 
-failures = 0
-passes = 0
+LAYOUT_VERSION = 2  # src/observe.h QS_OBSERVE_VERSION
 
-
-def check(cond, what, detail=""):
-    global failures, passes
-    if cond:
-        passes += 1
-    else:
-        failures += 1
-        print("FAIL: %s%s" % (what, ("\n  " + detail.replace("\n", "\n  ")) if detail else ""),
-              flush=True)
-
-
-def env_for_target():
-    env = dict(os.environ)
-    env["QSLAB_PURGE"] = "0"  # nothing moves while the target waits
-    return env
-
-
-def start(argv, env=None):
-    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=None, env=env or env_for_target(), text=True)
-    out = []
-    while True:
-        line = p.stdout.readline()
-        if not line:
-            raise RuntimeError("%s ended before READY: %r" % (argv, out))
-        if line == "READY\n":
-            return p, "".join(out)
-        out.append(line)
-
-
-def stop(p):
-    try:
-        p.stdin.close()
-    except BrokenPipeError:
-        pass
-    try:
-        p.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from toolstest import check, start, stop  # shared by the tools' tests
+import toolstest
 
 
 def tool(args, **kw):
@@ -115,7 +77,7 @@ def known_counts(target, label):
         except ValueError as e:
             check(False, label + ": --json parses", "%s\n%s" % (e, r.stdout[:2000]))
             return
-        check(j["layout_version"] == 1 and j["pid"] == p.pid, label + ": json header")
+        check(j["layout_version"] == LAYOUT_VERSION and j["pid"] == p.pid, label + ": json header")
         caches = {c["name"]: c for c in j["caches"]}
         for name, want in own.items():
             got = caches.get(name)
@@ -181,12 +143,137 @@ def known_counts(target, label):
               label + ": -T rows sum to the total", r.stdout)
         check("they match" in r.stdout and "anonymous RSS" in r.stdout,
               label + ": -T page layer and RSS lines", r.stdout)
-        print("%s: ok through --json, --proc, default, -e, -S, -L, -A, -r, -T" % label, flush=True)
+        views(p, j, label)
+        print("%s: ok through --json, --proc, default, -e, -S, -L, -A, -r, -T, -n, -l, -X" % label,
+              flush=True)
         return p
     finally:
-        if failures:
+        if toolstest.failures:
             print(text, flush=True)
         stop(p)
+
+
+def views(p, j, label):
+    """-n, -l, -X, the large buckets, and --json's nodes and owners, against
+    the target's known counts and the --json read just before (nothing
+    moves in the target: QSLAB_PURGE=0, it waits)."""
+    caches = {c["name"]: c for c in j["caches"]}
+    a = caches.get("obs_a", {})
+    front = a.get("front")
+    # -n: one line per node of each used cache; the lists and the owners'
+    # slabs of obs_a add up to its slabs (SLOB: its objects are in shared
+    # pages, no lists)
+    r = tool(["-p", str(p.pid), "-n"])
+    check(r.returncode == 0 and r.stdout.startswith("%d NUMA node" % j["nr_nodes"]),
+          label + ": -n header", r.stdout[:300] + r.stderr)
+    rows = [l.split() for l in r.stdout.splitlines()[2:] if l.strip()]
+    mine = [x for x in rows if x[0] == "obs_a"]
+    check(len(mine) == j["nr_nodes"], label + ": -n one obs_a line per node", r.stdout)
+    if front != "slob" and mine:
+        slabs = sum(int(x[2]) + int(x[3]) + int(x[4]) + int(x[5]) + int(x[7]) for x in mine)
+        # SLUB, as the kernel's without debugging, lists no full slab
+        check(slabs == a["num_slabs"] or (front == "slub" and slabs <= a["num_slabs"]),
+              label + ": -n obs_a's lists and owners' slabs add up to its %d slabs" % a["num_slabs"],
+              r.stdout)
+        check(sum(int(x[8]) for x in mine) == a["queued_objs"],
+              label + ": -n obs_a's queued objects", r.stdout)
+    check([n["partial"] for n in a.get("nodes", [])] == [int(x[2]) for x in mine],
+          label + ": --json nodes match -n", str(a.get("nodes")))
+    # -l: one line per queue; obs_a was used by the main thread alone
+    r = tool(["-p", str(p.pid), "-l"])
+    check(r.returncode == 0 and r.stdout.startswith("owners: "), label + ": -l header",
+          r.stdout[:300] + r.stderr)
+    mine = [l for l in r.stdout.splitlines()[2:] if l.startswith("obs_a ")]
+    owners = a.get("owners", [])
+    check(len(mine) == len(owners) == a.get("queues"), label + ": -l one line per queue of obs_a",
+          "%s\n%s" % (r.stdout, owners))
+    if front != "slob":
+        check(sum(o["alloc"] for o in owners) == 1000 and sum(o["free"] for o in owners) == 0,
+              label + ": obs_a's owners allocated its 1000 objects", str(owners))
+        if j["owner"] == "thread":
+            check(any(o["tid"] == p.pid for o in owners) and
+                  any(("thread %d " % p.pid) in l for l in mine),
+                  label + ": -l names the main thread by its id", r.stdout)
+        else:
+            check(all(o["cpu"] >= 0 for o in owners) and all(" cpu " in l for l in mine),
+                  label + ": -l names CPUs", r.stdout)
+    # -X: numbers, the name last
+    r = tool(["-p", str(p.pid), "-X"])
+    lines = r.stdout.splitlines()
+    check(r.returncode == 0 and lines and lines[0].startswith("# active_objs "), label + ": -X header",
+          r.stdout[:300] + r.stderr)
+    row = [l.split() for l in lines[1:] if l.endswith(" obs_a")]
+    check(len(row) == 1 and row[0][0] == "1000" and all(f.isdigit() for f in row[0][:-1]),
+          label + ": -X obs_a: 1000 objects, numbers only", r.stdout)
+    # the 40 MiB block in its size bucket, in --json and the default mode
+    b = [k for k in j["large"].get("buckets", []) if k["from"] == 32 << 20]
+    check(len(b) == 1 and b[0]["live"] == 1 and b[0]["to"] == 64 << 20,
+          label + ": --json large bucket [32 MiB, 64 MiB) holds the block", str(j["large"]))
+    r = tool(["-p", str(p.pid)])
+    check(re.search(r"^  32M-64M +1 ", r.stdout, re.M) is not None,
+          label + ": the default mode's large bucket line", r.stdout)
+
+
+def record(target, plot):
+    """--record: samples while the target runs, ending when it exits; then
+    qslab-plot's tables (and charts when gnuplot is there)."""
+    p, _ = start([target])
+    tmp = tempfile.mkdtemp(prefix="qslab-record-")
+    try:
+        rec = os.path.join(tmp, "rec.tsv")
+        r = tool(["-p", str(p.pid), "--record", rec, "--interval", "50", "--count", "3"])
+        check(r.returncode == 0 and "3 samples" in r.stderr, "--record --count 3", r.stderr)
+        lines = open(rec).read().splitlines()
+        check(lines[:1] == ["# qslab-record 1"], "--record: first line", "\n".join(lines[:5]))
+        data = [l.split("\t") for l in lines if not l.startswith("#")]
+        check(all(len(f) == 11 for f in data), "--record: 11 fields a line", "\n".join(lines[:8]))
+        a = [f for f in data if f[1] == "obs_a"]
+        check(len(a) == 3 and all(f[2] == "1000" for f in a) and
+              len({f[0] for f in data}) == 3, "--record: obs_a 1000 objects in each of 3 samples",
+              "\n".join(lines))
+        check(len([f for f in data if f[1] == "[large]" and f[2] == "1"]) == 3,
+              "--record: the large block in each sample", "\n".join(lines))
+        r = tool(["-p", str(p.pid), "--record", rec, "--interval", "5"])
+        check(r.returncode == 1 and one_line(r) and "--interval" in r.stderr,
+              "--record: an interval under 10 ms refused", r.stderr)
+        # until the process exits
+        bg = subprocess.Popen([TOOL, "-p", str(p.pid), "--record", rec, "--interval", "20"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.3)
+        stop(p)
+        out, err = bg.communicate(timeout=30)
+        check(bg.returncode == 0 and "the process exited" in err, "--record ends with the process",
+              err)
+        n = len({l.split("\t")[0] for l in open(rec) if not l.startswith("#")})
+        check(n >= 2, "--record: samples while the process ran (%d)" % n)
+        # qslab-plot
+        pr = subprocess.run([sys.executable, plot, rec, "-o", os.path.join(tmp, "p"), "--data"],
+                            capture_output=True, text=True, timeout=60)
+        check(pr.returncode == 0, "qslab-plot --data", pr.stderr)
+        mem = open(os.path.join(tmp, "p", "memory.dat")).read().splitlines()
+        check(mem and mem[0].startswith("# seconds\t") and "obs_a" in mem[0].split("\t"),
+              "qslab-plot: memory table names obs_a", "\n".join(mem[:3]))
+        fast = open(os.path.join(tmp, "p", "fast-path.dat")).read().splitlines()
+        check(len(fast) == n, "qslab-plot: one fast-path row per interval", "\n".join(fast))
+        if shutil.which("gnuplot"):
+            pr = subprocess.run([sys.executable, plot, rec, "-o", os.path.join(tmp, "p")],
+                                capture_output=True, text=True, timeout=120)
+            pngs = ["memory.png", "alloc-rate.png", "fast-path.png"]
+            ok = pr.returncode == 0 and all(
+                open(os.path.join(tmp, "p", f), "rb").read(8) == b"\x89PNG\r\n\x1a\n" for f in pngs)
+            check(ok, "qslab-plot draws three PNG charts", pr.stderr)
+        else:
+            print("qslab-plot charts: skipped (no gnuplot; scripts/install-deps installs it)")
+        bad = os.path.join(tmp, "bad")
+        open(bad, "w").write("not a record\n")
+        pr = subprocess.run([sys.executable, plot, bad, "--data"], capture_output=True, text=True)
+        check(pr.returncode == 1 and "not a qslab record" in pr.stderr, "qslab-plot refuses junk",
+              pr.stderr)
+        print("record: ok", flush=True)
+    finally:
+        if p.poll() is None:
+            stop(p)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def at_exit(target):
@@ -284,7 +371,7 @@ def not_qslab():
 
 
 def hostile(fake):
-    for how, rc, words in (("version", 2, ["version 999", "version 1"]),
+    for how, rc, words in (("version", 2, ["version 999", "version %d" % LAYOUT_VERSION]),
                            ("cycle", 3, ["a cycle"]), ("wild", 3, ["not readable"])):
         p, _ = start([fake, how], env=dict(os.environ))
         try:
@@ -342,14 +429,16 @@ def main():
         if os.path.exists("/proc/sys/kernel/yama/ptrace_scope") else "(no Yama)"), flush=True)
     known_counts(a.target, "static")
     known_counts(a.target_shared, "shared")
+    record(a.target, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                  "scripts", "qslab-plot"))
     at_exit(a.target)
     dropin(a.dropin)
     not_qslab()
     hostile(a.fake)
     permission(a.target)
     churn(a.churn, a.reads)
-    print("%d passed, %d failed" % (passes, failures))
-    return 1 if failures else 0
+    print("%d passed, %d failed" % (toolstest.passes, toolstest.failures))
+    return 1 if toolstest.failures else 0
 
 
 if __name__ == "__main__":

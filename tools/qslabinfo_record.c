@@ -1,0 +1,185 @@
+/*
+ * qslabinfo_record.c - `qslabinfo -p PID --record FILE --interval MS`:
+ * sample a running process's counters over time into a text record that
+ * `qslab-plot` (scripts/qslab-plot) turns into PNG charts
+ * (docs/observability.md, "Recording and plotting").
+ *
+ * THE RECORD (version 1): lines of tab-separated fields.
+ *   # qslab-record 1                           first line
+ *   # pid <PID> interval_ms <MS> library <path> owner <cpu|thread> nodes <N>
+ *   # started <UTC time, ISO 8601>
+ *   # columns t_ms cache active_objs num_objs space alloc free alloc_fast free_fast remote_free queued_objs
+ *   <t_ms> <cache> <active_objs> ... (one line per cache with slabs or
+ *                                      events, per sample)
+ *   <t_ms> [large] <live> 0 <live_bytes> <alloc> <free> 0 0 0 0
+ * t_ms counts from the first sample (CLOCK_MONOTONIC).  Control bytes of a
+ * cache name (a tab, a newline) are written as '?', so that a line is
+ * always 11 fields.  The counters are the cumulative ones of the snapshot;
+ * qslab-plot derives the rates.
+ *
+ * The record ends when the count is reached, on SIGINT/SIGTERM (the lines so
+ * far are flushed: a record is always whole lines), or when the process
+ * exits; each sample is flushed, so a record can be plotted while it grows.
+ */
+#include "qslabinfo_record.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t stop_requested;
+
+/* The record being written, for the die hook: a process that exits while
+ * a snapshot reads it ends the record like an exit seen between samples. */
+static FILE *rec_file;
+static const char *rec_name;
+static long rec_samples;
+
+static bool target_alive(pid_t pid);
+
+static void end_record(const char *end)
+{
+    if (rec_file != stdout && fclose(rec_file) != 0)
+        fprintf(stderr, "%s: cannot write the record %s: %s\n", prog, rec_name, strerror(errno));
+    else if (rec_file != stdout)
+        fprintf(stderr, "%s: %ld samples of PID %d in %s (%s)\n", prog, rec_samples, (int)g_pid,
+                rec_name, end);
+    rec_file = NULL;
+}
+
+static void record_die_hook(void)
+{
+    if (!rec_file)
+        return;
+    /* a process on its way out fails reads before it is a zombie: give it
+     * 200 ms to finish exiting before the failure counts as one */
+    for (int i = 0; i < 20; i++) {
+        if (!target_alive(g_pid)) {
+            end_record("the process exited");
+            exit(0);
+        }
+        pause_ms(10);
+    }
+}
+
+static void on_stop(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Alive: /proc/PID/stat exists and its state is not Z (a zombie's memory
+ * is gone; its parent has not reaped it yet). */
+static bool target_alive(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the name may hold anything: the state follows its ')' */
+    return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
+/* A name as one field: tabs, newlines and other control bytes as '?'. */
+static void put_name(FILE *f, const char *name)
+{
+    for (const char *s = name; *s; s++)
+        fputc((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s, f);
+}
+
+static void write_sample(FILE *f, const struct snap *s, uint64_t t)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        const struct cache_snap *c = &s->caches[i];
+        const struct qslab_cache_stats *st = &c->st;
+        if (!st->num_slabs && !st->alloc && !st->free)
+            continue; /* never used: it would only lengthen the record */
+        size_t space = st->num_slabs * ((size_t)1 << (root.page_shift + st->order));
+        fprintf(f, "%llu\t", (unsigned long long)t);
+        put_name(f, c->name);
+        fprintf(f, "\t%lu\t%lu\t%zu\t%lu\t%lu\t%lu\t%lu\t%lu\t%lu\n", st->active_objs,
+                st->num_objs, space, st->alloc, st->free, st->alloc_fast, st->free_fast,
+                st->remote_free, st->queued_objs);
+    }
+    fprintf(f, "%llu\t[large]\t%lu\t0\t%zu\t%lu\t%lu\t0\t0\t0\t0\n", (unsigned long long)t,
+            s->large_live, s->large_bytes, s->large_alloc, s->large_free);
+}
+
+int record_run(struct snap *s, const char *file, long interval_ms, long count)
+{
+    if (interval_ms < 10 || interval_ms > 3600 * 1000L)
+        die(EXIT_CANNOT, "--interval %ld: give milliseconds from 10 to 3600000", interval_ms);
+    if (count < 0)
+        die(EXIT_CANNOT, "--count %ld: give a number of samples (0: until the process exits)",
+            count);
+    FILE *f = strcmp(file, "-") == 0 ? stdout : fopen(file, "w");
+    if (!f)
+        die(EXIT_CANNOT, "cannot write the record %s: %s", file, strerror(errno));
+    rec_file = f;
+    rec_name = file;
+    die_hook = record_die_hook;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    char started[64] = "?";
+    time_t wall = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&wall, &tm))
+        strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    fprintf(f, "# qslab-record 1\n# pid %d interval_ms %ld library %s owner %s nodes %d\n",
+            (int)g_pid, interval_ms, s->path, s->owner_kind == QS_OWNER_CPU ? "cpu" : "thread",
+            s->nr_nodes);
+    fprintf(f, "# started %s\n# columns t_ms cache active_objs num_objs space alloc free "
+               "alloc_fast free_fast remote_free queued_objs\n",
+            started);
+    uint64_t t0 = now_ms(), next = t0;
+    long n = 0;
+    const char *end = "the count was reached";
+    fflush(f);
+    for (;;) {
+        if (!target_alive(g_pid)) {
+            end = "the process exited";
+            break;
+        }
+        snapshot(s); /* dies with a message if the process goes mid-read */
+        write_sample(f, s, now_ms() - t0);
+        fflush(f);
+        rec_samples = ++n;
+        if (n == count)
+            break;
+        next += (uint64_t)interval_ms;
+        while (!stop_requested) {
+            uint64_t now = now_ms();
+            if (now >= next)
+                break;
+            pause_ms((int)(next - now < 100 ? next - now : 100));
+            if (!target_alive(g_pid))
+                break;
+        }
+        if (stop_requested) {
+            end = "interrupted";
+            break;
+        }
+    }
+    die_hook = NULL;
+    end_record(end);
+    return 0;
+}
