@@ -28,13 +28,26 @@ static unsigned meta_shift(size_t size)
     return s;
 }
 
+/* Bytes mapped for metadata (blocks and direct mappings), relaxed atomics:
+ * read by qslabinfo -T through the observe root. */
+static size_t meta_mapped;
+size_t *const qs_meta_mapped_bytes = &meta_mapped; /* observe.c: the root points here */
+
+static void *meta_map(size_t len)
+{
+    void *p = qs_os_map_aligned(len, QS_PAGE_SIZE);
+    if (p)
+        __atomic_fetch_add(&meta_mapped, len, __ATOMIC_RELAXED);
+    return p;
+}
+
 void *qs_meta_alloc(size_t size)
 {
     if (size == 0)
         size = 1;
     if (size > ((size_t)1 << META_MAX_SHIFT)) {
         size_t len = (size + QS_PAGE_SIZE - 1) & ~(QS_PAGE_SIZE - 1);
-        return qs_os_map_aligned(len, QS_PAGE_SIZE);
+        return meta_map(len);
     }
     unsigned s = meta_shift(size);
     size_t bytes = (size_t)1 << s;
@@ -51,7 +64,7 @@ void *qs_meta_alloc(size_t size)
     size_t al = bytes < QS_CACHELINE ? bytes : QS_CACHELINE;
     char *b = (char *)(((uintptr_t)meta_bump + al - 1) & ~(uintptr_t)(al - 1));
     if (!meta_bump || b + bytes > meta_end) {
-        char *blk = qs_os_map_aligned(META_BLOCK, QS_PAGE_SIZE);
+        char *blk = meta_map(META_BLOCK);
         if (!blk) {
             qs_lock_release(&meta_lock);
             return NULL;
@@ -76,6 +89,8 @@ void qs_meta_free(void *p, size_t size)
         size_t len = (size + QS_PAGE_SIZE - 1) & ~(QS_PAGE_SIZE - 1);
         if (qs_os_unmap(p, len) != 0)
             qs_page_unmap_refused(len); /* kept mapped, and counted (the Pages: line) */
+        else
+            __atomic_fetch_sub(&meta_mapped, len, __ATOMIC_RELAXED);
         return;
     }
     unsigned s = meta_shift(size);

@@ -16,6 +16,9 @@ static uint32_t obs_objs_per_slab[QS_MAX_CACHES];
 /* Globals of other files the root points to (one line each there). */
 extern void *const qs_large_counters;   /* kmalloc.c */
 extern size_t *const qs_page_slab_bytes; /* page.c */
+extern size_t *const qs_page_chunk_bytes; /* page.c */
+extern size_t *const qs_page_slot_bytes;  /* page.c */
+extern size_t *const qs_meta_mapped_bytes; /* meta.c */
 
 #define QS_OBSERVE_OFF_(s, f) (uint32_t) offsetof(struct s, f),
 QSLAB_EXPORT struct qs_observe_root qslab_observe_root = {
@@ -47,6 +50,9 @@ QSLAB_EXPORT struct qs_observe_root qslab_observe_root = {
     .objs_per_slab = obs_objs_per_slab,
     .large = &qs_large_counters,
     .page_slab_bytes = &qs_page_slab_bytes,
+    .page_chunk_bytes = &qs_page_chunk_bytes,
+    .page_slot_bytes = &qs_page_slot_bytes,
+    .meta_mapped_bytes = &qs_meta_mapped_bytes,
     .slob_arena = &qs_slob_arena,
     .large_buckets = QS_LARGE_BUCKETS,
     .large_bucket_shift0 = QS_LARGE_BUCKET_SHIFT0,

@@ -35,7 +35,8 @@
 #pragma GCC visibility push(hidden)
 
 #define QS_OBSERVE_MAGIC 0x5652455342534c51ULL /* "QSLBSERV" little-endian */
-#define QS_OBSERVE_VERSION 2u /* 2: large buckets, queue nodes, owners' thread ids */
+#define QS_OBSERVE_VERSION 3u /* 2: large buckets, queue nodes, owners' thread ids;
+                               * 3: the page layer's chunks and the metadata's mappings */
 #define QS_OBSERVE_FRONTS 8 /* room for front-end names */
 
 /* The fields the reader reads, by offset: the fingerprint both sides
@@ -85,6 +86,9 @@ struct qs_observe_root {
     const uint32_t *objs_per_slab;     /* [max_caches], by cache id */
     void *const *large;                /* -> kmalloc.c's struct qs_large_counters */
     size_t *const *page_slab_bytes;    /* -> page.c's bytes of slabs handed out */
+    size_t *const *page_chunk_bytes;   /* -> page.c's bytes of slab chunks mapped */
+    size_t *const *page_slot_bytes;    /* -> page.c's bytes of those chunks' slots */
+    size_t *const *meta_mapped_bytes;  /* -> meta.c's bytes mapped for metadata */
     const qslab_cache *slob_arena;     /* SLOB's pages (in no cache list) */
     uint32_t front_queues;             /* bit f: front end f's owners have queues */
     uint32_t large_buckets;            /* QS_LARGE_BUCKETS */

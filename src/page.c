@@ -177,6 +177,17 @@ void qs_page_unmap_refused(size_t bytes)
 /* Bytes in slabs handed out; past QS_PURGER_AT the purger is wanted. */
 static size_t slab_bytes;
 size_t *const qs_page_slab_bytes = &slab_bytes; /* observe.c: the root points here */
+/* Bytes of slab chunks mapped, and of their slots (what slabs can use; the
+ * rest is headers, descriptors and free bits): relaxed atomics, changed
+ * where a chunk is mapped and unmapped, read by qslabinfo -T. */
+static size_t chunk_bytes, slot_bytes;
+size_t *const qs_page_chunk_bytes = &chunk_bytes;
+size_t *const qs_page_slot_bytes = &slot_bytes;
+
+static size_t chunk_slot_bytes(const struct qs_chunk *ch)
+{
+    return (size_t)(ch->nr_slots - ch->first_slot) * qs_slab_bytes(ch->order);
+}
 #define QS_PURGER_AT ((size_t)1 << 20)
 
 static struct qs_chunk *chunk_new(int node, unsigned order)
@@ -200,6 +211,8 @@ static struct qs_chunk *chunk_new(int node, unsigned order)
     ch->data = (char *)ch + off;
     ch->map_size = size;
     map_set(ch, size, false);
+    __atomic_fetch_add(&chunk_bytes, size, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&slot_bytes, chunk_slot_bytes(ch), __ATOMIC_RELAXED);
     return ch;
 }
 
@@ -355,8 +368,13 @@ size_t qs_page_free_slab(struct qs_slab *s)
     qs_lock_release(&p->lock);
     if (unmap) {
         map_set(unmap, unmap->map_size, true);
-        if (unlikely(qs_os_unmap(unmap, unmap->map_size) != 0))
+        size_t mapped = unmap->map_size, slots = chunk_slot_bytes(unmap);
+        if (unlikely(qs_os_unmap(unmap, mapped) != 0)) {
             chunk_keep(p, unmap);
+        } else {
+            __atomic_fetch_sub(&chunk_bytes, mapped, __ATOMIC_RELAXED);
+            __atomic_fetch_sub(&slot_bytes, slots, __ATOMIC_RELAXED);
+        }
     }
     return back;
 }

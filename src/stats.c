@@ -475,6 +475,8 @@ static void jw_cache(struct jw *w, qslab_cache *c, const struct qslab_cache_stat
 }
 
 extern void *const qs_large_counters; /* kmalloc.c: struct qs_large_counters */
+extern size_t *const qs_page_chunk_bytes, *const qs_page_slot_bytes; /* page.c */
+extern size_t *const qs_meta_mapped_bytes;                          /* meta.c */
 
 QSLAB_EXPORT int qslab_stats_json(int fd)
 {
@@ -553,6 +555,11 @@ QSLAB_EXPORT int qslab_stats_json(int fd)
     jw_kv(&w, "slabs", t.slabs);
     jw_kv(&w, "large_count", t.large_count);
     jw_kv(&w, "large_bytes", t.large_bytes);
+    /* what qslab has mapped besides: its slab chunks (their slots and
+     * headers), and the metadata allocator's mappings (qslabinfo -T) */
+    jw_kv(&w, "chunk_bytes", __atomic_load_n(qs_page_chunk_bytes, __ATOMIC_RELAXED));
+    jw_kv(&w, "chunk_slot_bytes", __atomic_load_n(qs_page_slot_bytes, __ATOMIC_RELAXED));
+    jw_kv(&w, "metadata_mapped", __atomic_load_n(qs_meta_mapped_bytes, __ATOMIC_RELAXED));
     jw_raw(&w, "}}\n");
     jw_flush(&w);
     return 0;

@@ -352,6 +352,7 @@ static void print_proc(struct snap *s)
 /* -T: where the process's qslab memory is. */
 struct totals {
     size_t inuse, partial_free, queued, empty, overhead, slob_free, slabs, large, meta;
+    size_t free_slots, chunk_meta, meta_mapped; /* the page layer's and metadata's rest */
     unsigned long inuse_objs, queued_objs, partial_free_objs, empty_slabs;
     long long unaccounted; /* page layer's slab bytes - the caches' slabs */
     size_t total;
@@ -403,8 +404,15 @@ static void compute_totals(const struct snap *s, struct totals *t)
     t->slob_free = left;
     t->unaccounted = (long long)(s->page_slab_bytes - t->slabs); /* unsigned: no overflow */
     t->large = s->large_bytes;
+    /* the page layer's chunks: slots (slabs handed out, the rows above; the
+     * rest free, given back to the OS) and headers (descriptors, free bits);
+     * the metadata allocator's mappings hold the structures counted in
+     * t->meta (all but the kmalloc caches', which are the library's data) */
+    t->free_slots = s->page_slot_bytes > s->page_slab_bytes ? s->page_slot_bytes - s->page_slab_bytes : 0;
+    t->chunk_meta = s->page_chunk_bytes > s->page_slot_bytes ? s->page_chunk_bytes - s->page_slot_bytes : 0;
+    t->meta_mapped = s->meta_mapped;
     t->total = t->inuse + t->partial_free + t->queued + t->empty + t->overhead + t->slob_free +
-               t->large + t->meta;
+               t->free_slots + t->chunk_meta + t->large + t->meta_mapped;
     if (t->unaccounted > 0)
         t->total += (size_t)t->unaccounted;
     t->rss_anon_kb = status_field(g_pid, "RssAnon");
@@ -432,9 +440,12 @@ static void print_totals(const struct snap *s)
         ROW("free space in SLOB pages", t.slob_free, "");
     if (t.unaccounted > 0)
         ROW("other page-layer slabs", (size_t)t.unaccounted, "");
+    ROW("free slots in slab chunks (given back)", t.free_slots, "  (not resident)");
+    ROW("chunk headers, descriptors, free bits", t.chunk_meta, "");
     snprintf(x, sizeof x, "  (%lu blocks)", s->large_live);
     ROW("large blocks (mapped)", t.large, x);
-    ROW("metadata (caches, nodes, queues)", t.meta, "");
+    snprintf(x, sizeof x, "  (caches, nodes, queues: %zu)", t.meta);
+    ROW("metadata mappings", t.meta_mapped, x);
     ROW("total held from the OS", t.total, "");
     printf("  slabs: %zu bytes from the page layer, %zu in the caches' slabs (%s)\n",
            s->page_slab_bytes, t.slabs,
@@ -442,12 +453,15 @@ static void print_totals(const struct snap *s)
     if (t.rss_anon_kb >= 0) {
         size_t rss = (size_t)t.rss_anon_kb * 1024;
         char o[16];
-        if (rss >= t.total)
+        size_t resident = t.total - t.free_slots; /* at most: pages never touched are not */
+        printf("  resident at most: %s (the total less the free slots)\n",
+               human(resident, b, sizeof b));
+        if (rss >= resident)
             printf("  process anonymous RSS: %s (%ld kB): %s of it outside qslab (other "
                    "allocators, stacks, data)\n",
-                   human(rss, b, sizeof b), t.rss_anon_kb, human(rss - t.total, o, sizeof o));
+                   human(rss, b, sizeof b), t.rss_anon_kb, human(rss - resident, o, sizeof o));
         else
-            printf("  process anonymous RSS: %s (%ld kB): below qslab's mapped total (pages never "
+            printf("  process anonymous RSS: %s (%ld kB): below that (pages never "
                    "touched, e.g. of large blocks, are not resident)\n",
                    human(rss, b, sizeof b), t.rss_anon_kb);
     }
@@ -551,11 +565,13 @@ static void print_json(const struct snap *s)
     printf("]},\n");
     printf(" \"totals\": {\"objects_in_use\": %zu, \"free_in_partial_slabs\": %zu, "
            "\"held_in_queues\": %zu, \"empty_slabs\": %zu, \"slab_overhead\": %zu, "
-           "\"slob_free\": %zu, \"large\": %zu, \"metadata\": %zu, \"total\": %zu, "
-           "\"slabs\": %zu, \"page_layer_slab_bytes\": %zu, \"unaccounted\": %lld, "
-           "\"rss_anon_kb\": %ld}}\n",
-           t.inuse, t.partial_free, t.queued, t.empty, t.overhead, t.slob_free, t.large, t.meta,
-           t.total, t.slabs, s->page_slab_bytes, t.unaccounted, t.rss_anon_kb);
+           "\"slob_free\": %zu, \"free_slots\": %zu, \"chunk_headers\": %zu, \"large\": %zu, "
+           "\"metadata\": %zu, \"metadata_structures\": %zu, \"total\": %zu, "
+           "\"slabs\": %zu, \"page_layer_slab_bytes\": %zu, \"page_layer_chunk_bytes\": %zu, "
+           "\"unaccounted\": %lld, \"rss_anon_kb\": %ld}}\n",
+           t.inuse, t.partial_free, t.queued, t.empty, t.overhead, t.slob_free, t.free_slots,
+           t.chunk_meta, t.large, t.meta_mapped, t.meta, t.total, t.slabs, s->page_slab_bytes,
+           s->page_chunk_bytes, t.unaccounted, t.rss_anon_kb);
 }
 
 /* ---------------------------------------------------------------- main */

@@ -313,6 +313,9 @@ static void test_json(void)
            "the 40 MiB block is not in the large bucket [32 MiB, 64 MiB)");
     CHECK(strstr(text, "\"kmalloc-64\"") != NULL);
     CHECK(strstr(text, "\"totals\": {") != NULL && strstr(text, "\"guard\": {") != NULL);
+    CHECKF(strstr(text, "\"chunk_bytes\": ") && !strstr(text, "\"chunk_bytes\": 0,") &&
+               strstr(text, "\"metadata_mapped\": ") && !strstr(text, "\"metadata_mapped\": 0}"),
+           "the JSON's totals lack the page layer's chunks or the metadata mappings");
     free(text);
     /* a realloc that grows the mapping moves the block to its new bucket */
     big = qslab_realloc(big, 100u << 20);

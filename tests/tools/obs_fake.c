@@ -23,6 +23,8 @@ static struct qs_large_counters large_words;
 static void *large_ptr = &large_words;
 static size_t slab_bytes_word;
 static size_t *slab_bytes_ptr = &slab_bytes_word;
+static size_t *chunk_bytes_ptr = &slab_bytes_word, *slot_bytes_ptr = &slab_bytes_word,
+              *meta_bytes_ptr = &slab_bytes_word;
 
 #define OFF_(s, f) (uint32_t) offsetof(struct s, f),
 struct qs_observe_root qslab_observe_root = {
@@ -54,6 +56,9 @@ struct qs_observe_root qslab_observe_root = {
     .objs_per_slab = objs,
     .large = &large_ptr,
     .page_slab_bytes = &slab_bytes_ptr,
+    .page_chunk_bytes = &chunk_bytes_ptr,
+    .page_slot_bytes = &slot_bytes_ptr,
+    .meta_mapped_bytes = &meta_bytes_ptr,
     .slob_arena = &fake_cache,
     .front_queues = 1,
     .large_buckets = QS_LARGE_BUCKETS,

@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-LAYOUT_VERSION = 2  # src/observe.h QS_OBSERVE_VERSION
+LAYOUT_VERSION = 3  # src/observe.h QS_OBSERVE_VERSION
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 from toolstest import check, start, stop  # shared by the tools' tests
@@ -97,11 +97,20 @@ def known_counts(target, label):
               label + ": the large block", str(j["large"]))
         t = j["totals"]
         parts = ["objects_in_use", "free_in_partial_slabs", "held_in_queues", "empty_slabs",
-                 "slab_overhead", "slob_free", "large", "metadata"]
+                 "slab_overhead", "slob_free", "free_slots", "chunk_headers", "large", "metadata"]
         check(t["unaccounted"] == 0, label + ": the caches' slabs are the page layer's", str(t))
         check(sum(t[k] for k in parts) + max(t["unaccounted"], 0) == t["total"],
               label + ": the totals add up", str(t))
         check(t["slabs"] == t["page_layer_slab_bytes"], label + ": slab bytes match", str(t))
+        # what qslab holds from the OS: its slab chunks, large blocks and
+        # metadata mappings, every byte in one row
+        check(t["total"] == t["page_layer_chunk_bytes"] + t["large"] + t["metadata"] and
+              t["page_layer_chunk_bytes"] >= 4 << 20 and t["page_layer_chunk_bytes"] % (4 << 20) == 0
+              and t["metadata"] >= t["metadata_structures"] - 64 * 1024,
+              label + ": the total is the chunks, large blocks and metadata mapped", str(t))
+        check(0 < t["chunk_headers"] < t["page_layer_chunk_bytes"] // 8 and
+              t["free_slots"] + t["slabs"] + t["chunk_headers"] == t["page_layer_chunk_bytes"],
+              label + ": chunks = slabs + free slots + headers (headers a few pages a chunk)", str(t))
         check(t["objects_in_use"] >= 1000 * 100 + 37 * 4000 + 100 * 256 + 500 * 64,
               label + ": objects in use cover what the target holds", str(t))
         # --proc: the library's own text
