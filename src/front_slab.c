@@ -1252,20 +1252,20 @@ void qs_slab_tuned(qslab_cache *c)
     for (int i = 0; i < qs_nr_nodes; i++) {
         struct qs_node *n = &c->nodes[i];
         void **fresh = want ? qs_meta_alloc(sizeof(void *) * want) : NULL;
-        struct qs_slab *rel = NULL;
         qs_lock_acquire(&n->lock);
         void **old = n->shared;
-        uint32_t old_limit = n->shared_limit;
-        void *twice[8];
-        unsigned ntwice = 0;
-        if (old && n->shared_avail) /* every entry came through to_node's checks */
-            free_block_locked(c, n, old, n->shared_avail, &rel, twice, &ntwice);
+        uint32_t old_limit = n->shared_limit, old_avail = n->shared_avail;
         n->shared = fresh;
         n->shared_limit = fresh ? want : 0;
         n->shared_avail = 0;
         QS_STORE(n->free_limit, free_limit(c));
         qs_lock_release(&n->lock);
-        slabs_to_fifo(c, NULL, rel);
+        /* the old array's objects to their slabs, each word checked now (not
+         * only when it entered the array): an entry whose object was freed
+         * twice and handed out since from its other entry belongs to the
+         * program, and must be neither written nor freed (fuzz bug 9) */
+        if (old_avail)
+            to_node(c, NULL, n, old, old_avail, false);
         if (old)
             qs_meta_free(old, sizeof(void *) * old_limit);
     }
