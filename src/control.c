@@ -52,6 +52,7 @@
  */
 #define _GNU_SOURCE
 #include "control.h"
+#include "front.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -325,6 +326,16 @@ static size_t snapshot(struct server *s, const char *name)
     }
 }
 
+/* A tunable's value as its setter spells it: the front end by name (what
+ * set accepts and qslabinfo shows), the others as numbers. */
+static const char *value_str(const char *attr, unsigned long v, char *buf, size_t len)
+{
+    if (strcmp(attr, "front") == 0 && v < QS_FRONT_NR)
+        return qs_fronts[v]->name;
+    snprintf(buf, len, "%lu", v);
+    return buf;
+}
+
 static void do_set(struct server *s, struct client *c, const struct qs_ctl_req *r)
 {
     unsigned long before = 0, after = 0;
@@ -354,8 +365,10 @@ static void do_set(struct server *s, struct client *c, const struct qs_ctl_req *
         out_printf(c, "error: %s\n", why);
         return;
     }
+    char b1[24], b2[24];
     if (had)
-        out_printf(c, "%s %s %lu -> %lu\n", r->cache, r->attr, before, after);
+        out_printf(c, "%s %s %s -> %s\n", r->cache, r->attr, value_str(r->attr, before, b1, sizeof b1),
+                   value_str(r->attr, after, b2, sizeof b2));
     else
         out_printf(c, "%s %s = %s\n", r->cache, r->attr, r->value);
     out_printf(c, "ok\n");
@@ -367,8 +380,9 @@ static void do_get(struct client *c, const struct qs_ctl_req *r)
     qslab_cache *k = pin(r->cache);
     int rc = k ? qslab_tune_get(r->cache, r->attr, &v) : -1;
     unpin();
+    char buf[24];
     if (rc == 0)
-        out_printf(c, "%lu\nok\n", v);
+        out_printf(c, "%s\nok\n", value_str(r->attr, v, buf, sizeof buf));
     else if (!k)
         out_printf(c, "error: no cache named %s\n", r->cache);
     else

@@ -186,6 +186,9 @@ def order(t):
     check(r.returncode == 0 and r.stdout.strip() == "2", "--get order", r.stdout + r.stderr)
     c1, j1 = json_cache(t.pid, "ctl_a")
     check(c1["order"] == 2, "--json shows order 2", c1["order"])
+    r = tool(["-p", str(t.pid), "--get", "ctl_a", "front"])
+    check(r.returncode == 0 and r.stdout.strip() == c1["front"], "--get front: its name",
+          r.stdout + r.stderr)
     if c1["front"] == "slob":
         print("order: SLOB has no slabs of its own: its effect not checked")
         return
