@@ -369,13 +369,9 @@ static void jw_raw(struct jw *w, const char *s)
 static void jw_u64(struct jw *w, uint64_t v)
 {
     char tmp[24];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n)
-        jw_putc(w, tmp[--n]);
+    struct qs_buf b = {tmp, 0, sizeof tmp};
+    qs_buf_u64(&b, v);
+    jw_raw(w, tmp);
 }
 
 /* A JSON string: quotes, backslashes and control bytes escaped. */

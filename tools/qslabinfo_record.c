@@ -122,11 +122,6 @@ static void write_sample(FILE *f, const struct snap *s, uint64_t t)
 
 int record_run(struct snap *s, const char *file, long interval_ms, long count)
 {
-    if (interval_ms < 10 || interval_ms > 3600 * 1000L)
-        die(EXIT_CANNOT, "--interval %ld: give milliseconds from 10 to 3600000", interval_ms);
-    if (count < 0)
-        die(EXIT_CANNOT, "--count %ld: give a number of samples (0: until the process exits)",
-            count);
     FILE *f = strcmp(file, "-") == 0 ? stdout : fopen(file, "w");
     if (!f)
         die(EXIT_CANNOT, "cannot write the record %s: %s", file, strerror(errno));

@@ -1222,29 +1222,58 @@ static void test_double_free(void)
     CHECK(qslab_cache_destroy(c) == 0);
 }
 
-/* A double free behind other frees whose two entries part: a flush moves
- * one to the node's shared array (a CPU's array flushes its top batch,
- * where the second free sits; a thread's its bottom one, the first free),
- * the program gets the object from the entry left in the array and writes
- * it, then a refill claims the other entry.  It must be reported, never
- * handed out again (a refill hands its last object out unchecked: fuzz bug
- * 8).  In a thread pinned to one CPU, so one array sees every step. */
+enum { PART_L = 16, PART_M = 3 * PART_L }; /* the tuned limit; the objects held */
+
+/* In a thread pinned to one CPU (so one array sees every step), with limit
+ * PART_L and batchcount 4: p and o[PART_M] allocated, every array emptied,
+ * then p freed, PART_L - 2 others, p again (the array full), and one more:
+ * a flush moves a batch holding one of p's two entries to the shared array
+ * (a CPU's array flushes its top batch, where the second free sits; a
+ * thread's its bottom one, the first free). */
+static qslab_cache *part_double_free(const char *name, void **pp, void **o)
+{
+    qslab_cache *c = qslab_cache_find(name);
+    pin_to(nth_cpu(0));
+    void *p = *pp = qslab_cache_alloc(c);
+    for (int i = 0; i < PART_M; i++)
+        o[i] = qslab_cache_alloc(c);
+    qslab_cache_shrink(c); /* every array and the shared one empty */
+    qslab_cache_free(c, p);
+    for (int i = 0; i < PART_L - 2; i++) /* PART_L - 1 entries */
+        qslab_cache_free(c, o[i]);
+    qslab_cache_free(c, p);                 /* PART_L: full */
+    qslab_cache_free(c, o[PART_L - 2]);     /* a flush, one of p's entries in it */
+    return c;
+}
+
+/* A SLAB cache tuned for part_double_free, and fn run on it in a thread
+ * (the fatal handler capturing); the cache, or NULL. */
+static qslab_cache *run_parted(const char *name, void *(*fn)(void *))
+{
+    qslab_cache *c = make(name, 64, 0, NULL);
+    if (!c)
+        return NULL;
+    CHECK(qslab_tune(name, "batchcount", "4") == 0 && qslab_tune(name, "limit", "16") == 0 &&
+          qslab_tune(name, "shared", "8") == 0);
+    qslab_set_fatal_handler(tu_fatal_capture);
+    tu_capture_reset();
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, fn, (void *)name) == 0);
+    pthread_join(t, NULL);
+    return c;
+}
+
+/* A double free whose two entries a flush parts (part_double_free): the
+ * program gets the object from the entry left in the array and writes it,
+ * then a refill claims the other entry.  It must be reported, never handed
+ * out again (a refill hands its last object out unchecked: fuzz bug 8). */
 static void *double_free_shared_thread(void *arg)
 {
     char s[32];
     const char *N = arg;
-    qslab_cache *c = qslab_cache_find(N);
-    pin_to(nth_cpu(0));
-    enum { L = 16, B = 4, M = 3 * L };
-    void *o[M], *p = qslab_cache_alloc(c);
-    for (int i = 0; i < M; i++)
-        o[i] = qslab_cache_alloc(c);
-    qslab_cache_shrink(c); /* every array and the shared one empty */
-    qslab_cache_free(c, p);
-    for (int i = 0; i < L - 2; i++) /* L - 1 entries */
-        qslab_cache_free(c, o[i]);
-    qslab_cache_free(c, p); /* L: full */
-    qslab_cache_free(c, o[L - 2]); /* a flush of B, one of them p's */
+    enum { L = PART_L, M = PART_M };
+    void *o[M], *p;
+    qslab_cache *c = part_double_free(N, &p, o);
     CHECKF(tu_capture_calls() == 0 || strstr(tu_fatal_msg, "double free"),
            "unexpected report: %s", tu_fatal_msg);
     int n = 2 * L + M, times = 0;
@@ -1277,18 +1306,9 @@ static void *double_free_tune_thread(void *arg)
 {
     char s[32];
     const char *N = arg;
-    qslab_cache *c = qslab_cache_find(N);
-    pin_to(nth_cpu(0));
-    enum { L = 16, M = 3 * L };
-    void *o[M], *p = qslab_cache_alloc(c);
-    for (int i = 0; i < M; i++)
-        o[i] = qslab_cache_alloc(c);
-    qslab_cache_shrink(c);
-    qslab_cache_free(c, p);
-    for (int i = 0; i < L - 2; i++)
-        qslab_cache_free(c, o[i]);
-    qslab_cache_free(c, p);
-    qslab_cache_free(c, o[L - 2]); /* one of p's entries to the shared array */
+    enum { L = PART_L, M = PART_M };
+    void *o[M], *p;
+    qslab_cache *c = part_double_free(N, &p, o);
     /* take objects until p comes from the entry left in the array */
     void *got[2 * L];
     int n = 0, have = 0;
@@ -1328,17 +1348,9 @@ static void *double_free_tune_thread(void *arg)
 
 static void test_double_free_shared_tune(void)
 {
-    const char *N = "t-slab-bad-tune";
-    qslab_cache *c = make(N, 64, 0, NULL);
+    qslab_cache *c = run_parted("t-slab-bad-tune", double_free_tune_thread);
     if (!c)
         return;
-    CHECK(qslab_tune(N, "batchcount", "4") == 0 && qslab_tune(N, "limit", "16") == 0 &&
-          qslab_tune(N, "shared", "8") == 0);
-    qslab_set_fatal_handler(tu_fatal_capture);
-    tu_capture_reset();
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, double_free_tune_thread, (void *)N) == 0);
-    pthread_join(t, NULL);
     /* the program freed p, which it held, at the end: nothing is left */
     CHECKF(active(c) == 0, "active %lu after the program freed everything", active(c));
     validate(c, "after a double free parted by a flush, then a tune");
@@ -1348,17 +1360,9 @@ static void test_double_free_shared_tune(void)
 
 static void test_double_free_shared(void)
 {
-    const char *N = "t-slab-bad-shared";
-    qslab_cache *c = make(N, 64, 0, NULL);
+    qslab_cache *c = run_parted("t-slab-bad-shared", double_free_shared_thread);
     if (!c)
         return;
-    CHECK(qslab_tune(N, "batchcount", "4") == 0 && qslab_tune(N, "limit", "16") == 0 &&
-          qslab_tune(N, "shared", "8") == 0);
-    qslab_set_fatal_handler(tu_fatal_capture);
-    tu_capture_reset();
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, double_free_shared_thread, (void *)N) == 0);
-    pthread_join(t, NULL);
     CHECKF(active(c) == 0, "active %lu after all were freed", active(c));
     validate(c, "after a double free parted by a flush to the shared array");
     check_sane(c, 300, "a double free parted by a flush to the shared array");
