@@ -67,6 +67,14 @@ static uint64_t cache_secret(void)
 bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align, unsigned long flags,
                     void (*ctor)(void *), bool is_kmalloc)
 {
+    return qs_cache_setup_debug(c, name, size, align, flags, ctor, is_kmalloc, -1);
+}
+
+/* debug: the cache's QS_DBG_* flags, or -1 for those its flags and
+ * QSLAB_DEBUG give it (a debug twin's are its tunable's: twin.c) */
+bool qs_cache_setup_debug(qslab_cache *c, const char *name, size_t size, size_t align,
+                          unsigned long flags, void (*ctor)(void *), bool is_kmalloc, int debug)
+{
     if (size > qs_slab_bytes(QS_MAX_ORDER)) { /* no slab can hold it */
         errno = EINVAL;
         return false;
@@ -80,7 +88,7 @@ bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align,
         if (a > align)
             align = a;
     }
-    c->debug = (uint8_t)qs_debug_flags_for(name, flags);
+    c->debug = (uint8_t)(debug >= 0 ? (unsigned)debug : qs_debug_flags_for(name, flags));
     size_t link_off = ctor ? round_up(size, 8) : 0;
     size_t slot = ctor ? link_off + sizeof(uintptr_t) : size;
     if (slot < sizeof(uintptr_t))
@@ -217,6 +225,9 @@ QSLAB_EXPORT void *qslab_cache_alloc_node(qslab_cache *c, int node)
         errno = EINVAL;
         return NULL;
     }
+    qslab_cache *t = qs_twin_divert(c);
+    if (unlikely(t != NULL)) /* debugging turned on in use (twin.c) */
+        return qs_twin_alloc(t, node);
     if (c->front != QS_FRONT_SLQB)
         return qs_front_of(c)->alloc(c, node);
     struct qs_queue *q = qs_queue_of(c);
@@ -299,6 +310,8 @@ static QS_NOINLINE void cache_free_other(qslab_cache *c, void *obj)
     struct qs_slab *s = NULL;
     if (ch && ch->kind == QS_CHUNK_SLABS && (s = qs_obj_slab(ch, obj)) && s->cache == c)
         qs_free_fast(c, s, obj);
+    else if (s && s->cache && s->cache->twin_of == c && qs_slab_valid_obj(s, obj))
+        qs_free_fast(s->cache, s, obj); /* of its debug twin (twin.c) */
     else if (s && qs_front_of(s->cache)->free_to) /* SLOB: pages every cache shares */
         qs_front_of(s->cache)->free_to(c, s, obj);
     else
@@ -318,7 +331,15 @@ QSLAB_EXPORT void qslab_cache_free(qslab_cache *c, void *obj)
 QSLAB_EXPORT size_t qslab_cache_shrink(qslab_cache *c)
 {
     qs_init();
-    return qs_front_of(c)->shrink(c);
+    size_t bytes = qs_front_of(c)->shrink(c);
+    for (qslab_cache *t = NULL;;) { /* and its debug twins (twin.c) */
+        qs_lock_acquire(&qs_global);
+        t = qs_twin_next(c, t);
+        qs_lock_release(&qs_global);
+        if (!t)
+            return bytes;
+        bytes += qs_front_of(t)->shrink(t);
+    }
 }
 
 /* SLQB's shrink: the queues' objects home, then the nodes' empty slabs. */
@@ -355,40 +376,16 @@ static void release_list(struct qs_slab *s)
     }
 }
 
-QSLAB_EXPORT int qslab_cache_destroy(qslab_cache *c)
+static unsigned long live_objects(qslab_cache *c) /* qs_global held */
 {
-    if (!c) {
-        errno = EINVAL;
-        return -1;
-    }
-    if (c->is_kmalloc) {
-        qs_warn("cache %s is a kmalloc cache and cannot be destroyed", c->name);
-        errno = EINVAL;
-        return -1;
-    }
     unsigned long sum[QS_STAT_NR];
-    qs_lock_acquire(&qs_global);
-    /* the control channel's thread may be acting on c (control.h,
-     * qs_ctl_pinned; it pins under qs_global): wait until it is done, then
-     * unlink c in this same hold of qs_global, so that it cannot be pinned
-     * again */
-    while (unlikely(__atomic_load_n(&qs_ctl_pinned, __ATOMIC_ACQUIRE) == c)) {
-        qs_lock_release(&qs_global);
-        qs_os_yield();
-        qs_lock_acquire(&qs_global);
-    }
     qs_stats_sum(c, sum);
-    unsigned long live = sum[QS_ALLOC_FAST] + sum[QS_ALLOC_SLOW] - sum[QS_FREE_FAST] - sum[QS_FREE_SLOW];
-    if (live) {
-        qs_lock_release(&qs_global);
-        qs_warn("cache %s destroyed with %u objects still allocated; cache left intact", c->name,
-                live);
-        if (c->debug & QS_DBG_U) /* where they were allocated */
-            qs_debug_leaks(c, 2);
-        errno = EBUSY;
-        return -1;
-    }
-    qs_observe_begin(); /* the cache list changes (observe.h) */
+    return sum[QS_ALLOC_FAST] + sum[QS_ALLOC_SLOW] - sum[QS_FREE_FAST] - sum[QS_FREE_SLOW];
+}
+
+/* Off every list, its id free (qs_global held, inside qs_observe_begin/end) */
+static void unlink_cache(qslab_cache *c)
+{
     qs_owner_detach_cache(c);
     __atomic_store_n(&qs_cache_by_id[c->id], NULL, __ATOMIC_RELAXED);
     qslab_cache **pp = &qs_caches;
@@ -396,11 +393,12 @@ QSLAB_EXPORT int qslab_cache_destroy(qslab_cache *c)
         pp = &(*pp)->next;
     *pp = c->next;
     id_free(c->id);
-    qs_observe_end();
-    qs_lock_release(&qs_global);
+}
 
-    /* every object is free: wherever they sit (queues, inboxes), the slabs
-     * can go back whole */
+/* Every object is free: wherever they sit (queues, inboxes), the slabs can
+ * go back whole (c unlinked, no lock) */
+static void release_cache(qslab_cache *c)
+{
     if (qs_front_of(c)->destroy) /* the front end's per-owner state */
         qs_front_of(c)->destroy(c);
     struct qs_queue *q = c->queues;
@@ -420,6 +418,77 @@ QSLAB_EXPORT int qslab_cache_destroy(qslab_cache *c)
     }
     qs_meta_free(c->nodes, sizeof(struct qs_node) * (size_t)qs_nr_nodes);
     qs_meta_free(c, sizeof(*c));
+}
+
+QSLAB_EXPORT int qslab_cache_destroy(qslab_cache *c)
+{
+    if (!c) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (c->is_kmalloc) {
+        qs_warn("cache %s is a kmalloc cache and cannot be destroyed", c->name);
+        errno = EINVAL;
+        return -1;
+    }
+    if (c->twin_of) {
+        qs_warn("cache %s is the debug twin of cache %s and goes when that cache is destroyed",
+                c->name, c->twin_of->name);
+        errno = EINVAL;
+        return -1;
+    }
+    qs_lock_acquire(&qs_global);
+    /* the control channel's thread may be acting on c (control.h,
+     * qs_ctl_pinned; it pins under qs_global): wait until it is done, then
+     * unlink c in this same hold of qs_global, so that it cannot be pinned
+     * again */
+    for (;;) {
+        qslab_cache *p = __atomic_load_n(&qs_ctl_pinned, __ATOMIC_ACQUIRE);
+        if (likely(p != c && (!p || p->twin_of != c)))
+            break;
+        qs_lock_release(&qs_global);
+        qs_os_yield();
+        qs_lock_acquire(&qs_global);
+    }
+    /* its objects, and its debug twins' (twin.c) */
+    unsigned long live = live_objects(c);
+    for (qslab_cache *t = qs_twin_next(c, NULL); t; t = qs_twin_next(c, t))
+        live += live_objects(t);
+    if (live) {
+        qs_lock_release(&qs_global);
+        qs_warn("cache %s destroyed with %u objects still allocated; cache left intact", c->name,
+                live);
+        if (c->debug & QS_DBG_U) /* where they were allocated */
+            qs_debug_leaks(c, 2);
+        for (qslab_cache *t = NULL;;) { /* twins stay listed while c lives */
+            qs_lock_acquire(&qs_global);
+            t = qs_twin_next(c, t);
+            bool leaks = t && (t->debug & QS_DBG_U) && live_objects(t);
+            qs_lock_release(&qs_global);
+            if (!t)
+                break;
+            if (leaks)
+                qs_debug_leaks(t, 2);
+        }
+        errno = EBUSY;
+        return -1;
+    }
+    qs_observe_begin(); /* the cache list changes (observe.h) */
+    qslab_cache *twins = NULL; /* unlinked, chained through next */
+    for (qslab_cache *t; (t = qs_twin_next(c, NULL)) != NULL;) {
+        unlink_cache(t);
+        t->next = twins;
+        twins = t;
+    }
+    unlink_cache(c);
+    qs_observe_end();
+    qs_lock_release(&qs_global);
+    while (twins) {
+        qslab_cache *next = twins->next;
+        release_cache(twins);
+        twins = next;
+    }
+    release_cache(c);
     return 0;
 }
 

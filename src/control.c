@@ -332,6 +332,16 @@ static const char *value_str(const char *attr, unsigned long v, char *buf, size_
 {
     if (strcmp(attr, "front") == 0 && v < QS_FRONT_NR)
         return qs_fronts[v]->name;
+    if (strcmp(attr, "debug") == 0 && len >= 8) { /* QS_DBG_* bits: their letters, - for none */
+        size_t k = 0;
+        for (int i = 0; i < 7; i++)
+            if (v & (1ul << i))
+                buf[k++] = "FZPUTRV"[i];
+        if (!k)
+            buf[k++] = '-';
+        buf[k] = '\0';
+        return buf;
+    }
     snprintf(buf, len, "%lu", v);
     return buf;
 }

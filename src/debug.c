@@ -143,7 +143,7 @@ static inline struct qs_track *track_of(const qslab_cache *c, void *obj, int whi
 
 /* ---- flags: the cache's, and QSLAB_DEBUG ---- */
 
-static unsigned letter(char ch)
+unsigned qs_debug_letter(char ch)
 {
     switch (ch | 0x20) {
     case 'f':
@@ -184,11 +184,10 @@ static bool name_matches(const char *name, const char *p, size_t len)
  */
 #define QS_DEBUG_OFF 0x80000000u /* QSLAB_DEBUG said '-' */
 static unsigned flags_for(const char *name, unsigned long flags);
-static unsigned final_flags(unsigned d);
 
 unsigned qs_debug_flags_for(const char *name, unsigned long flags)
 {
-    return final_flags(flags_for(name, flags));
+    return qs_debug_final(flags_for(name, flags));
 }
 
 static unsigned flags_for(const char *name, unsigned long flags)
@@ -217,7 +216,7 @@ static unsigned flags_for(const char *name, unsigned long flags)
                     fl = -2;
                     break;
                 }
-                unsigned l = letter(*f);
+                unsigned l = qs_debug_letter(*f);
                 if (!l && *f != ' ' && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
                     qs_warn("QSLAB_DEBUG: unknown flag '%s' ignored (flags: F Z P U T R V, -)", f);
                 fl |= (int)l;
@@ -272,7 +271,7 @@ static bool under_memcheck(void)
     return yes;
 }
 
-static unsigned final_flags(unsigned d)
+unsigned qs_debug_final(unsigned d)
 {
     if (d != QS_DEBUG_OFF && under_memcheck())
         d |= QS_DBG_V;

@@ -884,7 +884,7 @@ static void th_free(qslab_cache *c, struct qs_slab *s, void *obj)
     struct qs_queue *q = qs_queue_for_free(c); /* queue.c's rule for a thread that only frees */
     if (unlikely(qs_maybe_free(c, *qs_link(c, obj))) && double_free(c, q, s, obj))
         return;
-    if (!q) {
+    if (!q || unlikely(QS_LOAD(c->dbg_alloc) != NULL)) { /* twin.c: the arrays take nothing */
         free_unowned(c, s, obj);
         return;
     }
@@ -894,11 +894,13 @@ static void th_free(qslab_cache *c, struct qs_slab *s, void *obj)
     }
     /* the limit is the owner's to raise (as its slots grow) and tune's to
      * lower (relaxed both): an array over it (a lowered limit) flushes
-     * batches until it is below */
+     * batches until it is below; park follows it (owner.c) */
     uint64_t t = q->top;
     uint32_t l = QS_LOAD(c->slab_limit);
-    if (QS_LOAD(q->limit) < l && QS_TOP_NR(t) >= QS_LOAD(q->limit) && qs_queue_reserve(q, 1))
+    if (QS_LOAD(q->limit) < l && QS_TOP_NR(t) >= QS_LOAD(q->limit) && qs_queue_reserve(q, 1)) {
         QS_STORE(q->limit, l < q->cap ? l : q->cap);
+        QS_STORE(q->park, QS_LOAD(q->limit));
+    }
     while (QS_TOP_NR(t) >= QS_LOAD(q->limit) && QS_TOP_NR(t)) {
         th_flusharray(c, q);
         t = q->top;
@@ -949,7 +951,9 @@ static void pc_free(qslab_cache *c, struct qs_slab *s, void *obj)
                 qs_lock_release(&q->lock);
             return;
         }
-        if (!q) {
+        if (!q || unlikely(QS_LOAD(c->dbg_alloc) != NULL)) { /* twin.c: the arrays take nothing */
+            if (q)
+                qs_lock_release(&q->lock);
             free_unowned(c, s, obj);
             return;
         }
@@ -1218,7 +1222,8 @@ static void slab_destroy_all(qslab_cache *c)
  * freed to the slabs) and free_limit. */
 void qs_slab_tuned(qslab_cache *c)
 {
-    uint32_t lim = QS_LOAD(c->slab_limit);
+    /* while the cache has a debug twin, the arrays take nothing (twin.c) */
+    uint32_t lim = QS_LOAD(c->dbg_alloc) ? 0 : QS_LOAD(c->slab_limit);
     for (struct qs_queue *q = c->queues; q; q = q->all_next) {
         QS_STORE(q->hiwater, lim);
         if (QS_LOAD(q->limit) > lim) { /* lowered at once; raised by the owner */

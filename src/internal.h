@@ -462,6 +462,11 @@ struct qslab_cache {
                                  (the slab's first object starts this far in) */
     uint32_t track_off;       /* U: the alloc and free tracks, from the object */
     unsigned long debug_repairs, debug_quarantined; /* atomic counts */
+    /* debugging turned on for a cache in use (twin.c): dbg_alloc is the
+     * debug twin that takes the cache's allocations now (NULL: none;
+     * stored under qs_global with release, read with acquire); twin_of is
+     * a twin's cache (set before the twin is published, then constant) */
+    qslab_cache *dbg_alloc, *twin_of;
     char name[QS_NAME_MAX];
     struct qs_node *nodes;    /* [qs_nr_nodes] */
     struct qs_queue *queues;  /* every queue of this cache (qs_global) */
@@ -1006,6 +1011,32 @@ bool qs_debug_bad_pointer(qslab_cache *c, struct qs_slab *s, const void *p);
 /* destroy with live objects: list where they were allocated (U) */
 void qs_debug_leaks(qslab_cache *c, int fd);
 void qs_debug_flags_str(const qslab_cache *c, char *out); /* "FZPU", 8 bytes */
+unsigned qs_debug_letter(char ch);      /* QS_DBG_* of a letter of FZPUTRV; 0: none */
+unsigned qs_debug_final(unsigned d);    /* the flags a cache with d gets (V under memcheck) */
+
+/* ---- twin.c: debugging turned on for a cache in use ---- */
+/* The tunable `debug` (qs_global not held): letters of FZPUTRV, or - */
+int qs_twin_tune(qslab_cache *c, const char *value, size_t vlen);
+/* The flags of c's new allocations now (QS_DBG_*) */
+unsigned qs_twin_flags(const qslab_cache *c);
+/* The next debug twin of c after `after` (NULL: the first); qs_global held
+ * or c quiet (destroy) */
+qslab_cache *qs_twin_next(const qslab_cache *c, const qslab_cache *after);
+/* The caller's queues: nothing pushed or parked while c has a twin
+ * (qs_global held; owner.c at attach, tune.c after a change) */
+void qs_twin_queue_knobs(qslab_cache *c, struct qs_queue *q);
+void *qs_twin_alloc(qslab_cache *t, int node); /* an allocation of c's twin t */
+qslab_cache *qs_twin_take(qslab_cache *c, qslab_cache *t); /* qs_twin_divert's queue test */
+/* The twin that takes this allocation of c, or NULL: c has none, or the
+ * caller's own (thread) queue still holds objects, which it hands out
+ * first.  A CPU's queues were emptied when the twin came (twin.c). */
+static inline qslab_cache *qs_twin_divert(qslab_cache *c)
+{
+    qslab_cache *t = __atomic_load_n(&c->dbg_alloc, __ATOMIC_ACQUIRE);
+    if (likely(t == NULL))
+        return NULL;
+    return qs_twin_take(c, t);
+}
 
 /* ---- queue.c ---- */
 void *qs_alloc_slow(qslab_cache *c);
@@ -1079,6 +1110,8 @@ int qs_owner_cpu(void);                     /* the caller's CPU (registering rse
 /* ---- cache.c ---- */
 bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align, unsigned long flags,
                     void (*ctor)(void *), bool is_kmalloc);
+bool qs_cache_setup_debug(qslab_cache *c, const char *name, size_t size, size_t align,
+                          unsigned long flags, void (*ctor)(void *), bool is_kmalloc, int debug);
 void qs_bad_free(qslab_cache *expected, const void *p);
 /* An allocation given straight back (alloc_node's object of another node):
  * neither counted (the cache's counters absorb both) */

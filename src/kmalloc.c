@@ -183,6 +183,11 @@ QS_NOINLINE void *qs_kmalloc_slow(unsigned i, size_t size)
         if (g)
             return g;
     }
+    qslab_cache *t = qs_twin_divert(c);
+    if (unlikely(t != NULL)) { /* debugging turned on in use (twin.c) */
+        qs_init();
+        return qs_twin_alloc(t, QSLAB_NUMA_NO_NODE);
+    }
     if (unlikely(c->front != QS_FRONT_SLQB)) { /* no queues: front.h */
         const struct qs_front *fe = qs_front_of(c);
         qs_init();
@@ -400,7 +405,8 @@ QSLAB_EXPORT void *qslab_aligned_alloc(size_t align, size_t size)
         return qslab_malloc(size);
     qs_init();
     const struct qs_front *fe = qs_front_of(&qs_kmalloc_caches[0]);
-    if (fe->kmalloc_exact && size <= QS_PAGE_SIZE && size + align + 32 <= QS_PAGE_SIZE) /* SLOB: in a page */
+    if (fe->kmalloc_exact && size <= QS_PAGE_SIZE && size + align + 32 <= QS_PAGE_SIZE && /* SLOB: in a page */
+        !QS_LOAD(qs_kmalloc_caches[qs_kmalloc_index(size, qs_kmalloc_small_index)].dbg_alloc))
         return fe->kmalloc(&qs_kmalloc_caches[qs_kmalloc_index(size, qs_kmalloc_small_index)], size,
                            align);
     size_t want = size > align ? size : align;

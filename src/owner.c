@@ -287,6 +287,8 @@ struct qs_queue *qs_queue_attach(qslab_cache *c)
     QS_STORE(q->limit, !slqb && !slab ? 0 : q->hiwater < q->cap ? q->hiwater : q->cap);
     if (slab)
         QS_STORE(q->park, q->limit);
+    if ((slqb || slab) && QS_LOAD(c->dbg_alloc)) /* a debug twin takes the allocations (twin.c) */
+        qs_twin_queue_knobs(c, q);
     qs_lock_acquire(&q->inbox.lock);
     q->inbox.dead = 0;
     qs_lock_release(&q->inbox.lock);

@@ -744,7 +744,7 @@ void qs_free_remote(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void 
         free_remote_suspect(c, q, s, obj);
         return;
     }
-    if (QS_TOP_NR(q->top) < QS_LOAD(c->park) && s->node == q->node) {
+    if (QS_TOP_NR(q->top) < QS_LOAD(q->park) && s->node == q->node) { /* c->park's copy */
         /* a short queue takes it: the thread reuses it locally (a
          * consumer that never allocates parks at most hiwater/4 objects
          * and 16 KiB); never memory of another node, which a local
@@ -980,6 +980,9 @@ void *qs_alloc_slow_unsampled(qslab_cache *c)
 {
     qs_init();
     qs_purger_check(); /* a safe point to start the purger (node.c) */
+    qslab_cache *t = qs_twin_divert(c);
+    if (unlikely(t != NULL)) /* debugging turned on in use (twin.c) */
+        return qs_twin_alloc(t, QSLAB_NUMA_NO_NODE);
     if (unlikely(c->front != QS_FRONT_SLQB)) /* no queues: front.h */
         return qs_front_of(c)->alloc(c, QSLAB_NUMA_NO_NODE);
     if (qs_percpu())
@@ -1491,7 +1494,7 @@ void qs_percpu_free_slow(qslab_cache *c, struct qs_slab *s, void *obj, int why)
     for (int tries = 0; !armed && tries < 2; tries++) {
         unsigned nr = QS_TOP_NR(QS_LOAD(q->top));
         uint32_t hw = QS_LOAD(q->hiwater);
-        uint32_t max = own ? hw : QS_LOAD(c->park);
+        uint32_t max = own ? hw : QS_LOAD(q->park); /* c->park's copy (0: twin.c) */
         if (!own && s->node != q->node)
             max = 0; /* never another node's memory on our queue */
         if (nr < max && (nr < q->cap || qs_percpu_reserve(q, 1))) {

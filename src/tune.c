@@ -23,7 +23,7 @@
 
 enum { T_ORDER, T_HIWATER, T_FREEBATCH, T_EMPTY_LIMIT, T_EMPTY_DECAY, T_STASH, T_FRONT,
        T_CPU_PARTIAL, T_MIN_PARTIAL, T_PASS_THROUGH, T_LIMIT, T_BATCHCOUNT, T_SHARED, T_RANDOM,
-       T_GUARD };
+       T_GUARD, T_DEBUG };
 
 static const struct tunable {
     const char *name, *unit, *doc;
@@ -47,6 +47,9 @@ static const struct tunable {
                   "not SLOB's shared pages)"},
     [T_GUARD] = {"guard_sample", "allocations",
                  "one allocation in about this many is a guarded sample; 0: QSLAB_GUARD_SAMPLE's rate"},
+    [T_DEBUG] = {"debug", "letters",
+                 "SLUB's debug flags (FZPUTRV, - for none) for new allocations: a cache in use "
+                 "gets a debug twin <cache>:<flags> for its new slabs"},
 };
 #define NR_TUNABLES (sizeof(tunables) / sizeof(tunables[0]))
 
@@ -323,6 +326,12 @@ static int set_front_locked(qslab_cache *c, const char *value, size_t vlen)
 /* qs_global held */
 static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
 {
+    if (t == T_DEBUG) { /* set_one's: it makes a cache (twin.c) */
+        qs_warn("tune %s debug: refused for every cache at once (\"*\"); name each cache, or "
+                "use QSLAB_DEBUG when the caches are made", c->name);
+        errno = EINVAL;
+        return -1;
+    }
     if (t == T_FRONT) {
         int r = set_front_locked(c, value, vlen);
         qs_observe_cache(c); /* objects per slab follow the front end */
@@ -349,7 +358,7 @@ static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
     __atomic_store_n(field(c, (unsigned)t), (uint32_t)v, __ATOMIC_RELEASE);
     if (t == T_GUARD && v)
         qs_guard_enable(); /* guard.c: the fault handler, the slow paths' test */
-    if (t == T_HIWATER && c->front == QS_FRONT_SLQB) /* the queues' copies (internal.h) */
+    if (t == T_HIWATER && c->front == QS_FRONT_SLQB && !QS_LOAD(c->dbg_alloc)) /* the queues' copies (internal.h); 0 while there is a twin (twin.c) */
         for (struct qs_queue *q = c->queues; q; q = q->all_next) {
             QS_STORE(q->hiwater, (uint32_t)v);
             /* lowered at once; the owner raises it as its slots grow
@@ -362,8 +371,9 @@ static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
     if (c->front == QS_FRONT_SLAB && (t == T_LIMIT || t == T_BATCHCOUNT || t == T_SHARED))
         qs_slab_tuned(c); /* the arrays' limits, the shared arrays (front_slab.c) */
     for (struct qs_queue *q = c->queues; q && c->front == QS_FRONT_SLQB; q = q->all_next) {
-        /* the queues' copies (other front ends' queues stay inert: front.h) */
-        QS_STORE(q->park, QS_LOAD(c->park));
+        /* the queues' copies (other front ends' queues stay inert: front.h;
+         * parking stays off while there is a debug twin: twin.c) */
+        QS_STORE(q->park, QS_LOAD(c->dbg_alloc) ? 0 : QS_LOAD(c->park));
         QS_STORE(q->fb_max, QS_LOAD(c->freebatch));
     }
     return 0;
@@ -371,6 +381,8 @@ static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
 
 static int set_one(qslab_cache *c, int t, const char *value, size_t vlen)
 {
+    if (t == T_DEBUG) /* makes a cache, which takes qs_global (twin.c) */
+        return qs_twin_tune(c, value, vlen);
     qs_lock_acquire(&qs_global);
     int r = set_one_locked(c, t, value, vlen);
     qs_lock_release(&qs_global);
@@ -388,7 +400,7 @@ QSLAB_EXPORT int qslab_tune(const char *cache, const char *attr, const char *val
     if (t < 0) {
         qs_warn("tune %s: unknown attribute %s (order, hiwater, freebatch, empty_limit, "
                 "empty_decay_ms, stash_bytes, front, cpu_partial, min_partial, pass_through, limit, "
-                "batchcount, shared, random)",
+                "batchcount, shared, random, guard_sample, debug)",
                 cache, attr);
         errno = EINVAL;
         return -1;
@@ -424,7 +436,9 @@ QSLAB_EXPORT int qslab_tune_get(const char *cache, const char *attr, unsigned lo
         errno = EINVAL;
         return -1;
     }
-    *out = t == T_FRONT ? c->front : QS_LOAD(*field(c, (unsigned)t));
+    *out = t == T_FRONT   ? c->front
+           : t == T_DEBUG ? qs_twin_flags(c) /* QS_DBG_* bits, in FZPUTRV's order */
+                          : QS_LOAD(*field(c, (unsigned)t));
     return 0;
 }
 
@@ -461,6 +475,9 @@ void qs_tune_apply_env(qslab_cache *c)
                 int t = eq ? find_tunable(a, (size_t)(eq - a)) : -1;
                 if (t < 0)
                     qs_warn("QSLAB_TUNE: unknown attribute in entry for %s ignored", c->name);
+                else if (t == T_DEBUG) /* a twin now would take a kmalloc class's id */
+                    qs_warn("QSLAB_TUNE: debug for %s ignored: QSLAB_DEBUG gives caches their "
+                            "debug flags when they are made (docs/debugging.md)", c->name);
                 /* (named per cache: it only matches the caches it names) */
                 else
                     (void)set_one(c, t, eq + 1, (size_t)(aend - eq - 1));

@@ -110,7 +110,7 @@ static void walk_list(struct qs_walk *w, struct qs_list *l)
         qs_walk_problem(w, "list counts do not match", l);
 }
 
-QSLAB_EXPORT int qslab_cache_validate(qslab_cache *c)
+static int validate_one(qslab_cache *c)
 {
     struct qs_walk w = {c, 0, 0, 0, 0};
     unsigned long sum[QS_STAT_NR];
@@ -169,4 +169,18 @@ QSLAB_EXPORT int qslab_cache_validate(qslab_cache *c)
     if (w.inuse + __atomic_load_n(&c->guard_live, __ATOMIC_RELAXED) != live + w.queued)
         qs_walk_problem(&w, "objects in use differ from allocated + queued", c);
     return w.errors ? -1 : 0;
+}
+
+/* The cache, then its debug twins (twin.c), which stay listed while it lives */
+QSLAB_EXPORT int qslab_cache_validate(qslab_cache *c)
+{
+    int r = validate_one(c);
+    for (qslab_cache *t = NULL;;) {
+        qs_lock_acquire(&qs_global);
+        t = qs_twin_next(c, t);
+        qs_lock_release(&qs_global);
+        if (!t)
+            return r;
+        r |= validate_one(t);
+    }
 }

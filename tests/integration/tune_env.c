@@ -65,7 +65,7 @@ static int child_override(void)
     return tu_done();
 }
 
-/* QSLAB_TUNE="kmalloc-8192:order=99;no-such-cache:order=1;kmalloc-64:bogus=1;junk"
+/* QSLAB_TUNE="kmalloc-8192:order=99;no-such-cache:order=1;kmalloc-64:bogus=1;kmalloc-64:debug=FZ;junk"
  * Refused settings change nothing; the program runs. */
 static int child_bad(void)
 {
@@ -73,6 +73,8 @@ static int child_bad(void)
     CHECKF(order != 99 && order != 0xdeadbeef, "kmalloc-8192 order %lu", order);
     exercise(8192);
     exercise(64);
+    /* debug is QSLAB_DEBUG's at start-up: no twin (src/twin.c) */
+    CHECK(qslab_cache_find("kmalloc-64:FZ") == NULL);
     CHECK(qslab_tune("kmalloc-8192", "order", "3") == 0);
     EXPECT("kmalloc-8192", "order", 3);
     return tu_done();
@@ -113,10 +115,13 @@ int main(int argc, char **argv)
     /* Bad entries: refused with a message each, once (not once per cache). */
     static char err[1 << 16];
     tu_stderr_begin();
-    r = tu_reexec("bad", "QSLAB_TUNE", "kmalloc-8192:order=99;no-such-cache:order=1;kmalloc-64:bogus=1;junk");
+    r = tu_reexec("bad", "QSLAB_TUNE", "kmalloc-8192:order=99;no-such-cache:order=1;kmalloc-64:bogus=1;kmalloc-64:debug=FZ;junk");
     tu_stderr_end(err, sizeof err);
     CHECKF(r == 0, "child with a bad QSLAB_TUNE: status %d", r);
     CHECKF(strstr(err, "order") != NULL, "no message for order=99: \"%s\"", err);
+    CHECKF(strstr(err, "QSLAB_TUNE: debug for kmalloc-64 ignored: QSLAB_DEBUG gives caches their "
+                       "debug flags when they are made") != NULL,
+           "no message for debug=FZ: \"%s\"", err);
     int lines = 0, repeated = 0;
     for (char *l = err, *nl; *l; l = nl + 1) {
         nl = strchr(l, '\n');

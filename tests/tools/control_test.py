@@ -282,6 +282,41 @@ def shrink_validate(t):
           "--control-stats (every cache)", r.stdout[:300] + r.stderr)
 
 
+def debug_live(t):
+    """Debugging turned on for ctl_a in use: its twin ctl_a:FZ takes the
+    new allocations (src/twin.c), and turned off again."""
+    c0, _ = json_cache(t.pid, "ctl_a")
+    if c0["debug"]:
+        print("debug: ctl_a was made a debug cache (%s): not checked" % c0["debug"])
+        return
+    r = tool(["-p", str(t.pid), "--set", "ctl_a", "debug=FZ"])
+    check(r.returncode == 0 and r.stdout.strip() == "ctl_a debug - -> FZ", "--set debug=FZ",
+          r.stdout + r.stderr)
+    r = tool(["-p", str(t.pid), "--get", "ctl_a", "debug"])
+    check(r.returncode == 0 and r.stdout.strip() == "FZ", "--get debug: its letters",
+          r.stdout + r.stderr)
+    t.cmd("alloc 3000")
+    tw, _ = json_cache(t.pid, "ctl_a:FZ")
+    # the target's own queue hands out its objects first: at most SLQB's
+    # hiwater (32 here) or SLAB's limit (120 for ctl_a)
+    check(tw["debug"] == "FZ" and tw["front"] == "debug" and tw["active_objs"] >= 3000 - 128
+          and tw["num_slabs"] > 0, "the twin ctl_a:FZ holds the new objects in debug slabs",
+          (tw["debug"], tw["front"], tw["active_objs"], tw["num_slabs"]))
+    r = tool(["-p", str(t.pid), "--set", "ctl_a", "debug=-"])
+    check(r.returncode == 0 and r.stdout.strip() == "ctl_a debug FZ -> -", "--set debug=-",
+          r.stdout + r.stderr)
+    r = tool(["-p", str(t.pid), "--set", "ctl_a:FZ", "debug=P"])
+    check(r.returncode == 1 and one_line(r) and "it is the debug twin of ctl_a" in r.stderr,
+          "--set on the twin refused", r.stdout + r.stderr)
+    t.cmd("free 100000")
+    tw, _ = json_cache(t.pid, "ctl_a:FZ")
+    check(tw["active_objs"] == 0, "its objects freed through ctl_a went back to the twin",
+          tw["active_objs"])
+    r = tool(["-p", str(t.pid), "--validate", "ctl_a"])
+    check(r.returncode == 0 and "0 with problems" in r.stdout, "--validate ctl_a (and its twin)",
+          r.stdout + r.stderr)
+
+
 MALFORMED = [b"\n", b" stats\n", b"stats \n", b"stats  ctl_a\n", b"STATS\n",
              b"set ctl_a order\n", b"set ctl_a order 3 4\n", b"set ctl_a Order 3\n",
              b"get * order\n", b"shrink a b\n", b"validate *\n", b"x" * 70 + b"\n",
@@ -497,6 +532,7 @@ def main():
             hiwater(t)
             refusals(t)
             shrink_validate(t)
+            debug_live(t)
             garbage(t, path)
             destroy_race(t, path)
             lifecycle(t, path, cdir)
