@@ -138,8 +138,12 @@ int main(void)
         if (sk.num_slabs > max_k)
             max_k = sk.num_slabs;
         if (r + 1 == WARMUP) {
-            bound_c = 2 * max_c + 16;
-            bound_k = 2 * max_k + 16;
+            /* three times the warm-up's peak: a pile-up grows without
+             * bound, while a loaded machine (a consumer descheduled for a
+             * round: CI under load reached 47 slabs of kmalloc-192 against
+             * a peak of 13) only overshoots for a while */
+            bound_c = 3 * max_c + 16;
+            bound_k = 3 * max_k + 16;
         }
         over = r >= WARMUP && (sc.num_slabs > bound_c || sk.num_slabs > bound_k) ? over + 1 : 0;
         if (over == 2) {
