@@ -550,6 +550,14 @@ static void free_block_locked(qslab_cache *c, struct qs_node *n, void *const *ob
             if (*ntwice < 8)
                 twice[*ntwice] = objs[i];
             ++*ntwice;
+            if (s && s->cache == c && s->tail != NULL && &c->nodes[s->node] == n) {
+                /* on n's FIFO (under n's lock), linked in address order:
+                 * its link again, which the push overwrote, so that the
+                 * slab's next refill does not report it a second time
+                 * (fuzz bug 11) */
+                char *o = s->base + (size_t)obj_index(c, s, objs[i]) * c->slot_size;
+                *qs_link(c, o) = qs_enc(c, o + c->slot_size < s->base + s->span ? o + c->slot_size : NULL);
+            }
             continue;
         }
         unsigned idx = obj_index(c, s, objs[i]);

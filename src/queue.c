@@ -49,6 +49,24 @@
  * obj goes back on the list, once.  The caller reports (put_twice_report). */
 static QS_NOINLINE void slab_put_twice(qslab_cache *c, struct qs_slab *s, void *obj)
 {
+    if (s->inuse == 0) {
+        /* every object of the slab is free (obj too): the slab went empty
+         * with its first free and is on an empties list already (a
+         * router's, the stash, the node's FIFO), where it stays.  Its list
+         * is rebuilt whole, nothing lost (fuzz bug 10: moved to an empties
+         * list a second time, it was handed to two refills) */
+        qs_fbits_clear_slab(s);
+        s->freelist = NULL;
+        for (uint32_t i = s->objects; i-- > 0;) {
+            void *o = s->base + (size_t)i * c->slot_size;
+            *qs_link(c, o) = qs_enc(c, s->freelist);
+            if (!s->freelist)
+                s->tail = o;
+            s->freelist = o;
+            qs_fbit_set(s, o);
+        }
+        return;
+    }
     uint32_t n = s->objects - s->inuse, len = 0;
     void *prev = NULL, *p = s->freelist;
     while (p && p != obj && len < n) {
@@ -98,7 +116,10 @@ static inline bool slab_put(qslab_cache *c, struct qs_list *l, struct qs_slab *s
         *w = v | bit;
         qs_slab_give(c, s, obj);
     } else {
+        bool was_empty = s->inuse == 0;
         slab_put_twice(c, s, obj);
+        if (was_empty) /* on an empties list already: it stays there */
+            return false;
     }
     if (s->inuse == 0) {
         qs_list_del(l, s);
@@ -922,7 +943,16 @@ static unsigned refill_gather(qslab_cache *c, struct qs_queue *q, void **dst, un
         s = qs_node_take(c, q, &c->nodes[q->node], want - got);
         while (s) {
             struct qs_slab *next = s->next;
-            got += take_slab(c, q, s, false, 0, want - got, dst + got);
+            if (got >= want && s->inuse == 0) {
+                /* an empty slab taken for the count, but the slabs taken
+                 * after it (first here) filled the refill: lazy birth gives
+                 * empties different counts (fuzz bug 12: listed partial
+                 * with nothing in use).  Ours now: the stash */
+                s->next = NULL;
+                stash_add(c, q, s);
+            } else {
+                got += take_slab(c, q, s, false, 0, want - got, dst + got);
+            }
             s = next;
         }
     }

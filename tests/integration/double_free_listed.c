@@ -83,6 +83,34 @@ static void listed(int how)
     tu_capture_reset();
 }
 
+/* Fuzz bug 10: the second entry comes home after the other frees emptied
+ * the slab (the router had moved it to its empty slabs already); it was
+ * moved there a second time, and two refills took it.  Now: one report,
+ * the slab whole on its empty list, nothing handed out twice, and it
+ * validates (nothing was cut: every object was free). */
+static void emptied(void)
+{
+    const char *name = "t-dfl-emptied";
+    qslab_cache *c = qslab_cache_create(name, 64, 0, 0, NULL);
+    CHECK(c != NULL);
+    tu_capture_reset();
+    enum { M = 64 }; /* one order-0 slab of 64-byte objects */
+    void *o[M];
+    for (int i = 0; i < M; i++)
+        o[i] = qslab_cache_alloc(c);
+    void *x = o[0];
+    qslab_cache_free(c, x);
+    qslab_cache_shrink(c); /* x goes home: the others hold its slab */
+    for (int i = 1; i < M; i++)
+        qslab_cache_free(c, o[i]);
+    qslab_cache_free(c, x); /* double free, pushed after the others */
+    qslab_cache_shrink(c); /* the others empty the slab, then x comes home */
+    drain(c, name, NULL, 0);
+    expect_one(name, x, 1);
+    CHECK(qslab_cache_validate(c) == 0);
+    tu_capture_reset();
+}
+
 /* The second entry handed out before any route: x is then live and on its
  * slab's list; the walk that meets it reports and stops there.  The
  * program's x stays its own: never handed out again while held. */
@@ -160,5 +188,6 @@ int main(void)
     listed(OVERFLOW);
     popped();
     repeated();
+    emptied();
     return tu_done();
 }
