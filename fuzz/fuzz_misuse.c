@@ -35,8 +35,9 @@
  * itself; the others may be found later, "before the object is handed out
  * twice", so they are drained first: (op >> 5) & 3 chooses nothing, a
  * shrink, a qslab_trim or some legitimate frees, then enough allocations
- * of the cache to go through its queue, its slabs and its inbox
- * (3 hiwater + 2 freebatch + 4 slabs' worth).  Then: no other report, no
+ * of the cache to go through its queue, its slabs and its inbox (every
+ * free object it holds, and 3 hiwater + 2 freebatch + 4 slabs' worth
+ * more; drain_alloc).  Then: no other report, no
  * object handed out while the program holds it (a set of live pointers),
  * every live object's pattern intact, qslab_cache_validate == 0 and the
  * statistics' active_objs equal to the objects the program holds.  At the
@@ -124,12 +125,13 @@ struct obj {
 static struct obj live[MAX_LIVE];
 static int nlive;
 static uint64_t seq;
+/* FUZZ_STATS: drains, objects they allocated, shrinks after them (at exit) */
+static unsigned long drains, drained, drain_shrinks;
 
 /* Open-addressing set of the live pointers (and of the drain's). */
 enum { SET_BITS = 16, SET_SIZE = 1 << SET_BITS };
 static void *set[SET_SIZE];
 static unsigned set_n;
-#define TOMB ((void *)1)
 
 static unsigned set_hash(const void *p)
 {
@@ -139,18 +141,13 @@ static unsigned set_hash(const void *p)
 static void set_add(void *p, const char *what)
 {
     FZ_CHECK(set_n < SET_SIZE / 2, "live set full");
-    unsigned i = set_hash(p), tomb = SET_SIZE;
-    for (;; i = (i + 1) & (SET_SIZE - 1)) {
+    unsigned i = set_hash(p);
+    for (; set[i]; i = (i + 1) & (SET_SIZE - 1))
         if (set[i] == p)
             fz_fail("%s returned %p, which the program still holds (handed out twice; last "
                     "report: \"%s\")",
                     what, p, last_msg);
-        if (set[i] == TOMB && tomb == SET_SIZE)
-            tomb = i;
-        if (!set[i])
-            break;
-    }
-    set[tomb < SET_SIZE ? tomb : i] = p;
+    set[i] = p;
     set_n++;
 }
 
@@ -164,21 +161,32 @@ static bool set_has(const void *p)
     }
 }
 
+/* Deletion shifts the entries after p back (linear probing without
+ * tombstones): a drain adds and deletes thousands of pointers, and
+ * tombstones made every later probe walk them. */
 static void set_del(const void *p)
 {
-    for (unsigned i = set_hash(p);; i = (i + 1) & (SET_SIZE - 1)) {
-        if (set[i] == p) {
-            set[i] = TOMB;
-            set_n--;
-            return;
-        }
+    unsigned i = set_hash(p);
+    for (; set[i] != p; i = (i + 1) & (SET_SIZE - 1))
         FZ_CHECK(set[i], "live set: %p missing", p);
+    for (unsigned j = i;;) {
+        j = (j + 1) & (SET_SIZE - 1);
+        if (!set[j])
+            break;
+        unsigned h = set_hash(set[j]); /* set[j] may move to i if h is not in (i, j] */
+        if (((j - h) & (SET_SIZE - 1)) >= ((j - i) & (SET_SIZE - 1))) {
+            set[i] = set[j];
+            i = j;
+        }
     }
+    set[i] = NULL;
+    set_n--;
 }
 
 static void set_clear(void)
 {
-    memset(set, 0, sizeof set);
+    if (set_n) /* else empty already */
+        memset(set, 0, sizeof set);
     set_n = 0;
 }
 
@@ -452,9 +460,21 @@ static void check_all(const char *when)
 }
 
 /* Allocate enough objects of cache k (-1: the kmalloc class of `size`) to
- * go through its queue, its slabs and its inbox, then free them. */
+ * go through its queue, its slabs and its inbox, then free them.
+ *
+ * What it allocates past the objects the cache held comes from new slabs,
+ * and after the frees those stay as empty slabs kept for reuse (up to
+ * 1 GiB of them, for a second: empty_limit, empty_decay_ms), counted in
+ * num_objs by the next drain, which so allocated more again: drains grew
+ * to MAX_DRAIN objects each (19,000 on average in kmalloc-128 after two
+ * minutes; the rate fell from 200 exec/s to 17 in 30 minutes, RSS 465 MB).
+ * So once the empty slabs hold more objects than the drain's margin (what
+ * it allocates past the cache's free objects), they are given back: returns
+ * the cache then, for expect_report to shrink once the reports are counted
+ * and the caches checked (a report at the shrink is one too many and
+ * fails); else NULL. */
 static struct obj drain_objs[MAX_DRAIN];
-static void drain_alloc(int k, size_t size)
+static qslab_cache *drain_alloc(int k, size_t size)
 {
     unsigned long hiwater = 1024, freebatch = 256;
     char name[32];
@@ -466,21 +486,31 @@ static void drain_alloc(int k, size_t size)
     } else {
         snprintf(name, sizeof name, "kmalloc-%zu", size);
     }
+    qslab_cache *c = k >= 0 ? C[k].c : qslab_cache_find(cn);
     qslab_tune_get(cn, "hiwater", &hiwater);
     qslab_tune_get(cn, "freebatch", &freebatch);
-    unsigned long n = 3 * hiwater + 2 * freebatch + 4 * per_slab + 256;
+    unsigned long margin = 3 * hiwater + 2 * freebatch + 4 * per_slab + 256, n = margin;
     /* and every object its slabs hold: a second free pushed while the
      * object sat on an empty slab's list kept by the queue (its stash) is
      * found when a refill walks that list (docs/design.md, "Free bits") */
     struct qslab_cache_stats st;
-    if (qslab_cache_stats(k >= 0 ? C[k].c : qslab_cache_find(cn), &st) == 0)
-        n += st.num_objs;
+    if (qslab_cache_stats(c, &st) == 0) /* less the ones the program holds (a
+                                        * free not found yet counts one less:
+                                        * 2^64-1 for 0) */
+        n += st.num_objs - (st.active_objs <= st.num_objs ? st.active_objs : 0);
     if (n > MAX_DRAIN)
         n = MAX_DRAIN;
+    drains++;
+    drained += n;
     for (unsigned long i = 0; i < n; i++)
         obj_new(k, size, &drain_objs[i]);
     for (unsigned long i = n; i-- > 0;)
         obj_free(&drain_objs[i], false);
+    if (qslab_cache_stats(c, &st) == 0 && st.empty_slabs * st.objs_per_slab > margin) {
+        drain_shrinks++;
+        return c;
+    }
+    return NULL;
 }
 
 /* The misuse of p (an object of cache k, or of kmalloc class `usable`) was
@@ -488,6 +518,7 @@ static void drain_alloc(int k, size_t size)
 static void expect_report(unsigned long before, const void *p, const char *what, bool lazy,
                           unsigned style, int k, size_t usable)
 {
+    qslab_cache *shrink = NULL;
     if (lazy && report_count() == before) {
         switch (style & 3) {
         case 1:
@@ -504,7 +535,7 @@ static void expect_report(unsigned long before, const void *p, const char *what,
         default:
             break;
         }
-        drain_alloc(k, usable);
+        shrink = drain_alloc(k, usable);
     }
     unsigned long n = report_count() - before;
     if (n != 1)
@@ -515,6 +546,8 @@ static void expect_report(unsigned long before, const void *p, const char *what,
     if (lazy && k >= 0 && (strstr(last_msg, "while it was free") || strstr(last_msg, "corruption")))
         C[k].cut = true;
     check_all(what);
+    if (shrink) /* the drain's empty slabs (drain_alloc); checked by the next check_all */
+        qslab_cache_shrink(shrink);
     FZ_CHECK(report_count() == before + 1, "%s of %p: checking made %lu more reports (\"%s\")",
              what, p, report_count() - before - 1, last_msg);
 }
@@ -830,6 +863,12 @@ static void run(const uint8_t r[4])
         fz_fail("legitimate op %u reported: \"%s\"", op, last_msg);
 }
 
+static void print_stats(void)
+{
+    fprintf(stderr, "fuzz_misuse: %lu drains, %lu objects (%.0f each), %lu shrinks after one\n",
+            drains, drained, drains ? (double)drained / (double)drains : 0.0, drain_shrinks);
+}
+
 static void init_once(void)
 {
     static bool done;
@@ -839,6 +878,8 @@ static void init_once(void)
     fz_pin_one_cpu();
     print_reports = getenv("FUZZ_VERBOSE") != NULL;
     trace_ops = getenv("FUZZ_TRACE") != NULL;
+    if (getenv("FUZZ_STATS"))
+        atexit(print_stats);
     qslab_set_fatal_handler(record);
 }
 

@@ -28,6 +28,8 @@
  *     QSLAB_HWCACHE_ALIGN computes it), qslab_aligned_alloc's;
  *   - invalid arguments (create, alloc_node, malloc_node, aligned_alloc,
  *     calloc overflow, tune) fail with the documented errno;
+ *   - qslab_tune `debug` (tune_debug): a cache in use gets a debug twin
+ *     for its new objects, counted with the cache's in the checks below;
  *   - qslab_tune: accepted exactly within the documented ranges, and
  *     qslab_tune_get reads back what was set (refused: nothing changed);
  *   - qslab_cache_destroy: -1/EBUSY while objects live, else 0;
@@ -165,9 +167,11 @@ static bool skip_known; /* FUZZ_SKIP_KNOWN=1: not what triggers the open bugs of
 static const char *const attr_names[] = {
     "order",       "hiwater",      "freebatch",    "empty_limit", "empty_decay_ms",
     "stash_bytes", "cpu_partial",  "min_partial",  "pass_through", "limit",
-    "batchcount",  "shared",       "front",        "no_such_attr", ""};
+    "batchcount",  "shared",       "front",        "no_such_attr", "",
+    "debug"};
 enum { A_ORDER, A_HIWATER, A_FREEBATCH, A_EMPTY_LIMIT, A_DECAY, A_STASH, A_CPU_PARTIAL,
-       A_MIN_PARTIAL, A_PASS, A_LIMIT, A_BATCH, A_SHARED, A_FRONT, A_BOGUS1, A_BOGUS2, A_NR };
+       A_MIN_PARTIAL, A_PASS, A_LIMIT, A_BATCH, A_SHARED, A_FRONT, A_BOGUS1, A_BOGUS2, A_DEBUG,
+       A_NR };
 #define NUMERIC_ATTRS A_FRONT /* attr_names[0 .. A_FRONT) are numbers */
 static const unsigned long attr_max[NUMERIC_ATTRS] = {
     14, 1ul << 20, 0 /* hiwater */, 1ul << 20, 3600000, 64ul << 20, 1ul << 20, 1ul << 20, 1,
@@ -250,6 +254,13 @@ static void km_restore(void)
                 tune_ok(n, attr_names[a], d[a]);
         tune_ok(n, "hiwater", d[A_HIWATER]);
         tune_ok(n, "limit", d[A_LIMIT]);
+        if (strcmp(qslab_cache_front(qslab_cache_find(n)), "debug") != 0) {
+            /* its allocations back from a debug twin (src/twin.c) */
+            fz_quiet_begin();
+            int r = qslab_tune(n, "debug", "-");
+            fz_quiet_end();
+            FZ_CHECK(r == 0, "restoring %s debug=- failed (errno %d)", n, errno);
+        }
         km_dirty[i] = false;
     }
 }
@@ -811,16 +822,37 @@ static bool touched(int slot)
     return false;
 }
 
+/* Objects of the debug twins <name>:<flags> that tune_debug made (their
+ * allocations count in the twin: src/twin.c) */
+static unsigned long twins_active(const char *name)
+{
+    unsigned long n = 0;
+    for (unsigned m = 1; m < 16; m++) {
+        char tn[48];
+        int k = snprintf(tn, sizeof tn, "%s:", name);
+        for (int i = 0; i < 4; i++)
+            if (m & (1u << i))
+                tn[k++] = "FZPU"[i];
+        tn[k] = '\0';
+        qslab_cache *t = qslab_cache_find(tn);
+        struct qslab_cache_stats st;
+        if (t && qslab_cache_stats(t, &st) == 0)
+            n += st.active_objs;
+    }
+    return n;
+}
+
 static void validate_slot(struct slot *s, const char *when)
 {
     if (qslab_cache_validate(s->c) != 0)
         fz_fail("%s: qslab_cache_validate(%s) failed (problems above)", when, s->name);
     struct qslab_cache_stats st;
     FZ_CHECK(qslab_cache_stats(s->c, &st) == 0, "qslab_cache_stats(%s) failed", s->name);
-    unsigned long want = shadow_count(slot_index(s));
-    if (st.active_objs != want)
-        fz_fail("%s: cache %s has %lu active objects, the program holds %lu", when, s->name,
-                st.active_objs, want);
+    unsigned long want = shadow_count(slot_index(s)), twins = twins_active(s->name);
+    if (st.active_objs + twins != want)
+        fz_fail("%s: cache %s has %lu active objects (and %lu in its debug twins), the program "
+                "holds %lu",
+                when, s->name, st.active_objs, twins, want);
 }
 
 static void validate_all(const char *when)
@@ -955,6 +987,61 @@ static int front_number(const char *v)
     return -1;
 }
 
+/* The tunable `debug` (src/twin.c): letters of FZPU from c's low bits ("-"
+ * for none), or bad letters (c >= 0xf0).  A cache in use gets a debug twin
+ * <cache>:<flags> for its new objects, which the rest of the input then
+ * allocates, frees and validates through the cache; a cache made with
+ * debug flags keeps them (refused unless the same); "*" and unknown caches
+ * are refused. */
+static void tune_debug(const char *cache, struct slot *s, int km, unsigned c)
+{
+    char v[8];
+    int k = 0;
+    unsigned long bits = 0;
+    bool bad = c >= 0xf0;
+    for (int i = 0; i < 4 && !bad; i++)
+        if (c & (1u << i)) {
+            v[k++] = "FZPU"[i];
+            bits |= 1ul << i;
+        }
+    if (bad)
+        v[k++] = 'Q';
+    if (!k)
+        v[k++] = '-';
+    v[k] = '\0';
+    qslab_cache *cc = s ? s->c : km >= 0 ? qslab_cache_find(cache) : NULL;
+    unsigned long before = 0, after = 0;
+    if (cc)
+        FZ_CHECK(qslab_tune_get(cache, "debug", &before) == 0, "qslab_tune_get(%s, debug) failed",
+                 cache);
+    if (km >= 0)
+        km_dirty[km] = true;
+    fz_quiet_begin();
+    errno = 0;
+    int ret = qslab_tune(cache, "debug", v);
+    int err = errno;
+    fz_quiet_end();
+    FZ_CHECK(ret == 0 || (ret == -1 && (err == EINVAL || err == ENOMEM)),
+             "qslab_tune(%s, debug, \"%s\") = %d, errno %d", cache, v, ret, err);
+    if (!cc || bad) {
+        FZ_CHECK(ret == -1 && err == EINVAL, "qslab_tune(%s, debug, \"%s\"): accepted", cache, v);
+        return;
+    }
+    FZ_CHECK(qslab_tune_get(cache, "debug", &after) == 0, "qslab_tune_get(%s, debug) failed", cache);
+    if (strcmp(qslab_cache_front(cc), "debug") == 0) { /* made with debug flags */
+        FZ_CHECK((ret == 0) == (bits == before) && after == before,
+                 "qslab_tune(%s, debug, \"%s\") on a debug cache (%lu): %d, now %lu", cache, v,
+                 before, ret, after);
+        return;
+    }
+    if (ret == 0)
+        FZ_CHECK(after == bits, "qslab_tune(%s, debug, \"%s\") accepted: reads back %lu", cache, v,
+                 after);
+    else
+        FZ_CHECK(err == ENOMEM && after == before, "qslab_tune(%s, debug, \"%s\") refused (%d)",
+                 cache, v, err);
+}
+
 static void op_tune(const struct rec *r)
 {
     char value[32];
@@ -979,6 +1066,10 @@ static void op_tune(const struct rec *r)
     }
     int attr = (int)(r->b % A_NR);
     const char *an = attr_names[attr];
+    if (attr == A_DEBUG) {
+        tune_debug(cache, s, km, r->c);
+        return;
+    }
     if (r->c < 128)
         snprintf(value, sizeof value, "%u", attr == A_ORDER ? r->c % 8 : r->c);
     else
