@@ -22,6 +22,7 @@
 
 qs_lock qs_global;
 qslab_cache *qs_caches;
+static qslab_cache **caches_tail = &qs_caches; /* the last cache's next (qs_global) */
 qslab_cache *qs_cache_by_id[QS_MAX_CACHES];
 volatile int qs_initialized;
 
@@ -127,24 +128,35 @@ bool qs_cache_setup_debug(qslab_cache *c, const char *name, size_t size, size_t 
     }
     for (int n = 0; n < qs_nr_nodes; n++)
         qs_node_init(&c->nodes[n], n);
-    if (c->front == QS_FRONT_SLAB) /* its shared arrays (nobody sees c yet) */
-        qs_slab_tuned(c);
+    /* the id first: nothing made after it needs undoing when none is left
+     * (reserved, it names no cache until qs_cache_by_id is set below) */
     qs_lock_acquire(&qs_global);
-    if (!id_alloc(&c->id)) {
-        qs_lock_release(&qs_global);
+    bool have_id = id_alloc(&c->id);
+    qs_lock_release(&qs_global);
+    if (!have_id) {
         qs_meta_free(c->nodes, sizeof(struct qs_node) * (size_t)qs_nr_nodes);
         errno = ENOMEM;
         return false;
     }
+    if (c->front == QS_FRONT_SLAB) /* its shared arrays (nobody sees c yet) */
+        qs_slab_tuned(c);
+    qs_lock_acquire(&qs_global);
     qs_observe_begin(); /* the cache list changes (observe.h) */
     qs_observe_cache(c);
     qs_owner_cache_added(c->id);
     __atomic_store_n(&qs_cache_by_id[c->id], c, __ATOMIC_RELEASE);
     /* append, so that slabinfo lists caches in creation order */
-    qslab_cache **pp = &qs_caches;
-    while (*pp)
-        pp = &(*pp)->next;
-    *pp = c;
+    c->next = NULL;
+    c->pprev = caches_tail;
+    *caches_tail = c;
+    caches_tail = &c->next;
+    if (c->twin_of) { /* a debug twin: after its cache's others (twin.c) */
+        qslab_cache **tp = &c->twin_of->twins;
+        while (*tp)
+            tp = &(*tp)->twin_next;
+        c->twin_next = NULL;
+        *tp = c;
+    }
     qs_observe_end();
     qs_lock_release(&qs_global);
     qs_tune_apply_env(c);
@@ -383,15 +395,30 @@ static unsigned long live_objects(qslab_cache *c) /* qs_global held */
     return sum[QS_ALLOC_FAST] + sum[QS_ALLOC_SLOW] - sum[QS_FREE_FAST] - sum[QS_FREE_SLOW];
 }
 
+/* Off qs_caches (qs_global held) */
+void qs_cache_unlist(qslab_cache *c)
+{
+    *c->pprev = c->next;
+    if (c->next)
+        c->next->pprev = c->pprev;
+    else
+        caches_tail = c->pprev;
+    c->next = NULL;
+    c->pprev = NULL;
+}
+
 /* Off every list, its id free (qs_global held, inside qs_observe_begin/end) */
 static void unlink_cache(qslab_cache *c)
 {
     qs_owner_detach_cache(c);
     __atomic_store_n(&qs_cache_by_id[c->id], NULL, __ATOMIC_RELAXED);
-    qslab_cache **pp = &qs_caches;
-    while (*pp != c)
-        pp = &(*pp)->next;
-    *pp = c->next;
+    qs_cache_unlist(c);
+    if (c->twin_of) { /* off its cache's twins too */
+        qslab_cache **tp = &c->twin_of->twins;
+        while (*tp != c)
+            tp = &(*tp)->twin_next;
+        *tp = c->twin_next;
+    }
     id_free(c->id);
 }
 

@@ -282,12 +282,12 @@ unsigned qs_debug_final(unsigned d)
     return d;
 }
 
-void qs_debug_flags_str(const qslab_cache *c, char *out)
+void qs_debug_flags_str(unsigned debug, char *out)
 {
     static const char letters[] = "FZPUTRV";
     int k = 0;
     for (int i = 0; i < 7; i++)
-        if (c->debug & (1u << i))
+        if (debug & (1u << i))
             out[k++] = letters[i];
     out[k] = '\0';
 }
@@ -744,7 +744,7 @@ static void report(qslab_cache *c, struct qs_slab *s, const char *obj, const str
         out(&b);
     }
     char fl[8];
-    qs_debug_flags_str(c, fl);
+    qs_debug_flags_str(c->debug, fl);
     qs_buf_str(&b, "Object ");
     qs_buf_hex(&b, (uintptr_t)obj);
     qs_buf_str(&b, " (");

@@ -467,6 +467,9 @@ struct qslab_cache {
      * stored under qs_global with release, read with acquire); twin_of is
      * a twin's cache (set before the twin is published, then constant) */
     qslab_cache *dbg_alloc, *twin_of;
+    /* its twins in creation order, chained through twin_next (qs_global;
+     * qs_twin_next walks them) */
+    qslab_cache *twins, *twin_next;
     char name[QS_NAME_MAX];
     struct qs_node *nodes;    /* [qs_nr_nodes] */
     struct qs_queue *queues;  /* every queue of this cache (qs_global) */
@@ -475,6 +478,7 @@ struct qslab_cache {
      * past its exit destructor): atomic adds, summed with the queues' */
     unsigned long orphan_stat[QS_STAT_NR];
     qslab_cache *next;        /* qs_caches (qs_global) */
+    qslab_cache **pprev;      /* the link that points here: O(1) unlink */
     /* SLAB_FREELIST_RANDOM (slab.c): tunable `random` (stored with release
      * after rand_seq is made, read with acquire by slab builders); random
      * permutations of 0..2^b-1, b = 0..8, at rand_seq + 2^b - 1, made once
@@ -1010,7 +1014,7 @@ void qs_debug_bad_link(qslab_cache *c, void *obj); /* Freepointer corrupt */
 bool qs_debug_bad_pointer(qslab_cache *c, struct qs_slab *s, const void *p);
 /* destroy with live objects: list where they were allocated (U) */
 void qs_debug_leaks(qslab_cache *c, int fd);
-void qs_debug_flags_str(const qslab_cache *c, char *out); /* "FZPU", 8 bytes */
+void qs_debug_flags_str(unsigned debug, char *out); /* QS_DBG_* bits as "FZPU", 8 bytes */
 unsigned qs_debug_letter(char ch);      /* QS_DBG_* of a letter of FZPUTRV; 0: none */
 unsigned qs_debug_final(unsigned d);    /* the flags a cache with d gets (V under memcheck) */
 
@@ -1022,6 +1026,7 @@ unsigned qs_twin_flags(const qslab_cache *c);
 /* The next debug twin of c after `after` (NULL: the first); qs_global held
  * or c quiet (destroy) */
 qslab_cache *qs_twin_next(const qslab_cache *c, const qslab_cache *after);
+void qs_cache_unlist(qslab_cache *c); /* off qs_caches (qs_global held) */
 /* The caller's queues: nothing pushed or parked while c has a twin
  * (qs_global held; owner.c at attach, tune.c after a change) */
 void qs_twin_queue_knobs(qslab_cache *c, struct qs_queue *q);

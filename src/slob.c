@@ -637,11 +637,7 @@ void qs_slob_setup(void)
     a->front = QS_FRONT_SLOB;
     /* in no cache list: its pages are every SLOB cache's (slob_report) */
     qs_lock_acquire(&qs_global);
-    qslab_cache **pp = &qs_caches;
-    while (*pp != a)
-        pp = &(*pp)->next;
-    *pp = a->next;
-    a->next = NULL;
+    qs_cache_unlist(a);
     qs_lock_release(&qs_global);
 }
 

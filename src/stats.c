@@ -133,7 +133,7 @@ QSLAB_EXPORT void qslab_slabinfo(int fd)
         bool slab = c->front == QS_FRONT_SLAB; /* SLAB's own: limit, batchcount, shared */
         char fl[8] = "";
         if (c->debug) /* every slab of the cache is a debug slab */
-            qs_debug_flags_str(c, fl);
+            qs_debug_flags_str(c->debug, fl);
         struct qs_slabinfo_row row = {
             .name = c->name,
             .front = qs_front_of(c)->name,
@@ -207,7 +207,7 @@ QSLAB_EXPORT void qslab_stats_report(int fd)
         qs_buf_str(&b, qs_front_of(best)->name);
         if (best->debug) {
             char fl[8];
-            qs_debug_flags_str(best, fl);
+            qs_debug_flags_str(best->debug, fl);
             qs_buf_putc(&b, ' ');
             qs_buf_str(&b, fl);
         }
@@ -414,7 +414,7 @@ static void jw_cache(struct jw *w, qslab_cache *c, const struct qslab_cache_stat
 {
     char fl[8] = "";
     if (c->debug)
-        qs_debug_flags_str(c, fl);
+        qs_debug_flags_str(c->debug, fl);
     jw_raw(w, "  {");
     jw_key(w, "name", true);
     jw_str(w, c->name);

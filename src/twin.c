@@ -53,10 +53,7 @@ static qs_lock twin_lock; /* serialises tunes of `debug` */
 
 qslab_cache *qs_twin_next(const qslab_cache *c, const qslab_cache *after)
 {
-    for (qslab_cache *t = after ? after->next : qs_caches; t; t = t->next)
-        if (t->twin_of == c)
-            return t;
-    return NULL;
+    return after ? after->twin_next : c->twins;
 }
 
 unsigned qs_twin_flags(const qslab_cache *c)
@@ -160,7 +157,7 @@ int qs_twin_tune(qslab_cache *c, const char *value, size_t vlen)
         if (!off && qs_debug_final(d) == c->debug)
             return 0;
         char fl[8];
-        qs_debug_flags_str(c, fl);
+        qs_debug_flags_str(c->debug, fl);
         return refuse(c, val, EINVAL, "the cache was made with debug flags ", fl,
                       " (its flags or QSLAB_DEBUG), which it keeps");
     }
@@ -187,9 +184,8 @@ int qs_twin_tune(qslab_cache *c, const char *value, size_t vlen)
             qs_lock_release(&twin_lock);
             return refuse(c, val, ENOMEM, "out of memory for its debug twin", NULL, NULL);
         }
-        struct qslab_cache probe = {.debug = (uint8_t)d};
         char fl[8], name[QS_NAME_MAX];
-        qs_debug_flags_str(&probe, fl);
+        qs_debug_flags_str(d, fl);
         twin_name(name, c->name, fl);
         t->twin_of = c; /* before qs_cache_setup lists it */
         if (!qs_cache_setup_debug(t, name, c->obj_size, c->align, c->flags, c->ctor, c->is_kmalloc,
