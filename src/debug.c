@@ -1293,15 +1293,13 @@ static void *debug_alloc(qslab_cache *c, int node)
         node = qslab_current_node();
     if (c->debug & (QS_DBG_Z | QS_DBG_P)) /* its walks (debug_sweep) */
         qs_node_purger_want();
-    /* a corrupt free list met on the way isolates its slab (slab.c): once
-     * more from another one */
-    for (int tries = 0; tries < 2; tries++) {
-        void *obj = qs_node_alloc(c, NULL, node);
-        if (obj)
-            return obj;
-    }
-    errno = ENOMEM;
-    return NULL;
+    /* a corrupt free list met on the way isolates its slab, and
+     * qs_node_alloc takes another: NULL is the OS refusing memory, which is
+     * not asked again (fault injection's "the path returns NULL") */
+    void *obj = qs_node_alloc(c, NULL, node);
+    if (!obj)
+        errno = ENOMEM;
+    return obj;
 }
 
 static void debug_free(qslab_cache *c, struct qs_slab *s, void *obj)

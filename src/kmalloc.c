@@ -391,6 +391,22 @@ QSLAB_EXPORT void *qslab_realloc(void *p, size_t size)
     return n;
 }
 
+/* Can kmalloc's class of pow2 bytes give an object aligned to `align`?
+ * Yes, unless its objects (or its debug twin's) are debug objects, whose
+ * left red zone and stride are 16-aligned only (debug.c qs_debug_layout):
+ * then the aligned allocation is mapped, without a useless object
+ * allocated, counted and freed first. */
+static bool class_aligns(size_t pow2, size_t align)
+{
+    if (pow2 > QS_KMALLOC_MAX)
+        return true; /* qslab_malloc maps it */
+    qslab_cache *c = &qs_kmalloc_caches[kmalloc_index(pow2)];
+    qslab_cache *t = __atomic_load_n(&c->dbg_alloc, __ATOMIC_ACQUIRE);
+    if (t)
+        c = t;
+    return !c->debug || (c->red_left % align == 0 && c->slot_size % align == 0);
+}
+
 /* Alignments: powers of two up to QSLAB_MAX_ALIGN (qslab.h), which keeps
  * the large path's header offset (the alignment) within the 2^46 bytes a
  * block may span (page.c); anything else is the caller's error, EINVAL,
@@ -413,10 +429,12 @@ QSLAB_EXPORT void *qslab_aligned_alloc(size_t align, size_t size)
     if (want <= QS_CHUNK_SIZE / 2) {
         /* round to a power of two: those classes are naturally aligned */
         size_t pow2 = want <= 8 ? 8 : (size_t)1 << (64 - __builtin_clzl(want - 1));
-        void *p = qslab_malloc(pow2);
-        if (!p || ((uintptr_t)p & (align - 1)) == 0)
-            return p;
-        qs_kfree(p); /* an order tuned past the chunk size: map it */
+        if (class_aligns(pow2, align)) {
+            void *p = qslab_malloc(pow2);
+            if (!p || ((uintptr_t)p & (align - 1)) == 0)
+                return p;
+            qs_kfree(p); /* an order tuned past the chunk size: map it */
+        }
     }
     if (size > ((size_t)1 << 46)) {
         errno = ENOMEM;

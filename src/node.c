@@ -369,8 +369,10 @@ void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node)
         qs_list_add(&n->list, s, QS_SLAB_PARTIAL);
     }
     /* s is on n's partial list: it has a free object, or can grow one (we
-     * hold the lock) */
+     * hold the lock); NULL only from a corrupt free list, whose slab is now
+     * full and out of use (slab.c qs_slab_take_one): another slab then */
     obj = qs_slab_take_one(c, q, s);
+    bool lost = !obj;
     /* a debug cache checks the object (under the lock: its validation
      * walks slabs under it too); one that fails is kept out of use,
      * counted as allocated (debug.c), and another is taken */
@@ -384,7 +386,7 @@ void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node)
         qs_stat(c, q, QS_ALLOC_SLOW, 1);
         qs_stat(c, q, QS_NODE_ALLOC, 1);
     }
-    if (quarantined)
+    if (quarantined || lost) /* each time one slab fewer to take from */
         return qs_node_alloc(c, q, node);
     return obj;
 }
