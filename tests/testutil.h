@@ -10,6 +10,8 @@
  *   tu_expect_abort()      fork a child, run a function, and check that it died
  *                          of SIGABRT with one line on stderr holding the message
  *   tu_stderr_begin/end    capture what the library writes on fd 2
+ *   tu_expect_report()     run an operation, check its report's first line and
+ *                          the fatal handler's call (or that none came)
  *   tu_reexec()            run this executable again with one variable set
  *   tu_pin_one_cpu()       keep the calling thread on one CPU: with per-CPU
  *                          queues (QSLAB_OWNER=cpu), a test that counts what
@@ -318,6 +320,36 @@ static inline size_t tu_stderr_end(char *buf, size_t cap)
     fclose(tu_stderr_file);
     tu_stderr_file = NULL;
     return n;
+}
+
+/*
+ * Run op(arg) with stderr captured into buf: its first line must be `first`
+ * exactly.  Then the fatal handler: called once, its message holding
+ * `handler` and `in_msg` (NULL: either unchecked); or, handler NULL, never
+ * called.  Resets the capture.  Returns 1 if everything held.
+ */
+#define tu_expect_report(buf, cap, first, op, arg, handler, in_msg)                                 \
+    tu_expect_report_at(__FILE__, __LINE__, buf, cap, first, op, arg, handler, in_msg)
+static inline int tu_expect_report_at(const char *file, int line, char *buf, size_t cap,
+                                      const char *first, void (*op)(void *), void *arg,
+                                      const char *handler, const char *in_msg)
+{
+    tu_capture_reset();
+    tu_stderr_begin();
+    op(arg);
+    tu_stderr_end(buf, cap);
+    char *nl = strchr(buf, '\n');
+    size_t n = nl ? (size_t)(nl - buf) : strlen(buf);
+    int ok = tu_check(n == strlen(first) && strncmp(buf, first, n) == 0, file, line,
+                      "first line of the report", "first line \"%.*s\", expected \"%s\"; stderr:\n%s",
+                      (int)n, buf, first, buf);
+    if (handler)
+        ok &= tu_check_fatal_at(file, line, handler, in_msg ? in_msg : "", (const char *)NULL);
+    else
+        ok &= tu_check(tu_capture_calls() == 0, file, line, "no fatal handler call",
+                       "handler called: %s", tu_fatal_msg);
+    tu_capture_reset();
+    return ok;
 }
 
 /* ---- re-executing this program --------------------------------------------- */

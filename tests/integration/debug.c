@@ -21,21 +21,10 @@ static int expect_bug(const char *what_line, void (*op)(void *), void *arg, cons
                       const void *obj, const char *also)
 {
     char s[32];
-    tu_capture_reset();
-    tu_stderr_begin();
-    op(arg);
-    tu_stderr_end(err, sizeof err);
-    char *nl = strchr(err, '\n');
-    size_t n = nl ? (size_t)(nl - err) : strlen(err);
-    int ok = CHECKF(n == strlen(what_line) && strncmp(err, what_line, n) == 0,
-                    "first line \"%.*s\", expected \"%s\"; report:\n%s", (int)n, err, what_line, err);
-    if (handler)
-        ok &= tu_check_fatal(handler, obj ? tu_addr(s, obj) : "");
-    else
-        ok &= CHECKF(tu_capture_calls() == 0, "handler called: %s", tu_fatal_msg);
+    int ok = tu_expect_report(err, sizeof err, what_line, op, arg, handler,
+                              obj ? tu_addr(s, obj) : NULL);
     if (also)
         ok &= CHECKF(strstr(err, also) != NULL, "\"%s\" not in the report:\n%s", also, err);
-    tu_capture_reset();
     return ok;
 }
 

@@ -23,20 +23,7 @@ static char err[65536];
  * (with `handler` in its message) or, if handler is NULL, not at all */
 static int expect_report(const char *first, void (*op)(void *), void *arg, const char *handler)
 {
-    tu_capture_reset();
-    tu_stderr_begin();
-    op(arg);
-    tu_stderr_end(err, sizeof err);
-    char *nl = strchr(err, '\n');
-    size_t n = nl ? (size_t)(nl - err) : strlen(err);
-    int ok = CHECKF(n == strlen(first) && strncmp(err, first, n) == 0,
-                    "first line \"%.*s\", expected \"%s\"; stderr:\n%s", (int)n, err, first, err);
-    if (handler)
-        ok &= tu_check_fatal(handler);
-    else
-        ok &= CHECKF(tu_capture_calls() == 0, "handler called: %s", tu_fatal_msg);
-    tu_capture_reset();
-    return ok;
+    return tu_expect_report(err, sizeof err, first, op, arg, handler, NULL);
 }
 
 struct op {
