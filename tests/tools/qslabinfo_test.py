@@ -223,6 +223,14 @@ def views(p, j, label):
           label + ": the default mode's large bucket line", r.stdout)
 
 
+def samples(rec):
+    """How many samples (distinct times) a record file holds so far."""
+    try:
+        return len({l.split("\t")[0] for l in open(rec) if not l.startswith("#")})
+    except OSError:
+        return 0
+
+
 def record(target, plot):
     """--record: samples while the target runs, ending when it exits; then
     qslab-plot's tables (and charts when gnuplot is there)."""
@@ -245,15 +253,20 @@ def record(target, plot):
         r = tool(["-p", str(p.pid), "--record", rec, "--interval", "5"])
         check(r.returncode == 1 and one_line(r) and "--interval" in r.stderr,
               "--record: an interval under 10 ms refused", r.stderr)
-        # until the process exits
+        # until the process exits (into the same file, written afresh)
+        os.unlink(rec)
         bg = subprocess.Popen([TOOL, "-p", str(p.pid), "--record", rec, "--interval", "20"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(0.3)
+        # two samples at least before the target goes (polled: a fixed wait
+        # fell short on a loaded machine)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and samples(rec) < 2:
+            time.sleep(0.05)
         stop(p)
         out, err = bg.communicate(timeout=30)
         check(bg.returncode == 0 and "the process exited" in err, "--record ends with the process",
               err)
-        n = len({l.split("\t")[0] for l in open(rec) if not l.startswith("#")})
+        n = samples(rec)
         check(n >= 2, "--record: samples while the process ran (%d)" % n)
         # qslab-plot
         pr = subprocess.run([sys.executable, plot, rec, "-o", os.path.join(tmp, "p"), "--data"],
@@ -309,7 +322,15 @@ def dropin(lib):
     env = dict(os.environ, LD_PRELOAD=lib)
     p = subprocess.Popen(["sleep", "30"], env=env)
     try:
-        time.sleep(0.3)
+        # until the library is mapped (a fixed 0.3 s can be too short under load)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if "libqslab-malloc" in open("/proc/%d/maps" % p.pid).read():
+                    break
+            except OSError:
+                pass
+            time.sleep(0.05)
         r = tool(["-p", str(p.pid), "--json"])
         check(r.returncode == 0, "drop-in: exit 0", r.stderr)
         j = json.loads(r.stdout) if r.returncode == 0 else {}
