@@ -90,19 +90,31 @@ bool qs_cache_setup_debug(qslab_cache *c, const char *name, size_t size, size_t 
             align = a;
     }
     c->debug = (uint8_t)(debug >= 0 ? (unsigned)debug : qs_debug_flags_for(name, flags));
-    size_t link_off = ctor ? round_up(size, 8) : 0;
-    size_t slot = ctor ? link_off + sizeof(uintptr_t) : size;
-    if (slot < sizeof(uintptr_t))
-        slot = sizeof(uintptr_t);
-    slot = round_up(slot, align);
-    c->red_left = 0;
-    if (c->debug && !qs_debug_layout(c, size, align, &slot, &link_off)) {
-        errno = EINVAL;
-        return false;
-    }
-    if (slot + c->red_left > qs_slab_bytes(QS_MAX_ORDER) || slot > UINT32_MAX) {
-        errno = EINVAL;
-        return false;
+    size_t link_off, slot;
+    for (;;) {
+        link_off = ctor ? round_up(size, 8) : 0;
+        slot = ctor ? link_off + sizeof(uintptr_t) : size;
+        if (slot < sizeof(uintptr_t))
+            slot = sizeof(uintptr_t);
+        slot = round_up(slot, align);
+        c->red_left = 0;
+        bool laid = !c->debug || qs_debug_layout(c, size, align, &slot, &link_off);
+        if (laid && slot + c->red_left <= qs_slab_bytes(QS_MAX_ORDER) && slot <= UINT32_MAX)
+            break;
+        /* debugging that QSLAB_DEBUG asks of every cache makes no cache
+         * impossible: this one is made with its own flags only (the
+         * kernel's slub_debug=O drops them too where they would not fit) */
+        unsigned own = qs_debug_flags_own(flags);
+        if (debug >= 0 || !c->debug || c->debug == own) {
+            errno = EINVAL;
+            return false;
+        }
+        char want[8], keep[8];
+        qs_debug_flags_str(c->debug, want);
+        qs_debug_flags_str(own, keep);
+        qs_warn("cache %s: objects of %u bytes with debug flags %s do not fit in a slab; made "
+                "with %s%s", name, size, want, own ? "flags " : "no debug flags", keep);
+        c->debug = (uint8_t)own;
     }
     size_t i = 0;
     for (; i < QS_NAME_MAX - 1 && name[i]; i++)

@@ -190,12 +190,22 @@ unsigned qs_debug_flags_for(const char *name, unsigned long flags)
     return qs_debug_final(flags_for(name, flags));
 }
 
+static unsigned own_flags(unsigned long flags)
+{
+    return (flags & QSLAB_CONSISTENCY_CHECKS ? QS_DBG_F : 0) |
+           (flags & QSLAB_RED_ZONE ? QS_DBG_Z : 0) | (flags & QSLAB_POISON ? QS_DBG_P : 0) |
+           (flags & QSLAB_STORE_USER ? QS_DBG_U : 0) | (flags & QSLAB_TRACE ? QS_DBG_T : 0) |
+           (flags & QSLAB_DEBUG_REPAIR ? QS_DBG_R : 0);
+}
+
+unsigned qs_debug_flags_own(unsigned long flags)
+{
+    return qs_debug_final(own_flags(flags));
+}
+
 static unsigned flags_for(const char *name, unsigned long flags)
 {
-    unsigned own = (flags & QSLAB_CONSISTENCY_CHECKS ? QS_DBG_F : 0) |
-                   (flags & QSLAB_RED_ZONE ? QS_DBG_Z : 0) | (flags & QSLAB_POISON ? QS_DBG_P : 0) |
-                   (flags & QSLAB_STORE_USER ? QS_DBG_U : 0) | (flags & QSLAB_TRACE ? QS_DBG_T : 0) |
-                   (flags & QSLAB_DEBUG_REPAIR ? QS_DBG_R : 0);
+    unsigned own = own_flags(flags);
     const char *v = qs_os_getenv("QSLAB_DEBUG");
     if (!v)
         return own;
@@ -955,30 +965,66 @@ bool qs_debug_alloc_locked(qslab_cache *c, struct qs_slab *s, void *p)
 }
 
 /* F on a constructor cache: the object must come back in its constructed
- * state (the contract of qslab_cache_create); compared with a copy the
- * constructor makes on the stack, for objects up to QS_CTOR_CHECK_MAX. */
+ * state (the contract of qslab_cache_create), for objects up to
+ * QS_CTOR_CHECK_MAX.  What the constructor sets is found by running it on
+ * two copies on the stack, at different addresses, one filled with 0x00 and
+ * one with 0xff:
+ * - a word that, in both copies, points the same distance from the copy's
+ *   start is a pointer into the object itself (an empty list head points at
+ *   itself): the object's word must point as far from the object;
+ * - any other byte the two agree on is one the constructor sets, to a value
+ *   that depends neither on the address nor on what was there: the object
+ *   must hold it;
+ * - the rest is not the constructor's (kernel-style constructors set a few
+ *   fields and leave the others to the user): not compared.
+ * The constructor must have no effect outside the object (docs/debugging.md). */
 #define QS_CTOR_CHECK_MAX 1024
 static bool check_ctor(qslab_cache *c, struct qs_slab *s, char *obj)
 {
     if (!(c->debug & QS_DBG_F) || !c->ctor || c->obj_size > QS_CTOR_CHECK_MAX || c->align > 64)
         return true;
-    _Alignas(64) uint8_t fresh[QS_CTOR_CHECK_MAX];
-    c->ctor(fresh);
-    size_t i = 0, last = 0;
-    while (i < c->obj_size && (uint8_t)obj[i] == fresh[i])
-        i++;
-    if (i == c->obj_size)
-        return true;
-    for (size_t k = i; k < c->obj_size; k++)
-        if ((uint8_t)obj[k] != fresh[k])
+    /* then: want[] the expected bytes, used[k] whether byte k is compared */
+    _Alignas(64) uint8_t want[QS_CTOR_CHECK_MAX], used[QS_CTOR_CHECK_MAX];
+    size_t size = c->obj_size;
+    memset(want, 0, size);
+    memset(used, 0xff, size);
+    c->ctor(want);
+    c->ctor(used);
+    for (size_t k = 0; k < size;) {
+        uintptr_t a, b;
+        if (k % sizeof(uintptr_t) == 0 && k + sizeof(uintptr_t) <= size) {
+            memcpy(&a, want + k, sizeof a);
+            memcpy(&b, used + k, sizeof b);
+            uintptr_t off = a - (uintptr_t)want;
+            if (a != b && off == b - (uintptr_t)used && off <= size) {
+                a = (uintptr_t)obj + off; /* into the object, or just past it */
+                memcpy(want + k, &a, sizeof a);
+                memset(used + k, 1, sizeof a);
+                k += sizeof a;
+                continue;
+            }
+        }
+        used[k] = want[k] == used[k];
+        k++;
+    }
+    size_t first = size, last = 0;
+    for (size_t k = 0; k < size; k++)
+        if (used[k] && (uint8_t)obj[k] != want[k]) {
+            if (first == size)
+                first = k;
             last = k;
-    struct problem pb = {"Object not in its constructed state", (const uint8_t *)obj + i,
-                         (const uint8_t *)obj + last + 1, fresh[i],
+        }
+    if (first == size)
+        return true;
+    struct problem pb = {"Object not in its constructed state", (const uint8_t *)obj + first,
+                         (const uint8_t *)obj + last + 1, want[first],
                          "Freed with bytes the constructor sets changed (restored in repair mode)"};
     report(c, s, obj, &pb);
     conclude(c, obj, &pb);
     if (c->debug & QS_DBG_R)
-        memcpy(obj, fresh, c->obj_size);
+        for (size_t k = first; k <= last; k++)
+            if (used[k])
+                obj[k] = (char)want[k];
     return false;
 }
 

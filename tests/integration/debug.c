@@ -253,6 +253,53 @@ static void constructor(void)
     CHECK(qslab_cache_validate(c) == 0);
 }
 
+/* A constructor as kernel code writes them: an empty list head (pointers
+ * to the object itself), one field set, the rest left to the user.  Only
+ * what the constructor sets, the same wherever it runs, is checked. */
+struct lnode {
+    struct lnode *next, *prev;
+    int state;
+    char data[44];
+};
+
+static void lnode_ctor(void *obj)
+{
+    struct lnode *n = obj;
+    n->next = n->prev = n;
+    n->state = 7;
+}
+
+static void constructor_partial(void)
+{
+    qslab_cache *c = qslab_cache_create("t-dbg-lnode", sizeof(struct lnode), 0,
+                                        QSLAB_CONSISTENCY_CHECKS | QSLAB_RED_ZONE, lnode_ctor);
+    struct op o = {c, NULL, 0, 0};
+    struct lnode *n = qslab_cache_alloc(c);
+    CHECK(n && n->next == n && n->prev == n && n->state == 7);
+    memset(n->data, 0x5e, sizeof n->data); /* the user's bytes */
+    o.p = (char *)n;
+    expect_bug("", op_free, &o, NULL, NULL, NULL); /* freed as constructed: no report */
+    n = qslab_cache_alloc(c);
+    CHECK(n && n->next == n && n->state == 7);
+    n->state = 8;
+    o.p = (char *)n;
+    expect_bug("BUG t-dbg-lnode: Object not in its constructed state", op_free, &o,
+               "Object not in its constructed state", n, "@offset=16. First byte 0x8 instead of 0x7");
+    n->state = 7;
+    qslab_cache_free(c, n);
+    /* an empty list head no longer empty */
+    n = qslab_cache_alloc(c);
+    CHECK(n && n->prev == n);
+    n->prev = NULL;
+    o.p = (char *)n;
+    expect_bug("BUG t-dbg-lnode: Object not in its constructed state", op_free, &o,
+               "Object not in its constructed state", n, "@offset=8. First byte 0x0 instead of 0x");
+    n->prev = n;
+    qslab_cache_free(c, n);
+    CHECK(qslab_cache_validate(c) == 0);
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
 static void repair(void)
 {
     qslab_cache *c = qslab_cache_create("t-dbg-r", 64, 0,
@@ -463,6 +510,26 @@ static int env_mode(void)
     tu_stderr_end(err, sizeof err);
     CHECKF(strncmp(err, "BUG t-env-d: Poison overwritten\n", 32) == 0, "%s", err);
     CHECK(strstr(err, "flags=PU\n") != NULL);
+    /* objects no slab holds with the environment's flags: the cache is made
+     * without them, and says so (a program run with QSLAB_DEBUG must not
+     * lose a cache it could make without) */
+    tu_stderr_begin();
+    qslab_cache *h = qslab_cache_create("t-env-huge", 64 << 20, 0, 0, NULL);
+    tu_stderr_end(err, sizeof err);
+    CHECK(h != NULL && strcmp(qslab_cache_front(h), "debug") != 0);
+    CHECKF(strcmp(err, "qslab: cache t-env-huge: objects of 67108864 bytes with debug flags P do "
+                       "not fit in a slab; made with no debug flags\n") == 0,
+           "%s", err);
+    p = h ? qslab_cache_alloc(h) : NULL;
+    CHECK(p != NULL);
+    if (p) {
+        p[0] = p[(64 << 20) - 1] = 1;
+        qslab_cache_free(h, p);
+    }
+    CHECK(h && qslab_cache_destroy(h) == 0);
+    /* the cache's own flags are its own: refused */
+    errno = 0;
+    CHECK(qslab_cache_create("t-env-huge", 64 << 20, 0, QSLAB_POISON, NULL) == NULL && errno == EINVAL);
     return tu_done();
 }
 
@@ -519,6 +586,7 @@ int main(int argc, char **argv)
     double_frees();
     freepointer();
     constructor();
+    constructor_partial();
     repair();
     trace();
     store_user();
