@@ -628,6 +628,7 @@ static void serve_client(struct server *s, struct client *c, short revents, uint
 
 static void *server_main(void *arg)
 {
+    qs_os_thread_name("qslab-control");
     struct server *s = arg;
     struct pollfd pf[2 + QS_CTL_CLIENTS];
     int who[2 + QS_CTL_CLIENTS];

@@ -244,6 +244,7 @@ static bool due(qslab_cache *c, int *node)
 
 static void *sampler_main(void *arg)
 {
+    qs_os_thread_name("qslab-sampler");
     for (;;) {
         qs_os_sleep_ms(QS_GUARD_TICK_MS);
         qs_lock_acquire(&qs_global);

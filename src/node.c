@@ -162,6 +162,7 @@ static int purger_state; /* 0 not started, 1 running, -1 disabled */
 
 static void *purger_main(void *arg)
 {
+    qs_os_thread_name("qslab-purger");
     for (;;) {
         qs_os_sleep_ms(QS_PURGE_TICK_MS);
         qs_node_sweep(false);

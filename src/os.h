@@ -80,6 +80,9 @@ void qs_os_thread_watch(void *arg);
 
 /* Start a detached thread running fn(arg) with every signal blocked; 0 or -1. */
 int qs_os_thread_start(void *(*fn)(void *), void *arg);
+/* Name the calling thread (at most 15 bytes kept): qslab's own threads are
+ * "qslab-purger", "qslab-sampler" and "qslab-control" in ps, top and gdb. */
+void qs_os_thread_name(const char *name);
 void qs_os_sleep_ms(unsigned ms);
 
 /* Install fork handlers (prepare, parent, child). */

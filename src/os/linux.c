@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -417,6 +418,11 @@ int qs_os_thread_start(void *(*fn)(void *), void *arg)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
     return r == 0 ? 0 : -1;
+}
+
+void qs_os_thread_name(const char *name)
+{
+    prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
 }
 
 void qs_os_sleep_ms(unsigned ms)

@@ -28,6 +28,7 @@
  * a few KiB.  Nothing here is timed.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -151,20 +152,29 @@ static size_t rss_bytes(void)
 
 /* A detached thread has returned from worker() but may still be exiting
  * (its qslab queues are retired in a TLS destructor after that).  Wait until
- * the kernel shows only this thread: /proc/self/status "Threads:". */
+ * the kernel shows only this thread, besides qslab's own (named "qslab-*":
+ * the purger, the guarded sampler, the control channel's server). */
 static void wait_single_thread(void)
 {
     for (;;) {
-        char line[128];
-        int threads = -1;
-        FILE *f = fopen("/proc/self/status", "r");
-        while (f && fgets(line, sizeof line, f))
-            if (sscanf(line, "Threads: %d", &threads) == 1)
-                break;
-        if (f)
+        int threads = 0;
+        DIR *d = opendir("/proc/self/task");
+        for (struct dirent *e; d && (e = readdir(d));) {
+            if (e->d_name[0] == '.')
+                continue;
+            char path[300], comm[32] = "";
+            snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+            FILE *f = fopen(path, "r");
+            if (!f)
+                continue; /* gone meanwhile */
+            if (!fgets(comm, sizeof comm, f))
+                comm[0] = '\0';
             fclose(f);
-        /* the qslab purger thread, if started, stays: 2 is fine then */
-        if (threads >= 1 && threads <= 2)
+            threads += strncmp(comm, "qslab-", 6) != 0;
+        }
+        if (d)
+            closedir(d);
+        if (threads == 1)
             return;
         usleep(1000);
     }

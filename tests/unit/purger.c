@@ -2,7 +2,7 @@
  * unit: empty slabs of a program that went quiet go back through the
  * background purger once they are older than empty_decay_ms, including
  * those in a thread's stash (queue.c), which only its owner touches while
- * it is active.  Polls for up to
+ * it is active; the purger is the thread named qslab-purger.  Polls for up to
  * 20 s (a loaded machine may be slow to schedule the purger); fails only if
  * they never go back.
  */
@@ -10,7 +10,28 @@
 #include "../front.h"
 #include "internal.h"
 
+#include <dirent.h>
+#include <stdio.h>
 #include <time.h>
+
+/* Is one of this process's threads named `name` (/proc/self/task/N/comm)? */
+static int thread_named(const char *name)
+{
+    int found = 0;
+    DIR *d = opendir("/proc/self/task");
+    for (struct dirent *e; d && !found && (e = readdir(d));) {
+        char path[300], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = e->d_name[0] != '.' ? fopen(path, "r") : NULL;
+        if (f && fgets(comm, sizeof comm, f))
+            found = strncmp(comm, name, strlen(name)) == 0 && comm[strlen(name)] == '\n';
+        if (f)
+            fclose(f);
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
 
 enum { N = 2000 };
 static void *objs[N];
@@ -38,6 +59,7 @@ int main(void)
     }
     CHECKF(st.empty_slabs == 0, "%lu of %lu empty slabs still kept after 20 s", st.empty_slabs, kept);
     CHECK(st.free_slab >= kept);
+    CHECKF(thread_named("qslab-purger"), "no thread of this process is named qslab-purger");
     CHECK(qslab_cache_validate(c) == 0);
     CHECK(qslab_cache_destroy(c) == 0);
 
