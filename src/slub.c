@@ -1042,6 +1042,15 @@ static void flush_all(qslab_cache *c)
     qs_lock_acquire(&qs_global);
     for (struct qs_queue *q = c->queues; q; q = q->all_next) {
         qs_lock_acquire(&q->lock);
+        /* nothing on the CPU (no active slab, no list, no partial slab): no
+         * take, whose membarrier interrupts the CPU.  A push lands only on
+         * a list of an active slab, or just after a slow path that migrated
+         * cleared it: a free racing with the flush, which a take could
+         * miss as well */
+        if (!QS_LOAD(q->sl.slab) && !QS_LOAD(q->sl.freelist) && !q->sl.partial) {
+            qs_lock_release(&q->lock);
+            continue;
+        }
         if (qs_percpu_take(q)) {
             /* TSan: what the CPU's sections published (percpu.h) */
             QS_TSAN_ACQUIRE(q);
