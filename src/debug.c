@@ -979,10 +979,8 @@ bool qs_debug_alloc_locked(qslab_cache *c, struct qs_slab *s, void *p)
  *   fields and leave the others to the user): not compared.
  * The constructor must have no effect outside the object (docs/debugging.md). */
 #define QS_CTOR_CHECK_MAX 1024
-static bool check_ctor(qslab_cache *c, struct qs_slab *s, char *obj)
+static QS_NOINLINE bool ctor_compare(qslab_cache *c, struct qs_slab *s, char *obj)
 {
-    if (!(c->debug & QS_DBG_F) || !c->ctor || c->obj_size > QS_CTOR_CHECK_MAX || c->align > 64)
-        return true;
     /* then: want[] the expected bytes, used[k] whether byte k is compared */
     _Alignas(64) uint8_t want[QS_CTOR_CHECK_MAX], used[QS_CTOR_CHECK_MAX];
     size_t size = c->obj_size;
@@ -1026,6 +1024,15 @@ static bool check_ctor(qslab_cache *c, struct qs_slab *s, char *obj)
             if (used[k])
                 obj[k] = (char)want[k];
     return false;
+}
+
+/* its 2 KiB of stack set up only when there is a constructor to check
+ * (the frame cost every F cache's free 25 instructions) */
+static inline bool check_ctor(qslab_cache *c, struct qs_slab *s, char *obj)
+{
+    if (!(c->debug & QS_DBG_F) || !c->ctor || c->obj_size > QS_CTOR_CHECK_MAX || c->align > 64)
+        return true;
+    return ctor_compare(c, s, obj);
 }
 
 bool qs_debug_free_locked(qslab_cache *c, struct qs_slab *s, void *p)
