@@ -67,7 +67,7 @@
  * PER-CPU OWNERS.  q->sl.freelist and q->sl.slab are changed by the fast
  * paths' sections on q->cpu (pop: freelist; push: freelist, for an object of
  * q->sl.slab), and by the slow paths, which hold q->lock: they detach
- * (slab and freelist to NULL in one section) and install (slab, then the
+ * (the list in a section, then slab to NULL: pc_detach) and install (slab, then the
  * list, only if the list is still empty: a push in between is merged) with
  * sections on q->cpu, or take the queue from its CPU (qs_percpu_take).  An
  * object on a CPU's list may belong to another slab than q->sl.slab (a slow
@@ -531,7 +531,18 @@ static inline int pc_push(unsigned long id, struct qs_slab *s, void *obj)
     return (int)r;
 }
 
-/* The lock holder's sections on q (QS_RSEQ_MOVED: not on q's CPU). */
+/* The lock holder's sections on q (QS_RSEQ_MOVED: not on q's CPU).
+ * Detach: the list is taken by the section's one store, its commit; the
+ * active slab is cleared after it, by the lock holder.  A store before the
+ * commit would stay done in an attempt that aborts (rseq undoes nothing),
+ * and an abort that ends on another CPU returns MOVED: the slab cleared
+ * there while its list stayed would have left the slab frozen and nobody's
+ * (once its list ran dry, no slow path would unfreeze it: a slab leaked,
+ * "active slabs that no owner holds" to validate; seen once in CI, under
+ * ASan with guarded sampling).  Between the commit and the clear a push of
+ * the slab's object may land on the emptied list: an object on the list of
+ * another slab than q->sl.slab, which the design allows (the comment at the
+ * top). */
 static int pc_detach(struct qs_queue *q, void **fl)
 {
     long k;
@@ -541,7 +552,6 @@ static int pc_detach(struct qs_queue *q, void **fl)
                          "cmpl %%fs:4(%[off]), %[cpu]\n\t"
                          "jne 8f\n\t"
                          "movq " SL_FREE "(%[q]), %%rcx\n\t"
-                         "movq $0, " SL_SLAB "(%[q])\n\t"
                          "xorl %%esi, %%esi\n\t"
                          "movq $0, " SL_FREE "(%[q])\n\t" /* commit */
                          QS_RSEQ_TAIL
@@ -552,8 +562,10 @@ static int pc_detach(struct qs_queue *q, void **fl)
             qs_self.rseq_aborts++;
     } while (k == QS_RSEQ_ABORT);
     QS_TSAN_ACQUIRE(q);
-    if (k == 0)
+    if (k == 0) {
+        __atomic_store_n(&q->sl.slab, NULL, __ATOMIC_RELAXED);
         *fl = got;
+    }
     return (int)k;
 }
 
