@@ -1365,20 +1365,16 @@ static int percpu_flush(qslab_cache *c, struct qs_queue *q, unsigned n)
  * queue can be emptied, a batch at a time. */
 void qs_percpu_empty(qslab_cache *c, struct qs_queue *q)
 {
-    /* Nothing on its CPU (no object in its slots, no open remote batch:
-     * only the lock holder opens one, and we hold the lock): what is left,
-     * the pending batches, the inbox and the stash, is the lock holder's,
-     * and no take is needed.  A take's membarrier interrupts the CPU; a
-     * shrink's two rounds over every CPU's queue of an idle cache cost four
-     * on 2 CPUs.  A fast path on that CPU may push after these loads: an
-     * object freed during the shrink, which a take would miss too. */
-    if (QS_TOP_NR(QS_LOAD(q->top)) == 0 && QS_LOAD(q->fb) == 0) {
-        send_pending(c, q, false);
-        qs_queue_claim(c, q);
-        qs_queue_drain_stash(c, q);
-        return;
-    }
-    if (qs_percpu_take(q)) {
+    /* Taken only if something is on its CPU (an object in its slots, or an
+     * open remote batch: only the lock holder opens one, and we hold the
+     * lock).  Otherwise what is left, the pending batches, the inbox and the
+     * stash, is the lock holder's, as it is without membarrier.  A take's
+     * membarrier interrupts the CPU; a shrink's two rounds over every CPU's
+     * queue of an idle cache cost four on 2 CPUs.  A fast path on that CPU
+     * may push after these loads: an object freed during the shrink, which
+     * a take would miss too. */
+    bool held = QS_TOP_NR(QS_LOAD(q->top)) || QS_LOAD(q->fb);
+    if (held && qs_percpu_take(q)) {
         QS_TSAN_ACQUIRE(q);
         qs_queue_empty_out(c, q);
         QS_TSAN_RELEASE(q);

@@ -734,6 +734,20 @@ static void capture_fatal(const char *msg)
     tu_fatal_capture(msg);
 }
 
+/* 20,000 objects of 64-byte cache c allocated, written with `fill`, freed. */
+static void churn(qslab_cache *c, int fill)
+{
+    enum { N = 20000 };
+    static void *objs[N];
+    for (int i = 0; i < N; i++) {
+        CHECK((objs[i] = qslab_cache_alloc(c)) != NULL);
+        if (objs[i])
+            memset(objs[i], fill, 64);
+    }
+    for (int i = 0; i < N; i++)
+        qslab_cache_free(c, objs[i]);
+}
+
 /* Metadata mapped on its own (over 64 KiB): a SLAB cache's shared arrays of
  * 8 x 4096 pointers (256 KiB a node).  When `shared` changes the old arrays
  * go; the unmap of one refused keeps it mapped and counts it, and the
@@ -751,15 +765,7 @@ static void meta_unmap_refused(void)
     CHECK(qslab_tune("fi-meta", "limit", "8192") == 0);
     CHECK(qslab_tune("fi-meta", "batchcount", "4096") == 0);
     CHECK(qslab_tune("fi-meta", "shared", "8") == 0);
-    enum { N = 20000 };
-    static void *objs[N];
-    for (int i = 0; i < N; i++) {
-        CHECK((objs[i] = qslab_cache_alloc(m)) != NULL);
-        if (objs[i])
-            memset(objs[i], 0x5c, 64);
-    }
-    for (int i = 0; i < N; i++)
-        qslab_cache_free(m, objs[i]);
+    churn(m, 0x5c); /* the arrays fill */
     struct pages p0, p1;
     pages_line(&p0);
     unsigned long before = injected_release();
@@ -775,13 +781,7 @@ static void meta_unmap_refused(void)
     CHECK(qslab_cache_validate(m) == 0);
     /* new arrays, and they serve */
     CHECK(qslab_tune("fi-meta", "shared", "8") == 0);
-    for (int i = 0; i < N; i++) {
-        CHECK((objs[i] = qslab_cache_alloc(m)) != NULL);
-        if (objs[i])
-            memset(objs[i], 0x5d, 64);
-    }
-    for (int i = 0; i < N; i++)
-        qslab_cache_free(m, objs[i]);
+    churn(m, 0x5d);
     CHECK(qslab_cache_validate(m) == 0);
     CHECK(qslab_cache_destroy(m) == 0);
 }
