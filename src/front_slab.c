@@ -83,7 +83,9 @@
 #include <string.h>
 
 #define ALIEN_LIMIT 12      /* mm/slab.c alloc_alien_cache */
-#define QS_REAP_MS 2000     /* mm/slab.c REAPTIMEOUT_AC */
+#ifndef QS_REAP_MS /* -D for stress builds */
+#define QS_REAP_MS 2000 /* mm/slab.c REAPTIMEOUT_AC */
+#endif
 #define OFF_SLAB_MIN 128    /* PAGE_SIZE >> 5 */
 #define REFILL_MAX 256      /* objects a CPU's refill gathers at once */
 
@@ -1073,9 +1075,17 @@ static void drain_shared(qslab_cache *c, struct qs_node *n, unsigned max)
     }
 }
 
-/* up to max free slabs of n back (drain_freelist); check: each object's
- * word first (shrink and trim: the last chance to see a write after free) */
-static void drain_free(qslab_cache *c, struct qs_node *n, unsigned long max, bool check)
+/* up to max free slabs of n back (drain_freelist), each object's word
+ * checked first (slab_leaving_ok), by the reaper too.  The check is not
+ * only the last look for a write after free: a second free that a CPU's
+ * fast path pushed blindly while the slab held the object free leaves an
+ * array entry into the slab.  Given back unchecked, the slab's memory
+ * could become a new slab while that entry waits, and the entry would then
+ * hand out an object that the new slab's free list hands out too (the
+ * FIFO's twin of this is src/node.c fifo_whole; both are tested by
+ * tests/unit/empty_slab_entry.c).  It reads one word per object of slabs
+ * about to go. */
+static void drain_free(qslab_cache *c, struct qs_node *n, unsigned long max)
 {
     struct qs_slab *rel = NULL;
     qs_lock_acquire(&n->lock);
@@ -1091,7 +1101,7 @@ static void drain_free(qslab_cache *c, struct qs_node *n, unsigned long max, boo
     while (rel) { /* a slab with an object in use after all stays (slab_leaving_ok) */
         struct qs_slab *s = rel;
         rel = s->next;
-        if (!check || slab_leaving_ok(c, NULL, s)) {
+        if (slab_leaving_ok(c, NULL, s)) {
             s->next = go;
             go = s;
         }
@@ -1142,7 +1152,7 @@ static void shrink_locked(qslab_cache *c, bool all_owners)
         drain_owners(c, ~0u, false);
     for (int i = 0; i < qs_nr_nodes; i++) {
         drain_shared(c, &c->nodes[i], ~0u);
-        drain_free(c, &c->nodes[i], ~0ul, true);
+        drain_free(c, &c->nodes[i], ~0ul);
         released += qs_node_shrink(c, NULL, &c->nodes[i]); /* and the FIFO's */
     }
 }
@@ -1194,7 +1204,7 @@ static size_t slab_sweep(bool all)
             if (n->shared)
                 drain_shared(c, n, fifth);
             unsigned long fl = QS_LOAD(n->free_limit);
-            drain_free(c, n, (fl + 5 * objs - 1) / (5 * (objs ? objs : 1)), false);
+            drain_free(c, n, (fl + 5 * objs - 1) / (5 * (objs ? objs : 1)));
         }
     }
     qs_lock_release(&qs_global);

@@ -118,12 +118,8 @@ static void empty_policy_locked(qslab_cache *c, struct qs_node *n, struct qs_sla
     }
 }
 
-/* Append empty slabs (a list linked by ->next) to n's FIFO, one clock read
- * for the lot, then apply the policy once. */
-void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab *list,
-                              struct qs_slab **release)
+static void fifo_append_locked(struct qs_node *n, struct qs_slab *list, uint64_t now)
 {
-    uint64_t now = qs_os_now_ms();
     while (list) {
         struct qs_slab *s = list;
         list = list->next;
@@ -140,13 +136,69 @@ void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab 
         n->empty_tail = s;
         QS_STORE(n->nr_empty, n->nr_empty + 1);
     }
+}
+
+/* Append empty slabs (a list linked by ->next) to n's FIFO, one clock read
+ * for the lot, then apply the policy once. */
+void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab *list,
+                              struct qs_slab **release)
+{
+    uint64_t now = qs_os_now_ms();
+    fifo_append_locked(n, list, now);
     empty_policy_locked(c, n, release, now);
 }
 
+/* May empty slab s go back to the page layer: does every object's word
+ * look like a free-list link?  Checked before a slab's memory goes back
+ * (the policy, the purger, shrink, trim).  The fast frees of SLQB and SLAB
+ * push without loading the object's word, so a second free of an object
+ * of an empty slab puts it in a queue (or array) while the slab is on the
+ * FIFO, its link overwritten by the stamp (0 once handed out from there).
+ * Given back then, the slab's memory could become a new slab of the cache
+ * while that entry waits: the entry would then hand out an object that the
+ * new slab hands out too (fuzz_misuse found it, 2026-12-01:
+ * fuzz/corpus/misuse/found-fixed-bug13-*; tests/unit/empty_slab_entry.c).
+ * Such a slab stays on the FIFO (fifo_keep), where its next reuse walks
+ * its list with the front end's checks (SLQB's take, SLAB's
+ * slab_init_free): they report the second free once and keep the object
+ * in use.  The scan reads one word per object in address order (no list
+ * walk: independent loads the prefetcher follows), of a slab about to go.
+ * Only front ends with queues push blindly; SLUB checks its FIFO at
+ * shrink itself (check_empty), SLOB and the debug front end load the word. */
+static bool fifo_whole(const qslab_cache *c, struct qs_slab *s)
+{
+    if (!qs_front_of(c)->queues)
+        return true;
+    const char *obj = s->base;
+    for (uint32_t i = 0; i < s->objects; i++, obj += c->slot_size)
+        if (unlikely(!qs_looks_free(c, *qs_link(c, (void *)obj))))
+            return false;
+    return true;
+}
+
+/* A slab that fifo_whole refused back on its node's FIFO, as the newest
+ * (the next reuse takes it), without the policy (which could pick it again
+ * at once).  The caller holds no node lock. */
+static void fifo_keep(qslab_cache *c, struct qs_slab *s)
+{
+    struct qs_node *n = &c->nodes[s->node];
+    s->next = NULL;
+    qs_lock_acquire(&n->lock);
+    fifo_append_locked(n, s, qs_os_now_ms());
+    qs_lock_release(&n->lock);
+}
+
+/* Give back empty slabs that left a FIFO (c alive: the caller holds
+ * qs_global or uses c); those whose list is not whole stay (fifo_whole). */
 void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list, size_t *bytes)
 {
     while (list) {
         struct qs_slab *next = list->next;
+        if (unlikely(!fifo_whole(c, list))) {
+            fifo_keep(c, list);
+            list = next;
+            continue;
+        }
         unsigned objs = list->objects;
         size_t b = qs_page_free_slab(list);
         if (bytes)
@@ -157,7 +209,9 @@ void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *li
     }
 }
 
+#ifndef QS_PURGE_TICK_MS /* -D for stress builds */
 #define QS_PURGE_TICK_MS 250
+#endif
 static int purger_state; /* 0 not started, 1 running, -1 disabled */
 
 static void *purger_main(void *arg)
@@ -218,6 +272,11 @@ size_t qs_node_sweep(bool all)
             /* the sweeper owns no queue: orphan counters */
             while (mine) {
                 struct qs_slab *next = mine->next;
+                if (unlikely(!fifo_whole(c, mine))) { /* c is alive: qs_global */
+                    fifo_keep(c, mine);
+                    mine = next;
+                    continue;
+                }
                 qs_stat(c, NULL, QS_FREE_SLAB, 1);
                 qs_stat(c, NULL, QS_FREE_OBJS, mine->objects);
                 mine->next = release;
