@@ -164,7 +164,12 @@ void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab 
  * in use.  The scan reads one word per object in address order (no list
  * walk: independent loads the prefetcher follows), of a slab about to go.
  * Only front ends with queues push blindly; SLUB checks its FIFO at
- * shrink itself (check_empty), SLOB and the debug front end load the word. */
+ * shrink itself (check_empty), SLOB and the debug front end load the word.
+ * What this cannot see: a second free that another CPU pushes between the
+ * scan and the giving back (the fast path takes no lock).  The window was
+ * the slab's whole time on the FIFO (up to empty_decay_ms); it is the
+ * scan's few microseconds now, and a double free racing with its own
+ * slab's release is the kind qslab reports when it can, not always. */
 static bool fifo_whole(const qslab_cache *c, struct qs_slab *s)
 {
     if (!qs_front_of(c)->queues)
