@@ -181,26 +181,29 @@ static bool fifo_whole(const qslab_cache *c, struct qs_slab *s)
     return true;
 }
 
-/* A slab that fifo_whole refused back on its node's FIFO, as the newest
- * (the next reuse takes it), without the policy (which could pick it again
- * at once).  The caller holds no node lock. */
-static void fifo_keep(qslab_cache *c, struct qs_slab *s)
+/* A slab that left the FIFO to go back: if fifo_whole refuses it, it goes
+ * back on its node's FIFO as the newest (the next reuse takes it), without
+ * the policy (which could pick it again at once), and true is returned.
+ * The caller holds no node lock; c is alive. */
+static bool fifo_keep(qslab_cache *c, struct qs_slab *s)
 {
+    if (likely(fifo_whole(c, s)))
+        return false;
     struct qs_node *n = &c->nodes[s->node];
     s->next = NULL;
     qs_lock_acquire(&n->lock);
     fifo_append_locked(n, s, qs_os_now_ms());
     qs_lock_release(&n->lock);
+    return true;
 }
 
 /* Give back empty slabs that left a FIFO (c alive: the caller holds
- * qs_global or uses c); those whose list is not whole stay (fifo_whole). */
+ * qs_global or uses c); those fifo_whole refuses stay (fifo_keep). */
 void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list, size_t *bytes)
 {
     while (list) {
         struct qs_slab *next = list->next;
-        if (unlikely(!fifo_whole(c, list))) {
-            fifo_keep(c, list);
+        if (unlikely(fifo_keep(c, list))) {
             list = next;
             continue;
         }
@@ -277,8 +280,7 @@ size_t qs_node_sweep(bool all)
             /* the sweeper owns no queue: orphan counters */
             while (mine) {
                 struct qs_slab *next = mine->next;
-                if (unlikely(!fifo_whole(c, mine))) { /* c is alive: qs_global */
-                    fifo_keep(c, mine);
+                if (unlikely(fifo_keep(c, mine))) { /* c is alive: qs_global */
                     mine = next;
                     continue;
                 }

@@ -114,6 +114,16 @@ static inline const char *tu_addr(char buf[32], const void *p)
     return buf;
 }
 
+/* How many pairs of a[0..n) are equal (objects handed out twice). */
+static inline int tu_dups(void *const *a, int n)
+{
+    int d = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++)
+            d += a[i] == a[j];
+    return d;
+}
+
 /* Deterministic pseudo-random numbers (xorshift64*), one state per thread. */
 static inline uint64_t tu_rand(uint64_t *s)
 {

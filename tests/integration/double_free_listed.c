@@ -21,15 +21,6 @@ enum { SHRINK, TRIM, OVERFLOW };
 enum { N = 600 };
 static void *v[N];
 
-static int dups(void **a, int n)
-{
-    int d = 0;
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < i; j++)
-            d += a[i] == a[j];
-    return d;
-}
-
 static void expect_one(const char *what, void *victim, unsigned long calls)
 {
     char s[32];
@@ -45,7 +36,7 @@ static void drain(qslab_cache *c, const char *what, void **held, int nheld)
 {
     for (int i = 0; i < N; i++)
         v[i] = qslab_cache_alloc(c);
-    CHECKF(dups(v, N) == 0, "%s: an object handed out twice", what);
+    CHECKF(tu_dups(v, N) == 0, "%s: an object handed out twice", what);
     for (int i = 0; i < N; i++)
         for (int j = 0; j < nheld; j++)
             CHECKF(v[i] != held[j], "%s: a held object %p handed out", what, held[j]);
@@ -163,7 +154,7 @@ static void repeated(void)
             for (int j = 0; j < nhold; j++)
                 CHECKF(many[i] != hold[j], "round %d: held %p handed out", round, hold[j]);
         }
-        CHECKF(dups(many, 4000) == 0, "round %d: an object handed out twice (x %p, %lu reports, \"%s\")",
+        CHECKF(tu_dups(many, 4000) == 0, "round %d: an object handed out twice (x %p, %lu reports, \"%s\")",
                round, x, tu_capture_calls(), tu_fatal_msg);
         for (int i = 4000; i-- > 0;)
             qslab_cache_free(c, many[i]);

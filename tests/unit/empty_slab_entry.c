@@ -31,13 +31,11 @@
 enum { N = 400 };
 static void *objs[N], *held[N], *drained[N];
 
-static int dups(void **a, int n)
+/* calls reports so far, the last one naming x */
+static bool reported(void *x, unsigned long calls)
 {
-    int d = 0;
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < i; j++)
-            d += a[i] == a[j];
-    return d;
+    char a[32];
+    return tu_capture_calls() == calls && strstr(tu_fatal_msg, tu_addr(a, x)) != NULL;
 }
 
 static void tune(const char *name, const char *key, const char *val)
@@ -100,12 +98,9 @@ static bool free_again(qslab_cache *c, const char *name, void *x)
     if (qs_percpu())
         CHECKF(pushed, "%s: a CPU's free of %p was not pushed blindly (%lu reports, \"%s\")", name,
                x, tu_capture_calls() - before, tu_fatal_msg);
-    if (!pushed) {
-        char a[32];
-        CHECKF(tu_capture_calls() == before + 1 && strstr(tu_fatal_msg, tu_addr(a, x)),
-               "%s: second free of %p: %lu reports (\"%s\")", name, x, tu_capture_calls() - before,
-               tu_fatal_msg);
-    }
+    if (!pushed)
+        CHECKF(reported(x, before + 1), "%s: second free of %p: %lu reports (\"%s\")", name, x,
+               tu_capture_calls() - before, tu_fatal_msg);
     return pushed;
 }
 
@@ -115,14 +110,12 @@ static void drain_and_check(qslab_cache *c, const char *name, void *x, int nheld
 {
     for (int i = 0; i < N; i++)
         drained[i] = qslab_cache_alloc(c);
-    CHECKF(dups(drained, N) == 0, "%s: an object handed out twice", name);
+    CHECKF(tu_dups(drained, N) == 0, "%s: an object handed out twice", name);
     for (int i = 0; i < N; i++)
         for (int j = 0; j < nheld; j++)
             CHECKF(drained[i] != held[j], "%s: held %p handed out", name, held[j]);
-    char a[32];
-    CHECKF(tu_capture_calls() == 1 && strstr(tu_fatal_msg, tu_addr(a, x)) != NULL,
-           "%s: %lu reports of the second free of %s (last \"%s\")", name, tu_capture_calls(),
-           tu_addr(a, x), tu_fatal_msg);
+    CHECKF(reported(x, 1), "%s: %lu reports of the second free of %p (last \"%s\")", name,
+           tu_capture_calls(), x, tu_fatal_msg);
     for (int i = N; i-- > 0;)
         qslab_cache_free(c, drained[i]);
     while (nheld)
@@ -176,11 +169,10 @@ static void reaper(void)
         /* the reaper's tick (the first of the process: it runs at once);
          * our array is not idle (its top moved), so it stays as it is */
         qs_fronts[QS_FRONT_SLAB]->sweep(false);
-        char a[32];
-        CHECKF(tu_capture_calls() == 1 && strstr(tu_fatal_msg, tu_addr(a, x)),
-               "%s: the reaper gave back free slabs without finding %s queued (%lu reports, "
+        CHECKF(reported(x, 1),
+               "%s: the reaper gave back free slabs without finding %p queued (%lu reports, "
                "\"%s\")",
-               name, tu_addr(a, x), tu_capture_calls(), tu_fatal_msg);
+               name, x, tu_capture_calls(), tu_fatal_msg);
     }
     drain_and_check(c, name, x, nheld);
 }
