@@ -18,6 +18,12 @@
  * then, in both, allocating through everything reports the second free
  * exactly once and hands nothing out twice.  With thread owners the free
  * loads the word and reports at once; the test checks that instead.
+ *   - fifo-slub: SLUB cannot leave such an entry: a CPU's push takes only
+ *     an object of its active slab (pc_push compares the slab), whose
+ *     objects on the list count as in use, so that slab is never empty;
+ *     every other free loads the word and goes to the slab's word, whose
+ *     inuse is 0 on the FIFO.  So a second free of an object of a FIFO
+ *     slab is reported at once, with both owner kinds, and the slab may go.
  * Runs with the purger off (the sweep must not empty the queue first).
  */
 #include "../testutil.h"
@@ -151,6 +157,43 @@ static void fifo(const char *front)
     drain_and_check(c, name, x, nheld);
 }
 
+static void fifo_slub(void)
+{
+    const char *name = "t-ese-fifo-slub";
+    qslab_cache *c = qslab_cache_create(name, 64, 0, 0, NULL);
+    CHECK(c != NULL);
+    if (tf_debug_skip(name, c))
+        return;
+    tune(name, "front", "slub");
+    tune(name, "empty_limit", "1000");
+    tune(name, "empty_decay_ms", "1000000");
+    tune(name, "min_partial", "0"); /* an emptied slab goes to the FIFO */
+    tune(name, "cpu_partial", "0"); /* a slab found full goes to its node */
+    tu_capture_reset();
+    for (int i = 0; i < N; i++)
+        objs[i] = qslab_cache_alloc(c);
+    for (int i = N; i-- > 0;)
+        qslab_cache_free(c, objs[i]);
+    struct qs_queue *q = qs_queue_of(c);
+    CHECK(q != NULL && q != &qs_no_queue);
+    struct qs_node *n = &c->nodes[q->node];
+    CHECKF(QS_LOAD(n->nr_empty) >= 1, "%s: no empty slab on the FIFO after %d frees", name, N);
+    if (QS_LOAD(n->nr_empty) == 0)
+        return;
+    struct qs_slab *s = n->empty_tail;
+    CHECKF(s != q->sl.slab, "%s: the FIFO's slab is the active one", name);
+    void *x = s->base; /* every object of an empty slab is free */
+    unsigned long before = tu_capture_calls();
+    qslab_cache_free(c, x);
+    CHECKF(reported(x, before + 1), "%s: second free of %p: %lu reports (\"%s\")", name, x,
+           tu_capture_calls() - before, tu_fatal_msg);
+    CHECKF(q->sl.freelist != x, "%s: the second free of %p was pushed", name, x);
+    qs_node_shrink(c, NULL, n);
+    CHECKF(n->nr_empty == 0, "%s: %lu whole empty slabs kept by a shrink", name,
+           (unsigned long)n->nr_empty);
+    drain_and_check(c, name, x, 0);
+}
+
 static void reaper(void)
 {
     const char *name = "t-ese-reaper";
@@ -184,6 +227,7 @@ int main(void)
     tu_pin_one_cpu(); /* one CPU's queue */
     fifo("slqb");
     fifo("slab");
+    fifo_slub();
     reaper();
     return tu_done();
 }
