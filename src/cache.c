@@ -391,14 +391,7 @@ size_t qs_slqb_shrink(qslab_cache *c)
     return bytes;
 }
 
-static void release_list(struct qs_slab *s)
-{
-    while (s) {
-        struct qs_slab *next = s->next;
-        qs_page_free_slab(s);
-        s = next;
-    }
-}
+
 
 static unsigned long live_objects(qslab_cache *c) /* qs_global held */
 {
@@ -434,27 +427,41 @@ static void unlink_cache(qslab_cache *c)
     id_free(c->id);
 }
 
+/* Put list's slabs on *all (->next linked) */
+static void gather(struct qs_slab **all, struct qs_slab *list)
+{
+    while (list) {
+        struct qs_slab *next = list->next;
+        list->next = *all;
+        *all = list;
+        list = next;
+    }
+}
+
 /* Every object is free: wherever they sit (queues, inboxes), the slabs can
- * go back whole (c unlinked, no lock) */
+ * go back whole (c unlinked, no lock), all in one list (adjacent slabs: one
+ * madvise) */
 static void release_cache(qslab_cache *c)
 {
+    struct qs_slab *all = NULL;
     if (qs_front_of(c)->destroy) /* the front end's per-owner state */
         qs_front_of(c)->destroy(c);
     struct qs_queue *q = c->queues;
     while (q) {
         struct qs_queue *next = q->all_next;
-        release_list(q->list.partial);
-        release_list(q->list.full);
-        release_list(q->stash);
+        gather(&all, q->list.partial);
+        gather(&all, q->list.full);
+        gather(&all, q->stash);
         qs_queue_free_slots(q);
         qs_meta_free(q, sizeof(*q));
         q = next;
     }
     for (int n = 0; n < qs_nr_nodes; n++) {
-        release_list(c->nodes[n].list.partial);
-        release_list(c->nodes[n].list.full);
-        release_list(c->nodes[n].empty_head);
+        gather(&all, c->nodes[n].list.partial);
+        gather(&all, c->nodes[n].list.full);
+        gather(&all, c->nodes[n].empty_head);
     }
+    qs_page_free_slabs(all);
     qs_meta_free(c->nodes, sizeof(struct qs_node) * (size_t)qs_nr_nodes);
     qs_meta_free(c, sizeof(*c));
 }

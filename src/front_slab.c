@@ -372,24 +372,19 @@ static struct qs_slab *slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_n
  * slabs go back from several places on the way, free_limit's among them) */
 static __thread size_t released;
 
-static void slab_destroy(qslab_cache *c, struct qs_queue *q, struct qs_slab *s)
-{
-    unsigned objs = s->objects;
-    if (off_slab(s))
-        qs_meta_free(s->freelist, meta_bytes(objs, ix_of(s)));
-    s->freelist = NULL;
-    qs_stat(c, q, QS_FREE_SLAB, 1);
-    qs_stat(c, q, QS_FREE_OBJS, objs);
-    released += qs_page_free_slab(s);
-}
-
+/* The kernel's slab_destroy, for a ->next list: each slab's free-list
+ * block and counts, then the page layer (adjacent slabs: one madvise). */
 static void release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list)
 {
-    while (list) {
-        struct qs_slab *next = list->next;
-        slab_destroy(c, q, list);
-        list = next;
+    for (struct qs_slab *s = list; s; s = s->next) {
+        unsigned objs = s->objects;
+        if (off_slab(s))
+            qs_meta_free(s->freelist, meta_bytes(objs, ix_of(s)));
+        s->freelist = NULL;
+        qs_stat(c, q, QS_FREE_SLAB, 1);
+        qs_stat(c, q, QS_FREE_OBJS, objs);
     }
+    released += qs_page_free_slabs(list);
 }
 
 /* the node's free slabs (doubly linked, n->lock) */
@@ -1225,9 +1220,15 @@ static void slab_destroy_all(qslab_cache *c)
         }
     for (int i = 0; i < qs_nr_nodes; i++) {
         struct qs_node *n = &c->nodes[i];
-        release_list(c, NULL, n->list.partial);
-        release_list(c, NULL, n->list.full);
-        release_list(c, NULL, n->slabs_free);
+        struct qs_slab *all = NULL; /* one list: adjacent slabs, one madvise */
+        struct qs_slab *lists[] = {n->list.partial, n->list.full, n->slabs_free};
+        for (unsigned k = 0; k < 3; k++)
+            for (struct qs_slab *s = lists[k], *next; s; s = next) {
+                next = s->next;
+                s->next = all;
+                all = s;
+            }
+        release_list(c, NULL, all);
         n->list.partial = n->list.full = n->slabs_free = NULL;
         if (n->shared)
             qs_meta_free(n->shared, sizeof(void *) * n->shared_limit);

@@ -201,20 +201,20 @@ static bool fifo_keep(qslab_cache *c, struct qs_slab *s)
  * qs_global or uses c); those fifo_whole refuses stay (fifo_keep). */
 void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list, size_t *bytes)
 {
+    struct qs_slab *go = NULL;
     while (list) {
         struct qs_slab *next = list->next;
-        if (unlikely(fifo_keep(c, list))) {
-            list = next;
-            continue;
+        if (likely(!fifo_keep(c, list))) {
+            qs_stat(c, q, QS_FREE_SLAB, 1);
+            qs_stat(c, q, QS_FREE_OBJS, list->objects);
+            list->next = go;
+            go = list;
         }
-        unsigned objs = list->objects;
-        size_t b = qs_page_free_slab(list);
-        if (bytes)
-            *bytes += b;
-        qs_stat(c, q, QS_FREE_SLAB, 1);
-        qs_stat(c, q, QS_FREE_OBJS, objs);
         list = next;
     }
+    size_t b = qs_page_free_slabs(go); /* adjacent slabs: one madvise */
+    if (bytes)
+        *bytes += b;
 }
 
 #ifndef QS_PURGE_TICK_MS /* -D for stress builds */
@@ -293,11 +293,7 @@ size_t qs_node_sweep(bool all)
         }
     }
     qs_lock_release(&qs_global);
-    while (release) {
-        struct qs_slab *next = release->next;
-        bytes += qs_page_free_slab(release);
-        release = next;
-    }
+    bytes += qs_page_free_slabs(release);
     for (int f = 0; f < QS_FRONT_NR; f++) /* what the front ends keep of their own */
         if (qs_fronts[f]->sweep)
             bytes += qs_fronts[f]->sweep(all);

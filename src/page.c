@@ -23,7 +23,8 @@
  *
  * Slots given back are decommitted (MADV_DONTNEED) at once: the caches keep
  * empty slabs for reuse (node.c), so what reaches this layer is meant to go
- * back to the OS.  A chunk whose slots are all free is unmapped unless it is
+ * back to the OS.  Slabs given back together come as a list
+ * (qs_page_free_slabs), and adjacent ones share one madvise.  A chunk whose slots are all free is unmapped unless it is
  * the only fully free chunk of its (node, order) pool, which is kept as a
  * spare (it costs address space only) to avoid mmap churn.
  *
@@ -31,9 +32,10 @@
  * that splits a mapping fails with ENOMEM at vm.max_map_count; tests inject
  * both, qslab_fault_inject) nothing above this layer changes: the memory is
  * kept here as if it had never been offered, and the refusal is counted
- * (qs_page_failures: the "Pages:" line of qslab_stats_report).  A slot whose
- * decommit failed goes back to its chunk with its pages resident, and the
- * bytes are not counted as given back (shrink and trim report what the OS
+ * (qs_page_failures: the "Pages:" line of qslab_stats_report; a refused
+ * request counts once, with all its bytes).  Slots whose decommit failed go
+ * back to their chunk with their pages resident, and the bytes are not
+ * counted as given back (shrink and trim report what the OS
  * took); a chunk whose unmap failed goes back to its pool as a fully free
  * chunk; a large block's pages are decommitted instead and its address
  * range is left mapped (no longer qslab's).  Nothing relies on a slot's
@@ -324,12 +326,11 @@ static QS_NOINLINE void chunk_keep(struct qs_page_pool *p, struct qs_chunk *ch)
     qs_lock_release(&p->lock);
 }
 
-size_t qs_page_free_slab(struct qs_slab *s)
+/* A slab leaving its cache for the page layer: no pointer is its object
+ * any more, and its bytes no longer count as handed out. */
+static void slab_leave(struct qs_slab *s)
 {
-    struct qs_chunk *ch = qs_chunk_of(s->mem);
-    size_t bytes = qs_slab_bytes(s->order);
-    struct qs_page_pool *p = &pools[ch->node][ch->order];
-    __atomic_sub_fetch(&slab_bytes, bytes, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&slab_bytes, qs_slab_bytes(s->order), __ATOMIC_RELAXED);
     if (unlikely(qs_debug_tools)) /* valgrind or ASan saw its objects: usable again */
         qs_debug_slab_released(s);
     __atomic_store_n(&s->cache, NULL, __ATOMIC_RELAXED);
@@ -337,14 +338,28 @@ size_t qs_page_free_slab(struct qs_slab *s)
     __atomic_store_n(&s->state, (uint8_t)QS_SLAB_FREE, __ATOMIC_RELAXED); /* qs_page_walk */
     s->owner = NULL;
     s->freelist = s->tail = NULL;
-    size_t back = bytes;
-    if (unlikely(qs_os_decommit(s->mem, bytes) != 0)) {
-        /* refused: the slot still goes back to its chunk (no cache wants
-         * it), its pages resident until it is reused or its chunk unmapped */
-        count_failure(&failures.decommit, &failures.decommit_bytes, bytes);
-        back = 0;
-    }
+}
 
+/* Decommit [mem, mem + bytes), the slots of one or more slabs: the bytes
+ * the OS took (0 if it refused: the pages stay resident, counted). */
+static size_t decommit(char *mem, size_t bytes)
+{
+    if (unlikely(qs_os_decommit(mem, bytes) != 0)) {
+        /* refused: the slots still go back to their chunk (no cache wants
+         * them), their pages resident until reused or the chunk unmapped */
+        count_failure(&failures.decommit, &failures.decommit_bytes, bytes);
+        return 0;
+    }
+    return bytes;
+}
+
+/* A left slab's slot (decommitted, or refused) back to its chunk; a chunk
+ * all of whose slots are free then unmapped, unless it is its pool's only
+ * fully free one. */
+static void slot_return(struct qs_slab *s)
+{
+    struct qs_chunk *ch = qs_chunk_of(s->mem);
+    struct qs_page_pool *p = &pools[ch->node][ch->order];
     struct qs_chunk *unmap = NULL;
     qs_lock_acquire(&p->lock);
     s->next = ch->free_slots;
@@ -375,6 +390,70 @@ size_t qs_page_free_slab(struct qs_slab *s)
             __atomic_fetch_sub(&chunk_bytes, mapped, __ATOMIC_RELAXED);
             __atomic_fetch_sub(&slot_bytes, slots, __ATOMIC_RELAXED);
         }
+    }
+}
+
+size_t qs_page_free_slab(struct qs_slab *s)
+{
+    slab_leave(s);
+    size_t back = decommit(s->mem, qs_slab_bytes(s->order));
+    slot_return(s);
+    return back;
+}
+
+/* A ->next list sorted by address (merge sort: lists of a destroy may be
+ * long). */
+static struct qs_slab *sort_by_mem(struct qs_slab *l)
+{
+    if (!l || !l->next)
+        return l;
+    struct qs_slab *slow = l, *fast = l->next;
+    while (fast && fast->next) {
+        slow = slow->next;
+        fast = fast->next->next;
+    }
+    struct qs_slab *b = slow->next;
+    slow->next = NULL;
+    struct qs_slab *a = sort_by_mem(l), head, *t = &head;
+    b = sort_by_mem(b);
+    while (a && b) {
+        struct qs_slab **m = a->mem < b->mem ? &a : &b;
+        t->next = *m;
+        t = *m;
+        *m = (*m)->next;
+    }
+    t->next = a ? a : b;
+    return head.next;
+}
+
+/* Many slabs at once (shrink, trim, the purger, destroy: a ->next linked
+ * list): sorted by address, each run of adjacent slots of one chunk
+ * decommitted with one madvise.  In a process whose threads have run on
+ * several CPUs every madvise that drops pages also flushes their TLBs: an
+ * interrupt to each of those CPUs and a wait for the slowest, one per run
+ * instead of one per slab.  (Slots of a chunk are handed out in address
+ * order, and the slabs a cache gives back together were mostly born
+ * together.)  The slots go back to their chunks only after the decommits,
+ * so no slot is reused while its pages go. */
+size_t qs_page_free_slabs(struct qs_slab *list)
+{
+    for (struct qs_slab *s = list; s; s = s->next)
+        slab_leave(s);
+    list = sort_by_mem(list);
+    size_t back = 0;
+    for (struct qs_slab *s = list; s;) {
+        struct qs_chunk *ch = qs_chunk_of(s->mem);
+        char *end = s->mem + qs_slab_bytes(s->order);
+        struct qs_slab *t = s->next;
+        for (; t && t->mem == end && qs_chunk_of(t->mem) == ch; t = t->next)
+            end += qs_slab_bytes(t->order);
+        back += decommit(s->mem, (size_t)(end - s->mem));
+        s = t;
+    }
+    while (list) {
+        struct qs_slab *next = list->next;
+        slot_return(list);
+        list = next;
     }
     return back;
 }

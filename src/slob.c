@@ -489,14 +489,11 @@ static size_t give_back(bool all, unsigned *left)
     }
     *left = nr_keep;
     qs_lock_release(&slob_lock);
-    size_t bytes = 0;
-    while (release) {
-        struct qs_slab *next = release->next;
-        bytes += QS_PAGE_SIZE;
-        page_release(release);
-        release = next;
+    for (struct qs_slab *sp = release; sp; sp = sp->next) {
+        qs_stat(&qs_slob_arena, NULL, QS_FREE_SLAB, 1);
+        qs_stat(&qs_slob_arena, NULL, QS_FREE_OBJS, SLOB_PAGE_UNITS);
     }
-    return bytes;
+    return qs_page_free_slabs(release); /* what the OS took; adjacent pages: one madvise */
 }
 
 static size_t slob_sweep(bool all)

@@ -1192,11 +1192,7 @@ static void slub_destroy(qslab_cache *c)
         memset(&q->sl, 0, sizeof(q->sl));
     struct sl_collect k = {c, NULL};
     qs_page_walk(collect_slab, &k);
-    while (k.list) {
-        struct qs_slab *next = k.list->next;
-        qs_page_free_slab(k.list);
-        k.list = next;
-    }
+    qs_page_free_slabs(k.list);
 }
 
 /* ---- calculate_order (mm/slub.c, as fixed in 5.12: the CPU count is the
