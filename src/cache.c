@@ -427,17 +427,6 @@ static void unlink_cache(qslab_cache *c)
     id_free(c->id);
 }
 
-/* Put list's slabs on *all (->next linked) */
-static void gather(struct qs_slab **all, struct qs_slab *list)
-{
-    while (list) {
-        struct qs_slab *next = list->next;
-        list->next = *all;
-        *all = list;
-        list = next;
-    }
-}
-
 /* Every object is free: wherever they sit (queues, inboxes), the slabs can
  * go back whole (c unlinked, no lock), all in one list (adjacent slabs: one
  * madvise) */
@@ -449,17 +438,17 @@ static void release_cache(qslab_cache *c)
     struct qs_queue *q = c->queues;
     while (q) {
         struct qs_queue *next = q->all_next;
-        gather(&all, q->list.partial);
-        gather(&all, q->list.full);
-        gather(&all, q->stash);
+        qs_slabs_gather(&all, q->list.partial);
+        qs_slabs_gather(&all, q->list.full);
+        qs_slabs_gather(&all, q->stash);
         qs_queue_free_slots(q);
         qs_meta_free(q, sizeof(*q));
         q = next;
     }
     for (int n = 0; n < qs_nr_nodes; n++) {
-        gather(&all, c->nodes[n].list.partial);
-        gather(&all, c->nodes[n].list.full);
-        gather(&all, c->nodes[n].empty_head);
+        qs_slabs_gather(&all, c->nodes[n].list.partial);
+        qs_slabs_gather(&all, c->nodes[n].list.full);
+        qs_slabs_gather(&all, c->nodes[n].empty_head);
     }
     qs_page_free_slabs(all);
     qs_meta_free(c->nodes, sizeof(struct qs_node) * (size_t)qs_nr_nodes);

@@ -1221,13 +1221,9 @@ static void slab_destroy_all(qslab_cache *c)
     for (int i = 0; i < qs_nr_nodes; i++) {
         struct qs_node *n = &c->nodes[i];
         struct qs_slab *all = NULL; /* one list: adjacent slabs, one madvise */
-        struct qs_slab *lists[] = {n->list.partial, n->list.full, n->slabs_free};
-        for (unsigned k = 0; k < 3; k++)
-            for (struct qs_slab *s = lists[k], *next; s; s = next) {
-                next = s->next;
-                s->next = all;
-                all = s;
-            }
+        qs_slabs_gather(&all, n->list.partial);
+        qs_slabs_gather(&all, n->list.full);
+        qs_slabs_gather(&all, n->slabs_free);
         release_list(c, NULL, all);
         n->list.partial = n->list.full = n->slabs_free = NULL;
         if (n->shared)

@@ -720,6 +720,17 @@ _Static_assert(__builtin_offsetof(struct qs_chunk, slabs) == QS_CHUNK_HDR_SLABS,
 struct qs_slab *qs_page_alloc_slab(int node, unsigned order); /* NULL: ENOMEM */
 size_t qs_page_free_slab(struct qs_slab *s);                  /* bytes given back */
 size_t qs_page_free_slabs(struct qs_slab *list); /* a ->next list, adjacent ones in one madvise */
+/* Push every slab of a ->next list onto *all (lists gathered for one
+ * qs_page_free_slabs call) */
+static inline void qs_slabs_gather(struct qs_slab **all, struct qs_slab *list)
+{
+    while (list) {
+        struct qs_slab *next = list->next;
+        list->next = *all;
+        *all = list;
+        list = next;
+    }
+}
 struct qs_chunk *qs_page_map_large(size_t size, size_t align);
 void qs_page_unmap_large(struct qs_chunk *ch);
 struct qs_chunk *qs_page_remap_large(struct qs_chunk *ch, size_t size);

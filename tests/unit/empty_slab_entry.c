@@ -49,7 +49,8 @@ static void tune(const char *name, const char *key, const char *val)
     CHECKF(qslab_tune(name, key, val) == 0, "qslab_tune(%s, %s, %s) refused", name, key, val);
 }
 
-/* A cache of `front` whose emptied slabs are kept on the FIFO; for SLAB,
+/* A cache of `front` whose emptied slabs are kept on the FIFO (SLUB: all
+ * of them, min_partial 0); for SLAB,
  * first on its nodes' free slabs, up to free_limit free objects
  * ((1 + CPUs) * batchcount + a slab's): about none with a batch of 4,
  * some with 60 (`keep_free`). */
@@ -62,7 +63,10 @@ static qslab_cache *make(const char *name, const char *front, bool keep_free)
     tune(name, "front", front);
     tune(name, "empty_limit", "1000");
     tune(name, "empty_decay_ms", "1000000");
-    if (strcmp(front, "slqb") == 0) {
+    if (strcmp(front, "slub") == 0) {
+        tune(name, "min_partial", "0"); /* an emptied slab goes to the FIFO */
+        tune(name, "cpu_partial", "0"); /* a slab found full goes to its node */
+    } else if (strcmp(front, "slqb") == 0) {
         tune(name, "stash_bytes", "0"); /* empties straight to the FIFO */
         tune(name, "freebatch", "8");
         tune(name, "hiwater", "16"); /* frees past 16 go home */
@@ -74,10 +78,8 @@ static qslab_cache *make(const char *name, const char *front, bool keep_free)
     return c;
 }
 
-/* Fill and free N objects, so that slabs empty; then take what our queue
- * holds (allocations that pop it) into held[]: the next free of another
- * slab's object of our node is a short queue's push.  Returns how many. */
-static int churn(qslab_cache *c)
+/* Fill and free N objects, so that slabs empty; our queue */
+static struct qs_queue *fill_and_free(qslab_cache *c)
 {
     for (int i = 0; i < N; i++)
         objs[i] = qslab_cache_alloc(c);
@@ -85,6 +87,15 @@ static int churn(qslab_cache *c)
         qslab_cache_free(c, objs[i]);
     struct qs_queue *q = qs_queue_of(c);
     CHECK(q != NULL && q != &qs_no_queue);
+    return q;
+}
+
+/* fill_and_free, then take what our queue holds (allocations that pop it)
+ * into held[]: the next free of another slab's object of our node is a
+ * short queue's push.  Returns how many. */
+static int churn(qslab_cache *c)
+{
+    struct qs_queue *q = fill_and_free(c);
     int k = (int)QS_TOP_NR(q->top);
     for (int i = 0; i < k; i++)
         held[i] = qslab_cache_alloc(c);
@@ -160,22 +171,11 @@ static void fifo(const char *front)
 static void fifo_slub(void)
 {
     const char *name = "t-ese-fifo-slub";
-    qslab_cache *c = qslab_cache_create(name, 64, 0, 0, NULL);
-    CHECK(c != NULL);
+    qslab_cache *c = make(name, "slub", false);
     if (tf_debug_skip(name, c))
         return;
-    tune(name, "front", "slub");
-    tune(name, "empty_limit", "1000");
-    tune(name, "empty_decay_ms", "1000000");
-    tune(name, "min_partial", "0"); /* an emptied slab goes to the FIFO */
-    tune(name, "cpu_partial", "0"); /* a slab found full goes to its node */
     tu_capture_reset();
-    for (int i = 0; i < N; i++)
-        objs[i] = qslab_cache_alloc(c);
-    for (int i = N; i-- > 0;)
-        qslab_cache_free(c, objs[i]);
-    struct qs_queue *q = qs_queue_of(c);
-    CHECK(q != NULL && q != &qs_no_queue);
+    struct qs_queue *q = fill_and_free(c);
     struct qs_node *n = &c->nodes[q->node];
     CHECKF(QS_LOAD(n->nr_empty) >= 1, "%s: no empty slab on the FIFO after %d frees", name, N);
     if (QS_LOAD(n->nr_empty) == 0)
