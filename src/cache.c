@@ -180,6 +180,7 @@ void qs_init_slow(void)
     static qs_lock init_lock;
     qs_lock_acquire(&init_lock);
     if (!qs_initialized) {
+        qs_observe_ready();
         qs_node_topology_init();
         qs_owner_kind_init();
         qs_front_init();

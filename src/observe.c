@@ -1,10 +1,11 @@
 /*
  * observe.c - the root structure for readers of this process from outside
  * (observe.h; tools/qslabinfo; docs/observability.md).  Everything in it is
- * constant from load time except the generation (observe.h: bumped under
- * qs_global where the cache list, a queue list or an owner table changes)
- * and the objects-per-slab table (written under qs_global at create and
- * tune).  Nothing here runs on an allocation or free path.
+ * constant from relocation on except `ready` (set once, at initialisation),
+ * the generation (observe.h: bumped under qs_global where the cache list, a
+ * queue list or an owner table changes), the front ends' names (at the
+ * first cache) and the objects-per-slab table (written under qs_global at
+ * create and tune).  Nothing here runs on an allocation or free path.
  */
 #include "observe.h"
 #include "front.h"
@@ -58,6 +59,11 @@ QSLAB_EXPORT struct qs_observe_root qslab_observe_root = {
     .large_bucket_shift0 = QS_LARGE_BUCKET_SHIFT0,
     .sizeof_large = sizeof(struct qs_large_counters),
 };
+
+void qs_observe_ready(void)
+{
+    __atomic_store_n(&qslab_observe_root.ready, 1, __ATOMIC_RELEASE);
+}
 
 void qs_observe_cache(const qslab_cache *c)
 {

@@ -35,8 +35,9 @@
 #pragma GCC visibility push(hidden)
 
 #define QS_OBSERVE_MAGIC 0x5652455342534c51ULL /* "QSLBSERV" little-endian */
-#define QS_OBSERVE_VERSION 3u /* 2: large buckets, queue nodes, owners' thread ids;
-                               * 3: the page layer's chunks and the metadata's mappings */
+#define QS_OBSERVE_VERSION 4u /* 2: large buckets, queue nodes, owners' thread ids;
+                               * 3: the page layer's chunks and the metadata's mappings;
+                               * 4: `ready` */
 #define QS_OBSERVE_FRONTS 8 /* room for front-end names */
 
 /* The fields the reader reads, by offset: the fingerprint both sides
@@ -94,6 +95,13 @@ struct qs_observe_root {
     uint32_t large_buckets;            /* QS_LARGE_BUCKETS */
     uint32_t large_bucket_shift0;      /* QS_LARGE_BUCKET_SHIFT0 */
     uint32_t sizeof_large;             /* sizeof(struct qs_large_counters) */
+    /* 0 until the library first runs (qs_init_slow, from its constructor or
+     * its first call), then 1 for good.  The addresses above are link-time
+     * values until the dynamic loader has relocated the library, and a
+     * reader can find the library mapped before that (a process starting);
+     * no code of an object runs before its relocation, so once this is 1
+     * they hold.  The reader waits for it (tools/reader.c, snapshot). */
+    uint32_t ready;
     char front_names[QS_OBSERVE_FRONTS][8];
 };
 
@@ -112,6 +120,9 @@ static inline void qs_observe_end(void)
     __atomic_store_n(&qslab_observe_root.generation, qslab_observe_root.generation + 1,
                      __ATOMIC_RELEASE);
 }
+/* The library runs, so it is relocated: the root's addresses hold
+ * (`ready`; qs_init_slow, first thing). */
+void qs_observe_ready(void);
 /* Publish what the reader cannot compute for cache c (objects per slab of
  * its front end at its order): at create, and after every tune. */
 void qs_observe_cache(const qslab_cache *c);

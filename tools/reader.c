@@ -644,6 +644,50 @@ void pause_ms(int ms)
 
 int opt_retries = 50;
 
+/* The front ends' names as printed: terminated, printable. */
+static void clean_front_names(void)
+{
+    for (int f = 0; f < QS_OBSERVE_FRONTS; f++)
+        for (int i = 0; i < 8; i++) {
+            char *ch = &root.front_names[f][i];
+            if (i == 7)
+                *ch = '\0';
+            else if (*ch && (*ch <= ' ' || *ch >= 127))
+                *ch = '?';
+        }
+}
+
+/* How long a snapshot waits for a starting process's qslab to run. */
+#define READY_WAIT_MS 3000
+
+/* Read the root again (attach checked its layout; what changes after load
+ * is `ready`, the generation and the front ends' names, filled at the first
+ * cache), and wait until the library has run: before that the process is
+ * starting, and the root's addresses are link-time values the dynamic
+ * loader has not yet relocated (observe.h, `ready`). */
+static void reread_root(void)
+{
+    for (int waited = 0;; waited += 5) {
+        struct qs_observe_root r;
+        if (!rdc(root_addr, &r, sizeof r, 8) || r.magic != QS_OBSERVE_MAGIC ||
+            r.version != root.version)
+            die(EXIT_TORN, "process %d: its qslab root (0x%" PRIx64 ") is no longer there (the "
+                           "library was unmapped, or the process ran another program)",
+                (int)g_pid, root_addr);
+        root = r;
+        clean_front_names();
+        if (root.ready)
+            return;
+        if (waited >= READY_WAIT_MS)
+            die(EXIT_TORN, "process %d: its qslab is loaded but has not run in %d ms (the "
+                           "process is starting, or stopped, before the dynamic loader "
+                           "relocated it); try again",
+                (int)g_pid, READY_WAIT_MS);
+        pause_ms(5);
+        load_maps();
+    }
+}
+
 /* Attach: locate and validate the root.  Returns false if the process has
  * no qslab (the caller explains). */
 bool attach(struct snap *s)
@@ -718,14 +762,7 @@ bool attach(struct snap *s)
                               "qslabinfo has %u: a mismatched build (the layout version should "
                               "have been bumped)",
                 (int)g_pid, root.version, chk[i].what, chk[i].theirs, chk[i].ours);
-    for (int f = 0; f < QS_OBSERVE_FRONTS; f++) /* names as printed: terminated, printable */
-        for (int i = 0; i < 8; i++) {
-            char *ch = &root.front_names[f][i];
-            if (i == 7)
-                *ch = '\0';
-            else if (*ch && (*ch <= ' ' || *ch >= 127))
-                *ch = '?';
-        }
+    clean_front_names();
     for (unsigned i = 0; i < QS_OBSERVE_NR_OFFSETS; i++)
         if (root.offsets[i] != mine[i])
             die(EXIT_VERSION, "process %d: layout version %u, but field offset %u is %u where "
@@ -745,6 +782,7 @@ void snapshot(struct snap *s)
             pause_ms(attempt < 10 ? 1 : 5);
             load_maps(); /* new mappings since (meta blocks, queues) */
         }
+        reread_root();
         g = read_generation();
         if (g & 1) {
             snprintf(why, sizeof why, "a change was in progress (generation odd)");

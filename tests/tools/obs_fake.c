@@ -5,12 +5,17 @@
  *   obs_fake version   a root of layout version 999: exit 2, both versions named
  *   obs_fake cycle     a valid root whose cache list is a cycle: exit 3
  *   obs_fake wild      a valid root whose cache list points nowhere: exit 3
+ *   obs_fake starting  a root not yet `ready` (its addresses unrelocated, as
+ *                      in a process the dynamic loader is still loading) for
+ *                      0.5 s after READY, then valid: the reader waits, exit 0
+ *   obs_fake unrelocated  never `ready`: exit 3 after the reader's wait
  */
 #include "observe.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 static qslab_cache fake_cache, *fake_head;
@@ -65,6 +70,7 @@ struct qs_observe_root qslab_observe_root = {
     .large_bucket_shift0 = QS_LARGE_BUCKET_SHIFT0,
     .sizeof_large = sizeof(struct qs_large_counters),
     .front_names = {"slqb"},
+    .ready = 1,
 };
 
 int main(int argc, char **argv)
@@ -81,11 +87,22 @@ int main(int argc, char **argv)
     } else if (strcmp(how, "cycle") == 0) {
         fake_cache.next = &fake_cache; /* the list never ends */
         fake_head = &fake_cache;
+    } else if (strcmp(how, "starting") == 0 || strcmp(how, "unrelocated") == 0) {
+        /* as before relocation: small link-time values, nothing mapped */
+        qslab_observe_root.ready = 0;
+        qslab_observe_root.caches = (qslab_cache *const *)(uintptr_t)0x3000;
+        qslab_observe_root.nr_nodes = (const int *)(uintptr_t)0x3008;
     } else {
         fake_head = (qslab_cache *)(uintptr_t)0x1000; /* nothing mapped there */
     }
     printf("READY\n");
     fflush(stdout);
+    if (strcmp(how, "starting") == 0) { /* relocated 0.5 s later, then ready */
+        nanosleep(&(struct timespec){0, 500 * 1000 * 1000}, NULL);
+        qslab_observe_root.caches = &fake_head;
+        qslab_observe_root.nr_nodes = &one;
+        __atomic_store_n(&qslab_observe_root.ready, 1, __ATOMIC_RELEASE);
+    }
     char buf[64];
     while (read(0, buf, sizeof buf) > 0)
         ;
