@@ -18,13 +18,19 @@ commit() { # commit MESSAGE: the next day at noon
     GIT_AUTHOR_DATE=$d GIT_COMMITTER_DATE=$d git commit -q -m "$1"
 }
 
-# f PATH SEED LINES: a text file whose lines depend on SEED
-f() {
-    mkdir -p "$(dirname "$1")"
-    awk -v s="$2" -v n="$3" 'BEGIN { x = s + 1; for (i = 0; i < n; i++) {
-        x = (x * 16807) % 2147483647; printf "line %d of file %d: %d %s\n", i, s, x, substr("qslab-preload-test", 1 + x % 10)
-    } }' > "$1"
+# f PATH SEED LINES: a text file whose lines depend on SEED.  fs: the same
+# for every "PATH SEED LINES" line of its input, in one awk (a process per
+# file cost most of this script's time: these VMs start a process slowly).
+fs() {
+    local spec
+    spec=$(cat)
+    printf '%s\n' "$spec" | awk '{ d = $1; if (sub(/\/[^\/]*$/, "", d)) print d }' | sort -u |
+        xargs -r mkdir -p
+    printf '%s\n' "$spec" | awk '{ x = $2 + 1; for (i = 0; i < $3; i++) {
+        x = (x * 16807) % 2147483647; printf "line %d of file %d: %d %s\n", i, $2, x, substr("qslab-preload-test", 1 + x % 10) > ($1)
+    } close($1) }'
 }
+f() { echo "$1 $2 $3" | fs; }
 
 git init -q -b main repo
 cd repo
@@ -33,12 +39,14 @@ git config gc.autoDetach false
 git config core.autocrlf false
 git config pack.threads 2
 
-for i in $(seq 0 199); do f "src/d$((i % 10))/file$i.txt" "$i" $((20 + i % 50)); done
+for i in $(seq 0 199); do echo "src/d$((i % 10))/file$i.txt $i $((20 + i % 50))"; done | fs
 git add -A
 commit "initial: 200 files"
 
-for i in $(seq 0 4 199); do f "src/d$((i % 10))/file$i.txt" $((i + 1000)) $((30 + i % 40)); done
-for i in $(seq 200 219); do f "src/new/file$i.txt" "$i" 25; done
+{
+    for i in $(seq 0 4 199); do echo "src/d$((i % 10))/file$i.txt $((i + 1000)) $((30 + i % 40))"; done
+    for i in $(seq 200 219); do echo "src/new/file$i.txt $i 25"; done
+} | fs
 git rm -q src/d3/file3.txt src/d3/file13.txt src/d7/file7.txt
 git add -A
 commit "modify 50, add 20, remove 3"
@@ -52,7 +60,7 @@ git add -A
 commit "topic: move 10 files, add 2 large files"
 
 git checkout -q main
-for i in $(seq 2 10 199); do f "src/d2/file$i.txt" $((i + 2000)) 33; done
+for i in $(seq 2 10 199); do echo "src/d2/file$i.txt $((i + 2000)) 33"; done | fs
 git add -A
 commit "main: rewrite d2"
 day=$((day + 1))
