@@ -8,8 +8,9 @@
                  caches' slabs equal the page layer's, the rows sum to the total)
   at exit        qslabinfo --json -- obs_target exit
   drop-in        `sleep` under LD_PRELOAD=libqslab-malloc.so (normal builds)
-  torn reads     300 reads of obs_churn (caches and threads made and destroyed
-                 in a loop): every run a valid snapshot or the retry message
+  torn reads     300 reads (100 in sanitizer builds) of obs_churn (caches and
+                 threads made and destroyed in a loop): every run a valid
+                 snapshot or the retry message
   not qslab      `sleep`: one line, exit 1; a dead pid: ESRCH's line, exit 1
   hostile        obs_fake: another layout version (exit 2, both versions), a
                  cyclic cache list and a wild pointer (exit 3, one line); a
