@@ -669,10 +669,13 @@ static void reread_root(void)
 {
     for (int waited = 0;; waited += 5) {
         struct qs_observe_root r;
-        if (!rdc(root_addr, &r, sizeof r, 8) || r.magic != QS_OBSERVE_MAGIC ||
-            r.version != root.version)
-            die(EXIT_TORN, "process %d: its qslab root (0x%" PRIx64 ") is no longer there (the "
-                           "library was unmapped, or the process ran another program)",
+        /* its fixed part (magic to offsets) as attach checked it: else
+         * another root, or a process rewriting it */
+        if (!rdc(root_addr, &r, sizeof r, 8) ||
+            memcmp(&r, &root, offsetof(struct qs_observe_root, generation)) != 0)
+            die(EXIT_TORN, "process %d: its qslab root (0x%" PRIx64 ") is no longer the one "
+                           "attached to (the library was unmapped, or the process ran another "
+                           "program)",
                 (int)g_pid, root_addr);
         root = r;
         clean_front_names();
