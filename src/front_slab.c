@@ -1311,33 +1311,43 @@ static void check_slab(struct qs_walk *w, struct qs_node *n, struct qs_slab *s, 
         qs_walk_problem(w, "slab's inuse does not match its list", s->mem);
     if (__atomic_load_n(&s->span, __ATOMIC_RELAXED) != s->objects * c->slot_size)
         qs_walk_problem(w, "span does not match the objects", s->mem);
-    /* the bitmap: exactly the free objects */
+    /* the bitmap: exactly the free objects (a word at a time; bits past
+     * the last object do not count) */
     unsigned long bits = 0;
-    for (unsigned i = 0; i < s->objects; i++)
-        bits += bm_test(s, i);
+    const uint64_t *bm = free_bm(s);
+    for (unsigned i = 0; i < s->objects / 64; i++)
+        bits += (unsigned long)__builtin_popcountll(bm[i]);
+    if (s->objects % 64)
+        bits += (unsigned long)__builtin_popcountll(bm[s->objects / 64] &
+                                                    (((uint64_t)1 << (s->objects % 64)) - 1));
     if (bits != s->objects - s->inuse)
         qs_walk_problem(w, "slab's free bitmap does not match its free count", s->mem);
-    /* the free indices: in range, each once, free in the bitmap */
-    uint8_t seen[512];
+    /* the free indices: in range, each once, free in the bitmap.  The seen
+     * set is a copy of the bitmap whose bits are cleared as indices name
+     * them: an index whose bit is already clear is in use, or named twice
+     * (the bitmap's own count was checked above). */
+    uint64_t seen[64];
     bool track = s->objects <= sizeof(seen) * 8;
     if (track)
-        memset(seen, 0, (s->objects + 7) / 8);
+        memcpy(seen, bm, (s->objects + 63) / 64 * sizeof(uint64_t));
     for (unsigned i = s->inuse; i < s->objects && i >= s->inuse; i++) {
         unsigned v = get_free_idx(s, i);
         if (v >= s->objects) {
             qs_walk_problem(w, "free index out of range", s->mem);
             break;
         }
+        if (track && (seen[v / 64] >> (v % 64) & 1)) {
+            seen[v / 64] &= ~((uint64_t)1 << (v % 64));
+            continue;
+        }
         if (!bm_test(s, v)) {
             qs_walk_problem(w, "free index of an object its bitmap says is in use", s->mem);
             break;
         }
-        if (track && (seen[v / 8] >> (v % 8) & 1)) {
+        if (track) { /* free in the bitmap, its seen bit cleared: named before */
             qs_walk_problem(w, "object free twice in its slab's index list", s->base + (size_t)v * c->slot_size);
             break;
         }
-        if (track)
-            seen[v / 8] |= (uint8_t)(1u << (v % 8));
     }
 }
 
