@@ -82,9 +82,10 @@
  * per-CPU batches: off by up to some 256 KiB on 2 CPUs), since a page-table
  * walk every few milliseconds would take a good part of a CPU.
  *
- * Each front end runs alone: its caches are shrunk after each test,
- * destroyed after its last size, and qslab_trim() is called before the next
- * front end starts, so one front end's memory does not hide another's.  The
+ * Each front end runs alone: its caches are shrunk after each test, a
+ * size's cache destroyed after its tests and qslab_trim() called (a
+ * destroyed cache's slabs stay warm until then), and qslab_trim() is called
+ * before the next front end starts, so one front end's memory does not hide another's.  The
  * front end's line gives its peak over all its tests and what it kept once
  * its caches were destroyed, both minus what the process held before it
  * started.  What the driver itself needs (pointer arrays, thread stacks, the
@@ -965,6 +966,9 @@ int main(int argc, char **argv)
             if (run[HACKBENCH])
                 run_hackbench(front);
             destroy_cache(cache);
+            /* its slabs would stay warm (docs/design.md, "Warm slots"), and
+             * the next size's test would reuse them inside its own base */
+            qslab_trim();
         }
         if (head_cache)
             destroy_cache(head_cache);

@@ -65,11 +65,15 @@ void qslab_cache_free(qslab_cache *c, void *obj);
  * Returns the number of bytes given back. */
 size_t qslab_cache_shrink(qslab_cache *c);
 /* 0, or -1 with errno EBUSY when objects are still allocated (the cache is
- * then left intact and usable, and a report is printed on stderr). */
+ * then left intact and usable, and a report is printed on stderr).  The
+ * destroyed cache's slabs stay resident for the next caches' slabs (warm: at
+ * most 64 MiB in the process) and go back to the OS after a second unused,
+ * or at qslab_trim. */
 int qslab_cache_destroy(qslab_cache *c);
 
-/* Flush the calling thread's queues and give every empty slab of every cache
- * back to the OS (what malloc_trim does).  Returns the bytes given back. */
+/* Flush the calling thread's queues and give every empty slab of every cache,
+ * and every warm slab of destroyed caches, back to the OS (what malloc_trim
+ * does).  Returns the bytes given back. */
 size_t qslab_trim(void);
 
 /* Name, object size (as asked) and slot size of a cache. */

@@ -451,7 +451,7 @@ static void release_cache(qslab_cache *c)
         qs_slabs_gather(&all, c->nodes[n].list.full);
         qs_slabs_gather(&all, c->nodes[n].empty_head);
     }
-    qs_page_free_slabs(all);
+    qs_page_keep_slabs(all); /* warm for the next caches' slabs (page.c) */
     qs_meta_free(c->nodes, sizeof(struct qs_node) * (size_t)qs_nr_nodes);
     qs_meta_free(c, sizeof(*c));
 }
@@ -525,6 +525,7 @@ QSLAB_EXPORT int qslab_cache_destroy(qslab_cache *c)
         twins = next;
     }
     release_cache(c);
+    qs_purger_check(); /* the purger gives back what stays warm */
     return 0;
 }
 

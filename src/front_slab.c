@@ -374,7 +374,7 @@ static __thread size_t released;
 
 /* The kernel's slab_destroy, for a ->next list: each slab's free-list
  * block and counts, then the page layer (adjacent slabs: one madvise). */
-static void release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list)
+static void release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list, bool destroy)
 {
     for (struct qs_slab *s = list; s; s = s->next) {
         unsigned objs = s->objects;
@@ -384,7 +384,8 @@ static void release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *lis
         qs_stat(c, q, QS_FREE_SLAB, 1);
         qs_stat(c, q, QS_FREE_OBJS, objs);
     }
-    released += qs_page_free_slabs(list);
+    /* a destroy's slabs stay warm for the next caches' (page.c) */
+    released += destroy ? qs_page_keep_slabs(list) : qs_page_free_slabs(list);
 }
 
 /* the node's free slabs (doubly linked, n->lock) */
@@ -1101,7 +1102,7 @@ static void drain_free(qslab_cache *c, struct qs_node *n, unsigned long max)
             go = s;
         }
     }
-    release_list(c, NULL, go);
+    release_list(c, NULL, go, false);
 }
 
 /* every owner's array we may touch: per-CPU, each CPU's (taken from it);
@@ -1224,7 +1225,7 @@ static void slab_destroy_all(qslab_cache *c)
         qs_slabs_gather(&all, n->list.partial);
         qs_slabs_gather(&all, n->list.full);
         qs_slabs_gather(&all, n->slabs_free);
-        release_list(c, NULL, all);
+        release_list(c, NULL, all, true);
         n->list.partial = n->list.full = n->slabs_free = NULL;
         if (n->shared)
             qs_meta_free(n->shared, sizeof(void *) * n->shared_limit);

@@ -718,8 +718,18 @@ static inline struct qs_slab *qs_chunk_slab(struct qs_chunk *ch, const void *p)
 _Static_assert(__builtin_offsetof(struct qs_chunk, slabs) == QS_CHUNK_HDR_SLABS, "chunk header size");
 
 struct qs_slab *qs_page_alloc_slab(int node, unsigned order); /* NULL: ENOMEM */
-size_t qs_page_free_slab(struct qs_slab *s);                  /* bytes given back */
+size_t qs_page_free_slab(struct qs_slab *s);       /* kept warm (below); bytes given back */
+size_t qs_page_free_slab_now(struct qs_slab *s); /* one slab, given back now */
 size_t qs_page_free_slabs(struct qs_slab *list); /* a ->next list, adjacent ones in one madvise */
+/* A destroyed cache's slabs (a ->next list): kept resident as warm slots
+ * for the next slabs of their pools, up to a limit (the rest given back at
+ * once: the bytes the OS took) */
+size_t qs_page_keep_slabs(struct qs_slab *list);
+/* Give back warm slots kept QS_WARM_MS (all: every one); bytes the OS took */
+size_t qs_page_sweep_warm(bool all);
+extern size_t *const qs_page_warm_bytes; /* atomic: bytes of warm slots */
+#define QS_WARM_MS 1000                   /* a warm slot goes back after this */
+#define QS_WARM_LIMIT ((size_t)64 << 20) /* at most this many bytes warm */
 /* Push every slab of a ->next list onto *all (lists gathered for one
  * qs_page_free_slabs call) */
 static inline void qs_slabs_gather(struct qs_slab **all, struct qs_slab *list)

@@ -294,6 +294,7 @@ size_t qs_node_sweep(bool all)
     }
     qs_lock_release(&qs_global);
     bytes += qs_page_free_slabs(release);
+    bytes += qs_page_sweep_warm(all); /* destroyed caches' slabs kept warm (page.c) */
     for (int f = 0; f < QS_FRONT_NR; f++) /* what the front ends keep of their own */
         if (qs_fronts[f]->sweep)
             bytes += qs_fronts[f]->sweep(all);

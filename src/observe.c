@@ -53,6 +53,7 @@ QSLAB_EXPORT struct qs_observe_root qslab_observe_root = {
     .page_slab_bytes = &qs_page_slab_bytes,
     .page_chunk_bytes = &qs_page_chunk_bytes,
     .page_slot_bytes = &qs_page_slot_bytes,
+    .page_warm_bytes = &qs_page_warm_bytes,
     .meta_mapped_bytes = &qs_meta_mapped_bytes,
     .slob_arena = &qs_slob_arena,
     .large_buckets = QS_LARGE_BUCKETS,

@@ -35,9 +35,9 @@
 #pragma GCC visibility push(hidden)
 
 #define QS_OBSERVE_MAGIC 0x5652455342534c51ULL /* "QSLBSERV" little-endian */
-#define QS_OBSERVE_VERSION 4u /* 2: large buckets, queue nodes, owners' thread ids;
+#define QS_OBSERVE_VERSION 5u /* 2: large buckets, queue nodes, owners' thread ids;
                                * 3: the page layer's chunks and the metadata's mappings;
-                               * 4: `ready` */
+                               * 4: `ready`; 5: the page layer's warm slots */
 #define QS_OBSERVE_FRONTS 8 /* room for front-end names */
 
 /* The fields the reader reads, by offset: the fingerprint both sides
@@ -89,6 +89,7 @@ struct qs_observe_root {
     size_t *const *page_slab_bytes;    /* -> page.c's bytes of slabs handed out */
     size_t *const *page_chunk_bytes;   /* -> page.c's bytes of slab chunks mapped */
     size_t *const *page_slot_bytes;    /* -> page.c's bytes of those chunks' slots */
+    size_t *const *page_warm_bytes;    /* -> page.c's bytes of warm slots (resident) */
     size_t *const *meta_mapped_bytes;  /* -> meta.c's bytes mapped for metadata */
     const qslab_cache *slob_arena;     /* SLOB's pages (in no cache list) */
     uint32_t front_queues;             /* bit f: front end f's owners have queues */

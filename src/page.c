@@ -23,7 +23,10 @@
  *
  * Slots given back are decommitted (MADV_DONTNEED) at once: the caches keep
  * empty slabs for reuse (node.c), so what reaches this layer is meant to go
- * back to the OS.  Slabs given back together come as a list
+ * back to the OS.  Except the slabs of a destroyed cache, which no cache
+ * kept: they stay resident as WARM slots (qs_page_keep_slabs, below), and the
+ * next slab of their (node, order) takes one before a cold slot, until they
+ * have been warm for QS_WARM_MS.  Slabs given back together come as a list
  * (qs_page_free_slabs), and adjacent ones share one madvise.  A chunk whose slots are all free is unmapped unless it is
  * the only fully free chunk of its (node, order) pool, which is kept as a
  * spare (it costs address space only) to avoid mmap churn.
@@ -57,6 +60,7 @@ struct qs_page_pool {
     struct qs_chunk *avail; /* chunks with a free slot */
     struct qs_chunk *all;   /* every chunk (all_next): qs_page_walk */
     unsigned nr_fully_free;
+    struct qs_slab *warm;   /* warm slots, newest first (->next) */
 } __attribute__((aligned(QS_CACHELINE)));
 
 static struct qs_page_pool pools[QS_MAX_NODES][QS_NR_ORDERS];
@@ -273,10 +277,134 @@ static void pool_add_free_chunk(struct qs_page_pool *p, struct qs_chunk *ch)
     p->nr_fully_free++;
 }
 
+/* ---- warm slots ----
+ *
+ * A destroyed cache's slabs have no cache to keep them as empty slabs (nor
+ * has SLUB's pass-through block: qs_page_free_slab), so they used to be
+ * decommitted at once; a program that destroys a cache and
+ * makes another (a request's caches, a test's, a fuzzer's input) then
+ * faulted every page in again, at about 13 us a 4 KiB page on these VMs.
+ * Instead they stay resident in their pool, newest first, and
+ * qs_page_alloc_slab takes the newest warm slot before any other.  A warm
+ * slot left alone for QS_WARM_MS goes back like any other (decommitted, its
+ * slot to its chunk): the purger's tick (qs_node_sweep) and every keep look
+ * for them; qslab_trim gives back every warm slot at once (a cache's shrink
+ * gives back that cache's slabs: warm slots are no cache's).  At most
+ * QS_WARM_LIMIT bytes are warm in the process: a destroy beyond it
+ * decommits the rest at once, as before.  Nothing relies on a slot's memory
+ * being zero (above), so a warm slot's old bytes are no one's concern.
+ *
+ * A warm slot has left its cache (slab_leave: no cache, span 0, state
+ * FREE), so it is no object's slab: a pointer into it is reported as a
+ * free of a freed slab's object, as when its slot was free.  For its chunk
+ * it is still handed out (not on the chunk's free slots, nr_free not
+ * counting it), so the chunk is not unmapped under it.  Its descriptor's
+ * empty_ms holds when it became warm; ->next links the pool's list, under
+ * the pool's lock. */
+static size_t warm_bytes; /* atomic: bytes of warm slots, every pool */
+size_t *const qs_page_warm_bytes = &warm_bytes;
+
+static bool warm_old(const struct qs_slab *s, uint64_t now)
+{
+    return (uint32_t)now - s->empty_ms >= QS_WARM_MS; /* modulo 2^32 ms */
+}
+
+static size_t free_left(struct qs_slab *list);
+static void slab_leave(struct qs_slab *s);
+
+/* Take pool p's warm slots that are old (all: every one) off its list
+ * (p->lock held): a ->next list.  The list is newest first, so the old
+ * ones are its tail. */
+static struct qs_slab *warm_cut_locked(struct qs_page_pool *p, bool all, uint64_t now)
+{
+    struct qs_slab **pp = &p->warm;
+    while (*pp && !all && !warm_old(*pp, now))
+        pp = &(*pp)->next;
+    struct qs_slab *cut = *pp;
+    *pp = NULL;
+    size_t b = 0;
+    for (struct qs_slab *s = cut; s; s = s->next)
+        b += qs_slab_bytes(s->order);
+    if (b)
+        __atomic_sub_fetch(&warm_bytes, b, __ATOMIC_RELAXED);
+    return cut;
+}
+
+size_t qs_page_keep_slabs(struct qs_slab *list)
+{
+    uint64_t now = qs_os_now_ms();
+    struct qs_slab *cold = NULL;
+    while (list) {
+        struct qs_slab *s = list;
+        list = list->next;
+        slab_leave(s);
+        size_t sb = qs_slab_bytes(s->order);
+        struct qs_page_pool *p = &pools[s->node][s->order];
+        /* within the limit: the slot stays warm (a racing keep may pass
+         * the limit by its own slab at most) */
+        if (__atomic_load_n(&warm_bytes, __ATOMIC_RELAXED) + sb > QS_WARM_LIMIT) {
+            s->next = cold;
+            cold = s;
+            continue;
+        }
+        __atomic_add_fetch(&warm_bytes, sb, __ATOMIC_RELAXED);
+        s->empty_ms = (uint32_t)now;
+        s->prev = NULL;
+        qs_lock_acquire(&p->lock);
+        s->next = p->warm;
+        p->warm = s;
+        /* this pool's old warm slots go now (one cut: the list is newest
+         * first, and the slab just added is new) */
+        struct qs_slab *old = warm_cut_locked(p, false, now);
+        qs_lock_release(&p->lock);
+        while (old) {
+            struct qs_slab *next = old->next;
+            old->next = cold;
+            cold = old;
+            old = next;
+        }
+    }
+    if (__atomic_load_n(&warm_bytes, __ATOMIC_RELAXED))
+        qs_node_purger_want(); /* it gives them back once old */
+    return free_left(cold);
+}
+
+size_t qs_page_sweep_warm(bool all)
+{
+    if (!__atomic_load_n(&warm_bytes, __ATOMIC_RELAXED))
+        return 0;
+    uint64_t now = qs_os_now_ms();
+    struct qs_slab *go = NULL;
+    /* every pool's lock (a tick with warm slots only): p->warm is read
+     * under it, like every other pool field */
+    for (int node = 0; node < qs_nr_nodes; node++)
+        for (unsigned order = 0; order < QS_NR_ORDERS; order++) {
+            struct qs_page_pool *p = &pools[node][order];
+            qs_lock_acquire(&p->lock);
+            struct qs_slab *cut = warm_cut_locked(p, all, now);
+            qs_lock_release(&p->lock);
+            while (cut) {
+                struct qs_slab *next = cut->next;
+                cut->next = go;
+                go = cut;
+                cut = next;
+            }
+        }
+    return free_left(go);
+}
+
 struct qs_slab *qs_page_alloc_slab(int node, unsigned order)
 {
     struct qs_page_pool *p = &pools[node][order];
+    struct qs_slab *s;
     qs_lock_acquire(&p->lock);
+    if (p->warm) { /* the newest warm slot: its pages are resident */
+        s = p->warm;
+        p->warm = s->next;
+        qs_lock_release(&p->lock);
+        __atomic_sub_fetch(&warm_bytes, qs_slab_bytes(order), __ATOMIC_RELAXED);
+        goto out;
+    }
     struct qs_chunk *ch = p->avail;
     if (!ch) {
         qs_lock_release(&p->lock);
@@ -290,7 +418,6 @@ struct qs_slab *qs_page_alloc_slab(int node, unsigned order)
     }
     if (ch->nr_free == ch->nr_slots - ch->first_slot)
         p->nr_fully_free--;
-    struct qs_slab *s;
     if (ch->free_slots) {
         s = ch->free_slots;
         ch->free_slots = s->next;
@@ -305,6 +432,7 @@ struct qs_slab *qs_page_alloc_slab(int node, unsigned order)
     if (--ch->nr_free == 0)
         avail_del(p, ch);
     qs_lock_release(&p->lock);
+out:
     s->next = s->prev = NULL;
     __atomic_store_n(&s->state, (uint8_t)QS_SLAB_FREE, __ATOMIC_RELAXED);
     size_t sb = qs_slab_bytes(order);
@@ -393,12 +521,19 @@ static void slot_return(struct qs_slab *s)
     }
 }
 
+size_t qs_page_free_slab_now(struct qs_slab *s)
+{
+    s->next = NULL;
+    return qs_page_free_slabs(s);
+}
+
+/* One slab a front end lets go as it empties (SLUB's pass-through block,
+ * SLOB's page, a slab that could not be set up): kept warm, as the kernel's
+ * page allocator keeps a freed page hot on its CPU's list. */
 size_t qs_page_free_slab(struct qs_slab *s)
 {
-    slab_leave(s);
-    size_t back = decommit(s->mem, qs_slab_bytes(s->order));
-    slot_return(s);
-    return back;
+    s->next = NULL;
+    return qs_page_keep_slabs(s);
 }
 
 /* A ->next list sorted by address (merge sort: lists of a destroy may be
@@ -439,6 +574,13 @@ size_t qs_page_free_slabs(struct qs_slab *list)
 {
     for (struct qs_slab *s = list; s; s = s->next)
         slab_leave(s);
+    return free_left(list);
+}
+
+/* The decommits and slot returns of qs_page_free_slabs, for slabs that
+ * have left their caches already (slab_leave). */
+static size_t free_left(struct qs_slab *list)
+{
     list = sort_by_mem(list);
     size_t back = 0;
     for (struct qs_slab *s = list; s;) {

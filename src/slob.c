@@ -262,7 +262,7 @@ static void page_release(struct qs_slab *sp)
 {
     qs_stat(&qs_slob_arena, NULL, QS_FREE_SLAB, 1);
     qs_stat(&qs_slob_arena, NULL, QS_FREE_OBJS, SLOB_PAGE_UNITS);
-    qs_page_free_slab(sp);
+    qs_page_free_slab_now(sp); /* past SLOB's own keep (SLOB_KEEP): back now */
 }
 
 static int local_node(void)

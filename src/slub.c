@@ -1192,7 +1192,7 @@ static void slub_destroy(qslab_cache *c)
         memset(&q->sl, 0, sizeof(q->sl));
     struct sl_collect k = {c, NULL};
     qs_page_walk(collect_slab, &k);
-    qs_page_free_slabs(k.list);
+    qs_page_keep_slabs(k.list); /* warm for the next caches' slabs (page.c) */
 }
 
 /* ---- calculate_order (mm/slub.c, as fixed in 5.12: the CPU count is the

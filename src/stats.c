@@ -245,6 +245,16 @@ QSLAB_EXPORT void qslab_stats_report(int fd)
         qs_buf_str(&b, " bytes kept mapped)\n");
         flush_line(fd, &b);
     }
+    /* destroyed caches' slabs kept resident for the next ones (page.c) */
+    size_t warm = __atomic_load_n(qs_page_warm_bytes, __ATOMIC_RELAXED);
+    if (warm) {
+        qs_buf_str(&b, "Pages: ");
+        qs_buf_u64(&b, warm);
+        qs_buf_str(&b, " bytes warm (slabs freed whole, reused first, given back after ");
+        qs_buf_u64(&b, QS_WARM_MS);
+        qs_buf_str(&b, " ms)\n");
+        flush_line(fd, &b);
+    }
     qs_guard_report(fd); /* QSLAB_GUARD_SAMPLE's line (guard.c), when on */
     for (int f = 0; f < QS_FRONT_NR; f++) /* lines of the front ends' own (SLOB's pages) */
         if (qs_fronts[f]->report)

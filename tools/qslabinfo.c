@@ -352,7 +352,7 @@ static void print_proc(struct snap *s)
 /* -T: where the process's qslab memory is. */
 struct totals {
     size_t inuse, partial_free, queued, empty, overhead, slob_free, slabs, large, meta;
-    size_t free_slots, chunk_meta, meta_mapped; /* the page layer's and metadata's rest */
+    size_t warm, free_slots, chunk_meta, meta_mapped; /* the page layer's and metadata's rest */
     unsigned long inuse_objs, queued_objs, partial_free_objs, empty_slabs;
     long long unaccounted; /* page layer's slab bytes - the caches' slabs */
     size_t total;
@@ -408,11 +408,15 @@ static void compute_totals(const struct snap *s, struct totals *t)
      * rest free, given back to the OS) and headers (descriptors, free bits);
      * the metadata allocator's mappings hold the structures counted in
      * t->meta (all but the kmalloc caches', which are the library's data) */
-    t->free_slots = s->page_slot_bytes > s->page_slab_bytes ? s->page_slot_bytes - s->page_slab_bytes : 0;
+    size_t free_all = s->page_slot_bytes > s->page_slab_bytes ? s->page_slot_bytes - s->page_slab_bytes : 0;
+    /* of the free slots, the warm ones are resident (docs/design.md, "Warm
+     * slots"); read a moment apart, warm may pass free_all: capped */
+    t->warm = s->page_warm_bytes < free_all ? s->page_warm_bytes : free_all;
+    t->free_slots = free_all - t->warm;
     t->chunk_meta = s->page_chunk_bytes > s->page_slot_bytes ? s->page_chunk_bytes - s->page_slot_bytes : 0;
     t->meta_mapped = s->meta_mapped;
     t->total = t->inuse + t->partial_free + t->queued + t->empty + t->overhead + t->slob_free +
-               t->free_slots + t->chunk_meta + t->large + t->meta_mapped;
+               t->warm + t->free_slots + t->chunk_meta + t->large + t->meta_mapped;
     if (t->unaccounted > 0)
         t->total += (size_t)t->unaccounted;
     t->rss_anon_kb = status_field(g_pid, "RssAnon");
@@ -440,6 +444,7 @@ static void print_totals(const struct snap *s)
         ROW("free space in SLOB pages", t.slob_free, "");
     if (t.unaccounted > 0)
         ROW("other page-layer slabs", (size_t)t.unaccounted, "");
+    ROW("warm slots (slabs freed whole)", t.warm, "  (resident, reused first)");
     ROW("free slots in slab chunks (given back)", t.free_slots, "  (not resident)");
     ROW("chunk headers, descriptors, free bits", t.chunk_meta, "");
     snprintf(x, sizeof x, "  (%lu blocks)", s->large_live);
@@ -565,11 +570,11 @@ static void print_json(const struct snap *s)
     printf("]},\n");
     printf(" \"totals\": {\"objects_in_use\": %zu, \"free_in_partial_slabs\": %zu, "
            "\"held_in_queues\": %zu, \"empty_slabs\": %zu, \"slab_overhead\": %zu, "
-           "\"slob_free\": %zu, \"free_slots\": %zu, \"chunk_headers\": %zu, \"large\": %zu, "
+           "\"slob_free\": %zu, \"warm_slots\": %zu, \"free_slots\": %zu, \"chunk_headers\": %zu, \"large\": %zu, "
            "\"metadata\": %zu, \"metadata_structures\": %zu, \"total\": %zu, "
            "\"slabs\": %zu, \"page_layer_slab_bytes\": %zu, \"page_layer_chunk_bytes\": %zu, "
            "\"unaccounted\": %lld, \"rss_anon_kb\": %ld}}\n",
-           t.inuse, t.partial_free, t.queued, t.empty, t.overhead, t.slob_free, t.free_slots,
+           t.inuse, t.partial_free, t.queued, t.empty, t.overhead, t.slob_free, t.warm, t.free_slots,
            t.chunk_meta, t.large, t.meta_mapped, t.meta, t.total, t.slabs, s->page_slab_bytes,
            s->page_chunk_bytes, t.unaccounted, t.rss_anon_kb);
 }

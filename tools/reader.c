@@ -608,7 +608,7 @@ bool read_all(struct snap *s)
         return false;
     uint64_t lp = 0, sp = 0;
     struct qs_large_counters large;
-    uint64_t cp = 0, tp = 0, mp = 0;
+    uint64_t cp = 0, tp = 0, mp = 0, wp = 0;
     if (!rdc((uint64_t)(uintptr_t)root.large, &lp, 8, 8) || !rdc(lp, &large, sizeof large, 8) ||
         !rdc((uint64_t)(uintptr_t)root.page_slab_bytes, &sp, 8, 8) ||
         !rdc(sp, &s->page_slab_bytes, sizeof(size_t), 8) ||
@@ -616,6 +616,8 @@ bool read_all(struct snap *s)
         !rdc(cp, &s->page_chunk_bytes, sizeof(size_t), 8) ||
         !rdc((uint64_t)(uintptr_t)root.page_slot_bytes, &tp, 8, 8) ||
         !rdc(tp, &s->page_slot_bytes, sizeof(size_t), 8) ||
+        !rdc((uint64_t)(uintptr_t)root.page_warm_bytes, &wp, 8, 8) ||
+        !rdc(wp, &s->page_warm_bytes, sizeof(size_t), 8) ||
         !rdc((uint64_t)(uintptr_t)root.meta_mapped_bytes, &mp, 8, 8) ||
         !rdc(mp, &s->meta_mapped, sizeof(size_t), 8))
         return BAD("the large-block, page-layer or metadata counters are not readable");

@@ -29,7 +29,7 @@ static void *large_ptr = &large_words;
 static size_t slab_bytes_word;
 static size_t *slab_bytes_ptr = &slab_bytes_word;
 static size_t *chunk_bytes_ptr = &slab_bytes_word, *slot_bytes_ptr = &slab_bytes_word,
-              *meta_bytes_ptr = &slab_bytes_word;
+              *meta_bytes_ptr = &slab_bytes_word, *warm_bytes_ptr = &slab_bytes_word;
 
 #define OFF_(s, f) (uint32_t) offsetof(struct s, f),
 struct qs_observe_root qslab_observe_root = {
@@ -63,6 +63,7 @@ struct qs_observe_root qslab_observe_root = {
     .page_slab_bytes = &slab_bytes_ptr,
     .page_chunk_bytes = &chunk_bytes_ptr,
     .page_slot_bytes = &slot_bytes_ptr,
+    .page_warm_bytes = &warm_bytes_ptr,
     .meta_mapped_bytes = &meta_bytes_ptr,
     .slob_arena = &fake_cache,
     .front_queues = 1,

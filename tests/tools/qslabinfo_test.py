@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 
-LAYOUT_VERSION = 4  # src/observe.h QS_OBSERVE_VERSION
+LAYOUT_VERSION = 5  # src/observe.h QS_OBSERVE_VERSION
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 from toolstest import check, start, stop  # shared by the tools' tests
@@ -100,7 +100,8 @@ def known_counts(target, label):
               label + ": the large block", str(j["large"]))
         t = j["totals"]
         parts = ["objects_in_use", "free_in_partial_slabs", "held_in_queues", "empty_slabs",
-                 "slab_overhead", "slob_free", "free_slots", "chunk_headers", "large", "metadata"]
+                 "slab_overhead", "slob_free", "warm_slots", "free_slots", "chunk_headers", "large",
+                 "metadata"]
         check(t["unaccounted"] == 0, label + ": the caches' slabs are the page layer's", str(t))
         check(sum(t[k] for k in parts) + max(t["unaccounted"], 0) == t["total"],
               label + ": the totals add up", str(t))
@@ -112,8 +113,10 @@ def known_counts(target, label):
               and t["metadata"] >= t["metadata_structures"] - 64 * 1024,
               label + ": the total is the chunks, large blocks and metadata mapped", str(t))
         check(0 < t["chunk_headers"] < t["page_layer_chunk_bytes"] // 8 and
-              t["free_slots"] + t["slabs"] + t["chunk_headers"] == t["page_layer_chunk_bytes"],
-              label + ": chunks = slabs + free slots + headers (headers a few pages a chunk)", str(t))
+              t["warm_slots"] + t["free_slots"] + t["slabs"] + t["chunk_headers"] ==
+              t["page_layer_chunk_bytes"],
+              label + ": chunks = slabs + warm and free slots + headers (headers a few pages a chunk)",
+              str(t))
         check(t["objects_in_use"] >= 1000 * 100 + 37 * 4000 + 100 * 256 + 500 * 64,
               label + ": objects in use cover what the target holds", str(t))
         # --proc: the library's own text
