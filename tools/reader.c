@@ -124,15 +124,24 @@ bool load_maps(void)
     return true;
 }
 
-/* [addr, addr + len) inside one readable mapping */
+/* [addr, addr + len) inside readable mappings with no gap between them.
+ * One object may span two: a program's .data/.bss ends in the last page
+ * of its file's writable mapping and goes on in the anonymous mapping
+ * after it (a structure across that boundary was refused as unreadable
+ * once obs_fake's globals moved: the ASan build, 2026-12-01).  The list is
+ * in address order, as /proc/PID/maps gives it. */
 bool readable(uint64_t addr, size_t len)
 {
     if (!addr || addr + len < addr)
         return false;
-    for (size_t i = 0; i < nmaps; i++)
-        if (addr >= maps[i].lo && addr + len <= maps[i].hi)
-            return maps[i].r;
-    return false;
+    uint64_t end = addr + len;
+    for (size_t i = 0; i < nmaps && addr < end; i++)
+        if (addr >= maps[i].lo && addr < maps[i].hi) {
+            if (!maps[i].r)
+                return false;
+            addr = maps[i].hi; /* the rest must start where this one ends */
+        }
+    return addr >= end;
 }
 
 /* ---------------------------------------------------------------- reads */
