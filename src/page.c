@@ -60,7 +60,7 @@ struct qs_page_pool {
     struct qs_chunk *avail; /* chunks with a free slot */
     struct qs_chunk *all;   /* every chunk (all_next): qs_page_walk */
     unsigned nr_fully_free;
-    struct qs_slab *warm;   /* warm slots, newest first (->next) */
+    struct qs_slab *warm, *warm_tail; /* warm slots, newest first (->next, ->prev) */
 } __attribute__((aligned(QS_CACHELINE)));
 
 static struct qs_page_pool pools[QS_MAX_NODES][QS_NR_ORDERS];
@@ -299,8 +299,9 @@ static void pool_add_free_chunk(struct qs_page_pool *p, struct qs_chunk *ch)
  * free of a freed slab's object, as when its slot was free.  For its chunk
  * it is still handed out (not on the chunk's free slots, nr_free not
  * counting it), so the chunk is not unmapped under it.  Its descriptor's
- * empty_ms holds when it became warm; ->next links the pool's list, under
- * the pool's lock. */
+ * empty_ms holds when it became warm; ->next and ->prev link the pool's
+ * list, under the pool's lock: reuse takes the head (newest), the give-back
+ * the tail (oldest), each in O(1) a slot (a destroy keeps thousands). */
 static size_t warm_bytes; /* atomic: bytes of warm slots, every pool */
 size_t *const qs_page_warm_bytes = &warm_bytes;
 
@@ -313,21 +314,26 @@ static size_t free_left(struct qs_slab *list);
 static void slab_leave(struct qs_slab *s);
 
 /* Take pool p's warm slots that are old (all: every one) off its list
- * (p->lock held): a ->next list.  The list is newest first, so the old
- * ones are its tail. */
-static struct qs_slab *warm_cut_locked(struct qs_page_pool *p, bool all, uint64_t now)
+ * (p->lock held), onto *out (a ->next list).  The list is newest first,
+ * so the old ones are its tail: taken from there, oldest first, until a
+ * young one. */
+static void warm_cut_locked(struct qs_page_pool *p, bool all, uint64_t now, struct qs_slab **out)
 {
-    struct qs_slab **pp = &p->warm;
-    while (*pp && !all && !warm_old(*pp, now))
-        pp = &(*pp)->next;
-    struct qs_slab *cut = *pp;
-    *pp = NULL;
     size_t b = 0;
-    for (struct qs_slab *s = cut; s; s = s->next)
+    struct qs_slab *s;
+    while ((s = p->warm_tail) && (all || warm_old(s, now))) {
+        p->warm_tail = s->prev;
+        if (s->prev)
+            s->prev->next = NULL;
+        else
+            p->warm = NULL;
+        s->prev = NULL;
+        s->next = *out;
+        *out = s;
         b += qs_slab_bytes(s->order);
+    }
     if (b)
         __atomic_sub_fetch(&warm_bytes, b, __ATOMIC_RELAXED);
-    return cut;
 }
 
 size_t qs_page_keep_slabs(struct qs_slab *list)
@@ -352,17 +358,13 @@ size_t qs_page_keep_slabs(struct qs_slab *list)
         s->prev = NULL;
         qs_lock_acquire(&p->lock);
         s->next = p->warm;
+        if (p->warm)
+            p->warm->prev = s;
+        else
+            p->warm_tail = s;
         p->warm = s;
-        /* this pool's old warm slots go now (one cut: the list is newest
-         * first, and the slab just added is new) */
-        struct qs_slab *old = warm_cut_locked(p, false, now);
+        warm_cut_locked(p, false, now, &cold); /* this pool's old ones go now */
         qs_lock_release(&p->lock);
-        while (old) {
-            struct qs_slab *next = old->next;
-            old->next = cold;
-            cold = old;
-            old = next;
-        }
     }
     if (__atomic_load_n(&warm_bytes, __ATOMIC_RELAXED))
         qs_node_purger_want(); /* it gives them back once old */
@@ -381,14 +383,8 @@ size_t qs_page_sweep_warm(bool all)
         for (unsigned order = 0; order < QS_NR_ORDERS; order++) {
             struct qs_page_pool *p = &pools[node][order];
             qs_lock_acquire(&p->lock);
-            struct qs_slab *cut = warm_cut_locked(p, all, now);
+            warm_cut_locked(p, all, now, &go);
             qs_lock_release(&p->lock);
-            while (cut) {
-                struct qs_slab *next = cut->next;
-                cut->next = go;
-                go = cut;
-                cut = next;
-            }
         }
     return free_left(go);
 }
@@ -401,6 +397,10 @@ struct qs_slab *qs_page_alloc_slab(int node, unsigned order)
     if (p->warm) { /* the newest warm slot: its pages are resident */
         s = p->warm;
         p->warm = s->next;
+        if (p->warm)
+            p->warm->prev = NULL;
+        else
+            p->warm_tail = NULL;
         qs_lock_release(&p->lock);
         __atomic_sub_fetch(&warm_bytes, qs_slab_bytes(order), __ATOMIC_RELAXED);
         goto out;
