@@ -358,12 +358,21 @@ static void ended(void)
 }
 
 /* die() calls this first: restore the terminal, and if the target went
- * away while it was read, that is the news. */
+ * away while it was read, that is the news.  A process on its way out
+ * fails reads (ESRCH: its memory is gone) before it is a zombie: it gets
+ * 200 ms to finish exiting before the failure counts as one, as
+ * qslabinfo --record gives it (a CI run saw "no process N (ESRCH)" and
+ * exit 1 for a target stopped while watched, 2026-12-01). */
 static void on_die(void)
 {
     screen_end();
-    if (watching && !alive())
-        ended();
+    if (!watching)
+        return;
+    for (int i = 0; i < 20; i++) {
+        if (!alive())
+            ended();
+        pause_ms(10);
+    }
 }
 
 static void no_qslab(void)
