@@ -390,6 +390,31 @@ char why[256]; /* why the last attempt failed */
 
 #define BAD(...) (snprintf(why, sizeof why, __VA_ARGS__), false)
 
+/* Brent's cycle detection for the lists walked in the target: each address
+ * visited is checked against one saved address, which moves to the current
+ * one after 1, 2, 4, ... steps.  A list that loops is caught within twice
+ * its length's steps, instead of after the walk's bound (65536 caches: 3
+ * such walks took 2.5 s before the reader could say the data is bad).  A
+ * list that changed while read can repeat an address too: the caller's
+ * generation check tells a torn read from bad data, as for every BAD. */
+struct cycle {
+    uint64_t saved;
+    unsigned long power, steps;
+};
+#define CYCLE_INIT {0, 1, 0}
+
+static bool cycle_seen(struct cycle *c, uint64_t addr)
+{
+    if (addr == c->saved)
+        return true;
+    if (++c->steps == c->power) {
+        c->saved = addr;
+        c->power *= 2;
+        c->steps = 0;
+    }
+    return false;
+}
+
 /* The snapshot read_all is filling: read_cache appends each cache's queues
  * and nodes to its arrays (NULL: a caller outside read_all, nothing kept). */
 static struct snap *cur_snap;
@@ -456,7 +481,10 @@ bool read_cache(uint64_t addr, struct cache_snap *cs, int nr_nodes)
     struct qslab_cache_stats *st = &cs->st;
     uint64_t qa = (uint64_t)(uintptr_t)c.queues;
     unsigned long nq = 0;
+    struct cycle qcyc = CYCLE_INIT;
     while (qa) {
+        if (cycle_seen(&qcyc, qa))
+            return BAD("cache %s: its queue list is a cycle (0x%" PRIx64 " again)", cs->name, qa);
         if (++nq > MAX_QUEUES_PER_CACHE)
             return BAD("cache %s: more than %u queues (a cycle?)", cs->name, MAX_QUEUES_PER_CACHE);
         static struct qs_queue q; /* 640 bytes, 64-aligned */
@@ -594,7 +622,10 @@ bool read_all(struct snap *s)
     if (!rdc((uint64_t)(uintptr_t)root.caches, &head, 8, 8))
         return BAD("the cache list head is not readable");
     cur_snap = s;
+    struct cycle cyc = CYCLE_INIT;
     for (uint64_t a = head; a;) {
+        if (cycle_seen(&cyc, a))
+            return BAD("the cache list is a cycle (0x%" PRIx64 " again)", a);
         if (s->n >= root.max_caches)
             return BAD("more than %u caches on the list (a cycle?)", root.max_caches);
         if (s->n == s->cap) {
@@ -669,7 +700,7 @@ static void clean_front_names(void)
 }
 
 /* How long a snapshot waits for a starting process's qslab to run. */
-#define READY_WAIT_MS 3000
+#define READY_WAIT_MS 1000
 
 /* Read the root again (attach checked its layout; what changes after load
  * is `ready`, the generation and the front ends' names, filled at the first

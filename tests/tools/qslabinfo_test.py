@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shutil
+import select
 import subprocess
 import sys
 import tempfile
@@ -316,9 +317,21 @@ def at_exit(target):
         check(caches["obs_a"]["active_objs"] == 1000, "-- PROGRAM: read at its exit")
     except (ValueError, KeyError) as e:
         check(False, "-- PROGRAM: json", "%s %s" % (e, r.stdout[:500]))
-    r = tool(["--delay", "300", "--json", "--", "sleep", "3"])
+    # A program without qslab read while it runs: cat, which ends when the
+    # test closes its stdin (after qslabinfo has spoken, or 60 s); it holds
+    # qslabinfo's output pipes until then (a fixed `sleep 3` cost 3 s a run).
+    p = subprocess.Popen([TOOL, "--delay", "300", "--json", "--", "cat"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = ""
+        if select.select([p.stderr], [], [], 60)[0]:
+            first = p.stderr.readline()
+    finally:
+        p.stdin.close()
+    out, rest = p.stdout.read(), p.stderr.read()
+    r = subprocess.CompletedProcess(p.args, p.wait(timeout=120), out, first + rest)
     check(r.returncode == 1 and one_line(r) and "does not use qslab" in r.stderr,
-          "--delay on a program without qslab", r.stderr)
+          "--delay on a program without qslab", "rc %d: %s" % (r.returncode, r.stderr))
 
 
 def dropin(lib):
