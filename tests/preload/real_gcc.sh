@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # real_gcc: gcc and g++ running on qslab produce the same bytes as on glibc:
-# qslab's own sources and conformance.c compiled to objects (-O2 -g), the C++
-# containers.cpp, and conformance.c linked into an executable whose output
-# (run on glibc) is compared too.  Both compilers run in the same directory
+# four of qslab's own sources compiled to objects (-O2 -g), the C++
+# containers.cpp, and conformance.c linked into an executable (byte-identical
+# too, so it runs as the glibc-built one does: running both, 6 s, showed
+# nothing cmp does not).  Both compilers run in the same directory
 # ($PRELOAD_BIN) so that the debug information (which names it) is the same.
+#
+# Four sources, not all of them: the largest ones and the malloc shim, chosen
+# for their size and spread of code (cc1 allocates most on long functions
+# and many inlined helpers).  Every source also compiles on qslab in
+# preload_self_build, which runs in every mode as this test does; compiling
+# all of them here again cost 35 s a mode (7 modes in make test).
 #
 # The glibc side depends on the compilers and their input only, not on the
 # mode the suite runs in (QSLAB_OWNER, QSLAB_FRONT): it is built once per
@@ -18,8 +25,9 @@ workdir gcc
 check_preload_active
 cd "$PRELOAD_BIN"
 mkdir -p "$WORK/glibc" "$WORK/qslab"
-srcs=("$QSLAB_SOURCE_DIR"/src/*.c "$QSLAB_SOURCE_DIR"/src/os/*.c "$QSLAB_SOURCE_DIR"/src/malloc/malloc.c)
-[ -f "${srcs[0]}" ] || fail "no C sources found under $QSLAB_SOURCE_DIR/src"
+srcs=("$QSLAB_SOURCE_DIR"/src/queue.c "$QSLAB_SOURCE_DIR"/src/front_slab.c
+      "$QSLAB_SOURCE_DIR"/src/debug.c "$QSLAB_SOURCE_DIR"/src/malloc/malloc.c)
+for s in "${srcs[@]}"; do [ -f "$s" ] || fail "source $s not found (update real_gcc.sh's list)"; done
 cflags=(-std=gnu11 -O2 -g -fPIC -Wall -frandom-seed=qslab -I "$QSLAB_SOURCE_DIR/include" -I "$QSLAB_SOURCE_DIR/src")
 
 build() { # build OUTDIR RUNNER: every compile and the link, run through RUNNER
@@ -65,7 +73,4 @@ for o in glibc/*.o glibc/conformance; do
     n=$((n + 1))
 done
 [ "$n" -eq $((${#srcs[@]} + 2)) ] || fail "$n outputs compared, not $((${#srcs[@]} + 2))"
-on_glibc glibc/conformance > glibc.out 2>&1 || fail "conformance built on glibc failed to run"
-on_glibc qslab/conformance > qslab.out 2>&1 || fail "conformance built on qslab failed to run"
-same_output "output of the program each compiler built" glibc.out qslab.out
-pass "gcc/g++: $n outputs byte-identical on glibc and qslab, and the built program runs the same$reused"
+pass "gcc/g++: $n outputs byte-identical on glibc and qslab$reused"
