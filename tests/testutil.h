@@ -61,6 +61,24 @@
 #endif
 /* n normally, n/div (at least 1) under a sanitizer. */
 #define TU_SCALE(n, div) (TU_SANITIZED ? ((n) / (div) ? (n) / (div) : 1) : (n))
+/* n/div (at least 1) under ThreadSanitizer only, on top of TU_SCALE: a
+ * thread start, a lock or a shared access costs 5-20 times ASan's there, and
+ * make test runs the concurrency tests 9 times under TSan. */
+#define TU_SCALE_TSAN(n, div) (TU_TSAN ? ((n) / (div) ? (n) / (div) : 1) : (n))
+/* n/div (at least 1) when QSLAB_DEBUG gives debug flags to every cache (make
+ * test's FZPU runs): each object is checked at allocation and free under
+ * its node's lock, U captures a stack, aligned allocations get mappings of
+ * their own (docs/debugging.md), so an operation costs 10-20 times more.
+ * Those runs look for false reports and broken checks under concurrency,
+ * which show within thousands of operations, not for rare interleavings
+ * (the other modes run the full count). */
+static inline long tu_scale_debug(long n, long div)
+{
+    const char *d = getenv("QSLAB_DEBUG");
+    if (!d || !*d || strcmp(d, "-") == 0)
+        return n;
+    return n / div ? n / div : 1;
+}
 
 static unsigned long tu_passed, tu_failed;
 

@@ -244,7 +244,7 @@ static void *run(void *arg)
 {
     struct worker *w = arg;
     uint64_t seed = tu_seed((uint64_t)w->id + 100);
-    int iters = TU_SCALE(20000, 5);
+    int iters = (int)tu_scale_debug(TU_SCALE(20000, 5), 5);
     uint64_t seq = 0;
     for (int it = 0; it < iters; it++) {
         uint64_t r = tu_rand(&seed);

@@ -38,7 +38,7 @@ static void *worker(void *arg)
 
 int main(void)
 {
-    int rounds = TU_SCALE(1500, 3);
+    int rounds = (int)tu_scale_debug(TU_SCALE_TSAN(TU_SCALE(1500, 3), 2), 2);
     int refused = 0, failed_create = 0;
     for (int r = 0; r < rounds; r++) {
         char name[32];

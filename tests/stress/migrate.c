@@ -235,7 +235,7 @@ int main(void)
     int nthreads = THREADS_PER_CPU * ncpus;
     if (nthreads > MAX_THREADS)
         nthreads = MAX_THREADS;
-    ops_per_thread = TU_SCALE(30000, 4);
+    ops_per_thread = (int)tu_scale_debug(TU_SCALE(30000, 4), 3);
 
     cache = qslab_cache_create("t-migrate", OBJ_SIZE, 0, 0, NULL);
     CHECK(cache != NULL);

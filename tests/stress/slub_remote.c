@@ -316,7 +316,7 @@ int main(int argc, char **argv)
         nnodes = qslab_num_nodes();
         CHECKF(nnodes == 2, "QSLAB_FAKE_NUMA=2: %d nodes", nnodes);
     }
-    rounds = TU_SCALE(50000, 5);
+    rounds = TU_SCALE_TSAN(TU_SCALE(50000, 5), 2);
     for (int i = 0; i < NC; i++) {
         cache[i] = qslab_cache_create(cname[i], ksize[i], 0, 0, i == CTOR ? ctor : NULL);
         CHECK(cache[i] != NULL);

@@ -88,7 +88,7 @@ static void *worker(void *arg)
 
 int main(void)
 {
-    nthreads = TU_SCALE(3000, 3);
+    nthreads = TU_SCALE_TSAN(TU_SCALE(3000, 3), 2);
     small = qslab_cache_create("t-exit-small", 16, 0, 0, NULL);
     odd = qslab_cache_create("t-exit-odd", 72, 16, 0, NULL);
     CHECK(small && odd);
