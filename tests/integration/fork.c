@@ -80,7 +80,7 @@ int main(void)
     for (long i = 0; i < THREADS; i++)
         pthread_create(&t[i], NULL, busy, (void *)(i + 1));
 
-    int forks = TU_SCALE(200, 4), bad = 0;
+    int forks = TU_SCALE(100, 2), bad = 0; /* x 7 modes + 4 ASan runs in make test */
     for (int i = 0; i < forks; i++) {
         fflush(stdout);
         fflush(stderr);

@@ -5,11 +5,12 @@
  *
  * Four threads allocate and free continuously (sizes across every class, a
  * 40 MiB block now and then, objects freed by another thread through a shared
- * ring).  The main thread forks 200 times; each child, at once, allocates and
- * frees sizes across the classes and a 40 MiB block, starts a thread that does
- * the same, uses stdio, and exits 0.  Every child must exit 0.  A child that
- * deadlocks in the allocator (a lock held by another thread at fork time) is
- * killed by its 60 s alarm and reported; the ctest TIMEOUT backs this up.
+ * ring).  The main thread forks 100 times (in each of make test's 7 modes);
+ * each child, at once, allocates and frees sizes across the classes and a
+ * 40 MiB block, starts a thread that does the same, uses stdio, and exits 0.
+ * Every child must exit 0.  A child that deadlocks in the allocator (a lock
+ * held by another thread at fork time) is killed by its 60 s alarm and
+ * reported; the ctest TIMEOUT backs this up.
  */
 #define _GNU_SOURCE
 #include <qslab.h>
@@ -26,7 +27,7 @@
 #include <unistd.h>
 
 #define NTHREADS 4
-#define NFORKS   200
+#define NFORKS   100
 #define RING     256
 
 static atomic_int stop;
