@@ -8,9 +8,10 @@
                  caches' slabs equal the page layer's, the rows sum to the total)
   at exit        qslabinfo --json -- obs_target exit
   drop-in        `sleep` under LD_PRELOAD=libqslab-malloc.so (normal builds)
-  torn reads     300 reads (100 in sanitizer builds) of obs_churn (caches and
+  torn reads     150 reads (30 in sanitizer builds) of obs_churn (caches and
                  threads made and destroyed in a loop): every run a valid
-                 snapshot or the retry message
+                 snapshot or the retry message; then --record of 100
+                 snapshots 10 ms apart in one process
   not qslab      `sleep`: one line, exit 1; a dead pid: ESRCH's line, exit 1
   hostile        obs_fake: another layout version (exit 2, both versions), a
                  cyclic cache list and a wild pointer (exit 3, one line); a
@@ -392,9 +393,22 @@ def churn(prog, reads):
                     check(False, "churn: json parses", "%s\n%s" % (e, r.stdout[:1000]))
             elif mode == "--proc":
                 check_proc_format(r.stdout, "churn --proc")
+        # many snapshots in one process: --record every 10 ms (a process's
+        # start is most of a read's cost, 200 ms of it under ASan)
+        rec_n = 100
+        r = tool(["-p", str(p.pid), "--record", "-", "--interval", "10", "--count", str(rec_n)])
+        data = [l.split("\t") for l in r.stdout.splitlines() if not l.startswith("#")]
+        got = len([f for f in data if len(f) > 1 and f[1] == "[large]"])  # one a sample
+        check(r.returncode == 0 and r.stderr == "", "churn: --record - exit 0, quiet",
+              "rc %d\n%s" % (r.returncode, r.stderr))
+        check(got == rec_n and all(len(f) == 11 for f in data),
+              "churn: --record's samples, 11 fields a line",
+              "%d samples\n%s" % (got, r.stdout[:1000]))
+        check(any(f[1].startswith("churn-") for f in data), "churn: the churning caches recorded")
         check(p.poll() is None, "churn: the target still runs")
         check(ok > 0, "churn: some reads succeed", "%d torn" % torn)
-        print("churn: %d reads, %d snapshots, %d retry messages" % (reads, ok, torn), flush=True)
+        print("churn: %d reads, %d snapshots, %d retry messages; --record: %d samples" %
+              (reads, ok, torn, got), flush=True)
     finally:
         stop(p)
 
@@ -482,7 +496,7 @@ def main():
     ap.add_argument("--churn", required=True)
     ap.add_argument("--fake", required=True)
     ap.add_argument("--dropin", default="")
-    ap.add_argument("--reads", type=int, default=300)
+    ap.add_argument("--reads", type=int, default=150)
     a = ap.parse_args()
     TOOL = a.tool
     print("kernel.yama.ptrace_scope: %s" % (
