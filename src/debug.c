@@ -78,14 +78,7 @@
 #define QS_HAVE_VALGRIND 1
 #endif
 #endif
-#if defined(__SANITIZE_ADDRESS__)
-#define QS_HAVE_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define QS_HAVE_ASAN 1
-#endif
-#endif
-#ifdef QS_HAVE_ASAN
+#ifdef QS_HAVE_ASAN /* internal.h */
 #include <sanitizer/asan_interface.h>
 #endif
 #ifndef QS_HAVE_VALGRIND

@@ -155,6 +155,16 @@
 #define QS_FB_HEAD(w) ((void *)(((w) & (((uint64_t)1 << QS_FB_SHIFT) - 1)) << 3))
 #define QS_FB_PACK(head, n) (((uint64_t)(uintptr_t)(head) >> 3) | ((uint64_t)(n) << QS_FB_SHIFT))
 
+/* ASan builds (gcc defines __SANITIZE_ADDRESS__, clang answers
+ * __has_feature): debug.c poisons objects by hand, page.c maps the unit map. */
+#if defined(__SANITIZE_ADDRESS__)
+#define QS_HAVE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define QS_HAVE_ASAN 1
+#endif
+#endif
+
 /* ---- locks (lock.c is this header: a test-and-test-and-set spinlock that
  * yields the CPU after a short spin, so it behaves with more threads than
  * cores) ---- */
@@ -663,8 +673,8 @@ struct qs_chunk {
  *            starts at i << s from the chunk and has descriptor slabs[i]
  * The last form lets the free path find a slab descriptor from the pointer
  * and this byte alone, without reading the chunk header.  A static array
- * (32 MiB of BSS on x86-64, untouched pages cost nothing), so the lookup is
- * one load at a constant base. */
+ * (32 MiB of BSS on x86-64, untouched pages cost nothing; mapped in ASan
+ * builds: page.c), so the lookup is one load at a constant base. */
 #if defined(__aarch64__)
 #define QS_VA_BITS 48
 #else
@@ -673,7 +683,11 @@ struct qs_chunk {
 #define QS_UNITS ((size_t)1 << (QS_VA_BITS - QS_CHUNK_SHIFT))
 #define QS_UNIT_FAR_MAX 127
 #define QS_UNIT_SLABS 0x80
+#ifdef QS_HAVE_ASAN
+extern uint8_t *qs_unit_map; /* mapped at load instead: page.c */
+#else
 extern uint8_t qs_unit_map[QS_UNITS];
+#endif
 struct qs_chunk *qs_chunk_of_far(size_t unit, unsigned k);
 
 static inline struct qs_chunk *qs_chunk_of(const void *p)
