@@ -632,6 +632,8 @@ static int report(void)
             stripped_exe[0] ? "; its executable " : "", stripped_exe,
             stripped_exe[0] ? " has no symbol table, so a qslab linked into it statically "
                               "cannot be found" : "");
+    if (mode == MODE_RECORD) /* its samples: snapshots it may skip */
+        return record_run(&s, opt_record, opt_interval, opt_count);
     snapshot(&s);
     switch (mode) {
     case MODE_TOTALS:
@@ -658,8 +660,6 @@ static int report(void)
     case MODE_PLOT:
         print_plot(&s);
         break;
-    case MODE_RECORD:
-        return record_run(&s, opt_record, opt_interval, opt_count);
     default:
         print_default(&s);
     }

@@ -12,6 +12,10 @@
  *   <t_ms> <cache> <active_objs> ... (one line per cache with slabs or
  *                                      events, per sample)
  *   <t_ms> [large] <live> 0 <live_bytes> <alloc> <free> 0 0 0 0
+ *   # <t_ms> skipped: no consistent snapshot in <N> reads (<why>)
+ * A sample whose every read (--retries) changed under the reader (a process
+ * creating and destroying caches without pause) is skipped with that
+ * comment line; the record goes on at the next interval.
  * t_ms counts from the first sample (CLOCK_MONOTONIC).  Control bytes of a
  * cache name (a tab, a newline) are written as '?', so that a line is
  * always 11 fields.  The counters are the cumulative ones of the snapshot;
@@ -37,17 +41,20 @@ static volatile sig_atomic_t stop_requested;
  * a snapshot reads it ends the record like an exit seen between samples. */
 static FILE *rec_file;
 static const char *rec_name;
-static long rec_samples;
+static long rec_samples, rec_skipped;
 
 static bool target_alive(pid_t pid);
 
 static void end_record(const char *end)
 {
+    char skipped[64] = "";
+    if (rec_skipped)
+        snprintf(skipped, sizeof skipped, "; %ld skipped: no consistent snapshot", rec_skipped);
     if (rec_file != stdout && fclose(rec_file) != 0)
         fprintf(stderr, "%s: cannot write the record %s: %s\n", prog, rec_name, strerror(errno));
     else if (rec_file != stdout)
-        fprintf(stderr, "%s: %ld samples of PID %d in %s (%s)\n", prog, rec_samples, (int)g_pid,
-                rec_name, end);
+        fprintf(stderr, "%s: %ld samples of PID %d in %s (%s%s)\n", prog, rec_samples,
+                (int)g_pid, rec_name, end, skipped);
     rec_file = NULL;
 }
 
@@ -122,6 +129,15 @@ static void write_sample(FILE *f, const struct snap *s, uint64_t t)
 
 int record_run(struct snap *s, const char *file, long interval_ms, long count)
 {
+    /* the first sample, before the header, which names the owner kind and
+     * node count: from that snapshot, or, if every read of it was torn,
+     * from the root's globals alone (a failure here is the tool's, as for
+     * any read: no record is begun) */
+    uint64_t t0 = now_ms(), next = t0;
+    bool first = snapshot_try(s);
+    if (!first && !read_globals(s))
+        die(EXIT_TORN, "process %d: its qslab data does not hold together (%s)", (int)g_pid, why);
+
     FILE *f = strcmp(file, "-") == 0 ? stdout : fopen(file, "w");
     if (!f)
         die(EXIT_CANNOT, "cannot write the record %s: %s", file, strerror(errno));
@@ -145,7 +161,6 @@ int record_run(struct snap *s, const char *file, long interval_ms, long count)
     fprintf(f, "# started %s\n# columns t_ms cache active_objs num_objs space alloc free "
                "alloc_fast free_fast remote_free queued_objs\n",
             started);
-    uint64_t t0 = now_ms(), next = t0;
     long n = 0;
     const char *end = "the count was reached";
     fflush(f);
@@ -154,10 +169,18 @@ int record_run(struct snap *s, const char *file, long interval_ms, long count)
             end = "the process exited";
             break;
         }
-        snapshot(s); /* dies with a message if the process goes mid-read */
-        write_sample(f, s, now_ms() - t0);
+        /* dies with a message if the process goes mid-read */
+        bool got = n == 0 ? first : snapshot_try(s);
+        if (got) {
+            write_sample(f, s, now_ms() - t0);
+            rec_samples++;
+        } else {
+            fprintf(f, "# %llu skipped: no consistent snapshot in %d reads (%s)\n",
+                    (unsigned long long)(now_ms() - t0), opt_retries, why);
+            rec_skipped++;
+        }
         fflush(f);
-        rec_samples = ++n;
+        ++n;
         if (n == count)
             break;
         next += (uint64_t)interval_ms;

@@ -589,11 +589,11 @@ bool read_cache(uint64_t addr, struct cache_snap *cs, int nr_nodes)
     return true;
 }
 
-bool read_all(struct snap *s)
+/* The root's globals: node count, owner kind (and why), CPU ids, default
+ * front end.  Part of read_all; alone for a record's header when the first
+ * snapshot is torn. */
+bool read_globals(struct snap *s)
 {
-    s->n = 0;
-    s->nq = s->nn = 0;
-    cur_snap = NULL; /* until the node count is known */
     if (!rdc((uint64_t)(uintptr_t)root.nr_nodes, &s->nr_nodes, sizeof(int), 4) ||
         !rdc((uint64_t)(uintptr_t)root.owner_kind, &s->owner_kind, sizeof(int), 4) ||
         !rdc((uint64_t)(uintptr_t)root.nr_cpu_ids, &s->nr_cpu_ids, sizeof(int), 4) ||
@@ -618,6 +618,16 @@ bool read_all(struct snap *s)
                 s->owner_why[i + 1] = '\0';
         }
     }
+    return true;
+}
+
+bool read_all(struct snap *s)
+{
+    s->n = 0;
+    s->nq = s->nn = 0;
+    cur_snap = NULL; /* until the node count is known */
+    if (!read_globals(s))
+        return false;
     uint64_t head = 0;
     if (!rdc((uint64_t)(uintptr_t)root.caches, &head, 8, 8))
         return BAD("the cache list head is not readable");
@@ -816,8 +826,10 @@ bool attach(struct snap *s)
     return true;
 }
 
-/* One consistent snapshot, or exit 3. */
-void snapshot(struct snap *s)
+/* One consistent snapshot; false when --retries reads all changed under
+ * the reader (why: the last reason); data that does not hold together,
+ * or a process gone, exits as below. */
+bool snapshot_try(struct snap *s)
 {
     unsigned long g = 0;
     int stable_failures = 0;
@@ -837,7 +849,7 @@ void snapshot(struct snap *s)
         unsigned long g2 = read_generation();
         if (ok && g2 == g) {
             s->generation = g;
-            return;
+            return true;
         }
         if (ok)
             snprintf(why, sizeof why, "the caches changed while read (generation %lu -> %lu)", g,
@@ -847,6 +859,13 @@ void snapshot(struct snap *s)
                            "nothing changed while it was read (generation %lu)",
                 (int)g_pid, why, g);
     }
-    die(EXIT_TORN, "process %d: no consistent snapshot in %d reads (last: %s); try again",
-        (int)g_pid, opt_retries, why);
+    return false;
+}
+
+/* One consistent snapshot, or exit 3. */
+void snapshot(struct snap *s)
+{
+    if (!snapshot_try(s))
+        die(EXIT_TORN, "process %d: no consistent snapshot in %d reads (last: %s); try again",
+            (int)g_pid, opt_retries, why);
 }

@@ -113,10 +113,12 @@ int rd(uint64_t addr, void *buf, size_t len);
 bool rdc(uint64_t addr, void *buf, size_t len, size_t align);
 size_t find_roots(struct root_loc *locs, size_t max);
 bool read_cache(uint64_t addr, struct cache_snap *cs, int nr_nodes);
+bool read_globals(struct snap *s);
 bool read_all(struct snap *s);
 unsigned long read_generation(void);
 void pause_ms(int ms);
 bool attach(struct snap *s);
-void snapshot(struct snap *s);
+bool snapshot_try(struct snap *s); /* false: every read torn (why says how) */
+void snapshot(struct snap *s);      /* or exit 3 */
 
 #endif

@@ -9,6 +9,9 @@
  *                      in a process the dynamic loader is still loading) for
  *                      0.5 s after READY, then valid: the reader waits, exit 0
  *   obs_fake unrelocated  never `ready`: exit 3 after the reader's wait
+ *   obs_fake torn      a valid root whose generation stays odd (a change that
+ *                      never ends): every read torn, exit 3 ("try again"); a
+ *                      --record skips each sample with a comment line
  */
 #include "observe.h"
 
@@ -85,6 +88,8 @@ int main(int argc, char **argv)
     fake_cache.nodes = fake_nodes;
     if (strcmp(how, "version") == 0) {
         qslab_observe_root.version = 999;
+    } else if (strcmp(how, "torn") == 0) {
+        qslab_observe_root.generation = 1; /* odd: a change in progress, for ever */
     } else if (strcmp(how, "cycle") == 0) {
         fake_cache.next = &fake_cache; /* the list never ends */
         fake_head = &fake_cache;

@@ -15,6 +15,8 @@
   not qslab      `sleep`: one line, exit 1; a dead pid: ESRCH's line, exit 1
   hostile        obs_fake: another layout version (exit 2, both versions), a
                  cyclic cache list and a wild pointer (exit 3, one line); a
+                 generation odd for ever (exit 3, "try again"; --record skips
+                 each sample with a comment line and goes on); a
                  root not yet relocated (a process starting): waited for, then
                  read (exit 0), or, never ready, exit 3 with one line
   permission     as root: the tool run as nobody is refused with EPERM's line
@@ -399,16 +401,18 @@ def churn(prog, reads):
         r = tool(["-p", str(p.pid), "--record", "-", "--interval", "10", "--count", str(rec_n)])
         data = [l.split("\t") for l in r.stdout.splitlines() if not l.startswith("#")]
         got = len([f for f in data if len(f) > 1 and f[1] == "[large]"])  # one a sample
+        # a sample whose every read was torn is skipped with a comment line
+        skipped = len([l for l in r.stdout.splitlines() if re.match(r"^# \d+ skipped: ", l)])
         check(r.returncode == 0 and r.stderr == "", "churn: --record - exit 0, quiet",
               "rc %d\n%s" % (r.returncode, r.stderr))
-        check(got == rec_n and all(len(f) == 11 for f in data),
+        check(got + skipped == rec_n and got > 0 and all(len(f) == 11 for f in data),
               "churn: --record's samples, 11 fields a line",
-              "%d samples\n%s" % (got, r.stdout[:1000]))
+              "%d samples, %d skipped\n%s" % (got, skipped, r.stdout[:1000]))
         check(any(f[1].startswith("churn-") for f in data), "churn: the churning caches recorded")
         check(p.poll() is None, "churn: the target still runs")
         check(ok > 0, "churn: some reads succeed", "%d torn" % torn)
-        print("churn: %d reads, %d snapshots, %d retry messages; --record: %d samples" %
-              (reads, ok, torn, got), flush=True)
+        print("churn: %d reads, %d snapshots, %d retry messages; --record: %d samples, "
+              "%d skipped" % (reads, ok, torn, got, skipped), flush=True)
     finally:
         stop(p)
 
@@ -448,6 +452,33 @@ def hostile(fake):
         finally:
             stop(p)
 
+
+    # every read torn (a change in progress for ever): a read gives up with
+    # "try again"; a --record skips each sample with a comment and goes on
+    p, _ = start([fake, "torn"], env=dict(os.environ))
+    try:
+        r = tool(["-p", str(p.pid), "--retries", "5"])
+        check(r.returncode == 3 and one_line(r) and "no consistent snapshot in 5 reads" in r.stderr
+              and "generation odd" in r.stderr and "try again" in r.stderr,
+              "fake torn: exit 3, one line", "rc %d: %s" % (r.returncode, r.stderr))
+        r = tool(["-p", str(p.pid), "--retries", "5", "--record", "-", "--interval", "10",
+                  "--count", "3"])
+        lines = r.stdout.splitlines()
+        skipped = [l for l in lines if re.match(r"^# \d+ skipped: no consistent snapshot in 5 reads "
+                                                r"\(a change was in progress \(generation odd\)\)$", l)]
+        check(r.returncode == 0 and r.stderr == "" and len(skipped) == 3 and
+              not [l for l in lines if not l.startswith("#")],
+              "fake torn: --record - skips 3 samples, each with its comment line",
+              "rc %d: %s\n%s" % (r.returncode, r.stderr, r.stdout))
+        with tempfile.TemporaryDirectory() as tmp:
+            r = tool(["-p", str(p.pid), "--retries", "5", "--record", tmp + "/torn.rec",
+                      "--interval", "10", "--count", "2"])
+            check(r.returncode == 0 and one_line(r) and
+                  "0 samples of PID %d" % p.pid in r.stderr and
+                  "(the count was reached; 2 skipped: no consistent snapshot)" in r.stderr,
+                  "fake torn: --record FILE says how many it skipped", r.stderr)
+    finally:
+        stop(p)
 
     # the root read while the process is starting: waited for, not torn
     # (found in CI: the drop-in read between ld.so's mapping and relocation)
