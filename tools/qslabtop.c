@@ -83,6 +83,12 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* The screen's last refresh found no consistent snapshot (every read torn
+ * by a process busy creating and destroying caches): the reading before
+ * stays on the screen, and line 6 says so.  The first reading, and -o's,
+ * must succeed (exit 3 otherwise, as qslabinfo). */
+static bool stale;
+
 /* Turn a snapshot into rows, against the previous reading. */
 static void compute(const struct snap *s)
 {
@@ -291,7 +297,11 @@ static bool screen_line(size_t i, char *buf, size_t len)
                  sum.large_live, t[0] == '+' ? t + 1 : t, sort_what(sort_key));
         return true;
     case 6:
-        buf[0] = '\0';
+        if (stale)
+            snprintf(buf, len, " (no consistent snapshot at this refresh in %d reads: the reading "
+                               "before is shown)", opt_retries);
+        else
+            buf[0] = '\0';
         return true;
     case 7:
         snprintf(buf, len, "%s", header);
@@ -386,11 +396,17 @@ static void no_qslab(void)
 
 static struct snap snapshot_buf;
 
-static void read_target(void)
+static void read_target(bool may_keep_last)
 {
     if (watching && !alive())
         ended();
-    snapshot(&snapshot_buf);
+    if (may_keep_last && watching) {
+        stale = !snapshot_try(&snapshot_buf);
+        if (stale)
+            return;
+    } else {
+        snapshot(&snapshot_buf);
+    }
     compute(&snapshot_buf);
     watching = true;
 }
@@ -504,7 +520,7 @@ static int run_screen(void)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     for (;;) {
-        read_target();
+        read_target(true);
         draw();
         double deadline = now_s() + delay_s;
         for (;;) {
@@ -550,6 +566,8 @@ static void usage(FILE *f)
             "        s object size      u utilisation\n"
             "  -o, --once          print one screen on stdout and exit (with -d: read twice,\n"
             "                      SECONDS apart, for the rates)\n"
+            "  --retries N         reads before a refresh gives up on a changing process\n"
+            "                      (default 50; the screen then keeps the reading before)\n"
             "Keys: the sort keys, space to read now, q to quit.  With PROGRAM, qslabtop starts\n"
             "it (its output to /dev/null), watches it, and ends it (SIGTERM) when it quits;\n"
             "with -o it reads it once, after the delay.\n"
@@ -563,7 +581,8 @@ int main(int argc, char **argv)
     static const struct option longs[] = {
         {"pid", required_argument, NULL, 'p'},  {"delay", required_argument, NULL, 'd'},
         {"sort", required_argument, NULL, 's'}, {"once", no_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0},
+        {"retries", required_argument, NULL, 'R'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     prog = "qslabtop";
     long pid = -1;
@@ -589,6 +608,12 @@ int main(int argc, char **argv)
             break;
         case 'o':
             once = true;
+            break;
+        case 'R':
+            errno = 0;
+            opt_retries = (int)strtol(optarg, &end, 10);
+            if (errno || *end || end == optarg || opt_retries < 1 || opt_retries > 100000)
+                die(EXIT_CANNOT, "--retries wants 1..100000");
             break;
         case 'h':
             usage(stdout);
@@ -623,10 +648,10 @@ int main(int argc, char **argv)
     }
     int rc;
     if (once) {
-        read_target();
+        read_target(false);
         if (delay_given) {
             pause_ms((int)(delay_s * 1000));
-            read_target();
+            read_target(false);
         }
         screen_end();
         print_once();

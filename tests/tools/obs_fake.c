@@ -12,6 +12,9 @@
  *   obs_fake torn      a valid root whose generation stays odd (a change that
  *                      never ends): every read torn, exit 3 ("try again"); a
  *                      --record skips each sample with a comment line
+ *   obs_fake later     valid (one cache, "loop"); a 't' on its stdin makes
+ *                      its generation odd (every read torn), a 'u' even again:
+ *                      for qslabtop's screen across a torn refresh
  */
 #include "observe.h"
 
@@ -88,6 +91,8 @@ int main(int argc, char **argv)
     fake_cache.nodes = fake_nodes;
     if (strcmp(how, "version") == 0) {
         qslab_observe_root.version = 999;
+    } else if (strcmp(how, "later") == 0) {
+        fake_head = &fake_cache; /* one cache, its list ended */
     } else if (strcmp(how, "torn") == 0) {
         qslab_observe_root.generation = 1; /* odd: a change in progress, for ever */
     } else if (strcmp(how, "cycle") == 0) {
@@ -110,7 +115,11 @@ int main(int argc, char **argv)
         __atomic_store_n(&qslab_observe_root.ready, 1, __ATOMIC_RELEASE);
     }
     char buf[64];
-    while (read(0, buf, sizeof buf) > 0)
-        ;
+    ssize_t n;
+    while ((n = read(0, buf, sizeof buf)) > 0)
+        for (ssize_t i = 0; i < n; i++)
+            if (buf[i] == 't' || buf[i] == 'u') /* torn from now on, or not */
+                __atomic_store_n(&qslab_observe_root.generation, buf[i] == 't' ? 3 : 4,
+                                 __ATOMIC_SEQ_CST);
     return 0;
 }

@@ -13,6 +13,9 @@
                  exits, status 0); the target's end: one line, status 0.
                  Skipped with a message when tmux is missing
                  (scripts/install-deps installs it).
+  torn refresh   qslabtop -d 0.2 on obs_fake later: when every read of a
+                 refresh is torn, the reading before stays, with a note on
+                 line 7; the next good refresh clears it; q quits, status 0
 """
 import argparse
 import os
@@ -293,11 +296,42 @@ def check_screen(target, tmp):
         stop(p)
 
 
+def check_torn_refresh(fake, tmp):
+    """A refresh whose every read is torn keeps the reading before on the
+    screen and says so; the next good one clears the note."""
+    if not shutil.which("tmux"):
+        return
+    t = Tmux(tmp)
+    p, _ = start([fake, "later"], env=dict(os.environ))
+    note = "no consistent snapshot at this refresh"
+    try:
+        t.new("torn", "%s -p %d -d 0.2 --retries 3" % (TOOL, p.pid))
+        s = t.wait("torn", lambda s: HEADER in s and re.search(r" loop +", s) is not None)
+        check(HEADER in s and note not in s, "torn refresh: the first reading, no note", s)
+        p.stdin.write("t")
+        p.stdin.flush()
+        s = t.wait("torn", lambda s: note in s)
+        check(note in s and "in 3 reads" in s and "loop" in s,
+              "torn refresh: the note, and the reading before still shown", s)
+        p.stdin.write("u")
+        p.stdin.flush()
+        s = t.wait("torn", lambda s: note not in s)
+        check(note not in s and "loop" in s, "torn refresh: a good refresh clears the note", s)
+        t.run("send-keys", "-t", "torn", "q")
+        st = t.exit_status("torn")
+        check(st == "0" and t.stderr("torn") == "", "torn refresh: q quits, status 0",
+              "status %s, stderr %r" % (st, t.stderr("torn")))
+    finally:
+        t.kill()
+        stop(p)
+
+
 def main():
     global TOOL
     ap = argparse.ArgumentParser()
     ap.add_argument("--tool", required=True)
     ap.add_argument("--target", required=True)
+    ap.add_argument("--fake", required=True)
     a = ap.parse_args()
     TOOL = a.tool
     t0 = time.time()
@@ -305,6 +339,7 @@ def main():
     check_not_qslab()
     with tempfile.TemporaryDirectory(prefix="qslabtop-test-") as tmp:
         check_screen(a.target, tmp)
+        check_torn_refresh(a.fake, tmp)
     print("qslabtop_test: %d checks passed, %d failed (%.1f s)" % (toolstest.passes, toolstest.failures,
                                                                     time.time() - t0))
     return 1 if toolstest.failures else 0
