@@ -38,9 +38,11 @@ export LC_ALL=C TZ=UTC
 
 # need TOOL PACKAGE: the Debian package that provides TOOL is listed in
 # tests/preload/packages.txt, which the project's dependency script installs.
+NEEDED=()
 need() {
     command -v "$1" >/dev/null 2>&1 ||
         fail "required tool '$1' not found: install the Debian package '$2' (listed in tests/preload/packages.txt); this test installs nothing itself"
+    NEEDED+=("$(command -v "$1")")
 }
 
 # python3: Debian's interpreter when present (package python3), else the one on PATH.
@@ -85,16 +87,53 @@ check_preload_active() {
 # $WORK/qslab under qslab-run (each directory fresh, so that the two runs see
 # the same relative paths).  The glibc run must succeed; stdout, stderr and
 # the exit status of the two runs must be identical.
+#
+# The glibc run depends on the workload, not on the mode the suite runs in
+# (QSLAB_OWNER, QSLAB_FRONT: make test runs every test in 7): its output is
+# kept in $PRELOAD_BIN/glibc-reference/KEY and used again while KEY holds.
+# KEY hashes this file and the test's script, the command (with $WORK's name
+# taken out), the content of every argument that is a file and of every
+# tool the script `need`ed, and the environment variables that shape the
+# output (LC_*, LANG, TZ, PYTHON*, TMPDIR).  A stale reference could only
+# make a test fail, never pass: qslab's run is always new.
+# QSLAB_PRELOAD_FRESH=1 runs the glibc side every time.
+reference_key() {
+    local a
+    {
+        cat "${BASH_SOURCE[0]}" "$0"
+        printf '%s\n' "${NEEDED[@]}"
+        for a in "${NEEDED[@]}"; do sha256sum < "$a"; done
+        for a in "$@"; do
+            printf 'arg %s\n' "${a//$WORK/WORK}"
+            [ -f "$a" ] && sha256sum < "$a"
+        done
+        env | grep -E '^(LC_[A-Z]+|LANG|TZ|PYTHON[A-Z]*|TMPDIR)=' | sort
+    } | sha256sum | cut -d' ' -f1
+}
+
 compare_run() {
-    local what=$1 rc_g=0 rc_q=0
+    local what=$1 rc_g=0 rc_q=0 key ref
     shift
     rm -rf "$WORK/glibc" "$WORK/qslab"
     mkdir -p "$WORK/glibc" "$WORK/qslab"
-    (cd "$WORK/glibc" && on_glibc "$@") > "$WORK/glibc.out" 2> "$WORK/glibc.err" || rc_g=$?
-    [ "$rc_g" -eq 0 ] || {
-        tail -20 "$WORK/glibc.err" >&2
-        fail "$what exited $rc_g on glibc's malloc (the workload itself is broken)"
-    }
+    key=$(reference_key "$@")
+    ref=$PRELOAD_BIN/glibc-reference/$key
+    if [ "${QSLAB_PRELOAD_FRESH:-0}" != 1 ] && [ -f "$ref/out" ] && [ -f "$ref/err" ]; then
+        cp "$ref/out" "$WORK/glibc.out"
+        cp "$ref/err" "$WORK/glibc.err"
+        what="$what (the glibc side kept from an earlier run in $ref; QSLAB_PRELOAD_FRESH=1 runs it again)"
+    else
+        (cd "$WORK/glibc" && on_glibc "$@") > "$WORK/glibc.out" 2> "$WORK/glibc.err" || rc_g=$?
+        [ "$rc_g" -eq 0 ] || {
+            tail -20 "$WORK/glibc.err" >&2
+            fail "$what exited $rc_g on glibc's malloc (the workload itself is broken)"
+        }
+        mkdir -p "$ref.new.$$"
+        cp "$WORK/glibc.out" "$ref.new.$$/out"
+        cp "$WORK/glibc.err" "$ref.new.$$/err"
+        rm -rf "$ref"
+        mv "$ref.new.$$" "$ref"
+    fi
     (cd "$WORK/qslab" && on_qslab "$@") > "$WORK/qslab.out" 2> "$WORK/qslab.err" || rc_q=$?
     [ "$rc_q" -eq "$rc_g" ] || {
         tail -20 "$WORK/qslab.err" >&2
