@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # conformance: conformance.c prints one line per edge case of the allocation
-# API; its output on glibc and under qslab-run must be identical.  Then, under
-# qslab-run, every entry point must hand out qslab memory (--check-qslab).
+# API; its output (and its silence on stderr, its exit status) on glibc and
+# under qslab-run must be identical (compare_run: the glibc side is kept).
+# Then, under qslab-run, every entry point must hand out qslab memory
+# (--check-qslab).
 source "$(dirname "$0")/common.sh"
 prog=$PRELOAD_BIN/preload_conformance
 [ -x "$prog" ] || fail "test program not built: $prog"
 workdir conformance
 check_preload_active
 
-on_glibc "$prog" > "$WORK/glibc.out" 2> "$WORK/glibc.err" || fail "conformance on glibc exited $?: $(cat "$WORK/glibc.err")"
-on_qslab "$prog" > "$WORK/qslab.out" 2> "$WORK/qslab.err" || fail "conformance under qslab exited $?: $(cat "$WORK/qslab.err")"
+compare_run "conformance cases" "$prog"
 grep -q ' cases$' "$WORK/glibc.out" || fail "conformance on glibc did not finish"
-same_output "conformance cases" "$WORK/glibc.out" "$WORK/qslab.out"
 
 if ! on_qslab "$prog" --check-qslab > "$WORK/check.out" 2>&1; then
     cat "$WORK/check.out" >&2
