@@ -43,8 +43,6 @@ static FILE *rec_file;
 static const char *rec_name;
 static long rec_samples, rec_skipped;
 
-static bool target_alive(pid_t pid);
-
 static void end_record(const char *end)
 {
     char skipped[64] = "";
@@ -60,16 +58,9 @@ static void end_record(const char *end)
 
 static void record_die_hook(void)
 {
-    if (!rec_file)
-        return;
-    /* a process on its way out fails reads before it is a zombie: give it
-     * 200 ms to finish exiting before the failure counts as one */
-    for (int i = 0; i < 20; i++) {
-        if (!target_alive(g_pid)) {
-            end_record("the process exited");
-            exit(0);
-        }
-        pause_ms(10);
+    if (rec_file && exited_within(200)) {
+        end_record("the process exited");
+        exit(0);
     }
 }
 
@@ -84,22 +75,6 @@ static uint64_t now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* Alive: /proc/PID/stat exists and its state is not Z (a zombie's memory
- * is gone; its parent has not reaped it yet). */
-static bool target_alive(pid_t pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return false;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the name may hold anything: the state follows its ')' */
-    return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
 }
 
 /* A name as one field: tabs, newlines and other control bytes as '?'. */
@@ -161,16 +136,15 @@ int record_run(struct snap *s, const char *file, long interval_ms, long count)
     fprintf(f, "# started %s\n# columns t_ms cache active_objs num_objs space alloc free "
                "alloc_fast free_fast remote_free queued_objs\n",
             started);
-    long n = 0;
     const char *end = "the count was reached";
     fflush(f);
     for (;;) {
-        if (!target_alive(g_pid)) {
+        if (!process_alive(g_pid)) {
             end = "the process exited";
             break;
         }
         /* dies with a message if the process goes mid-read */
-        bool got = n == 0 ? first : snapshot_try(s);
+        bool got = rec_samples + rec_skipped == 0 ? first : snapshot_try(s);
         if (got) {
             write_sample(f, s, now_ms() - t0);
             rec_samples++;
@@ -180,8 +154,7 @@ int record_run(struct snap *s, const char *file, long interval_ms, long count)
             rec_skipped++;
         }
         fflush(f);
-        ++n;
-        if (n == count)
+        if (rec_samples + rec_skipped == count)
             break;
         next += (uint64_t)interval_ms;
         while (!stop_requested) {
@@ -189,7 +162,7 @@ int record_run(struct snap *s, const char *file, long interval_ms, long count)
             if (now >= next)
                 break;
             pause_ms((int)(next - now < 100 ? next - now : 100));
-            if (!target_alive(g_pid))
+            if (!process_alive(g_pid))
                 break;
         }
         if (stop_requested) {

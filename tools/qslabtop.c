@@ -328,7 +328,8 @@ static pid_t child; /* the PROGRAM we started, or 0 */
 static bool watching;  /* after the first reading: the end of the target is news, not an error */
 static bool curses_on;
 
-/* Is the target still there (not gone, not a zombie)? */
+/* Is the target still there (not gone, not a zombie)?  A child of ours
+ * is reaped here. */
 static bool alive(void)
 {
     if (child) {
@@ -336,20 +337,7 @@ static bool alive(void)
         if (waitpid(child, &st, WNOHANG) == child)
             return false;
     }
-    if (kill(g_pid, 0) != 0 && errno == ESRCH)
-        return false;
-    char fn[64], buf[512];
-    snprintf(fn, sizeof fn, "/proc/%d/stat", (int)g_pid);
-    int fd = open(fn, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno != ENOENT;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the state follows the command name */
-    return !(p && (p[2] == 'Z' || p[2] == 'X'));
+    return process_alive(g_pid);
 }
 
 static void screen_end(void)
@@ -368,21 +356,13 @@ static void ended(void)
 }
 
 /* die() calls this first: restore the terminal, and if the target went
- * away while it was read, that is the news.  A process on its way out
- * fails reads (ESRCH: its memory is gone) before it is a zombie: it gets
- * 200 ms to finish exiting before the failure counts as one, as
- * qslabinfo --record gives it (a CI run saw "no process N (ESRCH)" and
- * exit 1 for a target stopped while watched, 2026-12-01). */
+ * away while it was read (given 200 ms to finish exiting, as qslabinfo
+ * --record gives it: reader.c exited_within), that is the news. */
 static void on_die(void)
 {
     screen_end();
-    if (!watching)
-        return;
-    for (int i = 0; i < 20; i++) {
-        if (!alive())
-            ended();
-        pause_ms(10);
-    }
+    if (watching && exited_within(200))
+        ended();
 }
 
 static void no_qslab(void)

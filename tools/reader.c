@@ -694,6 +694,41 @@ void pause_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
+/* Is pid still there: not gone, not a zombie (a zombie's memory is gone;
+ * its parent has not reaped it yet)?  An unreadable /proc entry other than
+ * a missing one counts as alive. */
+bool process_alive(pid_t pid)
+{
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return false;
+    char fn[64], buf[512];
+    snprintf(fn, sizeof fn, "/proc/%d/stat", (int)pid);
+    int fd = open(fn, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno != ENOENT;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the name may hold anything: the state follows its ')' */
+    return !(p && (p[2] == 'Z' || p[2] == 'X'));
+}
+
+/* A process on its way out fails reads (ESRCH: its memory is gone) before
+ * it is a zombie: has the target finished exiting within ms?  The die
+ * hooks ask this before a failed read counts as one (a CI run saw "no
+ * process N (ESRCH)" for a target stopped while watched, 2026-12-01). */
+bool exited_within(int ms)
+{
+    for (int waited = 0; waited < ms; waited += 10) {
+        if (!process_alive(g_pid))
+            return true;
+        pause_ms(10);
+    }
+    return false;
+}
+
 int opt_retries = 50;
 
 /* The front ends' names as printed: terminated, printable. */

@@ -117,6 +117,8 @@ bool read_globals(struct snap *s);
 bool read_all(struct snap *s);
 unsigned long read_generation(void);
 void pause_ms(int ms);
+bool process_alive(pid_t pid);
+bool exited_within(int ms); /* g_pid gone (or a zombie) within ms, polled */
 bool attach(struct snap *s);
 bool snapshot_try(struct snap *s); /* false: every read torn (why says how) */
 void snapshot(struct snap *s);      /* or exit 3 */
