@@ -441,8 +441,19 @@ static void max_range(int a, int b, void *arg)
         *max = b;
 }
 
+/* The possible CPUs are fixed at boot (hotplug changes the online and
+ * present sets, not the possible one), so the file is read once: every
+ * cache's setup asks (tune.c, slub.c, front_slab.c), 17 times at the
+ * drop-in's start-up alone, four system calls each.  Threads that race on
+ * the first call compute the same value; the relaxed atomic only keeps
+ * the word whole. */
+static int cpu_possible_seen;
+
 int qs_os_cpu_possible(void)
 {
+    int seen = __atomic_load_n(&cpu_possible_seen, __ATOMIC_RELAXED);
+    if (seen > 0)
+        return seen;
     int saved = errno;
     char buf[512];
     int max = -1;
@@ -457,6 +468,7 @@ int qs_os_cpu_possible(void)
         max = bytes > 0 ? (int)(bytes * 8) - 1 : 0;
     }
     errno = saved;
+    __atomic_store_n(&cpu_possible_seen, max + 1, __ATOMIC_RELAXED);
     return max + 1;
 }
 
