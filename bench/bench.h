@@ -93,7 +93,9 @@ static inline uint64_t bench_rand(uint64_t *state)
 }
 
 /* A barrier for threads pinned to distinct CPUs: spins, then yields the CPU,
- * so it also behaves when threads outnumber CPUs. */
+ * so it also behaves when threads outnumber CPUs.  Storage starts zeroed
+ * (static); bench_barrier_init sets the count, also between uses, once every
+ * thread has arrived at the last phase (some may still be leaving it). */
 struct bench_barrier {
     unsigned threads;
     _Atomic unsigned waiting;
