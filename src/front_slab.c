@@ -115,6 +115,24 @@ static inline size_t meta_bytes(unsigned num, unsigned ix)
     return (bm_bytes(num) + (size_t)num * ix + 7) & ~(size_t)7;
 }
 
+/* The most objects of `slot` bytes, at most num, that fit in `slab` bytes
+ * with their free-list block on the slab.  What they take grows with their
+ * number (the index width too), so the answer is found by bisection: the
+ * decrement it replaces ran 2.85 million times for a 64 MiB slab (order 14)
+ * of 8-byte objects, at every statistics read and free-limit computation. */
+static unsigned on_slab_fit(size_t slab, size_t slot, unsigned num)
+{
+    unsigned lo = 0, hi = num; /* lo fits (0 always does); the answer is in [lo, hi] */
+    while (lo < hi) {
+        unsigned mid = lo + (hi - lo + 1) / 2;
+        if ((size_t)mid * slot + meta_bytes(mid, idx_bytes(mid)) <= slab)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
 static struct layout layout(const qslab_cache *c, unsigned order)
 {
     struct layout L = {0, 1, false, 0};
@@ -134,8 +152,7 @@ static struct layout layout(const qslab_cache *c, unsigned order)
         L.off = true;
         L.colour_space = left;
     } else {
-        while (num && (size_t)num * slot + meta_bytes(num, idx_bytes(num)) > slab)
-            num--;
+        num = on_slab_fit(slab, slot, num);
         L.num = num;
         L.ix = idx_bytes(num);
         L.colour_space = slab - (size_t)num * slot - meta_bytes(num, L.ix);
