@@ -3,8 +3,18 @@
  * cache list (qslab_slabinfo, qslab_stats_report, qslab_cache_find,
  * qslab_tune on "*") and use long-lived caches.  Every short-lived cache is
  * destroyed cleanly (destroy returns 0) and its name disappears.
+ *
+ * A walker walks at most WALK_PACE times per churner round finished (any
+ * churner's; about 8 per round when nothing else runs): the walks run all
+ * through the churn, between and during creates and destroys, but a walker
+ * cannot keep the CPU from the churners.  Unpaced, with more threads than CPUs
+ * (the 15 threads here, and ctest running other tests beside), the walks took
+ * the CPU from the churners, so the test ran longer and walked more: 3 s
+ * alone under TSan, 18-20 s beside two others, 59 s under TSan with
+ * QSLAB_DEBUG=FZPU.
  */
 #include <fcntl.h>
+#include <time.h>
 #include <pthread.h>
 #include <qslab.h>
 
@@ -13,9 +23,11 @@
 #define CHURNERS 12
 #define WALKERS 3
 #define ROUNDS TU_SCALE(400, 4) /* caches each churner creates */
+#define WALK_PACE 4             /* walks of each walker per churner round */
 
 static int stop;
 static unsigned long destroyed, walks;
+static unsigned long progress; /* churner rounds finished, all churners */
 
 static void *churn(void *arg)
 {
@@ -62,6 +74,7 @@ static void *churn(void *arg)
         /* Some kmalloc traffic too. */
         void *m = qslab_malloc(tu_rand(&seed) % 5000);
         qslab_free(m);
+        __atomic_add_fetch(&progress, 1, __ATOMIC_RELEASE);
     }
     return NULL;
 }
@@ -71,7 +84,14 @@ static void *walk(void *arg)
     int id = (int)(intptr_t)arg;
     int devnull = open("/dev/null", O_WRONLY);
     char name[32];
+    unsigned long mine = 0; /* this walker's walks */
     while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
+        if (mine >= WALK_PACE * (__atomic_load_n(&progress, __ATOMIC_RELAXED) + 1)) {
+            struct timespec ts = {0, 50000}; /* ahead of the churners: let them run */
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        mine++;
         switch (id) {
         case 0:
             qslab_slabinfo(devnull);
