@@ -5,7 +5,7 @@
 # as, ld), for the targets in SELF_BUILD_TARGETS; then the unit tests among
 # them run normally (not under the preload) and must pass.
 #
-# Environment from CMake: QSLAB_SOURCE_DIR, CMAKE_COMMAND, CMAKE_GENERATOR,
+# Environment from CMake: QSLAB_SOURCE_DIR, CMAKE_COMMAND,
 # SELF_BUILD_TARGETS (space separated), SELF_BUILD_CC/CXX (the build's compilers).
 #
 # A Debug build (-g, no optimisation): it compiles in about half the time of
@@ -19,8 +19,10 @@ need g++ g++
 workdir self-build
 check_preload_active
 
-gen=()
-[ -n "${CMAKE_GENERATOR:-}" ] && gen=(-G "$CMAKE_GENERATOR")
+# CMake's Makefiles whatever the outer build uses (make test's is Ninja):
+# make, and the cmake processes it starts for every target, are real
+# programs on qslab too.
+gen=(-G "Unix Makefiles")
 compilers=()
 [ -n "${SELF_BUILD_CC:-}" ] && compilers+=(-DCMAKE_C_COMPILER="$SELF_BUILD_CC")
 [ -n "${SELF_BUILD_CXX:-}" ] && compilers+=(-DCMAKE_CXX_COMPILER="$SELF_BUILD_CXX")
