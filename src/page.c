@@ -341,10 +341,14 @@ static size_t free_left(struct qs_slab *list);
 static void slab_leave(struct qs_slab *s);
 
 /* Take pool p's warm slots that are old (all: every one) off its list
- * (p->lock held), onto *out (a ->next list).  The list is newest first,
- * so the old ones are its tail: taken from there, oldest first, until a
- * young one. */
-static void warm_cut_locked(struct qs_page_pool *p, bool all, uint64_t now, struct qs_slab **out)
+ * (p->lock held), onto *out (a ->next list); returns their bytes.  The
+ * list is newest first, so the old ones are its tail: taken from there,
+ * oldest first, until a young one.  The caller takes the bytes off
+ * warm_bytes only once it has given the slots back (free_left): until
+ * then they are still resident, and a reader that sees warm_bytes reach 0
+ * (qslab_stats_report, unit_warm_slots) may rely on their pages being
+ * decommitted. */
+static size_t warm_cut_locked(struct qs_page_pool *p, bool all, uint64_t now, struct qs_slab **out)
 {
     size_t b = 0;
     struct qs_slab *s;
@@ -359,14 +363,24 @@ static void warm_cut_locked(struct qs_page_pool *p, bool all, uint64_t now, stru
         *out = s;
         b += qs_slab_bytes(s->order);
     }
-    if (b)
-        __atomic_sub_fetch(&warm_bytes, b, __ATOMIC_RELAXED);
+    return b;
+}
+
+/* Give back slots cut off the warm lists (with any others on the list),
+ * then take the cut ones' bytes off warm_bytes. */
+static size_t free_cut(struct qs_slab *list, size_t cut)
+{
+    size_t back = free_left(list);
+    if (cut)
+        __atomic_sub_fetch(&warm_bytes, cut, __ATOMIC_RELAXED);
+    return back;
 }
 
 size_t qs_page_keep_slabs(struct qs_slab *list)
 {
     uint64_t now = qs_os_now_ms();
     struct qs_slab *cold = NULL;
+    size_t cut = 0;
     while (list) {
         struct qs_slab *s = list;
         list = list->next;
@@ -390,12 +404,13 @@ size_t qs_page_keep_slabs(struct qs_slab *list)
         else
             p->warm_tail = s;
         p->warm = s;
-        warm_cut_locked(p, false, now, &cold); /* this pool's old ones go now */
+        cut += warm_cut_locked(p, false, now, &cold); /* this pool's old ones go now */
         qs_lock_release(&p->lock);
     }
+    size_t back = free_cut(cold, cut);
     if (__atomic_load_n(&warm_bytes, __ATOMIC_RELAXED))
         qs_node_purger_want(); /* it gives them back once old */
-    return free_left(cold);
+    return back;
 }
 
 size_t qs_page_sweep_warm(bool all)
@@ -404,16 +419,17 @@ size_t qs_page_sweep_warm(bool all)
         return 0;
     uint64_t now = qs_os_now_ms();
     struct qs_slab *go = NULL;
+    size_t cut = 0;
     /* every pool's lock (a tick with warm slots only): p->warm is read
      * under it, like every other pool field */
     for (int node = 0; node < qs_nr_nodes; node++)
         for (unsigned order = 0; order < QS_NR_ORDERS; order++) {
             struct qs_page_pool *p = &pools[node][order];
             qs_lock_acquire(&p->lock);
-            warm_cut_locked(p, all, now, &go);
+            cut += warm_cut_locked(p, all, now, &go);
             qs_lock_release(&p->lock);
         }
-    return free_left(go);
+    return free_cut(go, cut);
 }
 
 struct qs_slab *qs_page_alloc_slab(int node, unsigned order)
