@@ -178,8 +178,14 @@ def check_not_qslab():
 
 
 class Tmux:
+    count = 0
+
     def __init__(self, tmp):
-        self.sock = os.path.join(tmp, "tmux.sock")
+        # a socket of its own: a server killed by the check before may
+        # still be exiting on the old one, and a new client that reaches it
+        # fails with "server exited unexpectedly" (a fresh-clone CI did)
+        Tmux.count += 1
+        self.sock = os.path.join(tmp, "tmux-%d.sock" % Tmux.count)
         conf = os.path.join(tmp, "tmux.conf")
         with open(conf, "w") as f:
             f.write("set-option -g remain-on-exit on\nset-option -g status off\n")
@@ -212,8 +218,11 @@ class Tmux:
         return None
 
     def stderr(self, name):
-        with open(self.err[name]) as f:
-            return f.read()
+        try:
+            with open(self.err[name]) as f:
+                return f.read()
+        except FileNotFoundError:  # the pane's command never ran
+            return "(no stderr file: the command never ran)"
 
     def capture(self, name):
         return self.run("capture-pane", "-p", "-t", name).stdout
