@@ -45,7 +45,6 @@ ALIEN_LIMIT = 12     # src/front_slab.c ALIEN_LIMIT: objects per alien array
 SLAB_DESC = 96       # src/internal.h: a slab descriptor, in its chunk's header
 CHUNK_HDR = 128      # src/internal.h QS_CHUNK_HDR_SLABS: struct qs_chunk
 META_MIN, META_MAX = 16, 64 << 10  # src/meta.c: power-of-two bins up to 64 KiB
-SLOB_KEEP = 16       # src/slob.c SLOB_KEEP: empty pages kept, process-wide
 CHECK_SIZE = 256     # scripts/owner_memory_probe.c CHECK_SIZE
 SLOB_JOB_OBJS = 1024 # scripts/owner_memory_probe.c job_slob: objects per thread
 SLOB_HDR = 8         # src/slob.c: a block's header
@@ -470,8 +469,8 @@ Per owner (one CPU, one cache), worst case:
         all free (cpu_partial * 2 / objects per slab, src/slub.c)
   slab  struct qs_queue + slot array + limit objects + 12 objects per other node
         (alien arrays) + the alien pointer arrays (13 pointers per node)
-  slob  nothing (one lock, pages shared by every cache; 16 empty pages kept
-        process-wide)
+  slob  nothing (one lock, pages shared by every cache; empty pages kept up to
+        the arena's empty_limit, 1 GiB, for its empty_decay_ms, 1 s)
 Per node (one node, one cache): struct qs_node; slub: min_partial slabs kept even
 when empty; slab: the shared array (shared * batchcount pointers and objects) and
 free_limit objects in free slabs ((1 + CPUs per node) * batchcount + objects per
@@ -556,13 +555,15 @@ def check_mode(args, exe):
             live = st["active_objs"] * slot
             # RSS: the bound with metadata, the FIFO, the page layer's headers
             # (SLOB: its arena's pages, on the nodes of the CPUs), SLOB's kept
-            # pages
+            # pages: every page of the peak on each node the threads ran on
+            # (a node's pages serve that node only; emptied, they stay kept:
+            # the arena's empty_limit is 1 GiB and the purger is off)
             if f == "slob":
                 # the arena's pages at the peak (one thread's objects: the
                 # threads run one at a time), on the nodes of the CPUs
                 peak = -(-SLOB_JOB_OBJS // (PAGE // (CHECK_SIZE + SLOB_HDR)))
                 pages = page_layer_estimate(max(peak, arena["num_slabs"]), min(nodes, chk["cpus"]))
-                extra = SLOB_KEEP * PAGE
+                extra = peak * min(nodes, chk["cpus"]) * PAGE
             else:
                 pages, extra = page_layer_estimate(st["new_slab"], nodes, f == "slqb"), 0
             exp_rss = bound + fifo + pages + extra

@@ -27,8 +27,12 @@ static void one_cache(const char *name, size_t size, int n)
     keep_empties(name);
     void **objs = malloc(sizeof(void *) * (size_t)n);
     int slob = tf_slob(c), in_pages = slob && size + 64 <= 4096; /* SLOB page objects */
-    /* SLOB: a page object is its size in 8-byte units plus an 8-byte header */
-    size_t slob_bytes = in_pages ? ((size_t)n * ((size + 7) / 8 * 8 + 8) / 4096 + 1) * 4096 : 0;
+    /* SLOB: a page object is its size in 8-byte units plus an 8-byte header,
+     * a page 512 units: whole objects per page, and the pages n of them
+     * fill (all kept empty after the frees, up to the arena's empty_limit),
+     * one more for another's (a page the library's own caches use) */
+    size_t per_page = 512 / ((size + 7) / 8 + 1);
+    size_t slob_bytes = in_pages ? (((size_t)n + per_page - 1) / per_page + 1) * 4096 : 0;
     for (int round = 0; round < 2; round++) {
         if (slob)
             qslab_trim(); /* no empty SLOB page of earlier caches left to count */
