@@ -9,6 +9,17 @@
  * Queues of the parent's other threads stay attached to owners that do not
  * exist in the child: their queued objects are unreachable there, as with
  * any per-thread cache.
+ *
+ * A process that has never had a second thread skips the locks (libc tells,
+ * qs_os_single_threaded): no other thread exists to hold one, and the forking
+ * thread holds none while it is in fork() (qslab never forks, and a signal
+ * handler's fork inside qslab would deadlock on the locks anyway).  Taking
+ * them cost a single-threaded forker (a shell, make, cmake, git) about
+ * 1.2 ms and 45 page faults a fork, parent and child together: every page
+ * with a lock word on it, written before the fork and again after it, is a
+ * copy-on-write fault in both.  The decision is made once, in prepare, and
+ * the parent and child handlers follow it (fork_locked): a thread can be
+ * created only by a running thread, and the only one is inside fork().
  */
 #include "front.h"
 
@@ -36,9 +47,19 @@ static void for_each_lock(void (*op)(qs_lock *), bool reverse)
     }
 }
 
+/* Written by the forking thread in prepare and read by it (or by the child's
+ * copy of it) after: when other threads exist, under qs_global. */
+static bool fork_locked;
+
 static void fork_prepare(void)
 {
+    if (qs_os_single_threaded()) {
+        if (fork_locked) /* no store when unchanged: the page may be shared with the last child */
+            fork_locked = false;
+        return;
+    }
     qs_lock_acquire(&qs_global);
+    fork_locked = true;
     for_each_lock(qs_lock_acquire, false);
     for (int f = 0; f < QS_FRONT_NR; f++)
         if (qs_fronts[f]->lock_all)
@@ -50,6 +71,8 @@ static void fork_prepare(void)
 
 static void fork_release(void)
 {
+    if (!fork_locked)
+        return;
     qs_guard_fork(1);
     qs_meta_lock_all(false);
     qs_page_lock_all(false);

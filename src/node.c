@@ -349,7 +349,10 @@ void qs_purger_kick(void)
 
 void qs_node_purger_forked(void)
 {
-    __atomic_store_n(&purger_state, 0, __ATOMIC_RELAXED);
+    /* no store when there is nothing to forget: a child that only execs
+     * then takes no copy-on-write fault on this page */
+    if (__atomic_load_n(&purger_state, __ATOMIC_RELAXED) != 0)
+        __atomic_store_n(&purger_state, 0, __ATOMIC_RELAXED);
 }
 
 void qs_node_put_empty(qslab_cache *c, struct qs_queue *q, struct qs_node *n, struct qs_slab *list)

@@ -8,6 +8,7 @@
 #ifndef QSLAB_OS_H
 #define QSLAB_OS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -87,6 +88,9 @@ void qs_os_sleep_ms(unsigned ms);
 
 /* Install fork handlers (prepare, parent, child). */
 void qs_os_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void));
+/* True only when the process has certainly never had a second thread (libc
+ * says so); false when it has, or when libc cannot tell. */
+bool qs_os_single_threaded(void);
 
 /* ---- CPUs ------------------------------------------------------------------ */
 

@@ -402,6 +402,19 @@ void qs_os_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(voi
     pthread_atfork(prepare, parent, child);
 }
 
+/* glibc 2.32 and later: nonzero until the process creates its first thread
+ * (pthread_create clears it before the new thread runs; it is not set again
+ * when threads exit).  Weak, so that a libc without it (musl, older glibc)
+ * or a static link that did not pull it in leaves its address null: then
+ * we cannot tell, and say "not single-threaded". */
+extern char __libc_single_threaded __attribute__((weak));
+
+bool qs_os_single_threaded(void)
+{
+    char *flag = &__libc_single_threaded;
+    return flag && __atomic_load_n(flag, __ATOMIC_RELAXED);
+}
+
 int qs_os_thread_start(void *(*fn)(void *), void *arg)
 {
     pthread_t t;
