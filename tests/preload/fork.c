@@ -5,7 +5,10 @@
  *
  * Four threads allocate and free continuously (sizes across every class, a
  * 40 MiB block now and then, objects freed by another thread through a shared
- * ring).  The main thread forks 100 times (in each of make test's 7 modes);
+ * ring).  The main thread forks 50 times (in each of make test's 7 modes:
+ * 350 forks a run; the four threads keep both CPUs busy for as long as the
+ * forks take, 8.7 CPU-s a mode at 100 forks, most of it copy-on-write
+ * faults in the parent while a child lives);
  * each child, at once, allocates and frees sizes across the classes and a
  * 40 MiB block, starts a thread that does the same, uses stdio, and exits 0.
  * Every child must exit 0.  A child that deadlocks in the allocator (a lock
@@ -27,7 +30,7 @@
 #include <unistd.h>
 
 #define NTHREADS 4
-#define NFORKS   100
+#define NFORKS   50
 #define RING     256
 
 static atomic_int stop;
