@@ -57,8 +57,9 @@ bench: deps bench-peers
 	$(call build,build/release,-DCMAKE_BUILD_TYPE=Release,bench)
 	$(BENCH_RUN) $(if $(QUICK),--quick) $(BENCH_ARGS)
 
-# Peers and gnuplot: installed when missing if we are root (the runner says
-# which allocators it did not find either way).
+# Peers, gnuplot and the programs of the programs section (sqlite3,
+# redis-tools): installed when missing if we are root (the runner says which
+# allocators and programs it did not find either way).
 bench-peers:
 	@if [ "$(PEERS)" != 0 ] && ! scripts/install-peers --check 2>/dev/null; then \
 	    if [ "$$(id -u)" -eq 0 ]; then \

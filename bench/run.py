@@ -22,6 +22,11 @@ for SLUB once more with the page-allocator pass-through.  After it, the
 debugging costs (debug.*): one bench_debug process per round runs the
 slub_test pair and batch patterns on a plain cache and on caches with SLUB's
 debug flags (F, Z, P, U, FZPU), and gives each one's ratio to plain.
+Last, the real programs (programs.*, issue 34): Python, sqlite3 and
+redis-server (bench/programs/programs.py) under every allocator and under
+qslab with each front end, for their peak RSS, wall time and output, which
+must be glibc's; 3 rounds in full mode, 1 in quick mode; and calloc's page
+faults (bench_calloc).
 
     bench/run.py --bin-dir BUILD/bench --qslab-lib BUILD/.../libqslab-malloc.so
                  [--quick | --smoke] [--rounds N] [--only TEST,...] [--out DIR]
@@ -29,7 +34,9 @@ debug flags (F, Z, P, U, FZPU), and gives each one's ratio to plain.
 
 Writes to --out (default bench/results): report.txt (what the terminal shows),
 results.csv (medians and ratios), samples.csv (every number of every run),
-and, when gnuplot is installed, one PNG per table.  --smoke runs every test
+programs-rss.csv (the programs' RSS over time), and, when gnuplot is
+installed, one PNG per table (the programs: RSS over time per program, peak
+RSS against glibc's).  --smoke runs every test
 at a tiny size under glibc, qslab and the installed peers and fails (exit 1)
 if a run fails or prints a result line that does not parse; no timing is
 judged.  See docs/benchmarks.md.
@@ -44,13 +51,17 @@ import os
 import platform
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "bench", "programs"))
+import programs as progs  # noqa: E402  bench/programs/programs.py: the real programs
 
 # --------------------------------------------------------------------------
 # Allocators
@@ -78,8 +89,9 @@ class Contender:
     """
 
     def __init__(self, name, preload, version, extra_args=(), info=False, env=None,
-                 subject=False, short=None):
+                 subject=False, short=None, rounds=None):
         self.name = name
+        self.rounds = rounds  # runs only in the first `rounds` rounds (None: in every one)
         self.preload = preload
         self.version = version
         self.extra_args = list(extra_args)
@@ -213,7 +225,7 @@ class Case:
 class Test:
     def __init__(self, key, title, seed, driver, cases, metrics, models,
                  parallel=False, contenders=None, inproc=None, section=None, shared=None,
-                 row_title=None):
+                 row_title=None, program=None):
         self.key = key            # short name, used in file names and --only
         self.title = title
         self.seed = seed          # the seed table or story it reproduces
@@ -231,6 +243,11 @@ class Test:
         self.section = section
         self.shared = shared  # SharedRun: one process per round feeds this test and others
         self.row_title = row_title or ("size" if key.startswith("slub.") else "case")
+        # ProgramRun: a real program (bench/programs/programs.py) instead of
+        # a driver; its output per contender and round, and its RSS series
+        self.program = program
+        self.checks = {}   # contender name -> [(round, output text)]
+        self.series = {}   # contender name -> [(round, peak KiB, [(seconds, RSS KiB)])]
 
 
 # The front-end comparison: bench_fronts's object sizes; hackbench's groups,
@@ -255,14 +272,17 @@ MODES = {
     "full": dict(rounds=7, sizes=[8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384],
                  objs=10000, inner=5, msgs=300000, ops=3000000, idle_threads=1000,
                  mib=256, wait_ms=2000, cache_objs=10000, inproc_rounds=21,
-                 churn_ops=16000000, **FRONTS_FULL, **DEBUG_FULL),
+                 churn_ops=16000000, program_rounds=3, calloc_blocks=100000,
+                 **FRONTS_FULL, **DEBUG_FULL),
     "quick": dict(rounds=3, sizes=[8, 64, 256, 1024, 4096, 16384],
                   objs=10000, inner=3, msgs=100000, ops=1000000, idle_threads=1000,
                   mib=64, wait_ms=2000, cache_objs=10000, inproc_rounds=21,
-                  churn_ops=6000000, **FRONTS_QUICK, **DEBUG_QUICK),
+                  churn_ops=6000000, program_rounds=1, calloc_blocks=100000,
+                  **FRONTS_QUICK, **DEBUG_QUICK),
     "smoke": dict(rounds=1, sizes=[64, 4096], objs=200, inner=1, msgs=2000, ops=20000,
                   idle_threads=20, mib=2, wait_ms=500, cache_objs=200, inproc_rounds=3,
-                  churn_ops=32000, **FRONTS_SMOKE, **DEBUG_SMOKE),
+                  churn_ops=32000, program_rounds=1, calloc_blocks=1000,
+                  **FRONTS_SMOKE, **DEBUG_SMOKE),
 }
 
 
@@ -453,15 +473,13 @@ PASS_THROUGH = "slub+pt"  # the prodcons column: SLUB with pass_through=1 above 
 
 
 def kmalloc_class_sizes():
-    """The kmalloc-<bytes> classes, as src/kmalloc.c's class_size(): 8..1K from
-    a table, 1.5K..4K two per power of two, 5K..32K four, 48K..32M two."""
-    sizes = [8, 16, 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024]
-    for k in range(11, 13):                        # 1.5K, 2K, 3K, 4K
-        sizes += [3 << (k - 2), 1 << k]
-    for k in range(13, 16):                        # 5K .. 32K
-        sizes += [(1 << (k - 1)) + (j << (k - 3)) for j in range(1, 5)]
-    for k in range(16, 26):                        # 48K .. 32M
-        sizes += [3 << (k - 2), 1 << k]
+    """The kmalloc-<bytes> classes, as src/kmalloc.c's class_size(): 8, then
+    16 bytes apart up to 128, then eight per power of two up to 32 MiB."""
+    sizes = [8, 16, 32, 48, 64, 80, 96, 112, 128]
+    p = 128
+    while p < 32 << 20:
+        sizes += [p + e * (p // 8) for e in range(1, 9)]
+        p *= 2
     return sizes
 
 
@@ -851,7 +869,8 @@ def run_suite(tests, allocs, rounds, bin_dir, timeout):
     """samples[(test, case label, contender)] = [result dict per round];
     seconds[test] = the time its runs took."""
     columns = {t.key: (t.contenders(allocs) if t.contenders else allocs) for t in tests}
-    total = rounds * sum(len(t.cases) * len(columns[t.key]) for t in tests)
+    total = sum(len(t.cases) * sum(min(rounds, c.rounds or rounds) for c in columns[t.key])
+                for t in tests)
     progress = Progress(total)
     samples, errors, seconds = {}, [], {}
     for r in range(rounds):
@@ -860,7 +879,8 @@ def run_suite(tests, allocs, rounds, bin_dir, timeout):
             t0 = time.time()
             run_test_round(test, columns[test.key], r, bin_dir, timeout, samples, errors,
                            progress)
-            key = test.shared.key if test.shared else test.key
+            key = (test.shared.key if test.shared else
+                   test.section if test.section == "programs" else test.key)
             seconds[key] = seconds.get(key, 0) + time.time() - t0
     progress.end()
     return columns, samples, errors, seconds
@@ -888,7 +908,10 @@ def run_test_round(test, cols, r, bin_dir, timeout, samples, errors, progress):
         return
     for ci, case in enumerate(test.cases):
         k = (r + ci) % len(cols)
-        order = cols[k:] + cols[:k]
+        order = [c for c in cols[k:] + cols[:k] if c.rounds is None or r < c.rounds]
+        if test.program:
+            run_program_round(test, case, order, r, timeout, samples, errors, progress)
+            continue
         # Memory tests that mostly sleep run their allocators at once.
         procs = [start(bin_dir, test, case, c) for c in order] if test.parallel else None
         for i, c in enumerate(order):
@@ -1159,8 +1182,12 @@ def plot(out, tests, columns, samples):
     gnuplot = shutil.which("gnuplot")
     if not gnuplot:
         return "plots: gnuplot not installed (scripts/install-peers installs it), none drawn"
+    term = ("set terminal pngcairo size 900,500 font ',10' noenhanced"
+            if has_pngcairo(gnuplot) else "set terminal png size 900,500 noenhanced")
     made = []
     for test in tests:
+        if test.section == "programs":  # plot_programs draws the section's own
+            continue
         cols = columns[test.key]
         for m in test.metrics:
             name = f"{test.key}.{m.key}".replace("_", "-")
@@ -1177,8 +1204,7 @@ def plot(out, tests, columns, samples):
             numeric = all(c.x is not None for c in test.cases)
             png = os.path.join(out, name + ".png")
             script = [
-                "set terminal pngcairo size 900,500 font ',10' noenhanced"
-                if has_pngcairo(gnuplot) else "set terminal png size 900,500 noenhanced",
+                term,
                 f"set output '{png}'",
                 f"set title \"{test.title}\\n{m.describe()}\"",
                 "set key outside right top", "set grid ytics",
@@ -1205,6 +1231,7 @@ def plot(out, tests, columns, samples):
                                capture_output=True, timeout=60)
             if r.returncode == 0:
                 made.append(os.path.basename(png))
+    made += plot_programs(out, tests, columns, samples, gnuplot, term)
     return f"plots: {len(made)} PNG files in {out}"
 
 
@@ -1441,6 +1468,462 @@ DEBUG_HEADER = textwrap.wrap(
     "cycles over plain's in the same round.", width=100)
 
 
+# --------------------------------------------------------------------------
+# Programs (issue 34): real programs under every allocator, their peak RSS,
+# wall time and output (bench/programs/programs.py runs them), and calloc's
+# page faults (bench_calloc).  The columns: qslab's first owner mode with
+# its default front end (SLQB), then QSLAB_FRONT=slub, slab, slob (the front
+# ends this build has), glibc and the peers, every column in every round.
+
+PROGRAM_FRONTS = ["slub", "slab", "slob"]  # columns beside qslab's default (slqb)
+CALLOC_HANDFUL = 5         # 9 MiB calloc: faults allowed over glibc's
+CALLOC_WRITTEN_SHARE = 0.05  # small callocs "write nothing": anon added <= 5% of the blocks
+PROGRAM_LIMIT = 1.05       # each program's peak RSS <= 1.05x the smallest peer's
+PROGRAM_PEAK = Metric("peak_rss_kib", "peak RSS", "MiB", True, scale=1 / 1024)
+PROGRAM_WALL = Metric("wall_s", "wall time", "s", True)
+PROGRAM_USED = Metric("used_memory_kib", "used_memory (INFO memory)", "MiB", True, scale=1 / 1024)
+
+
+class ProgramRun:
+    """One program of bench/programs/programs.py at the mode's scale, its
+    scratch files under `work`."""
+
+    def __init__(self, prog, scale, work):
+        self.prog, self.scale, self.work = prog, scale, work
+
+    def run(self, env, timeout):
+        return self.prog.run(self.scale, env, self.work, timeout)
+
+
+def program_contenders(allocs, fronts, rounds):
+    """qslab (the first owner mode, QSLAB_FRONT unset: SLQB), a column per
+    other front end, then glibc and the peers; each runs in the first
+    `rounds` rounds of the suite."""
+    first = next(a for a in allocs if a.subject)
+    env = {**first.env, FRONT_VAR: None}
+    cols = [Contender(first.name, first.preload, first.version, env=env, subject=True,
+                      short=first.short, rounds=rounds)]
+    for f in PROGRAM_FRONTS:
+        if f in fronts:
+            cols.append(Contender(f"qslab-{f}", first.preload, first.version,
+                                  env={**env, FRONT_VAR: f}, subject=True, short=f,
+                                  rounds=rounds))
+    return cols + [Contender(a.name, a.preload, a.version, env=a.env, rounds=rounds)
+                   for a in allocs if not a.subject]
+
+
+def programs_section(mode, m, bin_dir, work, wanted):
+    """The programs' tests (those `wanted` selects), the notes for the
+    section's header, and the keys of the programs that cannot run here."""
+    progs.set_bin_dir(bin_dir)
+    fronts, why = discover_fronts(bin_dir)
+    notes = []
+    if fronts is None:
+        fronts = []
+        notes.append(f"qslab's other front ends: not found ({why}); qslab's default only")
+    rounds = m["program_rounds"]
+    cols = lambda allocs: program_contenders(allocs, fronts, rounds)
+    scale = progs.SCALES[mode]
+    tests, skipped, runs_by = [], [], {}
+    for p in progs.PROGRAMS:
+        key = "programs." + p.key
+        if not wanted(key):
+            continue
+        ok, what = p.available()
+        if not ok:
+            skipped.append(key)
+            notes.append(f"{key}: SKIPPED: {what}")
+            continue
+        runs_by.setdefault(what, []).append(p.key)
+        metrics = [PROGRAM_PEAK, PROGRAM_WALL] + ([PROGRAM_USED] if p.metrics else [])
+        tests.append(Test(key, p.title, p.seed, None, [Case("run", [])], metrics, p.models,
+                          contenders=cols, section="programs", row_title="program",
+                          program=ProgramRun(p, scale, work)))
+    for what, keys in runs_by.items():
+        notes.append(f"{', '.join(keys)}: {what}")
+    if tests:
+        notes.append("sizes: " + ", ".join(f"{k} {v:,}" for k, v in scale.items()))
+    if tests:
+        notes.append(f"rounds: {rounds}, the allocators interleaved, medians")
+    n = m["calloc_blocks"]
+    if wanted("programs.calloc"):
+        tests.append(Test(
+            "programs.calloc", "calloc: page faults and pages written, in a fresh process",
+            "issue 34: a 9 MiB calloc faults no more pages than glibc's plus a handful; "
+            "callocs of small blocks from fresh slabs write nothing", "calloc",
+            [Case("9 MiB, one block (9,216 KiB)", ["--count", "1", "--size", str(9 << 20)]),
+             Case(f"{n:,} x 64 B ({n * 64 / 1024:,.0f} KiB)",
+                  ["--count", str(n), "--size", "64"])],
+            [Metric("faults", "minor page faults during the callocs", "faults", True),
+             Metric("anon_kib", "anonymous memory the callocs add (pages written)", "KiB",
+                    True)],
+            "bench_calloc: nothing touches the blocks; pages only read would map the zero "
+            "page and add nothing, so what is added was written by calloc or the allocator",
+            contenders=cols, section="programs", row_title="case"))
+    return tests, notes, skipped
+
+
+def run_program_round(test, case, order, r, timeout, samples, errors, progress):
+    """Round r of a program: one run under each contender of `order`."""
+    for c in order:
+        progress.step(f"{test.key} {c.name}")
+        try:
+            nums, check, series = test.program.run(c.environ(), timeout)
+        except (progs.RunError, OSError) as e:
+            errors.append(f"{test.key} {c.name}: {e}")
+            continue
+        samples.setdefault((test.key, case.label, c.name), []).append(nums)
+        test.checks.setdefault(c.name, []).append((r, check))
+        test.series.setdefault(c.name, []).append((r, nums["peak_rss_kib"], series))
+
+
+def program_mismatches(tests):
+    """Lines for every run whose output differs from glibc's (or, without
+    glibc, from the first contender's), and the number of runs compared."""
+    lines, compared = [], 0
+    for t in tests:
+        if not t.program or not t.checks:
+            continue
+        ref_name = "glibc" if "glibc" in t.checks else next(iter(t.checks))
+        ref = t.checks[ref_name][0][1]
+        for name, runs in t.checks.items():
+            for r, text in runs:
+                compared += 1
+                if text == ref:
+                    continue
+                a, b = ref.splitlines(), text.splitlines()
+                i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+                got = b[i] if i < len(b) else "(end of output)"
+                want = a[i] if i < len(a) else "(end of output)"
+                lines.append(f"OUTPUT MISMATCH {t.key} under {name}, round {r + 1}: line {i + 1} "
+                             f"is {got!r}, {ref_name}'s {want!r}")
+    return lines, compared
+
+
+def program_cells(tests, cols, samples, metric):
+    """{(test key, contender name): Cell} of the tests that have metric."""
+    out = {}
+    for t in tests:
+        if metric not in t.metrics:
+            continue
+        for c in cols:
+            x = cell(samples, t, t.cases[0], c, metric)
+            if x is not None:
+                out[(t.key, c.name)] = x
+    return out
+
+
+def smallest_peer(cells, key, cols):
+    """(contender, cell) of the peer with the smallest median, or (None, None)."""
+    peers = [(c, cells[(key, c.name)]) for c in cols if is_peer(c) and (key, c.name) in cells]
+    return min(peers, key=lambda p: p[1].median) if peers else (None, None)
+
+
+def geomean(values):
+    values = [v for v in values if v]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def grid(number, title, notes, row_title, rows, heads, groups=None):
+    """A table: rows of (label, [text per column], spread or None); groups:
+    indexes of the columns after which a '|' goes."""
+    name_w = max([len(row_title)] + [len(r[0]) for r in rows])
+    ws = [max([len(h), 5] + [len(r[1][i]) for r in rows]) for i, h in enumerate(heads)]
+
+    def join(texts):
+        out = ""
+        for i, (x, w) in enumerate(zip(texts, ws)):
+            out += f" {x:>{w}}"
+            if groups and i in groups:
+                out += " |"
+        return out
+
+    lines = [f"{number} {title}"] + [f"   {n}" for n in notes]
+    head = f"{row_title:>{name_w}} |" + join(heads)
+    spreads = any(r[2] is not None for r in rows)
+    head += " | spread" if spreads else ""
+    lines += [head, "-" * len(head)]
+    for label, texts, spread in rows:
+        line = f"{label:>{name_w}} |" + join(texts)
+        if spreads:
+            line += f" | ±{spread * 100:.0f}%" if spread is not None else " |"
+        lines.append(line)
+    return lines
+
+
+def programs_report(tests, columns, samples, number, notes, mismatches, compared):
+    """The section: header, tables, calloc's tables, its targets."""
+    lines = [""] + PROGRAMS_HEADER + [f"   {n}" for n in notes]
+    ptests = [t for t in tests if t.program and any(
+        (t.key, t.cases[0].label, c.name) in samples for c in columns[t.key])]
+    if mismatches:
+        lines += ["", f"!!! {len(mismatches)} run(s) printed other output than glibc's:"]
+        lines += [f"!!! {x}" for x in mismatches]
+    elif compared:
+        lines.append(f"   output: every run's ({compared}) identical to glibc's run of the "
+                     "same program")
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    label = lambda t: t.key.split(".", 1)[1]
+    if ptests:
+        cols = columns[ptests[0].key]
+        last_subject = max(i for i, c in enumerate(cols) if c.subject)
+        groups = {last_subject}
+        heads = [c.name for c in cols]
+        peak = program_cells(ptests, cols, samples, PROGRAM_PEAK)
+        glibc = next((c for c in cols if c.name == "glibc"), None)
+
+        rows = []
+        for t in ptests:
+            row = [peak.get((t.key, c.name)) for c in cols]
+            rows.append((label(t), [f"{x.median:.1f}" if x else "-" for x in row],
+                         max((x.spread for x in row if x), default=None)))
+        lines += [""] + grid(f"{number}{next(letters)}.", "programs: peak RSS (MiB), lower is "
+                             "better", ["the program's process (redis: the server's VmHWM before "
+                                        "its shutdown); median over the rounds"],
+                             "program", rows, heads, groups)
+
+        if glibc:
+            rows, logs = [], {c.name: [] for c in cols}
+            for t in ptests:
+                g = peak.get((t.key, "glibc"))
+                texts = []
+                for c in cols:
+                    x = peak.get((t.key, c.name))
+                    if x and g:
+                        logs[c.name].append(x.median / g.median)
+                        texts.append(f"{x.median / g.median:.2f}")
+                    else:
+                        texts.append("-")
+                rows.append((label(t), texts, None))
+            rows.append(("geomean", [f"{geomean(logs[c.name]):.2f}" if logs[c.name] else "-"
+                                     for c in cols], None))
+            lines += [""] + grid(f"{number}{next(letters)}.", "programs: peak RSS / glibc's, "
+                                 "lower is better", [], "program", rows, heads, groups)
+
+        subj = [c for c in cols if c.subject]
+        rows, logs = [], {c.name: [] for c in subj}
+        for t in ptests:
+            peer, best = smallest_peer(peak, t.key, cols)
+            texts = []
+            for c in subj:
+                x = peak.get((t.key, c.name))
+                if x and best:
+                    logs[c.name].append(x.median / best.median)
+                    texts.append(f"{x.median / best.median:.2f}")
+                else:
+                    texts.append("-")
+            texts.append(f"{peer.name} {best.median:.1f}" if best else "-")
+            rows.append((label(t), texts, None))
+        rows.append(("geomean", [f"{geomean(logs[c.name]):.2f}" if logs[c.name] else "-"
+                                 for c in subj] + [""], None))
+        lines += [""] + grid(f"{number}{next(letters)}.", "programs: peak RSS / the smallest "
+                             "peer's, lower is better", [], "program", rows,
+                             [c.name for c in subj] + ["smallest peer (MiB)"],
+                             {len(subj) - 1})
+
+        wall = program_cells(ptests, cols, samples, PROGRAM_WALL)
+        rows = []
+        for t in ptests:
+            row = [wall.get((t.key, c.name)) for c in cols]
+            rows.append((label(t), [f"{x.median:.2f}" if x else "-" for x in row],
+                         max((x.spread for x in row if x), default=None)))
+        lines += [""] + grid(f"{number}{next(letters)}.", "programs: wall time (s), lower is "
+                             "better", ["from the fork to the exit (redis: the server's whole "
+                                        "life, start-up and fill included); on a shared VM, "
+                                        "read with the spread"],
+                             "program", rows, heads, groups)
+
+        used = program_cells(ptests, cols, samples, PROGRAM_USED)
+        for t in ptests:
+            if PROGRAM_USED not in t.metrics:
+                continue
+            row = [used.get((t.key, c.name)) for c in cols]
+            g = used.get((t.key, "glibc"))
+            rows = [("MiB", [f"{x.median:.1f}" if x else "-" for x in row],
+                     max((x.spread for x in row if x), default=None))]
+            if g:
+                rows.append(("/ glibc", [f"{x.median / g.median:.2f}" if x else "-"
+                                         for x in row], None))
+            lines += [""] + grid(f"{number}{next(letters)}.", f"{label(t)}: used_memory (INFO "
+                                 "memory), lower is better",
+                                 ["redis's own count: malloc_usable_size of every block it "
+                                  "holds, so each allocator's size classes"],
+                                 label(t), rows, heads, groups)
+
+    ct = next((t for t in tests if t.key == "programs.calloc"), None)
+    if ct:
+        for i, metric in enumerate(ct.metrics):
+            lines.append("")
+            lines += table(ct, metric, columns[ct.key], samples, f"{number}{next(letters)}.")
+    lines += [""] + programs_targets(ptests, ct, columns, samples)
+    return lines
+
+
+def programs_targets(ptests, ct, columns, samples):
+    """The issue's targets for the section, measured, never asserted."""
+    tol = 1 + MEMORY_TOLERANCE
+    lines = [f"Targets for the programs (issue 34; medians of peak RSS; 'at most' strict, "
+             f"'no larger than' within {MEMORY_TOLERANCE * 100:.0f}%)"]
+
+    def report(desc, ok, miss, what):
+        status = "met   " if not miss else "MISSED"
+        lines.append(f"  {status} {desc}: {len(ok)}/{len(ok) + len(miss)} {what}")
+        if miss:
+            lines.extend(wrap("missed at: " + ", ".join(miss), 9))
+
+    label = lambda t: t.key.split(".", 1)[1]
+    if ptests:
+        cols = columns[ptests[0].key]
+        q = cols[0]
+        by = {c.name: c for c in cols}
+        peak = program_cells(ptests, cols, samples, PROGRAM_PEAK)
+        ok, miss = [], []
+        for t in ptests:
+            peer, best = smallest_peer(peak, t.key, cols)
+            x = peak.get((t.key, q.name))
+            if x and best:
+                r = x.median / best.median
+                (ok if r <= PROGRAM_LIMIT else miss).append(f"{label(t)} ({r:.2f} vs {peer.name})")
+        if ok or miss:
+            report(f"{q.name}: each program's peak RSS at most {PROGRAM_LIMIT:.2f}x the smallest "
+                   "peer's", ok, miss, "programs")
+        rs = [peak[(t.key, q.name)].median / peak[(t.key, "glibc")].median for t in ptests
+              if (t.key, q.name) in peak and (t.key, "glibc") in peak]
+        if rs:
+            g = geomean(rs)
+            lines.append(f"  {'met   ' if g <= tol else 'MISSED'} {q.name}: geomean of peak RSS / "
+                         f"glibc's at most 1.0: {g:.2f} over {len(rs)} programs")
+
+        def against(name, ref, desc):
+            if name not in by or ref not in by:
+                return
+            ok, miss = [], []
+            for t in ptests:
+                x, y = peak.get((t.key, name)), peak.get((t.key, ref))
+                if x and y:
+                    r = x.median / y.median
+                    (ok if r <= tol else miss).append(f"{label(t)} ({r:.2f})")
+            if ok or miss:
+                report(desc, ok, miss, "programs")
+
+        against("qslab-slob", "glibc", "qslab-slob: peak RSS no larger than glibc's")
+        against("qslab-slub", q.name, f"qslab-slub: peak RSS no larger than SLQB's ({q.name})")
+        against("qslab-slab", q.name, f"qslab-slab: peak RSS no larger than SLQB's ({q.name})")
+
+    if ct:
+        cols = columns[ct.key]
+        big, small = ct.cases[0], ct.cases[1]
+        faults = ct.metrics[0]
+        anon = ct.metrics[1]
+        g = cell(samples, ct, big, next((c for c in cols if c.name == "glibc"), cols[-1]), faults)
+        subj = [c for c in cols if c.subject]
+        if g:
+            limit = g.median + CALLOC_HANDFUL
+            ok, miss = [], []
+            for c in subj:
+                x = cell(samples, ct, big, c, faults)
+                if x:
+                    (ok if x.median <= limit else miss).append(f"{c.name} ({x.median:.0f})")
+            report(f"a 9 MiB calloc faults no more pages than glibc's + {CALLOC_HANDFUL} "
+                   f"({g.median:.0f} + {CALLOC_HANDFUL})", ok, miss, "qslab columns")
+        ok, miss = [], []
+        blocks_kib = float(small.args[1]) * 64 / 1024
+        for c in subj:
+            x = cell(samples, ct, small, c, anon)
+            if x:
+                (ok if x.median <= CALLOC_WRITTEN_SHARE * blocks_kib else miss).append(
+                    f"{c.name} ({x.median:.0f} KiB)")
+        if ok or miss:
+            report(f"callocs of {small.label.split(' (')[0]} from fresh slabs write nothing "
+                   f"(pages written at most {CALLOC_WRITTEN_SHARE * 100:.0f}% of the blocks' "
+                   f"{blocks_kib:,.0f} KiB)", ok, miss, "qslab columns")
+    return lines
+
+
+def write_program_series(out, tests):
+    """programs-rss.csv: every RSS sample of every program run."""
+    with open(os.path.join(out, "programs-rss.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["test", "allocator", "round", "seconds", "rss_kib"])
+        for t in tests:
+            for name, runs in t.series.items():
+                for r, _, series in runs:
+                    for sec, kib in series:
+                        w.writerow([t.key, name, r + 1, f"{sec:.3f}", kib])
+
+
+def median_run(runs):
+    """The (round, peak, series) whose peak is the median (the lower middle)."""
+    ordered = sorted(runs, key=lambda x: x[1])
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def plot_programs(out, tests, columns, samples, gnuplot, term):
+    """PNGs: each program's RSS over time (qslab's default column and the
+    peers, the run with the median peak of each), and peak RSS / glibc's
+    per program for every column.  Returns the files made."""
+    made = []
+    ptests = [t for t in tests if t.program and t.series]
+    for t in ptests:
+        cols = [c for c in columns[t.key] if (c is columns[t.key][0] or not c.subject)
+                and t.series.get(c.name)]
+        name = f"{t.key}.rss-over-time".replace("_", "-")
+        dat = os.path.join(out, name + ".dat")
+        with open(dat, "w") as f:
+            for c in cols:
+                r, peak, series = median_run(t.series[c.name])
+                f.write(f"# {c.name}, round {r + 1}, peak {peak / 1024:.1f} MiB\n")
+                f.writelines(f"{sec:.3f}\t{kib / 1024:.2f}\n" for sec, kib in series)
+                f.write("\n\n")
+        png = os.path.join(out, name + ".png")
+        plots = [f"'{dat}' index {i} using 1:2 with lines lw 2 title '{c.name}'"
+                 for i, c in enumerate(cols)]
+        script = [term, f"set output '{png}'",
+                  f"set title \"{t.title}\\nresident memory over time, sampled every "
+                  f"{progs.SAMPLE_S * 1000:.0f} ms (the run with the median peak)\"",
+                  "set key outside right top", "set grid", "set xlabel 'seconds'",
+                  "set ylabel 'RSS (MiB)'", "set yrange [0:*]", "plot " + ", ".join(plots)]
+        r = subprocess.run([gnuplot], input="\n".join(script) + "\n", text=True,
+                           capture_output=True, timeout=60)
+        if r.returncode == 0:
+            made.append(os.path.basename(png))
+    if ptests:
+        cols = columns[ptests[0].key]
+        peak = program_cells(ptests, cols, samples, PROGRAM_PEAK)
+        rows = [t for t in ptests if (t.key, "glibc") in peak]
+        if rows:
+            dat = os.path.join(out, "programs.peak-rss-vs-glibc.dat")
+            with open(dat, "w") as f:
+                f.write("# program\t" + "\t".join(c.name for c in cols) + "\n")
+                for t in rows:
+                    g = peak[(t.key, "glibc")].median
+                    vals = [f"{peak[(t.key, c.name)].median / g:.4f}" if (t.key, c.name) in peak
+                            else "NaN" for c in cols]
+                    f.write(t.key.split(".", 1)[1] + "\t" + "\t".join(vals) + "\n")
+            png = os.path.join(out, "programs.peak-rss-vs-glibc.png")
+            script = [term, f"set output '{png}'",
+                      "set title \"real programs: peak RSS / glibc's (lower is better)\"",
+                      "set key outside right top", "set grid ytics", "set datafile separator tab",
+                      "set style data histogram", "set style histogram clustered gap 1",
+                      "set style fill solid 0.8 border -1", "set yrange [0:*]",
+                      "set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2",
+                      "plot " + ", ".join(f"'{dat}' using {i + 2}:xtic(1) title '{c.name}'"
+                                          for i, c in enumerate(cols))]
+            r = subprocess.run([gnuplot], input="\n".join(script) + "\n", text=True,
+                               capture_output=True, timeout=60)
+            if r.returncode == 0:
+                made.append(os.path.basename(png))
+    return made
+
+
+PROGRAMS_HEADER = textwrap.wrap(
+    "Programs (issue 34): real programs under every allocator, each run in a process of its "
+    "own (bench/programs/programs.py; the allocator preloaded into the program only), its "
+    "peak RSS (the kernel's high-water mark), wall time and output, which must be glibc's; "
+    "qslab with its default front end (SLQB) and with QSLAB_FRONT=slub, slab and slob. Then "
+    "calloc's page faults (bench_calloc).", width=100)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bin-dir", required=True, help="directory of the bench_* drivers")
@@ -1451,7 +1934,8 @@ def main():
     ap.add_argument("--rounds", type=int, help="rounds per case (default: by mode)")
     ap.add_argument("--only", help="comma-separated tests (e.g. slub.pair,prodcons; "
                                    "slub: every slub test; fronts: the front-end comparison; "
-                                   "debug: the debugging costs)")
+                                   "debug: the debugging costs; programs: the real programs "
+                                   "and calloc, programs.sqlite: one of them)")
     ap.add_argument("--allocators", help="comma-separated allocators (default: all found)")
     ap.add_argument("--owners", help="comma-separated qslab owner modes, one qslab column each "
                                      "(QSLAB_OWNER=MODE; 'default': unset); default: "
@@ -1460,6 +1944,9 @@ def main():
     ap.add_argument("--no-plots", action="store_true")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per run")
     args = ap.parse_args()
+    # SIGTERM ends the run as an exception would: the programs' servers are
+    # shut down and their scratch files removed on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
 
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     params = MODES[mode]
@@ -1484,14 +1971,28 @@ def main():
         tests += more
         if not more and args.only:
             sys.exit(f"run.py: debug: {debug_notes[0]}")
+    program_notes, program_skipped, work = [], [], None
+    only = args.only.split(",") if args.only else None
+    picks_key = lambda w, k: k == w or k.startswith(w + ".")  # "slub": every slub.*
+    if not only or any(w.split(".")[0] == "programs" for w in only):
+        if args.rounds:
+            params = dict(params, program_rounds=args.rounds)
+        work = tempfile.mkdtemp(prefix="qslab-bench-programs.")
+        more, program_notes, program_skipped = programs_section(
+            mode, params, args.bin_dir, work,
+            lambda key: not only or any(picks_key(w, key) for w in only))
+        tests += more
     if args.only:
         wanted = args.only.split(",")
-        picks = lambda w, t: t.key == w or t.key.startswith(w + ".")  # "slub": every slub.*
-        unknown = [w for w in wanted if not any(picks(w, t) for t in tests)]
+        picks = lambda w, t: picks_key(w, t.key)
+        unknown = [w for w in wanted if not any(picks(w, t) for t in tests)
+                   and not any(picks_key(w, k) for k in program_skipped)]
         if unknown:
             sys.exit(f"run.py: unknown test {', '.join(unknown)}; tests: "
                      + ", ".join(t.key for t in tests))
         tests = [t for t in tests if any(picks(w, t) for w in wanted)]
+    if tests and all(t.section == "programs" for t in tests):
+        rounds = params["program_rounds"] if not args.rounds else rounds
     for t in tests:
         if t.shared:
             t.shared.members.append(t)
@@ -1503,9 +2004,15 @@ def main():
 
     load = os.getloadavg()[0]
     cpu0, t0 = cpu_times(), time.time()
-    columns, samples, errors, seconds = run_suite(tests, allocs, rounds, args.bin_dir,
-                                                  args.timeout)
+    try:
+        columns, samples, errors, seconds = run_suite(tests, allocs, rounds, args.bin_dir,
+                                                      args.timeout)
+    finally:
+        if work:
+            shutil.rmtree(work, ignore_errors=True)
     elapsed, cpu1 = time.time() - t0, cpu_times()
+    mismatches, compared = program_mismatches(tests)
+    errors += mismatches
 
     report = [f"qslab benchmark suite ({mode} mode): qslab {allocs[0].version}",
               f"machine: {machine()}",
@@ -1536,8 +2043,14 @@ def main():
         report.append("")
         report += targets(peer_tests, columns, samples)
 
-    fronts_started = debug_started = False
+    fronts_started = debug_started = programs_started = False
     for t, test in enumerate(tests, 1):
+        if test.section == "programs":  # the section prints its tables together
+            if not programs_started:
+                programs_started = True
+                report += programs_report(tests, columns, samples, str(t), program_notes,
+                                          mismatches, compared)
+            continue
         if test.section == "fronts" and not fronts_started:
             fronts_started = True
             report += [""] + FRONTS_HEADER + [f"   {n}" for n in front_notes]
@@ -1555,11 +2068,15 @@ def main():
 
     if debug_notes and not debug_started:  # the section could not run
         report += [""] + DEBUG_HEADER + [f"   {n}" for n in debug_notes]
+    if program_notes and not programs_started:  # nothing of the section could run
+        report += [""] + PROGRAMS_HEADER + [f"   {n}" for n in program_notes]
 
     if errors:
         report += ["", f"{len(errors)} run(s) failed:"] + [f"  {e}" for e in errors]
 
     write_csvs(args.out, tests, columns, samples)
+    if any(t.program for t in tests):
+        write_program_series(args.out, tests)
     note = "plots: not drawn" if (args.no_plots or args.smoke) else plot(
         args.out, tests, columns, samples)
     report += ["", f"CSV: {os.path.join(args.out, 'results.csv')} (medians), samples.csv "

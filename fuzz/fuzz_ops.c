@@ -148,7 +148,7 @@ struct thr {
     int nops;
     uint64_t seq;            /* objects made: pattern keys */
     bool touched[NSLOTS];    /* allocated, shrunk, ...: front no longer tunable */
-    size_t kmsize[48];       /* usable sizes of general objects: kmalloc-<n> */
+    size_t kmsize[160];      /* usable sizes of general objects: kmalloc-<n> */
     int nkm;
     int cmd;
     bool started;
@@ -168,44 +168,40 @@ static const char *const attr_names[] = {
     "order",       "hiwater",      "freebatch",    "empty_limit", "empty_decay_ms",
     "stash_bytes", "cpu_partial",  "min_partial",  "pass_through", "limit",
     "batchcount",  "shared",       "front",        "no_such_attr", "",
-    "debug"};
+    "debug",       "owner_budget"};
 enum { A_ORDER, A_HIWATER, A_FREEBATCH, A_EMPTY_LIMIT, A_DECAY, A_STASH, A_CPU_PARTIAL,
        A_MIN_PARTIAL, A_PASS, A_LIMIT, A_BATCH, A_SHARED, A_FRONT, A_BOGUS1, A_BOGUS2, A_DEBUG,
-       A_NR };
+       A_BUDGET, A_NR };
 #define NUMERIC_ATTRS A_FRONT /* attr_names[0 .. A_FRONT) are numbers */
 static const unsigned long attr_max[NUMERIC_ATTRS] = {
     14, 1ul << 20, 0 /* hiwater */, 1ul << 20, 3600000, 64ul << 20, 1ul << 20, 1ul << 20, 1,
     32768, 0 /* limit */, 64};
 
-enum { NKM = 48 };
+enum { NKM = 153 };
 static char km_name[NKM][24];
 static int nkm;
 static unsigned long km_default[NKM][NUMERIC_ATTRS];
 static bool km_dirty[NKM];
+/* the process's owner budget ("*" owner_budget) at start-up, and whether
+ * an input changed it */
+static unsigned long budget_default;
+static bool budget_dirty;
 /* kmalloc caches a TUNE record may name (indexes in km_name, found at init) */
 static const char *const km_tune_names[] = {"kmalloc-8",    "kmalloc-64",   "kmalloc-192",
                                             "kmalloc-1024", "kmalloc-4096", "kmalloc-32768"};
 
 static void km_init(void)
 {
-    /* the classes of kmalloc.c: 8 .. 256 (8 classes), two per power of two
-     * to 4 KiB, four to 32 KiB, two to 32 MiB */
-    static const size_t small[] = {8, 16, 32, 64, 96, 128, 192, 256};
-    size_t sizes[64];
+    /* the classes of kmalloc.c: 8, 16 bytes apart to 128, then eight per
+     * power of two to 32 MiB */
+    static const size_t small[] = {8, 16, 32, 48, 64, 80, 96, 112, 128};
+    size_t sizes[NKM];
     int n = 0;
     for (size_t i = 0; i < sizeof small / sizeof small[0]; i++)
         sizes[n++] = small[i];
-    for (size_t p = 256; p < 4096; p *= 2) {
-        sizes[n++] = p + p / 2;
-        sizes[n++] = 2 * p;
-    }
-    for (size_t p = 4096; p < 32768; p *= 2)
-        for (int k = 1; k <= 4; k++)
-            sizes[n++] = p + p * (size_t)k / 4;
-    for (size_t p = 32768; p < ((size_t)32 << 20); p *= 2) {
-        sizes[n++] = p + p / 2;
-        sizes[n++] = 2 * p;
-    }
+    for (size_t p = 128; p < ((size_t)32 << 20); p *= 2)
+        for (size_t e = 1; e <= 8; e++)
+            sizes[n++] = p + e * (p / 8);
     for (int i = 0; i < n && nkm < NKM; i++) {
         char name[24];
         snprintf(name, sizeof name, "kmalloc-%zu", sizes[i]);
@@ -217,7 +213,9 @@ static void km_init(void)
                 fz_fail("init: qslab_tune_get(%s, %s) failed", name, attr_names[a]);
         nkm++;
     }
-    FZ_CHECK(nkm >= 40, "init: only %d kmalloc caches found", nkm);
+    FZ_CHECK(nkm == NKM, "init: only %d kmalloc caches found", nkm);
+    if (qslab_tune_get("*", "owner_budget", &budget_default) != 0)
+        fz_fail("init: qslab_tune_get(*, owner_budget) failed");
 }
 
 static int km_index(const char *name)
@@ -263,6 +261,9 @@ static void km_restore(void)
         }
         km_dirty[i] = false;
     }
+    if (budget_dirty)
+        tune_ok("*", "owner_budget", budget_default);
+    budget_dirty = false;
 }
 
 /* ---- sizes ---- */
@@ -1042,6 +1043,35 @@ static void tune_debug(const char *cache, struct slot *s, int km, unsigned c)
                  cache, v, err);
 }
 
+/* The process's owner budget (src/queue.c): only "*" takes it, 16 KiB to
+ * 1 GiB; every cache reads it back.  Lowering it while the workers hold
+ * full queues makes their next misses shed the excess. */
+static void tune_budget(const char *cache, bool known, const char *value)
+{
+    unsigned long before = 0, after = 0, v = 0;
+    FZ_CHECK(qslab_tune_get("*", "owner_budget", &before) == 0,
+             "qslab_tune_get(*, owner_budget) failed");
+    budget_dirty = true;
+    fz_quiet_begin();
+    errno = 0;
+    int ret = qslab_tune(cache, "owner_budget", value);
+    int err = errno;
+    fz_quiet_end();
+    bool ok = strcmp(cache, "*") == 0 && parse_num(value, &v) && v >= (16ul << 10) &&
+              v <= (1ul << 30);
+    FZ_CHECK(ok ? ret == 0 : ret == -1 && err == EINVAL,
+             "qslab_tune(%s, owner_budget, \"%s\") = %d, errno %d", cache, value, ret, err);
+    FZ_CHECK(qslab_tune_get("*", "owner_budget", &after) == 0,
+             "qslab_tune_get(*, owner_budget) failed");
+    FZ_CHECK(after == (ok ? v : before), "qslab_tune(%s, owner_budget, \"%s\"): reads back %lu, "
+             "was %lu", cache, value, after, before);
+    if (known) {
+        unsigned long mine = 0;
+        FZ_CHECK(qslab_tune_get(cache, "owner_budget", &mine) == 0 && mine == after,
+                 "qslab_tune_get(%s, owner_budget): %lu, \"*\" has %lu", cache, mine, after);
+    }
+}
+
 static void op_tune(const struct rec *r)
 {
     char value[32];
@@ -1074,6 +1104,10 @@ static void op_tune(const struct rec *r)
         snprintf(value, sizeof value, "%u", attr == A_ORDER ? r->c % 8 : r->c);
     else
         snprintf(value, sizeof value, "%s", special_values[(r->c - 128) % NSPECIAL]);
+    if (attr == A_BUDGET) {
+        tune_budget(cache, s || km >= 0, value);
+        return;
+    }
 
     unsigned long before = 0, after = 0, hiwater = 0, freebatch = 0, limit = 0, batch = 0;
     bool named = s || km >= 0;

@@ -23,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # values: c < 128 the number c (order: c % 8), else special_values[c - 128]
 A = dict(order=0, hiwater=1, freebatch=2, empty_limit=3, empty_decay_ms=4, stash_bytes=5,
          cpu_partial=6, min_partial=7, pass_through=8, limit=9, batchcount=10, shared=11,
-         front=12, bogus=13, empty=14)
+         front=12, bogus=13, empty=14, debug=15, owner_budget=16)
 SPECIAL = ["0", "1", "2", "3", "4", "5", "7", "8", "14", "15", "63", "64", "65", "1000", "32768",
            "32769", "1048576", "1048577", "3600000", "3600001", "67108864", "67108865",
            "4294967295", "4294967296", "999999999999", "9999999999999", "", "-1", "+1", "x",
@@ -89,6 +89,11 @@ def ops_seeds():
         r(TUNE, 8 + k, A["freebatch"], 1) + r(TUNE, 8 + k, A["hiwater"], 4) + r(MALLOC, 3, (8 << k) & 0xff, 3)
         + r(TUNE, 8 + k, A["order"], sv("14")) for k in range(6)) + r(TUNE, 14, A["empty_decay_ms"], 0) \
         + r(TUNE, 15, A["order"], 1)
+    s["tune-budget"] = bytes([2]) + b"".join(r(MALLOC, 3, 40 * t, 3, t) for t in range(3)) \
+        + r(TUNE, 14, A["owner_budget"], sv("32768")) + r(TUNE, 8, A["owner_budget"], sv("1048576")) \
+        + r(TUNE, 14, A["owner_budget"], sv("1000")) + b"".join(
+            r(MALLOC, 5, 100 + t, 3, t) + r(FREE, 0, 0, 0xf1, t) for t in range(3)) \
+        + r(TUNE, 14, A["owner_budget"], sv("67108864")) + r(VALIDATE)
     s["handoff-3threads"] = bytes([2]) + base + r(BULK, 0, 30, 3, 1) + r(BULK, 0, 30, 3, 2) \
         + r(HANDOFF, 0, 0, 0x25, 1) + r(HANDOFF, 0, 0, 0x25, 2) + r(CHECK, 0, 0, 0xff, 0) \
         + r(FREE, 0, 0, 0xf1, 0) + r(VALIDATE)

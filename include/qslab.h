@@ -93,15 +93,34 @@ size_t qslab_usable_size(const void *p);
  * (every cache).  Attributes: order, hiwater, freebatch, empty_limit,
  * empty_decay_ms, stash_bytes (see docs/design.md), and front (a front end's
  * name, before the cache's first allocation; qslab_tune_get reads its number:
- * 0 slqb, 1 slob).  Returns 0, or -1 with errno EINVAL
- * (unknown cache or attribute, value not a number or out of range; a message
- * naming the allowed range is printed on stderr and nothing is changed).
+ * 0 slqb, 1 slob).  One attribute is the process's, named with "*" only:
+ * owner_budget, the bytes each owner (a CPU, or a thread) may keep of free
+ * objects and empty slabs in its queues and stashes over all its caches
+ * (default: 16 MiB over the possible CPUs, 256 KiB to 4 MiB each;
+ * qslab_budget_stats below).  Returns 0, or -1 with
+ * errno EINVAL (unknown cache or attribute, value not a number or out of
+ * range; a message naming the allowed range is printed on stderr and
+ * nothing is changed).
  * The same settings can be given at start-up in QSLAB_TUNE, e.g.
- *   QSLAB_TUNE="kmalloc-8192:order=3,hiwater=64;*:empty_decay_ms=500"
+ *   QSLAB_TUNE="kmalloc-8192:order=3,hiwater=64;*:empty_decay_ms=500,owner_budget=524288"
  */
 int qslab_tune(const char *cache, const char *attr, const char *value);
 /* Read a tunable into *out; 0 or -1/EINVAL. */
 int qslab_tune_get(const char *cache, const char *attr, unsigned long *out);
+
+/* The owner budget (docs/design.md, "The owner budget"): what the owners
+ * (CPUs, or threads) keep for their SLQB caches, read under the cache
+ * list's lock at the time of the call. */
+struct qslab_budget_stats {
+    unsigned long budget;   /* bytes per owner (tunable owner_budget) */
+    unsigned long owners;   /* owners with a queue */
+    unsigned long used;     /* bytes granted to queues and stashes, all owners */
+    unsigned long used_max; /* ... the most one owner has granted now */
+    unsigned long peak_max; /* ... the most one owner (gone ones too) has ever had granted */
+    unsigned long held_max; /* the most bytes one owner's queues and stashes hold now */
+    unsigned long steals;   /* grants taken from a colder queue of the same owner */
+};
+void qslab_budget_stats(struct qslab_budget_stats *st);
 
 /*
  * The control channel (docs/observability.md, "Control channel"): a Unix

@@ -23,6 +23,12 @@ when missing.  Python 3 standard library only.
 Owners are CPUs throughout (the default where the kernel has rseq: one queue
 per CPU and cache); with QSLAB_OWNER=thread every thread that uses a cache is
 an owner instead, and "per owner" multiplies by threads.
+
+SLQB's owner budget (src/queue.c) is per owner, not per cache: the queued
+objects and the stashes of all an owner's SLQB queues together hold at most
+owner_budget bytes (256 KiB by default), so an owner's SLQB figure for a set
+of caches is min(budget, sum of the caches' queue + stash bounds) + their
+remote frees in transit (per cache, outside the budget) + structures.
 """
 
 import argparse
@@ -48,6 +54,15 @@ META_MIN, META_MAX = 16, 64 << 10  # src/meta.c: power-of-two bins up to 64 KiB
 CHECK_SIZE = 256     # scripts/owner_memory_probe.c CHECK_SIZE
 SLOB_JOB_OBJS = 1024 # scripts/owner_memory_probe.c job_slob: objects per thread
 SLOB_HDR = 8         # src/slob.c: a block's header
+GRANT_STEPS = 16     # src/queue.c QS_GRANT_STEPS: a miss asks for budget / 16
+GRANT_BIG = 8        # src/queue.c QS_GRANT_BIG: objects over budget / 8 never queued
+FIFO_BYTES = 1 << 30     # src/tune.c default_empty_limit: 1 GiB per node, at least 4 slabs
+RETAIN_FLOOR = 1 << 20   # src/internal.h QS_RETAIN_FLOOR: the warm pool's floor
+RETAIN_FRACTION = 8      # src/internal.h QS_RETAIN_FRACTION: ... or slab bytes / 8
+WARM_MS = 1000           # src/internal.h QS_WARM_MS: a warm slot's life
+WARM_LIMIT = 1 << 30     # src/internal.h QS_WARM_LIMIT: bytes warm at most
+SLOB_PAGE = 4096     # src/slob.c: a SLOB page (kinds[K_PAGE]), 511 units after its first 8 bytes
+SLOB_KEEP_MIN = 64   # src/slob.c: empty pages kept at least, 256 KiB (an eighth of those in use above it)
 
 DEFAULT_CACHES = ",".join([
     # the kmalloc classes a server uses most
@@ -147,15 +162,56 @@ def cpu_partial_slabs(cpu_partial, objs):
     return 0 if not cpu_partial else (cpu_partial * 2 + max(objs, 1) - 1) // max(objs, 1)
 
 
-def stash_keep(p, sb):
+def default_empty_limit(order):
+    """src/tune.c default_empty_limit: 1 GiB of slabs of `order` per node,
+    at least 4."""
+    return max(4, FIFO_BYTES >> (12 + order))
+
+
+def refill_objs(p):
+    """src/tune.c qs_tune_derive: a refill is half a batch, at least 4
+    objects (QS_REFILL_MIN), at most 64 KiB (QS_REFILL_BYTES), at least 1."""
+    r = max(p["freebatch"] // 2, 4)
+    return max(min(r, (64 << 10) // p["slot"]), 1)
+
+
+def grant_cap(p, budget):
+    """The grant an SLQB queue reaches alone in its owner's budget
+    (src/queue.c grant_grow): each miss asks for as much as the queue has
+    (doubling from a refill's worth), at most budget / 16 bytes (at least
+    one object; objects over budget / 8 are never queued), the last step
+    short of hiwater, while the budget has room.  A queue's objects are at
+    most its grant."""
+    slot, hw = p["slot"], p["hiwater"]
+    if slot > budget // GRANT_BIG:
+        return 0
+    most = max(budget // GRANT_STEPS // slot, 1)
+    g = 0
+    while g < hw:
+        s = min(max(g, refill_objs(p)), most, hw - g)
+        if (g + s) * slot > budget:
+            break
+        g += s
+    return g
+
+
+def default_budget(cpus):
+    """src/queue.c qs_owner_budget_default: 16 MiB over the possible CPUs,
+    at least 256 KiB and at most 4 MiB each."""
+    return max(256 << 10, min(4 << 20, (16 << 20) // max(cpus, 1)))
+
+
+def stash_keep(p, sb, room=None):
     """Empty slabs an SLQB queue's stash keeps at most: it goes to the node's
     FIFO as it reaches stash_bytes or empty_limit slabs (src/queue.c
     stash_add), so one slab short of that; none when the cache keeps no
-    empties."""
+    empties; and only as many as `room` bytes of the owner budget hold (a
+    slab the budget has no room for goes to the node at once)."""
     if not p["stash_bytes"] or not p["empty_decay_ms"]:
         return 0
     lim = min(p["empty_limit"], -(-p["stash_bytes"] // sb))
-    return max(lim - 1, 0)
+    keep = max(lim - 1, 0)
+    return keep if room is None else min(keep, room // sb)
 
 
 def transit_objs(p, targets, percpu=True):
@@ -188,21 +244,29 @@ def cache_geometry(front, p, cpus):
     return p["order"], p["objs"]
 
 
-def per_owner(front, p, sizes, cpus, nodes, owners=None, percpu=True):
-    """Worst-case bytes one owner holds for one cache: {item: bytes}.  cpus:
-    the machine's possible CPUs; owners: how many owners there are (CPUs,
-    unless threads own the queues)."""
+BUDGETED = ("queued objects (grant)", "stash (empty slabs)")  # SLQB's, in the owner budget
+BUDGET_ITEM = "queued objects + stash (owner budget)"
+
+
+def per_owner(front, p, sizes, cpus, nodes, owners=None, percpu=True, budget=None):
+    """Worst-case bytes one owner holds for one cache, each item alone:
+    {item: bytes}.  cpus: the machine's possible CPUs; owners: how many
+    owners there are (CPUs, unless threads own the queues); budget: the
+    owner budget (SLQB).  SLQB's queued objects and stash are each at most
+    the budget here; together, over all an owner's caches, they are at most
+    the budget too (owner_items)."""
     owners = owners or cpus
     order, objs = cache_geometry(front, p, cpus)
     sb, slot = slab_bytes(order), p["slot"]
     queue = meta_round(sizes["queue"])  # struct qs_queue from src/meta.c
     if front == "slqb":
         targets = nodes + (owners - 1)  # every node's list, the other owners
+        grant = grant_cap(p, budget)
         return {
             "queue struct": queue,
-            "slots": slots_bytes(p["hiwater"]),
-            "queued objects (hiwater)": p["hiwater"] * slot,
-            "stash (empty slabs)": stash_keep(p, sb) * sb,
+            "slots": slots_bytes(max(grant, 1)),
+            "queued objects (grant)": grant * slot,
+            "stash (empty slabs)": stash_keep(p, sb, budget) * sb,
             "remote frees in transit": transit_objs(p, targets, percpu) * slot,
         }
     if front == "slub":
@@ -225,6 +289,29 @@ def per_owner(front, p, sizes, cpus, nodes, owners=None, percpu=True):
     return {}  # slob: nothing per owner
 
 
+def owner_items(front, caches, sizes, cpus, nodes, owners=None, percpu=True, budget=None):
+    """Worst-case bytes one owner holds for a set of caches: {item: bytes},
+    and, for SLQB, the sum over the caches of what each one's queue + stash
+    holds alone on its owner (min(budget, queue + stash)), before the owner
+    budget cuts the set to min(budget, the caches' queue + stash bounds)."""
+    items, uncut = {}, 0
+    for p in caches:
+        po = per_owner(front, p, sizes, cpus, nodes, owners, percpu, budget)
+        if front == "slqb":
+            uncut += min(budget, sum(po[k] for k in BUDGETED))
+        for k, v in po.items():
+            items[k] = items.get(k, 0) + v
+    if front == "slqb":
+        alone = sum(items.pop(k, 0) for k in BUDGETED)
+        out = {}
+        for k, v in items.items():  # the budget's item before the transit
+            if k == "remote frees in transit":
+                out[BUDGET_ITEM] = min(budget, alone)
+            out[k] = v
+        items = out
+    return items, uncut
+
+
 def per_node(front, p, sizes, cpus, nodes):
     """Bytes one node holds for one cache beyond the FIFO: {item: bytes}."""
     order, objs = cache_geometry(front, p, cpus)
@@ -245,34 +332,33 @@ def fifo_burst(front, p, cpus):
     """The empty-slab FIFO of one node (src/node.c): at most empty_limit
     slabs, each given back once empty for empty_decay_ms (1 s by default;
     the purger enforces it when nothing touches the FIFO).  SLQB and SLUB
-    only (SLAB keeps free slabs by free_limit; SLOB its own 16 pages)."""
+    only (SLAB keeps free slabs by free_limit; SLOB its own empty pages).
+    Slabs past the limit go warm in the page layer (process-wide, not
+    counted here: model_mode says how it is bounded)."""
     if front == "slqb":
         return p["empty_limit"] * slab_bytes(p["order"])
     if front == "slub":
-        # src/tune.c: empty_limit = 1 GiB of slabs of the order the cache
-        # has when it is made (at least 4): SLUB's order for a cache made
-        # under QSLAB_FRONT=slub, which is what this counts.  (A cache
-        # switched with the tunable `front`, as the probe does, keeps the
-        # count made for SLQB's order: print_tunables says where that
-        # differs.)
+        # src/tune.c: empty_limit = 1 GiB of slabs of the cache's order (at
+        # least 4), rederived when the tunable `front` gives an untuned
+        # cache SLUB's order; here for SLUB's order on the machine counted
         order, _ = cache_geometry(front, p, cpus)
-        return max(4, (1 << 30) // slab_bytes(order)) * slab_bytes(order)
+        return default_empty_limit(order) * slab_bytes(order)
     return 0
 
 
-def machine_totals(front, caches, sizes, cpus, nodes):
+def machine_totals(front, caches, sizes, cpus, nodes, budget):
     """Totals over the cache set for one machine (owners = cpus)."""
-    owner = sum(sum(per_owner(front, p, sizes, cpus, nodes).values()) for p in caches)
+    items, _ = owner_items(front, caches, sizes, cpus, nodes, budget=budget)
+    owner = sum(items.values())
     node = sum(sum(per_node(front, p, sizes, cpus, nodes).values()) for p in caches)
-    alien = 0
-    for p in caches:
-        o = per_owner(front, p, sizes, cpus, nodes)
-        alien += o.get("alien objects", 0) + o.get("alien arrays", 0)
+    alien = items.get("alien objects", 0) + items.get("alien arrays", 0)
     return {
         "owner": owner,
         "node": node,
         "total": cpus * owner + nodes * node,
         "alien": cpus * alien,
+        "transit": cpus * items.get("remote frees in transit", 0),
+        "budget": cpus * items.get(BUDGET_ITEM, 0),
         "fifo": nodes * sum(fifo_burst(front, p, cpus) for p in caches),
     }
 
@@ -378,61 +464,71 @@ def print_tunables(params, machine):
     print("Tunables as the library sets them (probe: qslab_tune_get, qslab_cache_stats),")
     print(f"this VM: {machine['nr_cpu_ids']} possible CPUs, owners: {machine['owner']}; "
           f"struct qs_queue {machine['sizeof_queue']} B ({meta_round(machine['sizeof_queue'])} B "
-          f"from the meta allocator), struct qs_node {machine['sizeof_node']} B")
+          f"from the meta allocator), struct qs_node {machine['sizeof_node']} B; "
+          f"owner_budget {fmt(machine['owner_budget'])}")
+    budget = machine["owner_budget"]
     rows = []
     for i, p in enumerate(params["slqb"]):
         name = p["name"][3:]
         u, s = params["slub"][i], params["slab"][i]
         rows.append([
             name, p["slot"],
-            f"{p['order']}/{p['objs']}", p["hiwater"], p["freebatch"], fmt(p["stash_bytes"]),
-            p["empty_limit"],
+            f"{p['order']}/{p['objs']}", p["hiwater"], grant_cap(p, budget), p["freebatch"],
+            fmt(p["stash_bytes"]), p["empty_limit"],
             f"{u['order']}/{u['objs']}", u["cpu_partial"],
             cpu_partial_slabs(u["cpu_partial"], u["objs"]), u["min_partial"], u["empty_limit"],
             f"{s['order']}/{s['objs']}", s["limit"], s["batchcount"], s["shared"],
         ])
     print(table(["cache", "slot",
-                 "slqb ord/objs", "hiwater", "freebatch", "stash", "empty_limit",
+                 "slqb ord/objs", "hiwater", "grant", "freebatch", "stash", "empty_limit",
                  "slub ord/objs", "cpu_partial", "(slabs)", "min_partial", "empty_limit",
-                 "slab ord/objs", "limit", "batch", "shared"], rows, [False] + [True] * 15))
-    print("empty_limit: slabs per node, 1 GiB of slabs of the order the cache has when it is"
-          " made (src/tune.c qs_tune_defaults).")
-    odd = [f"{u['name'][3:]} ({fmt(u['empty_limit'] * slab_bytes(u['order']))})"
-           for u in params["slub"] if u["empty_limit"] * slab_bytes(u["order"]) != 1 << 30]
+                 "slab ord/objs", "limit", "batch", "shared"], rows, [False] + [True] * 16))
+    print(f"grant: the objects a queue may hold when it has its owner's budget to itself "
+          f"(doubling steps of at most {fmt(budget // GRANT_STEPS)},")
+    print(f"at most hiwater; none for objects over {fmt(budget // GRANT_BIG)}).  empty_limit: "
+          f"slabs per node, {fmt(FIFO_BYTES)} of slabs of the cache's order,")
+    print("at least 4 (src/tune.c default_empty_limit).")
+    odd = [f"{f} {p['name'][3:]} ({p['empty_limit']}, not {default_empty_limit(p['order'])})"
+           for f in ("slqb", "slub") for p in params[f]
+           if p["empty_limit"] != default_empty_limit(p["order"])]
     if odd:
-        print("A cache switched to slub by the tunable `front` (as here) keeps the count made for"
-              " SLQB's order, so its FIFO may")
-        print("hold more than 1 GiB of SLUB's bigger slabs: " + ", ".join(odd) + ".")
-        print("The tables below count 1 GiB, as for a cache made under QSLAB_FRONT=slub.")
+        print("empty_limit DIFFERS from the default rule for: " + ", ".join(odd) + ".")
 
 
-def print_machine(title, cpus, nodes, params, sizes, names):
+def print_machine(title, cpus, nodes, params, sizes, names, budget):
     print(f"\n== {title}: {nodes} node(s) x {cpus // nodes} CPUs = {cpus} owners (CPUs), "
           f"{len(names)} caches ({', '.join(names)})")
-    rows = []
+    rows, tot = [], {}
     for f in FRONTS:
-        t = machine_totals(f, params[f], sizes, cpus, nodes)
-        alien = f"{fmt(t['alien'])} ({100.0 * t['alien'] / t['total']:.0f}%)" if t["alien"] else "-"
-        rows.append([f, fmt(t["owner"]), fmt(t["node"]), fmt(t["total"]), alien,
-                     fmt(t["fifo"]) if t["fifo"] else "-"])
+        t = tot[f] = machine_totals(f, params[f], sizes, cpus, nodes, budget)
+        share = lambda k: f"{fmt(t[k])} ({100.0 * t[k] / t['total']:.0f}%)" if t[k] else "-"
+        rows.append([f, fmt(t["owner"]), fmt(t["node"]), fmt(t["total"]), share("budget"),
+                     share("transit"), share("alien"), fmt(t["fifo"]) if t["fifo"] else "-"])
     print(table(["front", "per owner", "per node", "total: owners x owner + nodes x node",
+                 "owner budgets (share)", "remote frees in transit (share)",
                  "alien caches (share)", "+ FIFO burst, decays in 1 s"], rows))
+    q, u = tot["slqb"], tot["slub"]
+    print(f"slqb less its remote frees in transit: {fmt(q['total'] - q['transit'])} "
+          f"(slub: {fmt(u['total'])}); with them {q['total'] / u['total']:.1f} x slub's.")
     # what the per-owner and per-node totals are made of (summed over caches)
     print()
     for f in FRONTS[:3]:
-        for kind, fn in (("owner", per_owner), ("node", per_node)):
-            items = {}
-            for p in params[f]:
-                for k, v in fn(f, p, sizes, cpus, nodes).items():
-                    items[k] = items.get(k, 0) + v
-            print(f"  {f} per {kind}: " + ", ".join(f"{k} {fmt(v)}" for k, v in items.items() if v))
+        items, uncut = owner_items(f, params[f], sizes, cpus, nodes, budget=budget)
+        print(f"  {f} per owner: " + ", ".join(
+            f"{k} {fmt(v)}" + (f" (each cache alone: {fmt(uncut)} summed)" if k == BUDGET_ITEM else "")
+            for k, v in items.items() if v))
+        items = {}
+        for p in params[f]:
+            for k, v in per_node(f, p, sizes, cpus, nodes).items():
+                items[k] = items.get(k, 0) + v
+        print(f"  {f} per node: " + ", ".join(f"{k} {fmt(v)}" for k, v in items.items() if v))
     # per cache: per owner / per node, each front end
     rows = []
     for i, name in enumerate(names):
         r = [name]
         for f in FRONTS[:3]:
             p = params[f][i]
-            o = sum(per_owner(f, p, sizes, cpus, nodes).values())
+            o = sum(owner_items(f, [p], sizes, cpus, nodes, budget=budget)[0].values())
             n = sum(per_node(f, p, sizes, cpus, nodes).values())
             order, objs = cache_geometry(f, p, cpus)
             r += [f"{order}/{objs}" if f == "slub" else None, fmt(o), fmt(n)]
@@ -440,12 +536,15 @@ def print_machine(title, cpus, nodes, params, sizes, names):
     print()
     print(table(["cache", "slqb owner", "slqb node", "slub ord/objs", "slub owner", "slub node",
                  "slab owner", "slab node"], rows, [False] + [True] * 7))
+    print("(slqb owner per cache: the cache alone on its owner; the caches together share one "
+          "owner budget, so the column sums to more than the per-owner total.)")
 
 
 def model_mode(args, exe):
     specs = [s for s in args.caches.split(",") if s]
     params, machine = read_params(exe, specs)
     sizes = {"queue": machine["sizeof_queue"], "node": machine["sizeof_node"]}
+    budget, slob_keep = machine["owner_budget"], machine["slob_empty_limit"]
     names = [p["name"][3:] for p in params["slqb"]]
     # the tunables do not depend on the node count: read them again with 8
     # fake nodes to be sure
@@ -459,37 +558,64 @@ def model_mode(args, exe):
     bad = [p["name"] for p in params["slub"] if slub_order(p["slot"], possible) != p["order"]]
     print("SLUB orders recomputed with the 5.12 rule for this VM's CPUs: "
           + ("match the library's." if not bad else "DIFFER for " + ", ".join(bad)))
-    print("""
-Per owner (one CPU, one cache), worst case:
-  slqb  struct qs_queue + its slot array + hiwater objects + the stash (one slab
-        short of stash_bytes) + remote frees in transit (a CPU's open batch of
-        up to freebatch and 4 pending batches of freebatch-1, one per other
-        owner or node list)
-  slub  struct qs_queue + the active slab all free + cpu_partial_slabs slabs
-        all free (cpu_partial * 2 / objects per slab, src/slub.c)
-  slab  struct qs_queue + slot array + limit objects + 12 objects per other node
-        (alien arrays) + the alien pointer arrays (13 pointers per node)
+    print(f"""
+Per owner (one CPU), worst case:
+  slqb  per cache: struct qs_queue + its slot array + remote frees in transit (a
+        CPU's open batch of up to freebatch and 4 pending batches of freebatch-1,
+        one per other owner or node list); and for all the owner's caches
+        together the OWNER BUDGET, owner_budget = {fmt(budget)}: every queue's
+        grant (the objects it may hold: its limit is min(grant, hiwater)) and
+        every stash's empty slabs (one slab short of stash_bytes each) come out
+        of it.  A queue's grant grows on its misses by budget / 16 (objects over
+        budget / 8 are never queued), taken from the coldest other queue of the
+        owner when the budget is full.  So queued objects + stashes are
+        min(budget, the caches' own bounds summed), however many caches the
+        owner uses; remote frees in transit are per cache, outside the budget.
+  slub  per cache: struct qs_queue + the active slab all free + cpu_partial_slabs
+        slabs all free (cpu_partial * 2 / objects per slab, src/slub.c)
+  slab  per cache: struct qs_queue + slot array + limit objects + 12 objects per
+        other node (alien arrays) + the alien pointer arrays (13 pointers per node)
   slob  nothing (one lock, pages shared by every cache; empty pages kept up to
-        the arena's empty_limit, 1 GiB, for its empty_decay_ms, 1 s)
+        an eighth of the pages in use, at least 256 KiB of them, for the
+        arena's empty_decay_ms, 1 s)
 Per node (one node, one cache): struct qs_node; slub: min_partial slabs kept even
 when empty; slab: the shared array (shared * batchcount pointers and objects) and
 free_limit objects in free slabs ((1 + CPUs per node) * batchcount + objects per
-slab).  The FIFO of empty slabs (slqb, slub) is bounded by empty_limit slabs (1 GiB
-per node and cache by default), but in practice by its decay: an empty slab goes
-back after empty_decay_ms (1 s), so it holds what the node freed in the last
-second, not a standing cost; it is shown apart.  Not counted: objects posted to an
-owner's inbox and not yet claimed (SLQB: bounded by what others freed since its
-last refill), free objects in partly used slabs (fragmentation, not a structure),
-the page layer's slab descriptors (96 B per slab), owners' tables (one per CPU,
-whatever the caches).""")
+slab).  The FIFO of empty slabs (slqb, slub) is bounded by empty_limit slabs
+({fmt(FIFO_BYTES)} of slabs of the cache's order per node and cache by default, at
+least 4: a burst's bound) and by its decay: an empty slab goes back after
+empty_decay_ms (1 s), so it holds what the node freed in the last second, not a
+standing cost; it is shown apart.
+Warm slots: an empty slab a FIFO gives up young (past empty_limit, or taken by
+the retention rule for another cache), a destroyed cache's slabs and SLUB's
+pass-through blocks stay resident in the page layer, for the next slab of their
+order and node, of any cache: one pool for the whole process.
+The retention rule (src/page.c, src/node.c qs_node_reclaim) bounds the FIFOs and
+the warm slots together by the working set, not by owners or nodes: whenever
+the page layer hands out memory that is not resident, what they keep is first
+brought down to max({fmt(RETAIN_FLOOR)}, slab bytes in the caches / {RETAIN_FRACTION}) (a FIFO slab of
+the wanted order goes warm for the allocation, then the oldest FIFO slabs back,
+then the warm pool is cut); a warm slot goes back after {WARM_MS} ms.  So kept
+empty slabs let the process grow by at most 1/{RETAIN_FRACTION} of what its caches hold
+in slabs ({fmt(RETAIN_FLOOR)} when they hold less than {fmt(RETAIN_FLOOR * RETAIN_FRACTION)}); not in
+the tables.
+Not counted: objects posted to an owner's inbox and not yet claimed (SLQB:
+bounded by what others freed since its last refill), free objects in partly
+used slabs (fragmentation, not a structure), the page layer's slab descriptors
+(96 B per slab), owners' tables (one per CPU, whatever the caches).""")
     if possible != cpus:
         print(f"\nNote: this VM has {possible} possible CPUs and {cpus} online; the tables count"
               f" {cpus} owners and SLUB's orders for {cpus}.")
     for title, c, n in ((f"this VM (os.cpu_count() {cpus}, {nodes} node(s))", cpus, nodes),
                         ("2-socket 128-thread machine", 128, 2),
                         ("8-node 1,024-CPU machine", 1024, 8)):
-        print_machine(title, c, n, params, sizes, names)
+        # the default budget follows the machine's CPUs (a tuned one is kept)
+        b = budget if c == cpus or budget != default_budget(possible or cpus) else default_budget(c)
+        print_machine(title, c, n, params, sizes, names, b)
     print("""
+owner budgets: CPUs x owner_budget, SLQB's queued objects and stashes of every cache
+together; remote frees in transit: CPUs x caches x (freebatch + 4 x (freebatch - 1))
+objects (an open batch and 4 pending batches per queue), outside the budget.
 alien caches: CPUs x caches x ((nodes - 1) x 12 objects + nodes x 13 pointers
 (src/front_slab.c makes one array per node, its own node's unused; the kernel's
 SLAB made nodes - 1)): the crossbar grows with CPUs x nodes, where every other
@@ -530,20 +656,23 @@ def check_mode(args, exe):
           "(/proc/self/smaps_rollup) and what each structure holds.")
     print(f"Tolerance: objects held (statistics) within {tol_objs:.0%} of the bound; RSS within "
           f"{tol_rss:.0%} or {fmt(tol_rss_abs)} (page granularity).")
-    summary = []
+    summary, seen = [], None
     for n in (2, 4, 8):
         for f in FRONTS:
             lines = run_probe(exe, ["check", f], nodes=n)
             get = lambda kind: next(kv for k, kv in lines if k == kind)
             machine, chk, p = get("machine"), get("check"), get("cache")
             st, rss, d, arena = get("stats"), get("rss"), get("detail"), get("arena")
+            warm = get("warm")
             valid = not any(k == "validate" for k, _ in lines)
             sizes = {"queue": machine["sizeof_queue"], "node": machine["sizeof_node"]}
+            budget = machine["owner_budget"]
             owners, nodes, slot, objs = chk["owners"], chk["nodes"], p["slot"], p["objs"]
             percpu = machine["owner"] == "cpu"
             # the model for this configuration: this VM's possible CPUs, the
-            # probe's owners (CPUs, or threads) and the probe's own tunables
-            po = per_owner(f, p, sizes, possible, nodes, owners, percpu)
+            # probe's owners (CPUs, or threads), the probe's own tunables and
+            # the owner budget (one cache: min(budget, its queue + stash))
+            po, _ = owner_items(f, [p], sizes, possible, nodes, owners, percpu, budget)
             pn = per_node(f, p, sizes, possible, nodes)
             bound = owners * sum(po.values()) + nodes * sum(pn.values())
             meta_items = ("queue struct", "slots", "alien arrays", "node struct", "shared array")
@@ -553,23 +682,31 @@ def check_mode(args, exe):
             fifo = d["fifo_slabs"] * objs * slot            # burst: not in the bound
             held = (st["num_objs"] - st["active_objs"]) * slot - fifo
             live = st["active_objs"] * slot
+            # empty slabs past a FIFO's empty_limit, warm in the page layer
+            # (no cache's: not in the statistics), resident
+            warm_b = max(warm["after_b"] - warm["base_b"], 0)
             # RSS: the bound with metadata, the FIFO, the page layer's headers
             # (SLOB: its arena's pages, on the nodes of the CPUs), SLOB's kept
             # pages: every page of the peak on each node the threads ran on
-            # (a node's pages serve that node only; emptied, they stay kept:
-            # the arena's empty_limit is 1 GiB and the purger is off)
+            # (a node's pages serve that node only; emptied, they stay kept,
+            # the purger being off), at most SLOB_KEEP_MIN once every
+            # object is freed (an eighth of none in use)
             if f == "slob":
                 # the arena's pages at the peak (one thread's objects: the
                 # threads run one at a time), on the nodes of the CPUs
-                peak = -(-SLOB_JOB_OBJS // (PAGE // (CHECK_SIZE + SLOB_HDR)))
+                peak = -(-SLOB_JOB_OBJS // ((SLOB_PAGE - SLOB_HDR) // (CHECK_SIZE + SLOB_HDR)))
                 pages = page_layer_estimate(max(peak, arena["num_slabs"]), min(nodes, chk["cpus"]))
-                extra = peak * min(nodes, chk["cpus"]) * PAGE
+                # at most SLOB_KEEP_MIN pages kept once none is in use
+                # (fewer after a give-back, never more)
+                extra = min(peak * min(nodes, chk["cpus"]), SLOB_KEEP_MIN) * SLOB_PAGE
             else:
                 pages, extra = page_layer_estimate(st["new_slab"], nodes, f == "slqb"), 0
-            exp_rss = bound + fifo + pages + extra
+            exp_rss = bound + fifo + warm_b + pages + extra
             rss_held = (rss["after_kb"] - rss["base_kb"]) * 1024 - live
             d["held_objs"] = st["num_objs"] - st["active_objs"]
-            rows = structure_rows(f, p, owners, nodes, possible, percpu, d)
+            rows = structure_rows(f, p, owners, nodes, possible, percpu, d, budget)
+            if f == "slqb":
+                seen = (p, budget)
             print(f"\n-- {f}, QSLAB_FAKE_NUMA={n}: {chk['threads']} threads, {owners} owners "
                   f"({machine['owner']}), {nodes} nodes; order {p['order']}, {objs} objects per slab"
                   + ("" if valid else "  !! qslab_cache_validate FAILED"))
@@ -585,6 +722,8 @@ def check_mode(args, exe):
             terms = [f"bound with metadata {kib(bound)}"]
             if fifo:
                 terms.append(f"FIFO {kib(fifo)}")
+            if warm_b:
+                terms.append(f"warm slots {kib(warm_b)}")
             terms.append(f"page-layer headers ~{kib(pages)}")
             if extra:
                 terms.append(f"SLOB's kept pages {kib(extra)}")
@@ -596,15 +735,24 @@ def check_mode(args, exe):
                             kib(fifo) if fifo else "-", kib(exp_rss), kib(rss_held),
                             f"{rss_held / exp_rss:.3f}",
                             "ok" if ok_objs and ok_rss and valid else "CHECK"])
+    if seen:
+        p, budget = seen
+        grant, sb = grant_cap(p, budget), slab_bytes(p["order"])
+        keep = stash_keep(p, sb, budget - grant * p["slot"])
+        print(f"""
+The owner budget, {fmt(budget)} per owner: the queue's misses on its way up grow its grant
+to {grant} objects of {p['slot']} B ({fmt(grant * p['slot'])}, hiwater {p['hiwater']}); the stash keeps the empty slabs
+the rest of the budget holds: {keep} of {stash_keep(p, sb)} (the others go to the node's FIFO).""")
     print("""
 Where measured and bound differ:
   slqb  transit: the free fast path fills a CPU's open batch to freebatch, the workload
         stops each group at freebatch - 1 (one object per owner); free objects in partly
-        used slabs: the routine's fillers (sent home without emptying their slab) and
-        the last slab of each node list's group; N=8: 9 groups per owner (8 node lists,
-        1 owner) for 5 batches, so 4 node-list batches per owner were posted to make
-        room and their slabs, emptied, wait in the nodes' FIFOs (the burst: given
-        back after 1 s).
+        used slabs: the last slab of each node list's group, and the routine's fillers
+        when the budget leaves the stash room (sent home without emptying their slab);
+        N=8: 9 groups per owner (8 node lists, 1 owner) for 5 batches, so 4 node-list
+        batches per owner were posted to make room and their slabs, emptied, wait in
+        the nodes' FIFOs (the burst: given back after 1 s; past empty_limit they would
+        stay warm in the page layer, counted in the RSS as warm slots).
   slub  one object per node stays live, to keep the node's last partial slab (a free
         that empties a slab of a node with min_partial partial slabs, itself counted,
         gives it to the FIFO).
@@ -621,7 +769,7 @@ Where measured and bound differ:
         sys.exit("owner_memory.py --check: outside tolerance: " + ", ".join(bad))
 
 
-def structure_rows(f, p, owners, nodes, ncpu, percpu, d):
+def structure_rows(f, p, owners, nodes, ncpu, percpu, d, budget):
     """(structure, bound, measured) in objects or slabs, from the probe's
     breakdown (its `detail` line)."""
     objs = p["objs"]
@@ -630,9 +778,13 @@ def structure_rows(f, p, owners, nodes, ncpu, percpu, d):
     if f == "slqb":
         targets = nodes + (owners - 1)
         other -= d["queue_objs"] + d["stash_slabs"] * objs + d["transit_objs"] + d["inbox_objs"]
+        # the owner budget: the queue fills first (its misses grow its grant
+        # to grant_cap), the stash keeps what the rest of the budget holds
+        grant = grant_cap(p, budget)
         return [
-            ("queued objects (hiwater each)", owners * p["hiwater"], d["queue_objs"]),
-            ("stash slabs", owners * stash_keep(p, sb), d["stash_slabs"]),
+            ("queued objects (grant each: min(hiwater, budget))", owners * grant, d["queue_objs"]),
+            ("stash slabs (the budget's rest)",
+             owners * stash_keep(p, sb, budget - grant * p["slot"]), d["stash_slabs"]),
             ("objects in transit (open + pending batches)",
              owners * transit_objs(p, targets, percpu), d["transit_objs"]),
             ("objects in inboxes (not bounded)", 0, d["inbox_objs"]),

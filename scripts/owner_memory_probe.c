@@ -37,12 +37,15 @@
  *       (this measures the bound, before any reclaim).
  *
  * The routines, per front end (constants from the cache's own tunables):
- *   slqb  queue to hiwater, the stash to its largest size short of a
- *         hand-over (stash_bytes), and remote frees in transit: freebatch-1
- *         objects for each other owner of its objects (every node's list,
- *         reached through qslab_cache_alloc_node, and the other owners), of
- *         which the open batch and the QS_PENDING pending batches keep
- *         QS_PENDING + 1
+ *   slqb  the queue to its grant (hiwater, or what the owner budget
+ *         allows), the stash to its largest size short of a hand-over
+ *         (stash_bytes) within what the grant leaves of the owner budget
+ *         (with the default tunables the grant of 1,024 x 256 B takes the
+ *         whole 256 KiB budget, so no stash), and remote frees in transit:
+ *         freebatch-1 objects for each other owner of its objects (every
+ *         node's list, reached through qslab_cache_alloc_node, and the other
+ *         owners), of which the open batch and the QS_PENDING pending
+ *         batches keep QS_PENDING + 1
  *   slub  the active slab all free and cpu_partial_slabs empty slabs on the
  *         owner's partial list; per node, min_partial slabs left on the
  *         node's partial list (one object of the last kept live)
@@ -145,6 +148,15 @@ static qslab_cache *make_cache(const char *name, size_t size, size_t align, unsi
     return c;
 }
 
+/* The owner budget (src/queue.c): the process's, one for every cache. */
+static unsigned long owner_budget(void)
+{
+    unsigned long v;
+    if (qslab_tune_get("*", "owner_budget", &v) != 0)
+        die("qslab_tune_get owner_budget");
+    return v;
+}
+
 static void print_machine(void)
 {
     struct qslab_owner_info oi;
@@ -153,6 +165,10 @@ static void print_machine(void)
            oi.kind == QSLAB_OWNER_CPU ? "cpu" : "thread", oi.nr_cpu_ids,
            sysconf(_SC_NPROCESSORS_ONLN));
     printf(" sizeof_queue=%zu sizeof_node=%zu", sizeof(struct qs_queue), sizeof(struct qs_node));
+    /* the owner budget, and the pages SLOB's arena keeps empty (its
+     * empty_limit: pages of the process, not per node) */
+    printf(" owner_budget=%lu slob_empty_limit=%u", owner_budget(),
+           QS_LOAD(qs_slob_arena.empty_limit));
     printf("\n");
 }
 
@@ -311,7 +327,7 @@ static struct qs_queue *my_queue(struct worker *w)
 }
 
 /*
- * Fill the owner's queue to hiwater and its stash to its largest size:
+ * Fill the owner's queue to its grant and its stash to its largest size:
  * allocate a pool, sort it by slab, and free it in an order that decides
  * which slabs go home.
  *   A CPU's queue at hiwater flushes k = min(freebatch, 256) objects from
@@ -325,12 +341,49 @@ static struct qs_queue *my_queue(struct worker *w)
  *   k objects of whole slabs (the first of them flushes the k before); then
  *   k objects that stay (the first flushes the last whole slabs home): the
  *   queue ends at hiwater, the stash at stash_keep slabs.
- *   A thread's queue at hiwater sends each free of its own objects straight
- *   to its slab (qs_free_full): objects that stay up to hiwater, then whole
- *   slabs.
+ *   The owner budget (src/queue.c) holds the queue's grant and the stash:
+ *   the queue's misses on its way up grow the grant to grant_cap() (the
+ *   only queue of the owner with a grant, it steals from no one), and the
+ *   stash keeps only the slabs the rest of the budget has room for; the
+ *   others go to the node.  So stash_keep counts those only, and hiwater
+ *   above is the grant.
+ *   A thread's queue at its grant sends each free of its own objects
+ *   straight to its slab (qs_free_full): objects that stay up to the
+ *   grant, then whole slabs.
  * Pool objects not needed stay live to the end (with the fillers' slab
  * mates), counted as live.
  */
+/* The grant a cache's queue reaches when it is the only one of its owner
+ * with a grant (src/queue.c grant_grow): each miss doubles it (from a
+ * refill's worth: half a batch, 4 to 64 KiB of objects, at least one), at
+ * most budget / 16 bytes a step (at least one object; none for objects
+ * over budget / 8), the last one short of hiwater, while the budget has
+ * room. */
+static unsigned long grant_cap(void)
+{
+    unsigned long budget = owner_budget(), slot = P.slot, hw = attr(&P, "hiwater");
+    unsigned long fb = attr(&P, "freebatch"), g = 0;
+    if (slot > budget / 8)
+        return 0;
+    unsigned long refill = fb / 2 > 4 ? fb / 2 : 4;
+    if (refill > (64ul << 10) / slot)
+        refill = (64ul << 10) / slot;
+    if (!refill)
+        refill = 1;
+    unsigned long most = budget / 16 / slot ? budget / 16 / slot : 1;
+    while (g < hw) {
+        unsigned long s = g > refill ? g : refill;
+        if (s > most)
+            s = most;
+        if (s > hw - g)
+            s = hw - g;
+        if ((g + s) * slot > budget)
+            break;
+        g += s;
+    }
+    return g;
+}
+
 static unsigned long stash_keep(void)
 {
     unsigned long el = attr(&P, "empty_limit"), sb = attr(&P, "stash_bytes");
@@ -338,12 +391,14 @@ static unsigned long stash_keep(void)
     unsigned long lim = by_bytes < el ? by_bytes : el;
     if (!sb || !attr(&P, "empty_decay_ms") || !lim)
         return 0;
-    return lim - 1;
+    /* the slabs the owner budget has room for beside the grant */
+    unsigned long room = (owner_budget() - grant_cap() * P.slot) / slab_bytes;
+    return lim - 1 < room ? lim - 1 : room;
 }
 
 static void job_slqb_fill(struct worker *w)
 {
-    unsigned long hw = attr(&P, "hiwater"), fb = attr(&P, "freebatch"), objs = P.objs;
+    unsigned long hw = grant_cap(), fb = attr(&P, "freebatch"), objs = P.objs;
     unsigned long k = fb < PERCPU_BATCH ? fb : PERCPU_BATCH;
     unsigned long keep = stash_keep(), per_flush = k / objs;
     bool flushing = percpu && per_flush && keep;
@@ -735,9 +790,10 @@ static void print_breakdown(void)
         active_slabs += q->sl.slab != NULL;
         cpu_partial += q->sl.nr_partial;
         /* one line per queue (owner) */
-        printf("queue cpu=%d node=%d nr=%u cap=%u stash_slabs=%u fb=%u pending=%lu,%lu,%lu,%lu "
-               "inbox=%lu nr_partial=%u\n",
-               q->cpu, q->node, QS_TOP_NR(q->top), q->cap, q->nr_stash, QS_FB_N(q->fb),
+        printf("queue cpu=%d node=%d nr=%u cap=%u grant=%u budget_used=%lu stash_slabs=%u fb=%u "
+               "pending=%lu,%lu,%lu,%lu inbox=%lu nr_partial=%u\n",
+               q->cpu, q->node, QS_TOP_NR(q->top), q->cap, q->grant,
+               q->owner ? q->owner->budget_used : 0, q->nr_stash, QS_FB_N(q->fb),
                q->pending[0].n, q->pending[1].n, q->pending[2].n, q->pending[3].n, q->inbox.nr,
                q->sl.nr_partial);
     }
@@ -812,6 +868,9 @@ static int check_mode(const char *front)
     memset(scr_used, 0, sizeof scr_used);
     memset(scr_wstart, 0, sizeof scr_wstart);
     long base = anon_kb();
+    /* warm slots (src/page.c): empty slabs past a FIFO's empty_limit stay
+     * resident in the page layer, no cache's */
+    size_t warm_base = __atomic_load_n(qs_page_warm_bytes, __ATOMIC_RELAXED);
     if (!strcmp(front, "slqb"))
         workload_slqb();
     else if (!strcmp(front, "slub"))
@@ -821,6 +880,7 @@ static int check_mode(const char *front)
     else
         workload_slob();
     long after = anon_kb();
+    size_t warm_after = __atomic_load_n(qs_page_warm_bytes, __ATOMIC_RELAXED);
 
     struct qslab_cache_stats st;
     qslab_cache_stats(cache, &st);
@@ -839,6 +899,7 @@ static int check_mode(const char *front)
     qslab_cache_stats(&qs_slob_arena, &ar); /* SLOB's pages: slabs of its arena */
     printf("arena new_slab=%lu num_slabs=%lu\n", ar.new_slab, ar.num_slabs);
     printf("rss base_kb=%ld after_kb=%ld\n", base, after);
+    printf("warm base_b=%zu after_b=%zu\n", warm_base, warm_after);
     print_breakdown();
     if (qslab_cache_validate(cache) != 0)
         printf("validate failed\n");

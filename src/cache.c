@@ -183,6 +183,7 @@ void qs_init_slow(void)
         qs_observe_ready();
         qs_node_topology_init();
         qs_owner_kind_init();
+        qs_owner_budget_default(); /* before QSLAB_TUNE's owner_budget (the first cache) */
         qs_front_init();
         qs_kmalloc_init();
         qs_slob_setup();
@@ -353,17 +354,28 @@ QSLAB_EXPORT void qslab_cache_free(qslab_cache *c, void *obj)
     cache_free_other(c, obj);
 }
 
+/* A front end's shrink of c: while it drains the owners' empty slabs into
+ * the FIFOs, they keep them (no warm overflow, node.c) for the shrink to
+ * give back and count. */
+static size_t shrink_one(qslab_cache *c)
+{
+    __atomic_fetch_add(&c->shrinking, 1, __ATOMIC_RELAXED);
+    size_t bytes = qs_front_of(c)->shrink(c);
+    __atomic_fetch_sub(&c->shrinking, 1, __ATOMIC_RELAXED);
+    return bytes;
+}
+
 QSLAB_EXPORT size_t qslab_cache_shrink(qslab_cache *c)
 {
     qs_init();
-    size_t bytes = qs_front_of(c)->shrink(c);
+    size_t bytes = shrink_one(c);
     for (qslab_cache *t = NULL;;) { /* and its debug twins (twin.c) */
         qs_lock_acquire(&qs_global);
         t = qs_twin_next(c, t);
         qs_lock_release(&qs_global);
         if (!t)
             return bytes;
-        bytes += qs_front_of(t)->shrink(t);
+        bytes += shrink_one(t);
     }
 }
 
@@ -435,7 +447,7 @@ static void release_cache(qslab_cache *c)
 {
     struct qs_slab *all = NULL;
     if (qs_front_of(c)->destroy) /* the front end's per-owner state */
-        qs_front_of(c)->destroy(c);
+        qs_front_of(c)->destroy(c, &all);
     struct qs_queue *q = c->queues;
     while (q) {
         struct qs_queue *next = q->all_next;
@@ -449,9 +461,9 @@ static void release_cache(qslab_cache *c)
     for (int n = 0; n < qs_nr_nodes; n++) {
         qs_slabs_gather(&all, c->nodes[n].list.partial);
         qs_slabs_gather(&all, c->nodes[n].list.full);
-        qs_slabs_gather(&all, c->nodes[n].empty_head);
+        qs_slabs_gather(&all, qs_node_fifo_detach(&c->nodes[n]));
     }
-    qs_page_keep_slabs(all); /* warm for the next caches' slabs (page.c) */
+    qs_page_keep_destroyed(all); /* warm for the next caches' slabs, within the retention cap (page.c) */
     qs_meta_free(c->nodes, sizeof(struct qs_node) * (size_t)qs_nr_nodes);
     qs_meta_free(c, sizeof(*c));
 }

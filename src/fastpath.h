@@ -26,7 +26,7 @@
  * always empty (alloc goes to its slow path) and owns no slab (free goes to
  * qs_free_remote, which hands it to qs_free_slow): one test fewer on both
  * paths.  Nobody writes to qs_no_queue. */
-_Static_assert(QS_KMALLOC_CLASSES <= QS_FIXED_SLOTS, "kmalloc queues at fixed TLS offsets");
+_Static_assert(64 <= QS_FIXED_SLOTS, "kmalloc queues below 16 KiB at fixed TLS offsets");
 static inline struct qs_queue *qs_queue_fast(unsigned id)
 {
     struct qs_owner *o = &qs_self;
@@ -87,12 +87,19 @@ static inline void *qs_queue_try_pop(struct qs_queue *q, int item, uint32_t link
     return obj;
 }
 
+/* The slow paths' pop: as qs_queue_try_pop, reporting a bad entry, and
+ * keeping the popped object's word in qs_self.last_word (calloc's:
+ * kmalloc.c). */
 static inline void *qs_queue_pop(qslab_cache *c, struct qs_queue *q, int item)
 {
     while (QS_TOP_NR(q->top)) {
+        void *top = q->slots[QS_TOP_NR(q->top) - 1];
+        uintptr_t w = *(uintptr_t *)((char *)top + q->link_off);
         void *obj = qs_queue_try_pop(q, item, q->link_off);
-        if (likely(obj != NULL))
+        if (likely(obj != NULL)) {
+            qs_self.last_word = w;
             return obj;
+        }
         qs_queue_corrupt(c, q); /* reports; drops the entry if the handler returns */
     }
     return NULL;
@@ -111,8 +118,10 @@ static inline void *qs_queue_pop(qslab_cache *c, struct qs_queue *q, int item)
  * limit (full), the top slot or the batch's head (the same object: a double
  * free), then the free stamp into
  * the object and its pointer into the slot, both above nr and so invisible
- * until the commit: top + 1.  No lock, no atomic read-modify-write, no load
- * from the object. */
+ * until the commit: top + 1.  No lock, no atomic read-modify-write; the
+ * only load from the object is another owner's object's word (a free
+ * object's word sends it to the slow path, which looks for a double
+ * free), and that line is written next anyway. */
 /* The per-CPU free fast path's outcomes (qs_percpu_free_slow's `why`). */
 enum { QS_PC_DONE, QS_PC_REMOTE, QS_PC_FULL, QS_PC_SUSPECT, QS_PC_ABORT };
 #if QS_HAVE_PERCPU
@@ -231,9 +240,26 @@ again:;
                  "leaq %c[list](%%rdx), %%rsi\n\t"
                  "cmpq %%rsi, %c[sown](%[s])\n\t"
                  "je 5f\n\t"
-                 /* another owner's object: a short queue takes it if it is
-                  * of our node (qs_free_remote's rule); else it joins the
-                  * open batch of its owner (8:), else the slow path */
+                 /* another owner's object.  Its word first: the free stamp
+                  * or a free-list link is a free object's (a double free,
+                  * most likely: qs_free_remote's test), for the slow path
+                  * to look for it; both routes below write the word, so
+                  * the load costs no extra miss */
+                 "movl %c[loff](%%rdx), %%eax\n\t"
+                 "movq (%[obj],%%rax), %%rsi\n\t"
+                 "xorq " QS_STR(QS_Q_STAMP) "(%%rdx), %%rsi\n\t" /* w ^ stamp */
+                 "jz %l[remote]\n\t"
+                 "xorq $1, %%rsi\n\t" /* w ^ secret: a link has tag bits 0 */
+                 "testl $7, %%esi\n\t"
+                 "jnz 10f\n\t"
+                 "shrq $47, %%rsi\n\t"
+                 "jz %l[remote]\n\t"
+                 "10:\n\t"
+                 "movl %%ecx, %%eax\n\t"
+                 "andl $" QS_STR(QS_TOP_MASK_ASM) ", %%eax\n\t" /* nr again */
+                 /* a short queue takes it if it is of our node
+                  * (qs_free_remote's rule); else it joins the open batch
+                  * of its owner (8:), else the slow path */
                  "cmpl " QS_STR(QS_Q_PARK) "(%%rdx), %%eax\n\t"
                  "jae 8f\n\t"
                  "cmpl " QS_STR(QS_Q_LIMIT) "(%%rdx), %%eax\n\t"
@@ -438,15 +464,17 @@ void *qs_large_alloc(size_t size, size_t align);
 void qs_free_other(void *p);
 void *qs_kmalloc_slow(unsigned i, size_t size); /* size: for a front end without queues */
 
-#define QS_KM_TABLE_CLASSES 12 /* 8 .. 1024: from the table */
-#define QS_KM_QUARTER_FIRST 16 /* 1.5K, 2K, 3K, 4K before it; then 5K .. 32K */
-#define QS_KM_HALF_FIRST 28    /* 48K .. 32M: two per power of two */
+#define QS_KM_FINE_FIRST 9  /* 8 .. 128: classes 0..8; then eight per power of two */
+#define QS_KM_STEPS 8       /* classes per power of two from 128 bytes up */
+#define QS_KM_BIG_FIRST 73  /* 36 KiB, the first class past the second table */
 
 /* Class of a request (kmalloc.c lists the classes): a table up to 1 KiB
  * (`small` is qs_kmalloc_small_index, or ..16 for malloc's 16-byte minimum),
  * a second one up to 32 KiB (128-byte steps), then from the position of the
- * top bit, two classes per power of two.  The first table's case falls
- * through (no taken branch on the common path). */
+ * top bit and the three bits below it: for 2^(k-1) < size <= 2^k,
+ * (size - 1) >> (k - 4) is 8..15, the eighth of the power of two the size
+ * reaches into.  The first table's case falls through (no taken branch on
+ * the common path). */
 static inline unsigned qs_kmalloc_index(size_t size, const uint8_t *small)
 {
     if (likely(size <= QS_KM_SMALL_MAX))
@@ -454,7 +482,7 @@ static inline unsigned qs_kmalloc_index(size_t size, const uint8_t *small)
     if (likely(size <= QS_KM_MID_MAX))
         return qs_kmalloc_mid_index[(size + 127) >> 7];
     unsigned k = (unsigned)(64 - __builtin_clzl(size - 1)); /* 2^(k-1) < size <= 2^k */
-    return QS_KM_HALF_FIRST + 2 * (k - 16) + (size > ((size_t)3 << (k - 2)));
+    return QS_KM_BIG_FIRST - QS_KM_STEPS + QS_KM_STEPS * (k - 16) + (unsigned)((size - 1) >> (k - 4));
 }
 
 /* qs_alloc_fast for class i, whose cache id is i (qs_kmalloc_init): the
@@ -462,7 +490,7 @@ static inline unsigned qs_kmalloc_index(size_t size, const uint8_t *small)
 static inline void *qs_kmalloc_alloc(unsigned i, size_t size)
 {
     if (i >= QS_KMALLOC_CLASSES)
-        __builtin_unreachable(); /* so i < QS_FIXED_SLOTS: no bound check */
+        __builtin_unreachable(); /* (thread owner: classes below 16 KiB at fixed offsets) */
 #if QS_HAVE_PERCPU
     if (qs_percpu()) {
         void *obj = qs_percpu_alloc(i, 0); /* no ctor: the link at 0 */
@@ -478,11 +506,72 @@ static inline void *qs_kmalloc_alloc(unsigned i, size_t size)
     return qs_kmalloc_slow(i, size); /* refill, or report the corrupt link */
 }
 
+#define QS_KM_SMALL_CLASSES 33 /* the first table's: 8 .. 1024 */
+_Static_assert(QS_KM_SMALL_CLASSES <= QS_FIXED_SLOTS, "classes up to 1 KiB at fixed TLS offsets");
+
+/* Up to 1 KiB the class comes from the first table and is one of the
+ * first 33, all at fixed TLS offsets: that path has no bound check on the
+ * class (the thread owner's queue lookup needs one only past them). */
 static inline void *qs_kmalloc(size_t size, const uint8_t *small)
 {
+    if (likely(size <= QS_KM_SMALL_MAX)) {
+        unsigned i = small[(size + 7) >> 3];
+        if (i >= QS_KM_SMALL_CLASSES)
+            __builtin_unreachable();
+        return qs_kmalloc_alloc(i, size);
+    }
     if (likely(size <= QS_KMALLOC_MAX))
         return qs_kmalloc_alloc(qs_kmalloc_index(size, small), size);
     return qs_large_alloc(size, 0);
+}
+
+/* calloc's allocation of class i: the object, and in *fresh whether its
+ * bytes are known zero (born into a queue from memory the OS zeroed and
+ * never handed out: its word was QS_FRESH_WORD, internal.h), which saves
+ * clearing what the program may never touch.  The fast pops read the
+ * popped object's word (it is ours after the commit); the slow paths leave
+ * it in qs_self.last_word (only SLQB's pops write it: anything else, a
+ * guarded sample, a twin's or another front end's object, reads as not
+ * fresh). */
+static inline void *qs_kmalloc_fresh(unsigned i, size_t size, bool *fresh)
+{
+    if (i >= QS_KMALLOC_CLASSES)
+        __builtin_unreachable();
+    uintptr_t want = QS_FRESH_WORD(qs_kmalloc_caches[i].secret);
+#if QS_HAVE_PERCPU
+    if (qs_percpu()) {
+        for (;;) {
+            void *obj = qs_percpu_try_alloc0(i);
+            if (likely((uintptr_t)obj > 1)) {
+                *fresh = *(uintptr_t *)obj == want;
+                *(uintptr_t *)obj = 0; /* ours now */
+                return obj;
+            }
+            if (!obj)
+                break;
+            qs_self.rseq_aborts++;
+        }
+        qs_self.last_word = 0;
+        void *obj = qs_kmalloc_slow(i, size);
+        *fresh = obj && qs_self.last_word == want;
+        return obj;
+    }
+#endif
+    struct qs_queue *q = qs_queue_fast(i);
+    unsigned nr = QS_TOP_NR(q->top);
+    if (likely(nr != 0)) {
+        void *top = q->slots[nr - 1];
+        uintptr_t w = *(uintptr_t *)top;
+        void *obj = qs_queue_try_pop(q, QS_ALLOC_FAST, 0);
+        if (likely(obj != NULL)) {
+            *fresh = w == want;
+            return obj;
+        }
+    }
+    qs_self.last_word = 0;
+    void *obj = qs_kmalloc_slow(i, size);
+    *fresh = obj && qs_self.last_word == want;
+    return obj;
 }
 
 static inline void qs_kfree(void *p)

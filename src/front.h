@@ -18,7 +18,8 @@
  *   slab  per-owner arrays of objects (SLQB's queues) over node-owned
  *         slabs with index free lists, a shared array per node, alien
  *         caches for other nodes' objects, the reaper (front_slab.c)
- *   slob  first-fit in pages shared by every cache, no per-owner caching
+ *   slob  pages shared by every cache, indexed by their largest free
+ *         block (best fit by page), no per-owner caching
  *         (slob.c): the memory floor
  *
  * THE CONTRACT.  The inline fast paths (fastpath.h) serve only caches whose
@@ -82,8 +83,10 @@ struct qs_front {
      * q (SLUB: the active slab and partial slabs); qs_global held */
     void (*retire)(qslab_cache *c, struct qs_queue *q);
     /* destroy: every object is free; release what the front end keeps of
-     * c beyond the queues' and nodes' lists (cache unpublished, no lock) */
-    void (*destroy)(qslab_cache *c);
+     * c beyond the queues' and nodes' lists (cache unpublished, no lock):
+     * its slabs onto *all (a ->next list), which the shared destroy hands
+     * to the page layer in one go (page.c: the retention rule) */
+    void (*destroy)(qslab_cache *c, struct qs_slab **all);
     /* the default order of c's slabs (NULL: slab.c's rule) */
     unsigned (*order)(const qslab_cache *c);
     /* kmalloc gets the request's own size and alignment (SLOB): aligned

@@ -390,8 +390,9 @@ static struct qs_slab *slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_n
 static __thread size_t released;
 
 /* The kernel's slab_destroy, for a ->next list: each slab's free-list
- * block and counts, then the page layer (adjacent slabs: one madvise). */
-static void release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list, bool destroy)
+ * block and counts, then the page layer (adjacent slabs: one madvise);
+ * a destroy's (`all`) go onto *all, for the shared destroy. */
+static void release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list, struct qs_slab **all)
 {
     for (struct qs_slab *s = list; s; s = s->next) {
         unsigned objs = s->objects;
@@ -401,8 +402,10 @@ static void release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *lis
         qs_stat(c, q, QS_FREE_SLAB, 1);
         qs_stat(c, q, QS_FREE_OBJS, objs);
     }
-    /* a destroy's slabs stay warm for the next caches' (page.c) */
-    released += destroy ? qs_page_keep_slabs(list) : qs_page_free_slabs(list);
+    if (all)
+        qs_slabs_gather(all, list);
+    else
+        released += qs_page_free_slabs(list);
 }
 
 /* the node's free slabs (doubly linked, n->lock) */
@@ -1119,7 +1122,7 @@ static void drain_free(qslab_cache *c, struct qs_node *n, unsigned long max)
             go = s;
         }
     }
-    release_list(c, NULL, go, false);
+    release_list(c, NULL, go, NULL);
 }
 
 /* every owner's array we may touch: per-CPU, each CPU's (taken from it);
@@ -1229,7 +1232,7 @@ static void slab_retire(qslab_cache *c, struct qs_queue *q)
     alien_drain(c, q); /* the array itself: queue.c routes it (give_back) */
 }
 
-static void slab_destroy_all(qslab_cache *c)
+static void slab_destroy_all(qslab_cache *c, struct qs_slab **gone)
 {
     for (struct qs_queue *q = c->queues; q; q = q->all_next)
         if (q->alien) {
@@ -1242,7 +1245,7 @@ static void slab_destroy_all(qslab_cache *c)
         qs_slabs_gather(&all, n->list.partial);
         qs_slabs_gather(&all, n->list.full);
         qs_slabs_gather(&all, n->slabs_free);
-        release_list(c, NULL, all, true);
+        release_list(c, NULL, all, gone);
         n->list.partial = n->list.full = n->slabs_free = NULL;
         if (n->shared)
             qs_meta_free(n->shared, sizeof(void *) * n->shared_limit);

@@ -194,8 +194,7 @@ static bool queue_due(struct qs_queue *q, unsigned long rate)
     __atomic_store_n(&q->guard_thresh, threshold(rate), __ATOMIC_RELAXED);
     if (armed) {
         __atomic_store_n(&q->guard_armed, 0, __ATOMIC_RELAXED);
-        uint32_t hw = QS_LOAD(q->hiwater);
-        QS_STORE(q->limit, hw < q->cap ? hw : q->cap); /* as the slow frees do */
+        qs_queue_limit_set(q); /* as the slow frees do */
     }
     return true;
 }

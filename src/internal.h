@@ -264,9 +264,30 @@ struct qs_slab {
     uint8_t state;          /* QS_SLAB_* */
     uint8_t order;          /* slab bytes = page << order */
     uint16_t node;          /* NUMA node of its memory */
-    uint32_t empty_ms;      /* when it went on the empty FIFO (ms, wraps) */
+    uint32_t empty_ms;      /* QS_SLAB_ZERO: the slab's memory past its born
+                               objects is zero (page.c); the low 31 bits:
+                               when it went on the empty FIFO or warm (ms,
+                               wraps: qs_ms_age) */
     struct qs_slab *next, *prev; /* list links (owner list, empty FIFO, page free slots) */
 };
+
+/* qs_slab.empty_ms: a slot handed out by the page layer from memory that
+ * was given back to the OS (or never touched) is zero; objects born there
+ * into a queue carry QS_FRESH_WORD(secret), a link to the non-object
+ * address QS_FRESH_LINK, so that calloc hands them out without clearing
+ * them (kmalloc.c).  Times keep 31 bits. */
+#define QS_SLAB_ZERO 0x80000000u
+#define QS_MS_MASK 0x7fffffffu
+#define QS_FRESH_LINK ((uintptr_t)8)
+#define QS_FRESH_WORD(secret) ((uintptr_t)(secret) ^ QS_FRESH_LINK)
+static inline uint32_t qs_ms_stamp(uint64_t now, uint32_t old)
+{
+    return (old & QS_SLAB_ZERO) | ((uint32_t)now & QS_MS_MASK);
+}
+static inline uint32_t qs_ms_age(uint64_t now, uint32_t stamp)
+{
+    return ((uint32_t)now - stamp) & QS_MS_MASK; /* modulo 2^31 ms (24 days) */
+}
 
 enum { QS_SLAB_FREE, QS_SLAB_PARTIAL, QS_SLAB_FULL, QS_SLAB_EMPTY,
        /* SLUB's (slub.c) */
@@ -407,6 +428,13 @@ struct qs_queue {
     uint32_t guard_armed;
     uint32_t guard_thresh;
     unsigned long guard_mark;
+    /* the owner budget (queue.c): objects this queue may hold, granted
+     * from its owner's budget (limit = min(grant, hiwater, cap); a SLAB
+     * queue's is unbounded, its limit is SLAB's own), and its misses since
+     * a steal last looked at it (relaxed: read by other queues' steals);
+     * the owner's (a CPU's: under q->lock) */
+    uint32_t grant;
+    uint32_t misses;
 };
 
 _Static_assert(__builtin_offsetof(struct qs_queue, park) + 4 <= 64,
@@ -454,6 +482,9 @@ struct qslab_cache {
     uint32_t empty_limit;    /* tunable: empty slabs kept per node */
     uint32_t empty_decay_ms; /* tunable: age after which empties go back */
     uint32_t stash_bytes;    /* tunable: empty slabs a queue keeps (bytes) */
+    uint32_t shrinking;      /* qslab_cache_shrink's under way (atomic): its
+                                FIFOs keep what its owners hand them, past
+                                empty_limit, for the shrink to give back */
     uint32_t cpu_partial;    /* tunable (SLUB): objects in an owner's partial slabs */
     uint32_t min_partial;    /* tunable (SLUB): partial slabs a node keeps, empty or not */
     uint32_t pass_through;   /* tunable (SLUB kmalloc over a page): blocks
@@ -548,24 +579,49 @@ void qs_debug_large(void *p, size_t size, bool alloc); /* large blocks, to the t
 /* Per-thread owner (TLS). */
 #define QS_FIXED_SLOTS 64
 struct qs_owner {
-    /* queues of caches with ids below QS_FIXED_SLOTS (the kmalloc caches and
-     * the first user caches), at fixed offsets in TLS: the fast paths reach
-     * their queue with one TLS load, no bound check against cap, no slot
-     * array pointer to load first.  A mirror of slots[0..63], with
-     * &qs_no_queue where slots has NULL. */
+    /* queues of caches with ids below QS_FIXED_SLOTS (the kmalloc classes
+     * below 16 KiB), at fixed offsets in TLS: the fast paths reach their
+     * queue with one TLS load, no bound check against cap, no slot array
+     * pointer to load first; the bigger classes and the user caches go
+     * through `slots`.  Every thread's TLS holds them (a thread costs about
+     * 250 bytes idle), so they stay few.  A mirror of
+     * slots[0..QS_FIXED_SLOTS), with &qs_no_queue where slots has NULL. */
     struct qs_queue *fixed[QS_FIXED_SLOTS];
     struct qs_queue **slots; /* [cap], indexed by cache->id */
     unsigned cap;
     int node;
     int state; /* 0 new, 1 active, 2 exited */
     unsigned direct_frees; /* frees routed without a queue while state 0 */
+    uintptr_t last_word;    /* a thread's: the word of the object its last
+                               slow SLQB allocation handed out (calloc reads
+                               QS_FRESH_WORD there: kmalloc.c) */
     int cpu;                /* a CPU's owner: its id; a thread's: -1 */
     int tid;                /* a thread's owner: its thread id (qslabinfo -l); a CPU's: -1 */
     unsigned long rseq_aborts; /* a thread's: its critical sections restarted */
     struct qs_queue **ids;  /* a CPU's owner: [QS_PERCPU_IDS], its queues by
                                cache id, qs_no_queue where none (the fast
                                paths' table); a thread's: NULL */
+    /* The owner budget (queue.c): bytes its SLQB queues may hold, their
+     * grants (grant x slot_size) and their stashes' slabs together, at
+     * most qs_owner_budget (more only for a moment after the budget is
+     * lowered).  Atomic adds: a CPU's queues have a lock each, and the
+     * purger takes a quiet thread's stash. */
+    unsigned long budget_used;
+    unsigned long budget_peak; /* the most budget_used has been (relaxed) */
+    unsigned long budget_held; /* qslab_budget_stats's scratch (qs_global) */
+    unsigned budget_hand; /* the slot index the next steal looks at first (relaxed) */
 };
+/* The owner budget, bytes (tunable owner_budget, "*" only: tune.c).  By
+ * default QS_BUDGET_TOTAL shared by the possible CPUs, at least
+ * QS_BUDGET_LOW and at most QS_BUDGET_HIGH each (queue.c
+ * qs_owner_budget_default: 4 MiB on up to 4 CPUs, 256 KiB from 64). */
+#define QS_BUDGET_TOTAL ((unsigned long)16 << 20)
+#define QS_BUDGET_LOW ((unsigned long)256 << 10)
+#define QS_BUDGET_HIGH ((unsigned long)4 << 20)
+#define QS_OWNER_BUDGET_MIN ((unsigned long)16 << 10)
+#define QS_OWNER_BUDGET_MAX ((unsigned long)1 << 30)
+extern unsigned long qs_owner_budget;
+void qs_owner_budget_default(void); /* start-up, before the first cache */
 
 /* ---- owner kinds (owner.c) ----
  * QS_OWNER_THREAD: a queue belongs to a thread (qs_self, TLS); its fast
@@ -735,15 +791,24 @@ struct qs_slab *qs_page_alloc_slab(int node, unsigned order); /* NULL: ENOMEM */
 size_t qs_page_free_slab(struct qs_slab *s);       /* kept warm (below); bytes given back */
 size_t qs_page_free_slab_now(struct qs_slab *s); /* one slab, given back now */
 size_t qs_page_free_slabs(struct qs_slab *list); /* a ->next list, adjacent ones in one madvise */
-/* A destroyed cache's slabs (a ->next list): kept resident as warm slots
- * for the next slabs of their pools, up to a limit (the rest given back at
- * once: the bytes the OS took) */
+/* Empty slabs no cache keeps (a ->next list): resident as warm slots for
+ * the next slabs of their pools, any cache's, up to QS_WARM_LIMIT (the
+ * rest given back at once: the bytes the OS took); a destroyed cache's up
+ * to qs_page_retain_cap() (page.c: the retention rule) */
 size_t qs_page_keep_slabs(struct qs_slab *list);
+size_t qs_page_keep_empties(struct qs_slab *list); /* a FIFO's: empty since empty_ms */
+size_t qs_page_keep_destroyed(struct qs_slab *list);
+size_t qs_page_retain_cap(void); /* max(floor, slab bytes / QS_RETAIN_FRACTION) */
+void qs_page_set_reclaim(void (*fn)(int node, unsigned order)); /* node.c's, at start-up */
 /* Give back warm slots kept QS_WARM_MS (all: every one); bytes the OS took */
 size_t qs_page_sweep_warm(bool all);
-extern size_t *const qs_page_warm_bytes; /* atomic: bytes of warm slots */
-#define QS_WARM_MS 1000                   /* a warm slot goes back after this */
-#define QS_WARM_LIMIT ((size_t)64 << 20) /* at most this many bytes warm */
+extern size_t *const qs_page_warm_bytes;        /* atomic: bytes of warm slots */
+extern size_t *const qs_page_slab_bytes;        /* atomic: bytes of slabs handed to caches */
+extern unsigned long *const qs_page_warm_trims; /* atomic: cuts to the retention cap */
+#define QS_WARM_MS 1000                     /* a warm slot goes back after this */
+#define QS_WARM_LIMIT ((size_t)1 << 30)     /* at most this many bytes warm */
+#define QS_RETAIN_FRACTION 8                /* warm pool at most 1/8 of slab bytes ... */
+#define QS_RETAIN_FLOOR ((size_t)1 << 20)   /* ... or this, when the process grows */
 /* Push every slab of a ->next list onto *all (lists gathered for one
  * qs_page_free_slabs call) */
 static inline void qs_slabs_gather(struct qs_slab **all, struct qs_slab *list)
@@ -945,9 +1010,17 @@ static inline void qs_fbit_clear_in(uintptr_t ch, uint64_t *bits, const void *ob
 void qs_fbit_set_cold(const struct qs_slab *s, const void *obj);
 /* Clear the bits of [from, to) of slab s (whole granules). */
 void qs_fbits_clear(const struct qs_slab *s, const char *from, const char *to);
+/* The bits of n objects of `slot` bytes from `first`: every bit of their
+ * range for small objects; for objects of 512 bytes and more (a 64-bit
+ * word of bits or more each) only their first granules' bits, which are
+ * all that is ever read (the bits of other granules, a former slab's of
+ * another size, mean nothing): a 9 MiB object's birth writes one word,
+ * not 144 KiB of bits. */
+void qs_fbits_clear_objs(const struct qs_slab *s, const char *first, uint32_t n, uint32_t slot);
 static inline void qs_fbits_clear_slab(const struct qs_slab *s) /* every born object's */
 {
-    qs_fbits_clear(s, s->base, s->base + __atomic_load_n(&s->span, __ATOMIC_RELAXED));
+    uint32_t slot = __atomic_load_n(&s->cache, __ATOMIC_RELAXED)->slot_size;
+    qs_fbits_clear_objs(s, s->base, __atomic_load_n(&s->span, __ATOMIC_RELAXED) / slot, slot);
 }
 /* k frees counted through q (a queue, or NULL/qs_no_queue: the cache's
  * orphan counters) were second frees: out of the counts (queue.c). */
@@ -984,6 +1057,8 @@ void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab 
  * a list linked by ->next).  Takes partial slabs, then empty ones. */
 struct qs_slab *qs_node_take(qslab_cache *c, struct qs_queue *q, struct qs_node *n, unsigned want);
 void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list, size_t *bytes);
+struct qs_slab *qs_node_fifo_detach(struct qs_node *n); /* n->lock held (or n's cache gone) */
+extern unsigned long *const qs_node_reclaims; /* node.c's retention reclaims (atomic) */
 size_t qs_node_shrink(qslab_cache *c, struct qs_queue *q, struct qs_node *n);
 /* The newest empty slab of n's FIFO, taken off it (NULL: none). */
 struct qs_slab *qs_node_take_empty(struct qs_node *n);
@@ -1087,6 +1162,8 @@ void qs_free_slow(qslab_cache *c, struct qs_slab *s, void *obj);
 void qs_queue_flush(qslab_cache *c, struct qs_queue *q, unsigned count);
 void qs_free_full(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
 void qs_queue_drain_stash(qslab_cache *c, struct qs_queue *q);
+void qs_queue_budget_drop(qslab_cache *c, struct qs_queue *q); /* destroy, qs_global held */
+void qs_queue_hand_slabs(qslab_cache *c, struct qs_queue *q);  /* every slab to its node */
 void qs_queue_steal_idle_stash(qslab_cache *c, struct qs_queue *q);
 void qs_queue_send_pending(qslab_cache *c, struct qs_queue *q);
 void qs_free_remote(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
@@ -1167,7 +1244,7 @@ bool qs_cache_used(const qslab_cache *c); /* has it allocated yet (qs_global hel
 size_t qs_slqb_shrink(qslab_cache *c);
 
 /* ---- kmalloc.c ---- */
-#define QS_KMALLOC_CLASSES 48
+#define QS_KMALLOC_CLASSES 153
 #define QS_KMALLOC_MAX ((size_t)32 << 20)
 extern qslab_cache qs_kmalloc_caches[QS_KMALLOC_CLASSES];
 void qs_kmalloc_init(void);
@@ -1229,6 +1306,21 @@ static inline void qs_queue_nr_set(struct qs_queue *q, unsigned nr)
     QS_STORE(q->moved, q->moved + (unsigned long)nr - QS_TOP_NR(t));
     QS_STORE(q->top, (t & ~QS_TOP_NR_MASK) | nr);
     __atomic_store_n(&q->nr_seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+/* How many objects q may hold: its grant from the owner budget, at most
+ * hiwater (queue.c); the fast paths push below limit = that, at most cap.
+ * Stored relaxed: the fast paths read it, tune and the guard sampler only
+ * ever lower it; q's owner (a CPU's queue: q->lock's holder) raises it. */
+static inline uint32_t qs_queue_max(const struct qs_queue *q)
+{
+    uint32_t hw = QS_LOAD(q->hiwater), g = q->grant;
+    return g < hw ? g : hw;
+}
+static inline void qs_queue_limit_set(struct qs_queue *q)
+{
+    uint32_t m = qs_queue_max(q);
+    QS_STORE(q->limit, m < q->cap ? m : q->cap);
 }
 
 static inline void qs_stat(qslab_cache *c, struct qs_queue *q, int item, unsigned long n)

@@ -1,23 +1,32 @@
 /*
  * kmalloc.c - the general allocator: size classes served from caches.
  *
- * 48 classes, named kmalloc-<bytes>:
- *   8, 16, 32, 64, 96, 128, 192, 256            (classes 0..7)
- *   384, 512, 768, 1K, 1.5K, 2K, 3K, 4K         (8..15: two per power of two)
- *   5K, 6K, 7K, 8K, 10K, ..., 28K, 32K          (16..27: four per power of two)
- *   48K, 64K, 96K, 128K, ..., 24M, 32M          (28..47: two per power of two)
- * The waste of a request is at most a third below 4 KiB and a fifth from 4
- * to 32 KiB, where most of a program's larger blocks are: the seeds'
- * 4,696-byte skb data takes kmalloc-5120 (9% waste), not kmalloc-8192 (74%,
- * SLUB's case in the netperf thread) or kmalloc-6144.  Every size up to 32 MiB
- * is served by a cache, never passed through to the page layer: the seeds
- * show what SLUB's pass-through of 4,696-byte allocations cost netperf.
- * Larger requests are mapped directly (kind LARGE chunks in page.c), counted
- * in qslab_large_stats, and resized with mremap (in place when the address
- * space allows, otherwise moved without copying).  The class of a size is
- * computed in fastpath.h (qs_kmalloc_index: two tables up to 32 KiB, then the
- * top bit); class_size is its inverse, and
- * unit_kmalloc_index checks the two against each other for every size.
+ * 153 classes, named kmalloc-<bytes>:
+ *   8, 16, 32, 48, 64, 80, 96, 112, 128              (classes 0..8)
+ *   then eight per power of two, 2^k/8 apart:
+ *   144, 160, ..., 256; 288, 320, ..., 512; ...      (9..152)
+ *   ... 29M, 30M, 32M
+ * From 128 bytes to 32 MiB a request wastes less than a ninth of its block
+ * (the worst is just past a power of two: 2^k + 1 bytes in a block of
+ * 2^k + 2^k/8), so no request of that range wastes 12.5% of its block.
+ * (With two per power of two a request could waste a third: a 1,025-byte
+ * page buffer would take 1,536 bytes, a 516-byte value 768.)  Below 128 bytes the
+ * classes are 16 bytes apart (malloc's alignment); kmalloc-8 serves the
+ * kmalloc API only, malloc's blocks are at least 16 bytes.  More classes
+ * cost nothing on the fast paths (one table load finds the class, as
+ * before) and little metadata: a class's queues and slabs exist only once
+ * it is used.  The seeds' 4,696-byte skb data takes kmalloc-5120 (9% waste).
+ * Every size up to 32 MiB is served by a cache, never passed through to
+ * the page layer: the seeds show what SLUB's pass-through of 4,696-byte
+ * allocations cost netperf.  Larger requests are mapped directly (kind
+ * LARGE chunks in page.c, page-granular: at most a page less a byte of
+ * waste), counted in qslab_large_stats, and resized with mremap (in place
+ * when the address space allows, otherwise moved without copying).  The
+ * class of a size is computed in fastpath.h (qs_kmalloc_index: two tables
+ * up to 32 KiB, then the top bit and the three bits below it); class_size
+ * is its inverse, and unit_kmalloc_index checks the two against each other
+ * for every size up to 64 KiB and at every class edge, and the waste bound
+ * for every size from 128 bytes to 32 MiB.
  *
  * Power-of-two classes are naturally aligned (page.c aligns slabs to their
  * size), which is what qslab_aligned_alloc relies on (it asks for powers of
@@ -33,58 +42,52 @@ qslab_cache qs_kmalloc_caches[QS_KMALLOC_CLASSES];
 
 /* (size + 7) >> 3 -> class, for sizes up to 1 KiB (one load on the common
  * path).  The two tables differ only for sizes 0..8: kmalloc's smallest
- * class is 8 bytes, malloc's blocks are at least 16 (16-byte alignment). */
-#define QS_KM_SMALL_FROM_16 \
-    1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, \
-    5, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, \
-    7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, \
-    8, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, \
-    9, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, \
-    10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, \
-    10, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, \
-    11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, \
-    11
-const uint8_t qs_kmalloc_small_index[QS_KM_SMALL_ENTRIES] = {0, 0, QS_KM_SMALL_FROM_16};
-const uint8_t qs_kmalloc_small_index16[QS_KM_SMALL_ENTRIES] = {1, 1, QS_KM_SMALL_FROM_16};
+ * class is 8 bytes, malloc's blocks are at least 16 (16-byte alignment).
+ * Every class boundary up to 1 KiB is a multiple of 8. */
+#define QS_KM_SMALL_FROM_17 \
+    2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, \
+    10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15, 16, 16, 17, 17, \
+    17, 17, 18, 18, 18, 18, 19, 19, 19, 19, 20, 20, 20, 20, 21, 21, \
+    21, 21, 22, 22, 22, 22, 23, 23, 23, 23, 24, 24, 24, 24, 25, 25, \
+    25, 25, 25, 25, 25, 25, 26, 26, 26, 26, 26, 26, 26, 26, 27, 27, \
+    27, 27, 27, 27, 27, 27, 28, 28, 28, 28, 28, 28, 28, 28, 29, 29, \
+    29, 29, 29, 29, 29, 29, 30, 30, 30, 30, 30, 30, 30, 30, 31, 31, \
+    31, 31, 31, 31, 31, 31, 32, 32, 32, 32, 32, 32, 32, 32
+const uint8_t qs_kmalloc_small_index[QS_KM_SMALL_ENTRIES] = {0, 0, 1, QS_KM_SMALL_FROM_17};
+const uint8_t qs_kmalloc_small_index16[QS_KM_SMALL_ENTRIES] = {1, 1, 1, QS_KM_SMALL_FROM_17};
 
 /* (size + 127) >> 7 -> class, for sizes from 1 KiB to 32 KiB (every class
- * boundary there is a multiple of 128 bytes). */
+ * boundary there is a multiple of 128 bytes; the entries below 1 KiB are
+ * never read). */
 const uint8_t qs_kmalloc_mid_index[QS_KM_MID_ENTRIES] = {
-    12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13,
-    13, 14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15,
-    15, 16, 16, 16, 16, 16, 16, 16, 16, 17, 17, 17, 17, 17, 17, 17,
-    17, 18, 18, 18, 18, 18, 18, 18, 18, 19, 19, 19, 19, 19, 19, 19,
-    19, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20,
-    20, 21, 21, 21, 21, 21, 21, 21, 21, 21, 21, 21, 21, 21, 21, 21,
-    21, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22,
-    22, 23, 23, 23, 23, 23, 23, 23, 23, 23, 23, 23, 23, 23, 23, 23,
-    23, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24,
-    24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24,
-    24, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25,
-    25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25,
-    25, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26,
-    26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26, 26,
-    26, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27,
-    27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27,
-    27,
+    0, 8, 16, 20, 24, 26, 28, 30, 32, 33, 34, 35, 36, 37, 38, 39,
+    40, 41, 41, 42, 42, 43, 43, 44, 44, 45, 45, 46, 46, 47, 47, 48,
+    48, 49, 49, 49, 49, 50, 50, 50, 50, 51, 51, 51, 51, 52, 52, 52,
+    52, 53, 53, 53, 53, 54, 54, 54, 54, 55, 55, 55, 55, 56, 56, 56,
+    56, 57, 57, 57, 57, 57, 57, 57, 57, 58, 58, 58, 58, 58, 58, 58,
+    58, 59, 59, 59, 59, 59, 59, 59, 59, 60, 60, 60, 60, 60, 60, 60,
+    60, 61, 61, 61, 61, 61, 61, 61, 61, 62, 62, 62, 62, 62, 62, 62,
+    62, 63, 63, 63, 63, 63, 63, 63, 63, 64, 64, 64, 64, 64, 64, 64,
+    64, 65, 65, 65, 65, 65, 65, 65, 65, 65, 65, 65, 65, 65, 65, 65,
+    65, 66, 66, 66, 66, 66, 66, 66, 66, 66, 66, 66, 66, 66, 66, 66,
+    66, 67, 67, 67, 67, 67, 67, 67, 67, 67, 67, 67, 67, 67, 67, 67,
+    67, 68, 68, 68, 68, 68, 68, 68, 68, 68, 68, 68, 68, 68, 68, 68,
+    68, 69, 69, 69, 69, 69, 69, 69, 69, 69, 69, 69, 69, 69, 69, 69,
+    69, 70, 70, 70, 70, 70, 70, 70, 70, 70, 70, 70, 70, 70, 70, 70,
+    70, 71, 71, 71, 71, 71, 71, 71, 71, 71, 71, 71, 71, 71, 71, 71,
+    71, 72, 72, 72, 72, 72, 72, 72, 72, 72, 72, 72, 72, 72, 72, 72,
+    72,
 };
 
+/* The size of class i: the table's nine up to 128 bytes, then eight per
+ * power of two, (8 + s) * 2^(k-3) for s = 1..8 between 2^k and 2^(k+1). */
 static size_t class_size(unsigned i)
 {
-    static const uint16_t small[QS_KM_TABLE_CLASSES] = {8,   16,  32,  64,  96,  128,
-                                                        192, 256, 384, 512, 768, 1024};
-    if (i < QS_KM_TABLE_CLASSES)
+    static const uint8_t small[QS_KM_FINE_FIRST] = {8, 16, 32, 48, 64, 80, 96, 112, 128};
+    if (i < QS_KM_FINE_FIRST)
         return small[i];
-    if (i < QS_KM_QUARTER_FIRST) { /* 1.5K, 2K, 3K, 4K */
-        unsigned j = i - QS_KM_TABLE_CLASSES, k = 11 + j / 2;
-        return (j & 1) ? (size_t)1 << k : (size_t)3 << (k - 2);
-    }
-    if (i < QS_KM_HALF_FIRST) { /* 5K .. 32K in quarters of the power of two */
-        unsigned j = i - QS_KM_QUARTER_FIRST, k = 13 + j / 4;
-        return ((size_t)1 << (k - 1)) + ((size_t)(j % 4 + 1) << (k - 3));
-    }
-    unsigned j = i - QS_KM_HALF_FIRST, k = 16 + j / 2; /* 48K .. 32M */
-    return (j & 1) ? (size_t)1 << k : (size_t)3 << (k - 2);
+    unsigned j = i - QS_KM_FINE_FIRST, d = j / QS_KM_STEPS, s = j % QS_KM_STEPS + 1;
+    return ((size_t)16 * (QS_KM_STEPS + s)) << d;
 }
 
 static inline unsigned kmalloc_index(size_t size)
@@ -235,8 +238,9 @@ QSLAB_EXPORT void *qslab_calloc(size_t n, size_t size)
     }
     if (total > QS_KMALLOC_MAX)
         return qs_large_alloc(total, 0); /* fresh mapping: already zero */
-    void *p = qslab_malloc(total);
-    if (p)
+    bool fresh;
+    void *p = qs_kmalloc_fresh(qs_kmalloc_index(total, qs_kmalloc_small_index), total, &fresh);
+    if (p && !fresh)
         memset(p, 0, total);
     return p;
 }

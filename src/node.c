@@ -50,8 +50,11 @@ static int parse_small(const char *s)
     return v;
 }
 
+static void node_reclaim(int node, unsigned order); /* below */
+
 void qs_node_topology_init(void)
 {
+    qs_page_set_reclaim(node_reclaim);
     int real = qs_os_numa_topology(cpu_node, QS_MAX_CPUS);
     if (real > QS_MAX_NODES)
         real = QS_MAX_NODES;
@@ -109,9 +112,11 @@ static void empty_policy_locked(qslab_cache *c, struct qs_node *n, struct qs_sla
                                 uint64_t now)
 {
     unsigned long limit = QS_LOAD(c->empty_limit);
+    if (unlikely(__atomic_load_n(&c->shrinking, __ATOMIC_RELAXED)))
+        limit = ~0ul; /* a shrink gives them all back (cache.c shrink_one) */
     uint64_t decay = QS_LOAD(c->empty_decay_ms);
     struct qs_slab *s;
-    while ((s = n->empty_head) && (n->nr_empty > limit || (uint32_t)now - s->empty_ms >= decay)) {
+    while ((s = n->empty_head) && (n->nr_empty > limit || qs_ms_age(now, s->empty_ms) >= decay)) {
         fifo_del(n, s);
         s->next = *release;
         *release = s;
@@ -126,7 +131,7 @@ static void fifo_append_locked(struct qs_node *n, struct qs_slab *list, uint64_t
         qs_assert(s->inuse == 0);
         qs_slab_set_owner(s, &n->list);
         __atomic_store_n(&s->state, (uint8_t)QS_SLAB_EMPTY, __ATOMIC_RELAXED);
-        s->empty_ms = (uint32_t)now; /* ages compare modulo 2^32 ms (49 days) */
+        s->empty_ms = qs_ms_stamp(now, s->empty_ms); /* its zero mark stays (internal.h) */
         s->next = NULL;
         s->prev = n->empty_tail;
         if (n->empty_tail)
@@ -136,6 +141,16 @@ static void fifo_append_locked(struct qs_node *n, struct qs_slab *list, uint64_t
         n->empty_tail = s;
         QS_STORE(n->nr_empty, n->nr_empty + 1);
     }
+}
+
+/* Every slab of n's FIFO, detached (n->lock held, or n's cache gone from
+ * every list: its destroy): a ->next list, oldest first. */
+struct qs_slab *qs_node_fifo_detach(struct qs_node *n)
+{
+    struct qs_slab *list = n->empty_head;
+    n->empty_head = n->empty_tail = NULL;
+    QS_STORE(n->nr_empty, 0);
+    return list;
 }
 
 /* Append empty slabs (a list linked by ->next) to n's FIFO, one clock read
@@ -198,23 +213,124 @@ static bool fifo_keep(qslab_cache *c, struct qs_slab *s)
 }
 
 /* Give back empty slabs that left a FIFO (c alive: the caller holds
- * qs_global or uses c); those fifo_whole refuses stay (fifo_keep). */
+ * qs_global or uses c); those fifo_whole refuses stay (fifo_keep).  With
+ * `bytes` (shrink, trim) every slab goes back to the OS; without (the
+ * policy's list) a slab that left by the FIFO's limit before its decay
+ * stays warm in the page layer, for the next slab of its order of any
+ * cache (page.c: the retention rule), and only the decayed go back. */
 void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list, size_t *bytes)
 {
-    struct qs_slab *go = NULL;
+    struct qs_slab *go = NULL, *warm = NULL;
+    uint32_t now = bytes ? 0 : (uint32_t)qs_os_now_ms(), decay = QS_LOAD(c->empty_decay_ms);
     while (list) {
         struct qs_slab *next = list->next;
         if (likely(!fifo_keep(c, list))) {
             qs_stat(c, q, QS_FREE_SLAB, 1);
             qs_stat(c, q, QS_FREE_OBJS, list->objects);
-            list->next = go;
-            go = list;
+            if (!bytes && qs_ms_age(now, list->empty_ms) < decay) {
+                list->next = warm;
+                warm = list;
+            } else {
+                list->next = go;
+                go = list;
+            }
         }
         list = next;
     }
     size_t b = qs_page_free_slabs(go); /* adjacent slabs: one madvise */
+    if (warm)
+        b += qs_page_keep_empties(warm);
     if (bytes)
         *bytes += b;
+}
+
+/* THE RETENTION RULE's part here (page.c has the whole rule): the page
+ * layer is about to hand out memory that is not resident, for node `node`
+ * and slabs of `order`.  If the caches' FIFOs and the warm slots together
+ * keep more than the retention cap, FIFO slabs go first: one of (node,
+ * order), from any cache, goes warm for this very allocation (the process
+ * need not grow at all); then the oldest slab of each FIFO in turn back
+ * to the OS, until the FIFOs and the warm slots fit (page.c cuts the warm
+ * slots itself).  So a cache's empty slabs serve its own next refills for
+ * as long as nothing else needs memory, and never let another cache make
+ * the process grow by more than the cap.
+ * The FIFOs' bytes are not counted as they change (a shared counter on
+ * every FIFO's slab in and out cost the batch benchmarks on both CPUs up
+ * to a third of their time): the walk sums them (nr_empty slabs of the
+ * cache's order), and it runs once the process has grown by a step since
+ * the last (QS_RECLAIM_STEP, or an eighth of the cap), so a growing
+ * program pays one walk a step, and the cap may be passed by a step.
+ * Locks: the caller may hold a queue lock or (SLAB's, SLOB's) a node lock
+ * or slob_lock, so qs_global and the node locks are only tried, never
+ * waited for (a busy one skips the reclaim, or that node, this time);
+ * qs_global keeps the caches alive while their FIFOs are walked. */
+#define QS_RECLAIM_STEP ((size_t)1 << 20)
+static size_t cold_since; /* atomic: bytes handed out cold since the last walk */
+static unsigned long reclaims; /* atomic: walks that found FIFOs over the cap */
+unsigned long *const qs_node_reclaims = &reclaims;
+
+static size_t fifo_sum(void) /* qs_global held */
+{
+    size_t b = 0;
+    for (qslab_cache *c = qs_caches; c; c = c->next)
+        for (int i = 0; i < qs_nr_nodes; i++)
+            b += QS_LOAD(c->nodes[i].nr_empty) * qs_slab_bytes(QS_LOAD(c->order));
+    return b;
+}
+
+static void node_reclaim(int node, unsigned order)
+{
+    size_t cap = qs_page_retain_cap(), step = cap / 8 > QS_RECLAIM_STEP ? cap / 8 : QS_RECLAIM_STEP;
+    if (__atomic_add_fetch(&cold_since, qs_slab_bytes(order), __ATOMIC_RELAXED) < step ||
+        !qs_lock_try(&qs_global))
+        return;
+    QS_STORE(cold_since, 0);
+    size_t warm = __atomic_load_n(qs_page_warm_bytes, __ATOMIC_RELAXED), fifo = fifo_sum();
+    if (fifo + warm <= cap) {
+        qs_lock_release(&qs_global);
+        return;
+    }
+    __atomic_fetch_add(&reclaims, 1, __ATOMIC_RELAXED);
+    /* one slab of (node, order), the newest of the first FIFO that has one */
+    for (qslab_cache *c = qs_caches; c && node < qs_nr_nodes; c = c->next) {
+        struct qs_node *n = &c->nodes[node];
+        if (!QS_LOAD(n->nr_empty) || !qs_lock_try(&n->lock))
+            continue;
+        struct qs_slab *s = n->empty_tail;
+        while (s && s->order != order)
+            s = s->prev;
+        if (s)
+            fifo_del(n, s);
+        qs_lock_release(&n->lock);
+        if (s) { /* young: the policy's way to the warm slots */
+            s->next = NULL;
+            qs_node_release_list(c, NULL, s, NULL);
+            fifo -= qs_slab_bytes(s->order);
+            break;
+        }
+    }
+    /* then the oldest of each FIFO in turn, back to the OS */
+    for (bool took = true; took && fifo + warm > cap;) {
+        took = false;
+        for (qslab_cache *c = qs_caches; c && fifo + warm > cap; c = c->next)
+            for (int i = 0; i < qs_nr_nodes && fifo + warm > cap; i++) {
+                struct qs_node *n = &c->nodes[i];
+                if (!QS_LOAD(n->nr_empty) || !qs_lock_try(&n->lock))
+                    continue;
+                struct qs_slab *s = n->empty_head;
+                if (s)
+                    fifo_del(n, s);
+                qs_lock_release(&n->lock);
+                if (s) {
+                    size_t bytes = 0, sb = qs_slab_bytes(s->order);
+                    s->next = NULL;
+                    qs_node_release_list(c, NULL, s, &bytes);
+                    fifo = fifo > sb ? fifo - sb : 0;
+                    took = true;
+                }
+            }
+    }
+    qs_lock_release(&qs_global);
 }
 
 #ifndef QS_PURGE_TICK_MS /* -D for stress builds */
@@ -246,7 +362,8 @@ size_t qs_node_sweep(bool all)
             /* a CPU's queue that nobody used for a whole tick (its top did
              * not move: no fast alloc or free) is emptied from here (queue.c
              * qs_percpu_empty: taken from its CPU with a membarrier), so an
-             * idle program gives back what it freed; a busy one is skipped */
+             * idle program gives back what it freed, and its slabs go to
+             * their node; a busy one is skipped */
             if (q->cpu >= 0 && qs_percpu_takeable && qs_front_of(c)->idle_queues) {
                 uint64_t top = QS_LOAD(q->top);
                 if (top == q->idle_top && qs_lock_try(&q->lock)) {
@@ -256,6 +373,11 @@ size_t qs_node_sweep(bool all)
                         held |= q->pending[k].n != 0;
                     if (held)
                         qs_percpu_empty(c, q);
+                    /* and its slabs go to the node, where the CPUs still
+                     * at work refill from them: a thread that moved to
+                     * another CPU left them partly free here */
+                    if (c->front == QS_FRONT_SLQB && (q->list.nr_partial || q->list.nr_full))
+                        qs_queue_hand_slabs(c, q);
                     qs_lock_release(&q->lock);
                     top = QS_LOAD(q->top);
                 }
@@ -270,14 +392,15 @@ size_t qs_node_sweep(bool all)
                 continue;
             qs_lock_acquire(&n->lock);
             if (all) {
-                mine = n->empty_head;
-                n->empty_head = n->empty_tail = NULL;
-                QS_STORE(n->nr_empty, 0);
+                mine = qs_node_fifo_detach(n);
             } else {
                 empty_policy_locked(c, n, &mine, now);
             }
             qs_lock_release(&n->lock);
-            /* the sweeper owns no queue: orphan counters */
+            /* the sweeper owns no queue: orphan counters; a slab the
+             * policy took by the limit before its decay stays warm (as in
+             * qs_node_release_list) */
+            struct qs_slab *warm = NULL;
             while (mine) {
                 struct qs_slab *next = mine->next;
                 if (unlikely(fifo_keep(c, mine))) { /* c is alive: qs_global */
@@ -286,10 +409,17 @@ size_t qs_node_sweep(bool all)
                 }
                 qs_stat(c, NULL, QS_FREE_SLAB, 1);
                 qs_stat(c, NULL, QS_FREE_OBJS, mine->objects);
-                mine->next = release;
-                release = mine;
+                if (!all && qs_ms_age(now, mine->empty_ms) < QS_LOAD(c->empty_decay_ms)) {
+                    mine->next = warm;
+                    warm = mine;
+                } else {
+                    mine->next = release;
+                    release = mine;
+                }
                 mine = next;
             }
+            if (warm)
+                bytes += qs_page_keep_empties(warm);
         }
     }
     qs_lock_release(&qs_global);
@@ -394,9 +524,7 @@ size_t qs_node_shrink(qslab_cache *c, struct qs_queue *q, struct qs_node *n)
 {
     size_t bytes = 0;
     qs_lock_acquire(&n->lock);
-    struct qs_slab *list = n->empty_head;
-    QS_STORE(n->nr_empty, 0);
-    n->empty_head = n->empty_tail = NULL;
+    struct qs_slab *list = qs_node_fifo_detach(n);
     qs_lock_release(&n->lock);
     qs_node_release_list(c, q, list, &bytes);
     return bytes;

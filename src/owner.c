@@ -284,7 +284,14 @@ struct qs_queue *qs_queue_attach(qslab_cache *c)
         q = NULL;
         goto out;
     }
-    QS_STORE(q->limit, !slqb && !slab ? 0 : q->hiwater < q->cap ? q->hiwater : q->cap);
+    /* SLQB's queues start with no grant of the owner budget (queue.c: the
+     * first misses ask for it); SLAB's arrays keep SLAB's own limit */
+    QS_STORE(q->grant, slab ? UINT32_MAX : 0);
+    QS_STORE(q->misses, 0);
+    if (slqb || slab)
+        qs_queue_limit_set(q);
+    else
+        QS_STORE(q->limit, 0);
     if (slab)
         QS_STORE(q->park, q->limit);
     if ((slqb || slab) && QS_LOAD(c->dbg_alloc)) /* a debug twin takes the allocations (twin.c) */
@@ -330,8 +337,10 @@ static void owner_exit(void *arg)
 void qs_owner_detach_cache(qslab_cache *c)
 {
     for (struct qs_queue *q = c->queues; q; q = q->all_next)
-        if (q->owner)
+        if (q->owner) {
+            qs_queue_budget_drop(c, q);
             qs_owner_set_slot(q->owner, c->id, NULL);
+        }
 }
 
 QSLAB_EXPORT void qslab_owner_info(struct qslab_owner_info *info)

@@ -21,12 +21,12 @@
  * common case (a chunk of one unit).  Each unit belongs to at most one
  * chunk because chunks start and end on unit boundaries.
  *
- * Slots given back are decommitted (MADV_DONTNEED) at once: the caches keep
- * empty slabs for reuse (node.c), so what reaches this layer is meant to go
- * back to the OS.  Except the slabs of a destroyed cache, which no cache
- * kept: they stay resident as WARM slots (qs_page_keep_slabs, below), and the
- * next slab of their (node, order) takes one before a cold slot, until they
- * have been warm for QS_WARM_MS.  Slabs given back together come as a list
+ * Slots given back are decommitted (MADV_DONTNEED) at once.  Slabs a cache
+ * does not keep but that may serve again soon (its FIFO's overflow, a
+ * destroyed cache's) stay resident as WARM slots (qs_page_keep_slabs,
+ * below), and the next slab of their (node, order), of any cache, takes one
+ * before a cold slot, until they have been warm for QS_WARM_MS or the
+ * retention rule cuts them.  Slabs given back together come as a list
  * (qs_page_free_slabs), and adjacent ones share one madvise.  A chunk whose slots are all free is unmapped unless it is
  * the only fully free chunk of its (node, order) pool, which is kept as a
  * spare (it costs address space only) to avoid mmap churn.
@@ -291,6 +291,19 @@ void qs_fbits_clear(const struct qs_slab *s, const char *from, const char *to)
     *e &= ~hi;
 }
 
+void qs_fbits_clear_objs(const struct qs_slab *s, const char *first, uint32_t n, uint32_t slot)
+{
+    if (slot < 64 * 8) {
+        qs_fbits_clear(s, first, first + (size_t)n * slot);
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t bit, *w = qs_fbit_word(s, first + (size_t)i * slot, &bit);
+        if (*w & bit) /* a read first: an untouched page of bits stays the zero page */
+            *w &= ~bit;
+    }
+}
+
 /* A fully free chunk joins pool p: available, on the walk's list (p->lock
  * held). */
 static void pool_add_free_chunk(struct qs_page_pool *p, struct qs_chunk *ch)
@@ -306,20 +319,34 @@ static void pool_add_free_chunk(struct qs_page_pool *p, struct qs_chunk *ch)
 
 /* ---- warm slots ----
  *
- * A destroyed cache's slabs have no cache to keep them as empty slabs (nor
- * has SLUB's pass-through block: qs_page_free_slab), so they used to be
- * decommitted at once; a program that destroys a cache and
- * makes another (a request's caches, a test's, a fuzzer's input) then
- * faulted every page in again, at about 13 us a 4 KiB page on these VMs.
- * Instead they stay resident in their pool, newest first, and
- * qs_page_alloc_slab takes the newest warm slot before any other.  A warm
- * slot left alone for QS_WARM_MS goes back like any other (decommitted, its
- * slot to its chunk): the purger's tick (qs_node_sweep) and every keep look
- * for them; qslab_trim gives back every warm slot at once (a cache's shrink
- * gives back that cache's slabs: warm slots are no cache's).  At most
- * QS_WARM_LIMIT bytes are warm in the process: a destroy beyond it
- * decommits the rest at once, as before.  Nothing relies on a slot's memory
- * being zero (above), so a warm slot's old bytes are no one's concern.
+ * Empty slabs that no cache keeps stay resident in their pool, newest
+ * first, and qs_page_alloc_slab takes the newest warm slot before any
+ * other, for whichever cache asks: slabs of one order serve every cache
+ * of that order, so memory one size class freed serves the next class
+ * that grows, with no page fault (13 us a 4 KiB page on these VMs) and no
+ * growth of the process.  They come from the caches' empty-slab FIFOs
+ * past their small limit (node.c), from destroyed caches, and from SLUB's
+ * pass-through blocks (qs_page_free_slab).  THE RETENTION RULE bounds them:
+ *   - by time: a slot warm for QS_WARM_MS goes back (decommitted, its slot
+ *     to its chunk); the purger's tick (qs_node_sweep) and every keep look
+ *     for them; qslab_trim gives back every warm slot at once;
+ *   - by the working set: whenever this layer hands out memory that is not
+ *     resident (a slot given back before, or a new chunk's), the caches'
+ *     FIFOs are first brought down by the layer above's hook (node.c
+ *     qs_node_reclaim: a FIFO slab of this order may come here warm and
+ *     serve at once), then the warm pool is cut to qs_page_retain_cap(), an
+ *     eighth of the bytes of slabs in the caches (at least
+ *     QS_RETAIN_FLOOR), biggest slots first, oldest first within a pool.
+ *     So memory kept for reuse never lets the process grow by more than
+ *     that share of what it holds in slabs (and a step: node.c): a program
+ *     that frees one size class and fills another reuses or gives back,
+ *     while one that frees its working set and takes it again (the seeds'
+ *     batches) finds it all kept, however large;
+ *   - a keep beyond QS_WARM_LIMIT decommits at once, and a destroyed
+ *     cache's slabs stay warm only within qs_page_retain_cap(): once every
+ *     cache is gone, nothing stays.
+ * Nothing relies on a slot's memory being zero (above), so a warm slot's
+ * old bytes are no one's concern.
  *
  * A warm slot has left its cache (slab_leave: no cache, span 0, state
  * FREE), so it is no object's slab: a pointer into it is reported as a
@@ -330,11 +357,13 @@ static void pool_add_free_chunk(struct qs_page_pool *p, struct qs_chunk *ch)
  * list, under the pool's lock: reuse takes the head (newest), the give-back
  * the tail (oldest), each in O(1) a slot (a destroy keeps thousands). */
 static size_t warm_bytes; /* atomic: bytes of warm slots, every pool */
+static unsigned long warm_trims; /* atomic: cuts by the working-set bound */
+unsigned long *const qs_page_warm_trims = &warm_trims;
 size_t *const qs_page_warm_bytes = &warm_bytes;
 
 static bool warm_old(const struct qs_slab *s, uint64_t now)
 {
-    return (uint32_t)now - s->empty_ms >= QS_WARM_MS; /* modulo 2^32 ms */
+    return qs_ms_age(now, s->empty_ms) >= QS_WARM_MS;
 }
 
 static size_t free_left(struct qs_slab *list);
@@ -348,21 +377,27 @@ static void slab_leave(struct qs_slab *s);
  * then they are still resident, and a reader that sees warm_bytes reach 0
  * (qslab_stats_report, unit_warm_slots) may rely on their pages being
  * decommitted. */
+/* Pool p's oldest warm slot, off its list onto *out (p->lock held); its
+ * bytes. */
+static size_t warm_cut_oldest(struct qs_page_pool *p, struct qs_slab **out)
+{
+    struct qs_slab *s = p->warm_tail;
+    p->warm_tail = s->prev;
+    if (s->prev)
+        s->prev->next = NULL;
+    else
+        p->warm = NULL;
+    s->prev = NULL;
+    s->next = *out;
+    *out = s;
+    return qs_slab_bytes(s->order);
+}
+
 static size_t warm_cut_locked(struct qs_page_pool *p, bool all, uint64_t now, struct qs_slab **out)
 {
     size_t b = 0;
-    struct qs_slab *s;
-    while ((s = p->warm_tail) && (all || warm_old(s, now))) {
-        p->warm_tail = s->prev;
-        if (s->prev)
-            s->prev->next = NULL;
-        else
-            p->warm = NULL;
-        s->prev = NULL;
-        s->next = *out;
-        *out = s;
-        b += qs_slab_bytes(s->order);
-    }
+    while (p->warm_tail && (all || warm_old(p->warm_tail, now)))
+        b += warm_cut_oldest(p, out);
     return b;
 }
 
@@ -376,7 +411,16 @@ static size_t free_cut(struct qs_slab *list, size_t cut)
     return back;
 }
 
-size_t qs_page_keep_slabs(struct qs_slab *list)
+size_t qs_page_retain_cap(void)
+{
+    size_t cap = __atomic_load_n(&slab_bytes, __ATOMIC_RELAXED) / QS_RETAIN_FRACTION;
+    return cap > QS_RETAIN_FLOOR ? cap : QS_RETAIN_FLOOR;
+}
+
+/* Keep a ->next list warm up to `limit` bytes warm in all; `since`: the
+ * slabs' empty_ms already says since when they are unused (a FIFO's),
+ * else they are unused from now. */
+static size_t keep_slabs(struct qs_slab *list, size_t limit, bool since)
 {
     uint64_t now = qs_os_now_ms();
     struct qs_slab *cold = NULL;
@@ -389,13 +433,15 @@ size_t qs_page_keep_slabs(struct qs_slab *list)
         struct qs_page_pool *p = &pools[s->node][s->order];
         /* within the limit: the slot stays warm (a racing keep may pass
          * the limit by its own slab at most) */
-        if (__atomic_load_n(&warm_bytes, __ATOMIC_RELAXED) + sb > QS_WARM_LIMIT) {
+        if (__atomic_load_n(&warm_bytes, __ATOMIC_RELAXED) + sb > limit) {
             s->next = cold;
             cold = s;
             continue;
         }
         __atomic_add_fetch(&warm_bytes, sb, __ATOMIC_RELAXED);
-        s->empty_ms = (uint32_t)now;
+        /* since when it is unused; its memory is no longer zero (it held
+         * a cache's objects) */
+        s->empty_ms = since ? s->empty_ms & QS_MS_MASK : (uint32_t)now & QS_MS_MASK;
         s->prev = NULL;
         qs_lock_acquire(&p->lock);
         s->next = p->warm;
@@ -411,6 +457,46 @@ size_t qs_page_keep_slabs(struct qs_slab *list)
     if (__atomic_load_n(&warm_bytes, __ATOMIC_RELAXED))
         qs_node_purger_want(); /* it gives them back once old */
     return back;
+}
+
+size_t qs_page_keep_slabs(struct qs_slab *list)
+{
+    return keep_slabs(list, QS_WARM_LIMIT, false);
+}
+
+size_t qs_page_keep_empties(struct qs_slab *list)
+{
+    return keep_slabs(list, QS_WARM_LIMIT, true);
+}
+
+/* A destroyed cache's slabs: its own bytes leave the working set first
+ * (and no floor: once every cache is gone, nothing stays). */
+size_t qs_page_keep_destroyed(struct qs_slab *list)
+{
+    size_t mine = 0;
+    for (struct qs_slab *s = list; s; s = s->next)
+        mine += qs_slab_bytes(s->order);
+    size_t held = __atomic_load_n(&slab_bytes, __ATOMIC_RELAXED);
+    return keep_slabs(list, held > mine ? (held - mine) / QS_RETAIN_FRACTION : 0, false);
+}
+
+/* Cut the warm pool to `cap` bytes (see the retention rule): the biggest
+ * slots first, oldest first within a pool; one pool lock at a time. */
+static size_t warm_trim(size_t cap)
+{
+    struct qs_slab *go = NULL;
+    size_t cut = 0, warm = __atomic_load_n(&warm_bytes, __ATOMIC_RELAXED);
+    for (int order = QS_NR_ORDERS - 1; order >= 0 && warm > cap + cut; order--)
+        for (int node = 0; node < qs_nr_nodes && warm > cap + cut; node++) {
+            struct qs_page_pool *p = &pools[node][order];
+            qs_lock_acquire(&p->lock);
+            while (warm > cap + cut && p->warm_tail)
+                cut += warm_cut_oldest(p, &go);
+            qs_lock_release(&p->lock);
+        }
+    if (cut)
+        __atomic_fetch_add(&warm_trims, 1, __ATOMIC_RELAXED);
+    return free_cut(go, cut);
 }
 
 size_t qs_page_sweep_warm(bool all)
@@ -432,10 +518,22 @@ size_t qs_page_sweep_warm(bool all)
     return free_cut(go, cut);
 }
 
+/* The layer above keeps empty slabs too (its FIFOs): it registers what
+ * gives them back, or makes them warm, when the process would grow past
+ * the retention cap (node.c qs_node_reclaim).  Set once at start-up. */
+static void (*reclaim_hook)(int node, unsigned order);
+
+void qs_page_set_reclaim(void (*fn)(int node, unsigned order))
+{
+    reclaim_hook = fn;
+}
+
 struct qs_slab *qs_page_alloc_slab(int node, unsigned order)
 {
     struct qs_page_pool *p = &pools[node][order];
     struct qs_slab *s;
+    bool cold = false, asked = false;
+again:
     qs_lock_acquire(&p->lock);
     if (p->warm) { /* the newest warm slot: its pages are resident */
         s = p->warm;
@@ -446,8 +544,19 @@ struct qs_slab *qs_page_alloc_slab(int node, unsigned order)
             p->warm_tail = NULL;
         qs_lock_release(&p->lock);
         __atomic_sub_fetch(&warm_bytes, qs_slab_bytes(order), __ATOMIC_RELAXED);
+        s->empty_ms = 0; /* resident, with a cache's old objects */
         goto out;
     }
+    if (!asked && reclaim_hook) {
+        /* about to take memory that is not resident: what the caches keep
+         * empty over the retention cap goes first, and empty slabs of this
+         * order may come here warm (no lock held for it) */
+        qs_lock_release(&p->lock);
+        asked = true;
+        reclaim_hook(node, order);
+        goto again;
+    }
+    cold = true; /* not resident: the retention rule, below */
     struct qs_chunk *ch = p->avail;
     if (!ch) {
         qs_lock_release(&p->lock);
@@ -470,6 +579,7 @@ struct qs_slab *qs_page_alloc_slab(int node, unsigned order)
         s->mem = ch->data + ((size_t)ch->next_unused << (QS_PAGE_SHIFT + order));
         s->order = (uint8_t)order;
         s->node = (uint16_t)node;
+        s->empty_ms = QS_SLAB_ZERO; /* never touched */
         ch->next_unused++;
     }
     if (--ch->nr_free == 0)
@@ -482,6 +592,10 @@ out:
     size_t total = __atomic_add_fetch(&slab_bytes, sb, __ATOMIC_RELAXED);
     if (total >= QS_PURGER_AT && total - sb < QS_PURGER_AT)
         qs_node_purger_want(); /* started at a safe point (node.c) */
+    /* the process grows: memory kept warm beyond the retention cap goes
+     * back first (no lock held) */
+    if (cold && __atomic_load_n(&warm_bytes, __ATOMIC_RELAXED) > qs_page_retain_cap())
+        warm_trim(qs_page_retain_cap());
     return s;
 }
 
@@ -632,8 +746,10 @@ static size_t free_left(struct qs_slab *list)
         struct qs_slab *t = s->next;
         for (; t && t->mem == end && qs_chunk_of(t->mem) == ch; t = t->next)
             end += qs_slab_bytes(t->order);
-        back += decommit(s->mem, (size_t)(end - s->mem));
-        s = t;
+        size_t b = decommit(s->mem, (size_t)(end - s->mem));
+        back += b;
+        for (; s != t; s = s->next) /* zero again, unless the OS refused */
+            s->empty_ms = b ? QS_SLAB_ZERO : 0;
     }
     while (list) {
         struct qs_slab *next = list->next;

@@ -66,7 +66,7 @@ _Static_assert(QS_RSEQ_SIG == 0x53053053u, "rseq: the signature the sections car
 /* Descriptor, abort handler (signature first) and entry of a critical
  * section whose body starts at 1: and whose committing store ends at 2:;
  * the abort handler jumps to the body's label 7 (forward).  Uses %rax; the
- * operand [off] is qs_rseq_off.  Bodies use labels 5-9.  No asm goto: GCC
+ * operand [off] is qs_rseq_off.  Bodies use labels 5-10.  No asm goto: GCC
  * 12 miscompiles asm goto with outputs (a value from the fall-through path
  * reached a goto label), so each section returns a status in a register. */
 #define QS_RSEQ_DESC                                                                               \

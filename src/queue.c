@@ -281,13 +281,280 @@ static inline void batch_add(qslab_cache *c, struct qs_queue *q, struct qs_batch
         send_batch(c, q, b);
 }
 
+/* ---- The owner budget ----
+ * Each owner (a CPU, or a thread) has one byte budget, qs_owner_budget
+ * (tunable owner_budget: tune.c), shared by all its SLQB queues: a queue
+ * holds at most its grant of objects (its limit is min(grant, hiwater,
+ * cap), refills stop at it), and empty slabs stay in its stash only while
+ * the budget has room.  owner->budget_used is the sum of its queues'
+ * grant x slot_size and stash bytes; it never exceeds the budget (only
+ * for a moment after the budget is lowered: the next misses give back the
+ * difference).  So what an owner keeps that is not in use grows with the
+ * caches it uses hot, not with the caches it has ever used: tcmalloc sizes
+ * its per-CPU caches the same way.
+ *
+ * Hot caches get more of it, cold ones give theirs back.  A queue misses
+ * when an allocation finds it empty or a free of its own object finds it
+ * at its limit; each miss asks for a step more: as much as it has already
+ * (doubling from a refill's worth, so a queue ends with what its misses
+ * show it needs, not with hiwater), at most a sixteenth of the budget
+ * (objects over an eighth of the budget are never queued: they go to and
+ * come from their slabs).  The step comes from the budget's free part;
+ * when that is spent, every QS_STEAL_EVERY misses, from the unused part
+ * (grant over what it holds) of the coldest of a few other queues of the
+ * owner (the fewest misses since a steal last looked at them: each look
+ * halves a queue's count), and only a colder one than the asker: nothing
+ * is flushed, and two hot caches do not take turns emptying each other.
+ * A lowered budget is different: the next miss takes the excess back from
+ * the owner's queues, flushing what they hold over their new grants.  A
+ * queue emptied by shrink, trim or the purger (an idle CPU) gives its
+ * whole grant back.
+ *
+ * Who may change what.  A queue's grant and limit belong to its owner (a
+ * thread) or to the holder of its lock (a CPU's queue), as its slots do.
+ * budget_used changes by atomic adds (a CPU's queues have one lock each,
+ * and the purger takes a quiet thread's stash).  A steal acts on another
+ * queue of the same owner: it needs the cache to stay alive and the
+ * owner's slot array to stay put, so it holds qs_global, taken with a
+ * try (the caller may hold a queue lock, which ranks after it: a try
+ * never waits, so no order is broken, and a busy qs_global only skips the
+ * steal), and for a CPU's queue that queue's lock, also tried (two queue
+ * locks are never waited for).  A CPU's victim is emptied by sections on
+ * its CPU, the caller's own (both queues are that CPU's); a caller that
+ * migrated meanwhile lowers the grant only as far as it emptied. */
+unsigned long qs_owner_budget = QS_BUDGET_LOW;
+
+/* The default: QS_BUDGET_TOTAL over the possible CPUs, within
+ * [QS_BUDGET_LOW, QS_BUDGET_HIGH].  On a small machine one hot size class
+ * per CPU may keep what a burst of frees brings (the scale benchmark's 45
+ * classes of random sizes ran at half speed on 1 MiB a CPU, at full speed
+ * on 4 MiB), and what the CPUs keep in all stays at 16 MiB; on a big one
+ * each CPU keeps little (256 KiB), as the seeds asked of a queued
+ * allocator. */
+void qs_owner_budget_default(void)
+{
+    unsigned long b = QS_BUDGET_TOTAL / (unsigned long)qs_os_cpu_possible();
+    QS_STORE(qs_owner_budget, b < QS_BUDGET_LOW ? QS_BUDGET_LOW : b > QS_BUDGET_HIGH ? QS_BUDGET_HIGH : b);
+}
+static unsigned long budget_steals; /* atomic: steals that found a victim */
+static unsigned long budget_peak;   /* the most any owner has had granted (relaxed) */
+
+#define QS_GRANT_STEPS 16 /* a miss asks for this part of the budget */
+#define QS_GRANT_BIG 8    /* objects over this part are never queued */
+#define QS_STEAL_LOOK 8   /* queues a steal looks at */
+#define QS_STEAL_SCAN 32  /* ... among this many of the owner's slots */
+#define QS_STEAL_EVERY 16 /* a full budget: a steal at every this many misses */
+
+static bool budget_take(struct qs_owner *o, unsigned long bytes)
+{
+    unsigned long used = __atomic_load_n(&o->budget_used, __ATOMIC_RELAXED);
+    unsigned long max = QS_LOAD(qs_owner_budget);
+    do {
+        if (used + bytes > max)
+            return false;
+    } while (!__atomic_compare_exchange_n(&o->budget_used, &used, used + bytes, true, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    if (used + bytes > QS_LOAD(o->budget_peak)) { /* racy maxima: statistics */
+        QS_STORE(o->budget_peak, used + bytes);
+        if (used + bytes > QS_LOAD(budget_peak))
+            QS_STORE(budget_peak, used + bytes);
+    }
+    return true;
+}
+
+static void budget_put(struct qs_owner *o, unsigned long bytes)
+{
+    if (bytes)
+        __atomic_fetch_sub(&o->budget_used, bytes, __ATOMIC_RELAXED);
+}
+
+static int percpu_flush(qslab_cache *c, struct qs_queue *q, unsigned n);
+
+/* Lower q's grant to `to` objects (q's owner; a CPU's queue: q->lock
+ * held): the limit first, so that no push goes past it, then what q holds
+ * over it goes home, then the budget.  A CPU's queue that cannot be
+ * emptied that far (the caller left its CPU) keeps a grant of what it
+ * holds. */
+static void grant_lower(qslab_cache *c, struct qs_queue *q, uint32_t to)
+{
+    uint32_t g = q->grant;
+    if (to >= g)
+        return;
+    QS_STORE(q->grant, to);
+    qs_queue_limit_set(q);
+    unsigned nr = QS_TOP_NR(QS_LOAD(q->top));
+    if (nr > to) {
+        if (q->cpu < 0) {
+            qs_queue_flush(c, q, nr - to);
+        } else {
+            while (nr > to && percpu_flush(c, q, nr - to) > 0)
+                nr = QS_TOP_NR(QS_LOAD(q->top));
+            if (nr > to) { /* migrated: keep a grant of what is held */
+                QS_STORE(q->grant, nr < g ? nr : g);
+                to = q->grant;
+            }
+        }
+    }
+    budget_put(q->owner, (unsigned long)(g - to) * c->slot_size);
+}
+
+/* Take `want` bytes of grant from the coldest of a few other queues of
+ * q's owner o (see above); true if that many were freed. */
+static bool grant_steal(struct qs_queue *q, struct qs_owner *o, unsigned long want, bool colder)
+{
+    if (!qs_lock_try(&qs_global))
+        return false;
+    unsigned cap = o->cap, looked = 0, hand = QS_LOAD(o->budget_hand), i;
+    struct qs_queue *victim = NULL;
+    if (cap && hand >= cap)
+        hand %= cap;
+    for (i = 0; i < cap && i < QS_STEAL_SCAN && looked < QS_STEAL_LOOK; i++) {
+        struct qs_queue *v = o->slots[hand + i < cap ? hand + i : hand + i - cap];
+        /* a miss takes only what a queue does not use (grant over what it
+         * holds: nothing is flushed); shedding an excess takes what it must */
+        if (!v || v == q || v->cache->front != QS_FRONT_SLQB || !QS_LOAD(v->grant) ||
+            (colder && QS_LOAD(v->grant) <= QS_TOP_NR(QS_LOAD(v->top))))
+            continue;
+        looked++;
+        if (!victim || QS_LOAD(v->misses) < QS_LOAD(victim->misses))
+            victim = v;
+        QS_STORE(v->misses, QS_LOAD(v->misses) / 2);
+    }
+    QS_STORE(o->budget_hand, hand + i);
+    /* a miss takes only from a colder queue (fewer misses than its own):
+     * two hot caches do not take turns emptying each other */
+    if (victim && colder && QS_LOAD(victim->misses) >= QS_LOAD(q->misses))
+        victim = NULL;
+    bool got = false;
+    if (victim)
+        __atomic_fetch_add(&budget_steals, 1, __ATOMIC_RELAXED);
+    if (victim && (victim->cpu < 0 || qs_lock_try(&victim->lock))) {
+        qslab_cache *vc = victim->cache;
+        uint32_t g = victim->grant, nr = QS_TOP_NR(QS_LOAD(victim->top));
+        uint32_t k = (uint32_t)((want + vc->slot_size - 1) / vc->slot_size);
+        if (colder && k > (g > nr ? g - nr : 0))
+            k = g > nr ? g - nr : 0; /* its unused part only */
+        if (k > g)
+            k = g;
+        unsigned long before = __atomic_load_n(&o->budget_used, __ATOMIC_RELAXED);
+        grant_lower(vc, victim, g - k);
+        got = before - __atomic_load_n(&o->budget_used, __ATOMIC_RELAXED) >= want || victim->grant == 0;
+        if (victim->cpu >= 0)
+            qs_lock_release(&victim->lock);
+    }
+    qs_lock_release(&qs_global);
+    return got;
+}
+
+/* q missed: ask for a step more grant (see above).  q's owner (a CPU's
+ * queue: q->lock held); SLQB queues only. */
+static void grant_grow(qslab_cache *c, struct qs_queue *q)
+{
+    QS_STORE(q->misses, QS_LOAD(q->misses) + 1); /* (steals halve it) */
+    uint32_t hw = QS_LOAD(q->hiwater), slot = c->slot_size;
+    if (q->grant >= hw || !q->owner)
+        return;
+    unsigned long budget = QS_LOAD(qs_owner_budget);
+    if (slot > budget / QS_GRANT_BIG)
+        return; /* never queued */
+    /* as much as it has (doubling: a queue gets what its misses show it
+     * needs), at least a refill, at most a sixteenth of the budget */
+    uint32_t step = q->grant > QS_LOAD(c->refill) ? q->grant : QS_LOAD(c->refill);
+    uint32_t most = (uint32_t)(budget / QS_GRANT_STEPS / slot);
+    if (step > most)
+        step = most ? most : 1;
+    if (step > hw - q->grant)
+        step = hw - q->grant;
+    unsigned long want = (unsigned long)step * slot;
+    struct qs_owner *o = q->owner;
+    if (!budget_take(o, want)) {
+        /* over the budget (it was lowered): the excess goes back first,
+         * a victim at a time */
+        for (int i = 0; i < QS_STEAL_LOOK; i++) {
+            unsigned long used = __atomic_load_n(&o->budget_used, __ATOMIC_RELAXED);
+            if (used <= budget || !grant_steal(q, o, used - budget, false))
+                break;
+        }
+        /* a steal every QS_STEAL_EVERY misses: its look costs more than
+         * a miss, and a queue that needs more misses again soon */
+        if (QS_LOAD(q->misses) % QS_STEAL_EVERY || !grant_steal(q, o, want, true) ||
+            !budget_take(o, want))
+            return;
+    }
+    QS_STORE(q->grant, q->grant + step);
+    qs_queue_limit_set(q);
+}
+
+/* qslab_budget_stats (qslab.h): every owner's figures, under qs_global:
+ * what each owner's queues and stashes hold is summed in its budget_held
+ * (the reader's scratch), then the maxima are taken. */
+QSLAB_EXPORT void qslab_budget_stats(struct qslab_budget_stats *st)
+{
+    qs_init();
+    __builtin_memset(st, 0, sizeof(*st));
+    st->budget = QS_LOAD(qs_owner_budget);
+    st->steals = __atomic_load_n(&budget_steals, __ATOMIC_RELAXED);
+    st->peak_max = QS_LOAD(budget_peak); /* owners that are gone included */
+    qs_lock_acquire(&qs_global);
+    for (int pass = 0; pass < 3; pass++)
+        for (qslab_cache *c = qs_caches; c; c = c->next)
+            for (struct qs_queue *q = c->queues; q; q = q->all_next) {
+                struct qs_owner *o = q->owner;
+                if (!o || c->front != QS_FRONT_SLQB)
+                    continue;
+                if (pass == 0) {
+                    o->budget_held = 0;
+                    continue;
+                }
+                if (pass == 1) {
+                    o->budget_held += (unsigned long)QS_TOP_NR(QS_LOAD(q->top)) * c->slot_size +
+                                      QS_LOAD(q->stash_bytes);
+                    continue;
+                }
+                if (o->budget_held == ~0ul) /* counted already */
+                    continue;
+                unsigned long used = __atomic_load_n(&o->budget_used, __ATOMIC_RELAXED);
+                st->owners++;
+                st->used += used;
+                if (used > st->used_max)
+                    st->used_max = used;
+                if (o->budget_held > st->held_max)
+                    st->held_max = o->budget_held;
+                o->budget_held = ~0ul;
+            }
+    qs_lock_release(&qs_global);
+}
+
+/* q's cache is being destroyed (qs_global held, the cache quiet): q's
+ * grant and stash leave its owner's budget with it. */
+void qs_queue_budget_drop(qslab_cache *c, struct qs_queue *q)
+{
+    if (c->front != QS_FRONT_SLQB || !q->owner)
+        return;
+    qs_lock_acquire(&q->stash_lock);
+    budget_put(q->owner, (unsigned long)q->grant * c->slot_size + q->stash_bytes);
+    QS_STORE(q->grant, 0);
+    QS_STORE(q->stash_bytes, 0);
+    qs_lock_release(&q->stash_lock);
+}
+
+/* Give q's whole grant back (emptied by shrink, trim, the purger, retire;
+ * q's owner or lock holder, q holding nothing). */
+static void grant_release(qslab_cache *c, struct qs_queue *q)
+{
+    if (c->front == QS_FRONT_SLQB && q->owner)
+        grant_lower(c, q, 0);
+}
+
 /* Detach the stash (stash_lock held). */
 static struct qs_slab *stash_detach_locked(struct qs_queue *q)
 {
     struct qs_slab *list = q->stash;
     q->stash = NULL;
     QS_STORE(q->nr_stash, 0); /* read by statistics */
-    q->stash_bytes = 0;
+    if (q->owner)
+        budget_put(q->owner, q->stash_bytes);
+    QS_STORE(q->stash_bytes, 0); /* read by qslab_budget_stats */
     return list;
 }
 
@@ -329,7 +596,8 @@ void qs_queue_steal_idle_stash(qslab_cache *c, struct qs_queue *q)
  * partial slabs, counted in bytes).  At the cache's stash_bytes (tunable,
  * 128 KiB by default) or empty_limit slabs the stash goes to the node,
  * where the empty-slab policy and the purger see it; a cache tuned to keep
- * no empties (stash_bytes, limit or decay 0) has no stash. */
+ * no empties (stash_bytes, limit or decay 0) has no stash.  A slab the
+ * owner budget has no room for goes to the node at once. */
 static void stash_add(qslab_cache *c, struct qs_queue *q, struct qs_slab *list)
 {
     unsigned limit = QS_LOAD(c->empty_limit);
@@ -343,10 +611,15 @@ static void stash_add(qslab_cache *c, struct qs_queue *q, struct qs_slab *list)
         struct qs_slab *s = list;
         list = s->next;
         __atomic_store_n(&s->state, (uint8_t)QS_SLAB_EMPTY, __ATOMIC_RELAXED);
+        if (!limit || !q->owner || !budget_take(q->owner, qs_slab_bytes(s->order))) {
+            s->next = full; /* no room: to the node */
+            full = s;
+            continue;
+        }
         s->next = q->stash;
         q->stash = s;
         QS_STORE(q->nr_stash, q->nr_stash + 1);
-        q->stash_bytes += (uint32_t)qs_slab_bytes(s->order);
+        QS_STORE(q->stash_bytes, q->stash_bytes + (uint32_t)qs_slab_bytes(s->order));
         if (q->nr_stash >= limit || q->stash_bytes >= bytes) {
             /* hand this stash over after unlocking; start a new one */
             struct qs_slab *t = stash_detach_locked(q), *last = t;
@@ -368,6 +641,7 @@ void qs_queue_empty_out(qslab_cache *c, struct qs_queue *q)
     qs_queue_send_pending(c, q);
     qs_queue_claim(c, q);
     qs_queue_flush(c, q, QS_TOP_NR(q->top));
+    grant_release(c, q);
     qs_queue_drain_stash(c, q);
 }
 
@@ -633,8 +907,7 @@ static bool slots_grow(struct qs_queue *q, unsigned n, bool in_section)
         return false;
     }
     QS_STORE(q->cap, cap); /* read racily by the statistics (stats.c) */
-    uint32_t hw = QS_LOAD(q->hiwater);
-    QS_STORE(q->limit, hw < cap ? hw : cap);
+    qs_queue_limit_set(q);
     if (old)
         qs_meta_free(old - 1, ((size_t)old_cap + 1) * sizeof(void *));
     return true;
@@ -695,14 +968,17 @@ void qs_free_full(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *o
          * the next allocation is a slow one (the sample); no push */
         qs_guard_armed_free(c, q);
     } else if (unlikely(nr < hw)) {
-        if (qs_queue_reserve(q, hw - nr < q->cap ? hw - nr : q->cap)) {
-            QS_STORE(q->limit, hw < q->cap ? hw : q->cap);
+        if (nr >= q->grant) /* a miss: more of the owner budget */
+            grant_grow(c, q);
+        uint32_t max = qs_queue_max(q);
+        if (nr < max && qs_queue_reserve(q, max - nr < q->cap ? max - nr : q->cap)) {
+            qs_queue_limit_set(q);
             if (nr < QS_LOAD(q->limit)) {
                 qs_queue_push(c, q, s, obj);
                 return;
             }
         }
-        QS_STORE(q->limit, hw < q->cap ? hw : q->cap); /* a stale limit after tune */
+        qs_queue_limit_set(q); /* a stale limit after tune */
     }
     if (unlikely(qs_maybe_free(c, *qs_link(c, obj))) && qs_double_free_check(c, q, s, obj))
         return;
@@ -934,7 +1210,8 @@ static unsigned refill_gather(qslab_cache *c, struct qs_queue *q, void **dst, un
         while (got < want && (s = q->stash)) {
             q->stash = s->next;
             QS_STORE(q->nr_stash, q->nr_stash - 1);
-            q->stash_bytes -= (uint32_t)qs_slab_bytes(s->order);
+            QS_STORE(q->stash_bytes, q->stash_bytes - (uint32_t)qs_slab_bytes(s->order));
+            budget_put(q->owner, qs_slab_bytes(s->order));
             got += take_slab(c, q, s, false, 0, want - got, dst + got);
         }
         qs_lock_release(&q->stash_lock);
@@ -980,14 +1257,19 @@ static unsigned refill_gather(qslab_cache *c, struct qs_queue *q, void **dst, un
 /* Thread mode: refill the (empty) queue in place. */
 static bool queue_refill(qslab_cache *c, struct qs_queue *q)
 {
-    /* room for a refill (a growth's objects past it stay on their slab's
-     * list, a claim's go home) */
-    if (!qs_queue_reserve(q, QS_LOAD(c->refill)) && !q->cap) {
+    grant_grow(c, q); /* a miss */
+    /* room for a refill, up to the grant and at least the caller's object
+     * (a growth's objects past it stay on their slab's list, a claim's go
+     * home) */
+    unsigned nr = QS_TOP_NR(q->top), max = qs_queue_max(q);
+    unsigned room = max > nr + 1 ? max - nr : 1, refill = QS_LOAD(c->refill);
+    if (!qs_queue_reserve(q, room < refill ? room : refill) && !q->cap) {
         errno = ENOMEM;
         return false;
     }
-    unsigned nr = QS_TOP_NR(q->top);
-    unsigned got = refill_gather(c, q, q->slots + nr, q->cap - nr);
+    if (room > q->cap - nr)
+        room = q->cap - nr;
+    unsigned got = refill_gather(c, q, q->slots + nr, room);
     qs_queue_nr_set(q, nr + got);
     return got != 0;
 }
@@ -1163,19 +1445,15 @@ void qs_queue_corrupt(qslab_cache *c, struct qs_queue *q)
 /* Thread exit (qs_global held): give everything back and hand the slabs to
  * the node lists.  The order matters: slabs are handed over before the inbox
  * is marked dead, so a sender that finds it dead sees the new owners. */
-void qs_queue_retire(qslab_cache *c, struct qs_queue *q)
+/* Hand every slab q owns to its node's list (q's owner, or q->lock held,
+ * q's objects gone home): a thread's exit, and a CPU the purger found idle,
+ * so that the node's other owners refill from them instead of making new
+ * slabs (a thread that moved to another CPU left its slabs partly free on
+ * the old one).  Frees of their objects that read the old owner meanwhile
+ * are posted to q's inbox and routed again from there (the routing reads
+ * the owner under the node lock). */
+void qs_queue_hand_slabs(qslab_cache *c, struct qs_queue *q)
 {
-    if (qs_front_of(c)->retire) /* the front end's per-owner state */
-        qs_front_of(c)->retire(c, q);
-    qs_queue_send_pending(c, q);
-    qs_queue_claim(c, q);
-    if (QS_TOP_NR(q->top)) {
-        unsigned long twice = qs_route_vec(c, q, q->slots, QS_TOP_NR(q->top));
-        qs_queue_nr_set(q, 0);
-        if (twice)
-            queue_uncount(q, twice);
-    }
-    qs_queue_drain_stash(c, q);
     for (int pass = 0; pass < 2; pass++) {
         struct qs_slab *s;
         while ((s = pass ? q->list.full : q->list.partial)) {
@@ -1188,6 +1466,23 @@ void qs_queue_retire(qslab_cache *c, struct qs_queue *q)
             qs_lock_release(&n->lock);
         }
     }
+}
+
+void qs_queue_retire(qslab_cache *c, struct qs_queue *q)
+{
+    if (qs_front_of(c)->retire) /* the front end's per-owner state */
+        qs_front_of(c)->retire(c, q);
+    qs_queue_send_pending(c, q);
+    qs_queue_claim(c, q);
+    if (QS_TOP_NR(q->top)) {
+        unsigned long twice = qs_route_vec(c, q, q->slots, QS_TOP_NR(q->top));
+        qs_queue_nr_set(q, 0);
+        if (twice)
+            queue_uncount(q, twice);
+    }
+    grant_release(c, q);
+    qs_queue_drain_stash(c, q);
+    qs_queue_hand_slabs(c, q);
     qs_lock_acquire(&q->inbox.lock);
     q->inbox.dead = 1;
     void *head = q->inbox.head;
@@ -1385,6 +1680,7 @@ void qs_percpu_empty(qslab_cache *c, struct qs_queue *q)
     qs_queue_claim(c, q);
     while (percpu_flush(c, q, QS_PERCPU_BATCH) > 0)
         ;
+    grant_release(c, q);
     qs_queue_drain_stash(c, q);
 }
 
@@ -1440,6 +1736,7 @@ void *qs_percpu_refilled(qslab_cache *c, struct qs_queue *q, void **buf, unsigne
         qs_route_vec(c, q, buf + pushed, n - (unsigned)pushed);
     QS_ADD(q->stat[QS_ALLOC_SLOW], 1);
     qs_lock_release(&q->lock);
+    qs_self.last_word = *qs_link(c, obj); /* calloc's (kmalloc.c) */
     *qs_link(c, obj) = 0;
     return obj;
 }
@@ -1484,10 +1781,12 @@ static void *percpu_alloc_slow(qslab_cache *c)
             qs_lock_release(&q->lock);
             if (k != 1) /* migrated (the new CPU's queue), or an entry dropped */
                 continue;
+            qs_self.last_word = *qs_link(c, obj); /* calloc's (kmalloc.c) */
             *qs_link(c, obj) = 0;
             return obj;
         }
-        uint32_t room = QS_LOAD(q->hiwater) + 1;
+        grant_grow(c, q); /* a miss */
+        uint32_t room = qs_queue_max(q) + 1; /* the grant, and the caller's */
         if (room > QS_PERCPU_BATCH)
             room = QS_PERCPU_BATCH;
         unsigned n = refill_gather(c, q, buf, room);
@@ -1532,12 +1831,19 @@ void qs_percpu_free_slow(qslab_cache *c, struct qs_slab *s, void *obj, int why)
         qs_guard_armed_free(c, q);
     for (int tries = 0; !armed && tries < 2; tries++) {
         unsigned nr = QS_TOP_NR(QS_LOAD(q->top));
-        uint32_t hw = QS_LOAD(q->hiwater);
-        uint32_t max = own ? hw : QS_LOAD(q->park); /* c->park's copy (0: twin.c) */
+        /* a miss (more of the owner budget): our own object at the limit,
+         * or another owner's of our node that the queue would park */
+        if (!tries && nr >= q->grant && nr < QS_LOAD(q->hiwater) &&
+            (own || (s->node == q->node && nr < QS_LOAD(q->park))))
+            grant_grow(c, q);
+        uint32_t qmax = qs_queue_max(q);
+        uint32_t max = own ? qmax : QS_LOAD(q->park); /* c->park's copy (0: twin.c) */
+        if (max > qmax)
+            max = qmax;
         if (!own && s->node != q->node)
             max = 0; /* never another node's memory on our queue */
         if (nr < max && (nr < q->cap || qs_percpu_reserve(q, 1))) {
-            QS_STORE(q->limit, hw < q->cap ? hw : q->cap);
+            qs_queue_limit_set(q);
             *qs_link(c, obj) = q->stamp;
             int k = qs_percpu_push(q, &obj, 1, max < q->cap ? max : q->cap); /* a free: nr + 1 counts it */
             if (k == 1) {

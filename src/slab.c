@@ -234,12 +234,22 @@ uint32_t qs_shuffle_next(struct qs_shuffle *sh)
 
 /* Objects [first, first + k slots) born: constructed, the first p into
  * dst (stamped), the rest appended to s's free list, in address order. */
+/* The word of an object born into a queue: the free stamp, or, when the
+ * slab's memory is zero (internal.h QS_SLAB_ZERO) and nothing writes the
+ * object at birth (no constructor, no debugging), QS_FRESH_WORD: calloc
+ * need not clear it (kmalloc.c). */
+static uintptr_t born_word(const qslab_cache *c, const struct qs_slab *s)
+{
+    bool zero = (s->empty_ms & QS_SLAB_ZERO) && !c->ctor && !c->debug;
+    return zero ? QS_FRESH_WORD(c->secret) : QS_STAMP(c->secret);
+}
+
 static void born_in_order(qslab_cache *c, struct qs_slab *s, char *first, uint32_t k, void **dst,
                           uint32_t p, bool fbits)
 {
     uint32_t size = c->slot_size;
     char *obj = first;
-    uintptr_t stamp = QS_STAMP(c->secret);
+    uintptr_t stamp = born_word(c, s);
     for (uint32_t i = 0; i < p; i++, obj += size) {
         if (c->ctor)
             c->ctor(obj);
@@ -272,7 +282,7 @@ static void born_shuffled(qslab_cache *c, struct qs_slab *s, char *first, uint32
     struct qs_shuffle sh;
     qs_shuffle_start(c, &sh, k);
     uint32_t size = c->slot_size;
-    uintptr_t stamp = QS_STAMP(c->secret);
+    uintptr_t stamp = born_word(c, s);
     char *head = NULL, *prev = NULL;
     for (uint32_t i = 0; i < k; i++) {
         char *obj = first + (size_t)shuffle_next(&sh) * size;
@@ -352,7 +362,7 @@ static uint32_t slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
      * the memory's last slab left goes */
     bool fbits = qs_keeps_fbits(c);
     if (fbits)
-        qs_fbits_clear(s, s->base + (size_t)n * size, s->base + (size_t)(n + k) * size);
+        qs_fbits_clear_objs(s, s->base + (size_t)n * size, k, size);
     if (unlikely(rnd))
         born_shuffled(c, s, s->base + (size_t)n * size, k, dst, p, fbits);
     else

@@ -1122,9 +1122,7 @@ static size_t shrink_nodes(qslab_cache *c)
         qs_lock_release(&n->lock);
         release_after(c, NULL, n, rel);
         qs_lock_acquire(&n->lock);
-        struct qs_slab *list = n->empty_head;
-        QS_STORE(n->nr_empty, 0);
-        n->empty_head = n->empty_tail = NULL;
+        struct qs_slab *list = qs_node_fifo_detach(n);
         qs_lock_release(&n->lock);
         for (struct qs_slab *s = list; s; s = s->next)
             check_empty(c, s);
@@ -1186,13 +1184,13 @@ static void collect_slab(struct qs_slab *s, void *arg)
     k->list = s;
 }
 
-static void slub_destroy(qslab_cache *c)
+static void slub_destroy(qslab_cache *c, struct qs_slab **all)
 {
     for (struct qs_queue *q = c->queues; q; q = q->all_next)
         memset(&q->sl, 0, sizeof(q->sl));
     struct sl_collect k = {c, NULL};
     qs_page_walk(collect_slab, &k);
-    qs_page_keep_slabs(k.list); /* warm for the next caches' slabs (page.c) */
+    qs_slabs_gather(all, k.list);
 }
 
 /* ---- calculate_order (mm/slub.c, as fixed in 5.12: the CPU count is the

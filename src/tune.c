@@ -23,7 +23,7 @@
 
 enum { T_ORDER, T_HIWATER, T_FREEBATCH, T_EMPTY_LIMIT, T_EMPTY_DECAY, T_STASH, T_FRONT,
        T_CPU_PARTIAL, T_MIN_PARTIAL, T_PASS_THROUGH, T_LIMIT, T_BATCHCOUNT, T_SHARED, T_RANDOM,
-       T_GUARD, T_DEBUG };
+       T_GUARD, T_DEBUG, T_OWNER_BUDGET };
 
 static const struct tunable {
     const char *name, *unit, *doc;
@@ -50,6 +50,9 @@ static const struct tunable {
     [T_DEBUG] = {"debug", "letters",
                  "SLUB's debug flags (FZPUTRV, - for none) for new allocations: a cache in use "
                  "gets a debug twin <cache>:<flags> for its new slabs"},
+    [T_OWNER_BUDGET] = {"owner_budget", "bytes",
+                        "the process's, named \"*\": what each owner (a CPU, or a thread) keeps "
+                        "of free objects and empty slabs in its queues and stashes, over all caches"},
 };
 #define NR_TUNABLES (sizeof(tunables) / sizeof(tunables[0]))
 
@@ -136,6 +139,10 @@ static void range(qslab_cache *c, unsigned t, unsigned long *lo, unsigned long *
         *lo = 0;
         *hi = QS_GUARD_MAX_RATE;
         break;
+    case T_OWNER_BUDGET:
+        *lo = QS_OWNER_BUDGET_MIN;
+        *hi = QS_OWNER_BUDGET_MAX;
+        break;
     default:
         *lo = 0;
         *hi = QS_MAX_DECAY_MS;
@@ -179,9 +186,12 @@ void qs_tune_defaults(qslab_cache *c)
     c->freebatch = (uint32_t)fb;
     c->hiwater = (uint32_t)hw;
     qs_tune_derive(c);
-    /* keep up to 1 GiB of empty slabs per node, at least 4, for 1 s: the
-     * decay (and the purger) bounds the time, the limit only a burst (two
-     * CPUs freeing 10,000 16 KiB objects each already keep 320 MiB) */
+    /* keep up to 1 GiB of empty slabs per node, at least 4, for 1 s: they
+     * keep their born objects for the cache's next refills (two CPUs
+     * freeing 10,000 16 KiB objects each already keep 320 MiB, and take it
+     * again at once); the decay (and the purger) bounds the time, the
+     * limit a burst, and the retention rule what they keep while another
+     * cache grows (node.c qs_node_reclaim) */
     c->empty_limit = default_empty_limit(c->order);
     c->empty_decay_ms = 1000;
     c->stash_bytes = QS_STASH_BYTES;
@@ -350,6 +360,10 @@ static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
         errno = EINVAL;
         return -1;
     }
+    if (t == T_OWNER_BUDGET) { /* the process's (queue.c): the owners' next misses follow it */
+        QS_STORE(qs_owner_budget, v);
+        return 0;
+    }
     if (t == T_RANDOM && v && !qs_slab_random_init(c)) { /* `random` publishes it */
         qs_warn("tune %s random=1 refused: out of memory for its permutation", c->name);
         errno = ENOMEM;
@@ -400,10 +414,22 @@ QSLAB_EXPORT int qslab_tune(const char *cache, const char *attr, const char *val
     if (t < 0) {
         qs_warn("tune %s: unknown attribute %s (order, hiwater, freebatch, empty_limit, "
                 "empty_decay_ms, stash_bytes, front, cpu_partial, min_partial, pass_through, limit, "
-                "batchcount, shared, random, guard_sample, debug)",
+                "batchcount, shared, random, guard_sample, debug, owner_budget)",
                 cache, attr);
         errno = EINVAL;
         return -1;
+    }
+    if (t == T_OWNER_BUDGET && strcmp(cache, "*") != 0) {
+        qs_warn("tune %s owner_budget refused: the owner budget is the process's, one for every "
+                "cache: name \"*\"", cache);
+        errno = EINVAL;
+        return -1;
+    }
+    if (t == T_OWNER_BUDGET) { /* once, whatever the caches */
+        qs_lock_acquire(&qs_global);
+        int r = set_one_locked(&qs_kmalloc_caches[0], t, value, strlen(value));
+        qs_lock_release(&qs_global);
+        return r;
     }
     if (strcmp(cache, "*") == 0) {
         /* every cache; stop at the first refusal */
@@ -431,6 +457,10 @@ QSLAB_EXPORT int qslab_tune_get(const char *cache, const char *attr, unsigned lo
         return -1;
     }
     int t = find_tunable(attr, strlen(attr));
+    if (t == T_OWNER_BUDGET && (strcmp(cache, "*") == 0 || qslab_cache_find(cache))) {
+        *out = QS_LOAD(qs_owner_budget); /* the process's: the same for every cache */
+        return 0;
+    }
     qslab_cache *c = qslab_cache_find(cache);
     if (t < 0 || !c) {
         errno = EINVAL;
@@ -478,6 +508,13 @@ void qs_tune_apply_env(qslab_cache *c)
                 else if (t == T_DEBUG) /* a twin now would take a kmalloc class's id */
                     qs_warn("QSLAB_TUNE: debug for %s ignored: QSLAB_DEBUG gives caches their "
                             "debug flags when they are made (docs/debugging.md)", c->name);
+                else if (t == T_OWNER_BUDGET) { /* the process's: once, at the first cache */
+                    if (report && nlen == 1 && s[0] == '*')
+                        (void)set_one(c, t, eq + 1, (size_t)(aend - eq - 1));
+                    else if (!(nlen == 1 && s[0] == '*'))
+                        qs_warn("QSLAB_TUNE: owner_budget for %s ignored: the owner budget is "
+                                "the process's, one for every cache: name \"*\"", c->name);
+                }
                 /* (named per cache: it only matches the caches it names) */
                 else
                     (void)set_one(c, t, eq + 1, (size_t)(aend - eq - 1));

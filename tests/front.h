@@ -9,6 +9,7 @@
  *   tf_kmalloc_slob()    the kmalloc-<size> caches are SLOB's (they all
  *                        follow QSLAB_FRONT; kmalloc-64 stands for them)
  *   tf_slob_usable_ok(us, n)  a SLOB kmalloc block's usable size for n bytes
+ *   TF_SLOB_RUN_MAX      SLOB's largest object in a run (larger: own slabs)
  *   tf_pin_slqb(name)    pin a new cache to SLQB before its first
  *                        allocation (white-box tests of SLQB internals);
  *                        CHECKs that the tunable took
@@ -49,8 +50,10 @@ static inline const char *tf_kmalloc_front(void)
 }
 
 /* SLOB's kmalloc keeps the request's size: a block of whole 16-byte units
- * holding an 8-byte header, so what is usable is the request rounded up to
- * 16n + 8, not the kmalloc class's size. */
+ * holding an 8-byte header (a 16-byte one in a run: blocks over a page and
+ * up to TF_SLOB_RUN_MAX bytes), so what is usable is the request rounded up
+ * to 16n + 8 (16n in a run), not the kmalloc class's size. */
+#define TF_SLOB_RUN_MAX ((size_t)64 << 10) /* src/slob.c SLOB_RUN_MAX: size + alignment */
 static inline int tf_slob_usable_ok(size_t usable, size_t requested)
 {
     return usable >= requested && usable < requested + 32;

@@ -13,6 +13,8 @@
  *   tu_expect_report()     run an operation, check its report's first line and
  *                          the fatal handler's call (or that none came)
  *   tu_reexec()            run this executable again with one variable set
+ *   tu_kmalloc_class(n)    the kmalloc class of n bytes, from the documented
+ *                          rule (kmalloc.c), not from the library's tables
  *   tu_pin_one_cpu()       keep the calling thread on one CPU: with per-CPU
  *                          queues (QSLAB_OWNER=cpu), a test that counts what
  *                          "its" queue does must not migrate
@@ -143,6 +145,21 @@ static inline int tu_dups(void *const *a, int n)
 }
 
 /* Deterministic pseudo-random numbers (xorshift64*), one state per thread. */
+/* The kmalloc class of n bytes (n <= 32 MiB): 8, then 16 bytes apart up to
+ * 128, then eight classes per power of two, 2^k/8 apart. */
+static inline size_t tu_kmalloc_class(size_t n)
+{
+    if (n <= 8)
+        return 8;
+    if (n <= 128)
+        return (n + 15) & ~(size_t)15;
+    size_t p = 128;
+    while (2 * p < n)
+        p *= 2;
+    size_t step = p / 8;
+    return (n + step - 1) / step * step;
+}
+
 static inline uint64_t tu_rand(uint64_t *s)
 {
     uint64_t x = *s;

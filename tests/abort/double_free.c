@@ -41,7 +41,7 @@ static void delayed(void *arg)
 static void kmalloc_twice(void *arg)
 {
     char s[32];
-    void *p = qslab_malloc(150); /* kmalloc-192 */
+    void *p = qslab_malloc(180); /* kmalloc-192 */
     tu_child_expect(tu_addr(s, p));
     tu_child_expect("kmalloc-192");
     qslab_free(p);

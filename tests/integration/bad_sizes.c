@@ -181,24 +181,10 @@ static unsigned long active_of(const char *cache)
     return c && qslab_cache_stats(c, &st) == 0 ? st.active_objs : ~0ul;
 }
 
-/* The kmalloc class of n bytes (README: 8 .. 256 in steps, two per power
- * of two to 4 KiB, four to 32 KiB, two to 32 MiB): its cache's name. */
+/* The kmalloc class of n bytes: its cache's name. */
 static const char *class_name(size_t n, char buf[32])
 {
-    static const size_t small[] = {8, 16, 32, 64, 96, 128, 192, 256};
-    size_t c = 0;
-    for (size_t i = 0; i < 8 && !c; i++)
-        if (n <= small[i])
-            c = small[i];
-    for (size_t p = 512; !c; p *= 2) {
-        /* classes between p/2 and p: halves below 4 KiB and from 32 KiB,
-         * quarters from 4 to 32 KiB */
-        size_t steps = p > 4096 && p <= 32768 ? 4 : 2;
-        for (size_t k = 1; k <= steps && !c; k++)
-            if (n <= p / 2 + p / 2 * k / steps)
-                c = p / 2 + p / 2 * k / steps;
-    }
-    snprintf(buf, 32, "kmalloc-%zu", c);
+    snprintf(buf, 32, "kmalloc-%zu", tu_kmalloc_class(n));
     return buf;
 }
 
@@ -271,7 +257,7 @@ static void test_free_sized(void)
 
     /* wrong sizes: too big and too small for the class */
     char addr[32];
-    p = qslab_malloc(40);
+    p = qslab_malloc(56);
     size_t u = qslab_usable_size(p);
     const char *cache = slob ? "slob-pages" : "kmalloc-64";
     size_t lo = u < 32 ? 0 : u / 2 + 1;
@@ -283,7 +269,7 @@ static void test_free_sized(void)
                   tu_addr(addr, p), cache, lo, u);
     EXPECT_REPORT(p, SIZE_MAX, "qslab: free_sized of %s with size %zu: the object is in cache %s (sizes %zu..%zu)",
                   tu_addr(addr, p), (size_t)SIZE_MAX, cache, lo, u);
-    qslab_free_sized(p, 40); /* still allocated: freed now */
+    qslab_free_sized(p, 56); /* still allocated: freed now */
     CHECK(tu_capture_calls() == 0);
 
     p = qslab_malloc(3000);

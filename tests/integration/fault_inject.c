@@ -151,7 +151,7 @@ static int pages_line(struct pages *pg)
     lseek(fileno(f), 0, SEEK_SET);
     tu_read_all(fileno(f), text, sizeof text);
     fclose(f);
-    const char *l = strstr(text, "\nPages: ");
+    const char *l = strstr(text, "\nPages: decommit failed ");
     if (!l)
         return 0;
     int n = sscanf(l + 1,
@@ -430,7 +430,7 @@ static int child_realloc(void)
     size_t n = 0;
     int hit = 0;
     for (size_t i = 0; i < max && !hit; i++) {
-        void *src = qslab_malloc(100);
+        void *src = qslab_malloc(120); /* kmalloc-128 */
         CHECK(src != NULL);
         fill(src, 100, 0x5a);
         struct snap a1 = snap_of(k128), a2 = snap_of(k3k);
@@ -581,7 +581,10 @@ static int child_queue(void)
     qslab_cache *c = qslab_cache_create("fi-queue", 64, 0, 0, NULL);
     CHECK(c != NULL);
     if (tf_is(c, "slqb")) {
+        /* a queue of 16,384 objects: its slot array over 64 KiB, mapped;
+         * an owner budget that lets one queue hold 1 MiB */
         CHECK(qslab_tune("fi-queue", "hiwater", "16384") == 0);
+        CHECK(qslab_tune("*", "owner_budget", "2097152") == 0);
         enum { N = 12000 };
         static void *objs[N];
         for (int i = 0; i < N; i++)
@@ -834,6 +837,9 @@ static int child_unmap(void)
     CHECK(c != NULL);
     if (tf_is(c, "slub"))
         qslab_tune("fi-unmap", "min_partial", "0");
+    /* the empty slabs stay the cache's (its FIFO) for the shrink, not warm
+     * in the page layer */
+    CHECK(qslab_tune("fi-unmap", "empty_limit", "4") == 0);
     void *a = qslab_cache_alloc(c), *b = qslab_cache_alloc(c);
     CHECK(a && b);
     qslab_cache_free(c, a);

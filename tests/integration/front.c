@@ -9,6 +9,7 @@
 
 #include "../testutil.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 static qslab_cache *make(const char *name, size_t size, size_t align, void (*ctor)(void *), const char *front)
@@ -116,9 +117,9 @@ static int intact(const void *p, size_t n, uint8_t seed)
 static void test_slob_contents(void)
 {
     enum { NC = 5, N = 3000 };
-    static const size_t size[NC] = {8, 48, 200, 3000, 6000}; /* 6000: the cache's own slabs */
+    static const size_t size[NC] = {8, 48, 200, 6000, 80000}; /* 6000: a run; 80000: the cache's own slabs */
     static const size_t align[NC] = {0, 0, 64, 0, 0};
-    const char *names[NC] = {"t-slob-8", "t-slob-ctor", "t-slob-al64", "t-slob-3000", "t-slob-6000"};
+    const char *names[NC] = {"t-slob-8", "t-slob-ctor", "t-slob-al64", "t-slob-6000", "t-slob-80000"};
     qslab_cache *c[NC];
     for (int i = 0; i < NC; i++)
         c[i] = make(names[i], size[i], align[i], i == 1 ? ctor : NULL, "slob");
@@ -166,7 +167,10 @@ static void test_slob_contents(void)
     CHECKF(ctor_calls >= allocs1, "SLOB: the constructor ran %lu times for %lu allocations", ctor_calls,
            allocs1);
     struct qslab_cache_stats st;
-    CHECK(qslab_cache_stats(c[4], &st) == 0 && st.num_slabs > 0); /* too big for a page */
+    void *big = qslab_cache_alloc(c[4]); /* too big for a run: its own slabs */
+    CHECK(big && qslab_cache_stats(c[4], &st) == 0 && st.num_slabs > 0);
+    qslab_cache_free(c[4], big);
+    CHECK(qslab_cache_stats(c[3], &st) == 0 && st.num_slabs == 0); /* in runs */
     for (int k = 0; k < N; k++)
         if (o[k].p) {
             qslab_cache_free(c[o[k].cache], o[k].p);
@@ -223,6 +227,120 @@ static void test_slob_bad_frees(void)
     CHECK(qslab_cache_destroy(a) == 0 && qslab_cache_destroy(b) == 0);
 }
 
+/* The index: tens of thousands of blocks of every size up to a page on
+ * hundreds of pages, and of sizes up to 32 KiB on runs, freed in random
+ * order and allocated again, so that pages move between the buckets of
+ * their largest free block, fill, empty and are kept or given back; the
+ * arena is validated (every page's blocks, free list, records of the free
+ * block before each object, bucket) as it goes, and every object keeps its
+ * contents.  Caches pinned to SLOB of sizes 8 to 32,744 and alignments to
+ * 256; under QSLAB_FRONT=slob malloc's blocks of every size from 1 to 4,096
+ * bytes and of random ones to 33,000 as well, and aligned ones. */
+static void test_slob_index(void)
+{
+    enum { NC = 15, N = 24000 };
+    static const size_t size[NC] = {8, 16, 24, 40, 72, 136, 264, 520, 1032, 2056, 4064, 100, 4500, 12008, 32744};
+    static const size_t align[NC] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 256, 0, 0, 0};
+    qslab_cache *c[NC];
+    char name[32];
+    for (int i = 0; i < NC; i++) {
+        snprintf(name, sizeof name, "t-slob-ix-%d", i);
+        c[i] = make(name, size[i], align[i], NULL, "slob");
+    }
+    const char *env = getenv("QSLAB_FRONT");
+    bool kmalloc = env && strcmp(env, "slob") == 0;
+    struct blk {
+        void *p;
+        size_t n; /* bytes filled */
+        int cache; /* -1: malloc's, -2: aligned */
+        uint8_t seed;
+    };
+    static struct blk o[N];
+    unsigned rnd = 777, sz = 0;
+    for (int round = 0; round < 8; round++) {
+        /* free in random order about half, then fill every slot again */
+        for (int k = 0; k < N; k++) {
+            rnd = rnd * 1103515245u + 12345u;
+            if (!o[k].p || (round < 7 && (rnd >> 16) % 2))
+                continue;
+            if (!intact(o[k].p, o[k].n, o[k].seed))
+                tu_fail("SLOB index: object %p overwritten", o[k].p);
+            if (o[k].cache >= 0)
+                qslab_cache_free(c[o[k].cache], o[k].p);
+            else
+                qslab_free(o[k].p);
+            o[k].p = NULL;
+        }
+        if (round == 7)
+            break;
+        CHECKF(qslab_cache_validate(c[0]) == 0, "validate the SLOB arena after the frees of round %d", round);
+        for (int k = 0; k < N; k++) {
+            if (o[k].p)
+                continue;
+            rnd = rnd * 1103515245u + 12345u;
+            int i = (int)((rnd >> 16) % (NC + 2));
+            void *p;
+            size_t n;
+            if (i < NC || !kmalloc) {
+                i %= NC;
+                p = qslab_cache_alloc(c[i]);
+                n = size[i];
+                if (p && align[i] && ((uintptr_t)p & (align[i] - 1)))
+                    tu_fail("t-slob-ix-%d object %p not aligned to %zu", i, p, align[i]);
+            } else if (i == NC) { /* every size in turn */
+                n = sz % 4 ? sz % 4096 + 1 : 4097 + (rnd >> 4) % 28904;
+                sz++;
+                p = qslab_malloc(n);
+                i = -1;
+                if (p && ((uintptr_t)p & 15))
+                    tu_fail("malloc(%zu) = %p not 16-byte aligned", n, p);
+            } else {
+                size_t al = (size_t)32 << ((rnd >> 8) % 5); /* 32..512 */
+                n = (rnd >> 4) % 1500 + 1;
+                p = qslab_aligned_alloc(al, n);
+                i = -2;
+                if (p && ((uintptr_t)p & (al - 1)))
+                    tu_fail("aligned_alloc(%zu, %zu) = %p", al, n, p);
+            }
+            if (!p) {
+                tu_fail("SLOB index: allocation %d failed", i);
+                continue;
+            }
+            uint8_t seed = (uint8_t)(rnd >> 3);
+            fill(p, n, seed);
+            o[k] = (struct blk){p, n, i, seed};
+            if (k % 4000 == 0)
+                CHECKF(qslab_cache_validate(c[0]) == 0, "validate the SLOB arena in round %d", round);
+        }
+        CHECKF(qslab_cache_validate(c[0]) == 0, "validate the SLOB arena after round %d", round);
+    }
+    if (kmalloc) {
+        /* blocks too big for a run: their class's slabs; with nothing else
+         * in use, their class keeps at most 256 KiB of them empty (and one
+         * slab more: the bound is checked before the last is given back) */
+        enum { NB = 16 };
+        void *big[NB];
+        struct qslab_cache_stats st = {0};
+        for (int i = 0; i < NB; i++)
+            big[i] = qslab_malloc(100000);
+        snprintf(name, sizeof name, "kmalloc-%zu", big[0] ? qslab_usable_size(big[0]) : (size_t)0);
+        qslab_cache *k = qslab_cache_find(name);
+        CHECKF(big[NB - 1] && k && qslab_cache_stats(k, &st) == 0 && st.num_slabs >= 2,
+               "%s: %lu slabs", name, st.num_slabs);
+        for (int i = 0; i < NB; i++)
+            qslab_free(big[i]);
+        size_t slab = (size_t)4096 << st.order;
+        CHECKF(k && qslab_cache_stats(k, &st) == 0 && st.empty_slabs * slab <= (256 << 10) + slab,
+               "%s keeps %lu empty slabs of %zu bytes under SLOB", name, st.empty_slabs, slab);
+    }
+    for (int i = 0; i < NC; i++) {
+        struct qslab_cache_stats st;
+        CHECK(qslab_cache_stats(c[i], &st) == 0 && st.active_objs == 0);
+        CHECKF(qslab_cache_validate(c[i]) == 0, "validate t-slob-ix-%d after freeing all", i);
+        CHECK(qslab_cache_destroy(c[i]) == 0);
+    }
+}
+
 static void test_slob_destroy_busy(void)
 {
     qslab_cache *a = make("t-slob-busy", 100, 0, NULL, "slob");
@@ -243,6 +361,7 @@ int main(void)
     test_names_in_reports();
     test_slob_contents();
     test_slob_bad_frees();
+    test_slob_index();
     test_slob_destroy_busy();
     return tu_done();
 }

@@ -101,7 +101,7 @@ static int child(const char *mode)
         return 5;
     }
     if (!strcmp(mode, "uaf_read")) {
-        char *p = qslab_malloc(100);
+        char *p = qslab_malloc(120);
         if (!qslab_guarded(p))
             return 4;
         qslab_free(p);
@@ -118,7 +118,7 @@ static int child(const char *mode)
         return 5;
     }
     if (!strcmp(mode, "malloc_overflow")) {
-        char *p = qslab_malloc(48);
+        char *p = qslab_malloc(48); /* kmalloc-48 */
         if (!qslab_guarded(p) || ((uintptr_t)p + 48) % 4096 != 0)
             return 4;
         p[48] = 1; /* faults */
@@ -316,7 +316,7 @@ int main(int argc, char **argv)
                  "@offset=0\n");
     expect_fault("underflow", "BUG t-guard: out-of-bounds access to guarded object", "@offset=-1\n",
                  "against its left guard page");
-    expect_fault("malloc_overflow", "BUG kmalloc-64: out-of-bounds access to guarded object",
+    expect_fault("malloc_overflow", "BUG kmalloc-48: out-of-bounds access to guarded object",
                  "@offset=48\n", NULL);
 
     /* misuse found at frees, and the entry points */

@@ -26,13 +26,17 @@ static void one_cache(const char *name, size_t size, int n)
         return;
     keep_empties(name);
     void **objs = malloc(sizeof(void *) * (size_t)n);
-    int slob = tf_slob(c), in_pages = slob && size + 64 <= 4096; /* SLOB page objects */
+    /* SLOB page objects, or run objects (over a page) */
+    int slob = tf_slob(c), in_pages = slob && size + 64 <= TF_SLOB_RUN_MAX;
     /* SLOB: a page object is its size in 8-byte units plus an 8-byte header,
-     * a page 512 units: whole objects per page, and the pages n of them
-     * fill (all kept empty after the frees, up to the arena's empty_limit),
-     * one more for another's (a page the library's own caches use) */
-    size_t per_page = 512 / ((size + 7) / 8 + 1);
-    size_t slob_bytes = in_pages ? (((size_t)n + per_page - 1) / per_page + 1) * 4096 : 0;
+     * a page 511 units; a run object its size and a 16-byte header in
+     * 16-byte units, a run of 256 KiB 16,384: whole objects per page, and
+     * the pages n of them fill (all kept empty after the frees), one more
+     * for another's (a page the library's own caches use) */
+    int run = size + 64 > 4096;
+    size_t per_page = run ? 16384 / ((size + 31) / 16) : 511 / ((size + 7) / 8 + 1);
+    size_t page = run ? (size_t)256 << 10 : 4096;
+    size_t slob_bytes = in_pages ? (((size_t)n + per_page - 1) / per_page + 1) * page : 0;
     for (int round = 0; round < 2; round++) {
         if (slob)
             qslab_trim(); /* no empty SLOB page of earlier caches left to count */
@@ -81,7 +85,7 @@ static void test_kmalloc(void)
     void *p[N];
     keep_empties("kmalloc-4096");
     for (int i = 0; i < N; i++)
-        p[i] = qslab_malloc(3500); /* kmalloc-4096 */
+        p[i] = qslab_malloc(3900); /* kmalloc-4096 */
     for (int i = 0; i < N; i++)
         qslab_free(p[i]);
     qslab_cache *c = qslab_cache_find("kmalloc-4096");

@@ -1,5 +1,5 @@
 /*
- * kmalloc size classes (48, kmalloc.c): the kmalloc-<bytes> caches exist, every qslab_malloc
+ * kmalloc size classes (153, kmalloc.c): the kmalloc-<bytes> caches exist, every qslab_malloc
  * size is served by its class cache (usable size = class size, the cache's
  * counters move by exactly one), and sizes over 32 MiB are mapped directly.
  * Under the SLOB front end a request that fits a page keeps its own size
@@ -13,25 +13,18 @@
 
 #define MAX_CLASS ((size_t)32 << 20)
 
-static size_t classes[64];
+static size_t classes[160];
 static int nclasses;
 
+/* 8, then 16 bytes apart up to 128, then eight per power of two. */
 static void build_classes(void)
 {
-    static const size_t small[] = {8, 16, 32, 64, 96, 128, 192, 256};
-    for (size_t i = 0; i < 8; i++)
+    static const size_t small[] = {8, 16, 32, 48, 64, 80, 96, 112, 128};
+    for (size_t i = 0; i < sizeof small / sizeof small[0]; i++)
         classes[nclasses++] = small[i];
-    for (size_t s = 512; s <= 4096; s *= 2) { /* two per power of two up to 4 KiB */
-        classes[nclasses++] = s / 4 * 3;
-        classes[nclasses++] = s;
-    }
-    for (size_t s = 8192; s <= 32768; s *= 2) /* four per power of two up to 32 KiB */
-        for (size_t q = 5; q <= 8; q++)
-            classes[nclasses++] = s / 8 * q;
-    for (size_t s = 65536; s <= MAX_CLASS; s *= 2) { /* then two */
-        classes[nclasses++] = s / 4 * 3;
-        classes[nclasses++] = s;
-    }
+    for (size_t p = 128; p < MAX_CLASS; p *= 2)
+        for (size_t e = 1; e <= 8; e++)
+            classes[nclasses++] = p + e * (p / 8);
 }
 
 static qslab_cache *class_cache(size_t size)
@@ -58,22 +51,27 @@ static void test_caches_exist(void)
     CHECK(qslab_cache_find("kmalloc-8192") != NULL);
     CHECK(qslab_cache_find("kmalloc-33554432") != NULL);
     CHECK(qslab_cache_find("kmalloc-5120") != NULL); /* the seeds' 4,696-byte skb data */
-    CHECK(nclasses == 48);
+    CHECK(qslab_cache_find("kmalloc-1152") != NULL); /* a 1,025-byte request's block */
+    CHECK(qslab_cache_find("kmalloc-1280") != NULL);
+    CHECK(qslab_cache_find("kmalloc-576") != NULL);  /* a 516-byte one's */
+    CHECK(qslab_cache_find("kmalloc-18874368") != NULL); /* 16 MiB + 1's: 18 MiB */
+    CHECK(nclasses == 153);
     CHECK(qslab_cache_find("kmalloc-4") == NULL);
-    CHECK(qslab_cache_find("kmalloc-48") == NULL);
+    CHECK(qslab_cache_find("kmalloc-40") == NULL);
+    CHECK(qslab_cache_find("kmalloc-136") == NULL);
     CHECK(qslab_cache_find("kmalloc-8k") == NULL);
     CHECK(qslab_cache_find("kmalloc-67108864") == NULL);
     CHECK(qslab_cache_find("") == NULL);
 }
 
 /* The usable size of malloc(size), class cls, is right: the class's size,
- * or for SLOB the request's own size where it fits a page (either one near
- * the page's size, where header and alignment decide). */
+ * or for SLOB the request's own size where it fits a page or a run (either
+ * one near a run's largest block, where the header decides). */
 static int usable_ok(size_t us, size_t size, size_t cls)
 {
-    if (!tf_kmalloc_slob() || size > 4096)
+    if (!tf_kmalloc_slob() || size > TF_SLOB_RUN_MAX)
         return us == cls;
-    if (size <= 4096 - 64)
+    if (size <= TF_SLOB_RUN_MAX - 64)
         return tf_slob_usable_ok(us, size);
     return us == cls || tf_slob_usable_ok(us, size);
 }

@@ -1326,9 +1326,10 @@ static void *double_free_tune_thread(void *arg)
             intact &= ((unsigned char *)p)[i] == 0x5c;
         CHECKF(intact, "%s owner: a live object was written by the shared array's drain",
                cpu_mode() ? "CPU" : "thread");
-        /* a thread's free loads the word: its second free was refused at
-         * once; a CPU's pushes blindly: the drain finds the program's data */
-        tu_check_fatal(cpu_mode() ? "free list corruption" : "double free", tu_addr(s, p), N);
+        /* its second free was refused at once: a thread's free loads the
+         * word, and a CPU's checks the word of an object not of its own
+         * slabs (SLAB's slabs are the node's), here the stamp */
+        tu_check_fatal("double free", tu_addr(s, p), N);
         int times = 0, k = 3 * L;
         void **v = calloc((size_t)k, sizeof *v);
         for (int i = 0; i < k; i++)

@@ -6,7 +6,7 @@
  *                          found with dlsym: with QSLAB_GUARD_SAMPLE=1, every
  *                          allocation that misses the fast path is one), then
  *                          a write one byte past it
- *   guard_probe uaf        the same with malloc(200), free, then a write
+ *   guard_probe uaf        the same with malloc(250), free, then a write
  *                          into it
  *   guard_probe work       20,000 mallocs of mixed sizes with their contents
  *                          checked, realloc, calloc, malloc_usable_size,
@@ -50,7 +50,7 @@ int main(int argc, char **argv)
         return 3;
     }
     if (!strcmp(mode, "uaf")) {
-        char *p = sample(200, 0);
+        char *p = sample(250, 0); /* kmalloc-256 */
         if (!p)
             return 2;
         sink = p;

@@ -297,8 +297,10 @@ static long calibrate(double *cost_us)
 
 /* ---- main ---- */
 
-static const size_t km_sizes[] = {16, 32, 64, 96, 128, 192, 256, 384, 512};
-#define NKM (int)(sizeof km_sizes / sizeof km_sizes[0])
+/* the classes the threads' kmalloc sizes land in: kmalloc-16 .. kmalloc-512 */
+#define NKM 24
+
+static size_t km_sizes[NKM];
 
 int main(void)
 {
@@ -335,6 +337,10 @@ int main(void)
     tf_pin_slqb("t-signals");
     qslab_cache *km[NKM];
     struct qslab_cache_stats km0[NKM];
+    int nkm = 0;
+    for (size_t s = 16; s <= 512 && nkm < NKM; s = km_sizes[nkm++] + 1)
+        km_sizes[nkm] = tu_kmalloc_class(s);
+    CHECKF(nkm == NKM && km_sizes[NKM - 1] == 512, "%d classes from 16 to 512 bytes", nkm);
     for (int i = 0; i < NKM; i++) {
         char name[32];
         snprintf(name, sizeof name, "kmalloc-%zu", km_sizes[i]);

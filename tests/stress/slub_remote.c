@@ -2,7 +2,7 @@
  * slub_remote.c - the SLUB front end under threads: 16 worker slots (more
  * threads than cores) allocate from four caches pinned to SLUB (32, 256 and
  * 4096 bytes, and a 96-byte cache with a constructor) and, where the kmalloc
- * caches are SLUB's, from kmalloc (24, 200 and 5000 bytes, the last with
+ * caches are SLUB's, from kmalloc (24, 250 and 5000 bytes, the last with
  * pass_through switched on and off during the run).  Every object is
  * stamped by its allocator (stamp.h) and checked by its freer.  Objects
  * travel three ways: kept and freed by their allocator (the owner's active
@@ -46,7 +46,7 @@
 #define LOCAL 48
 
 enum { NC = 4, NKM = 3, NK = NC + NKM };
-static const uint32_t ksize[NK] = {32, 256, 4096, 96, 24, 200, 5000};
+static const uint32_t ksize[NK] = {32, 256, 4096, 96, 24, 250, 5000};
 static const char *const cname[NC] = {"t-slubr-32", "t-slubr-256", "t-slubr-4096", "t-slubr-ctor"};
 #define CTOR      3
 #define CTOR_BYTE 0x5c

@@ -1,12 +1,14 @@
 /*
  * unit: an empty slab that a queue entry points into is never given back.
  *
- * The free fast paths of the front ends with queues (SLQB, SLAB) push an
- * object without loading its word, and with per-CPU owners they push
- * objects of any slab of their node (SLQB: while the queue is short; SLAB:
- * while the array is below its limit).  So a second free of an object
+ * With per-CPU owners the free fast paths of the front ends with queues
+ * (SLQB, SLAB) push objects of any slab of their node (SLQB: while the
+ * queue is short; SLAB: while the array is below its limit), and push
+ * without a check an object whose word is neither a free-list link nor
+ * the stamp (SLAB's array: any word).  So a second free of an object
  * whose slab is empty and kept (the node's empty FIFO, or SLAB's free
- * slabs) leaves a queue entry pointing into that slab.  If the slab went
+ * slabs), after a write over its word, leaves a queue entry pointing into
+ * that slab.  If the slab went
  * back to the page layer then, its memory could become a new slab while
  * the entry waits, and the object would be handed out twice (fuzz_misuse,
  * 2026-12-01: fuzz/corpus/misuse/found-fixed-bug13-*).  Checked here:
@@ -16,8 +18,9 @@
  *     object's word (front_slab.c drain_free), so the entry is found and
  *     reported there, and the slab stays;
  * then, in both, allocating through everything reports the second free
- * exactly once and hands nothing out twice.  With thread owners the free
- * loads the word and reports at once; the test checks that instead.
+ * exactly once and hands nothing out twice.  A second free that is
+ * reported at once (thread owners, SLQB's per-CPU check) leaves no entry:
+ * the test checks that, and then the blind push after an overwrite.
  *   - fifo-slub: SLUB cannot leave such an entry: a CPU's push takes only
  *     an object of its active slab (pc_push compares the slab), whose
  *     objects on the list count as in use, so that slab is never empty;
@@ -103,21 +106,38 @@ static int churn(qslab_cache *c)
     return k;
 }
 
-/* Free x a second time (its slab holds it free).  Returns true if the free
- * was pushed blindly (no report, x on top of our queue), which per-CPU
- * owners must do; else checks it was reported at once. */
+/* Free x a second time (its slab holds it free): pushed blindly (no
+ * report, x on top of our queue), or reported at once: a thread's free
+ * loads the word, SLQB's per-CPU free of an object not of its queue's own
+ * slabs checks it too (a link or the stamp goes to the checked slow path),
+ * SLAB's array push does not.  A CPU's push loads no word that is neither
+ * a link nor the stamp, though: when the second free was reported, with
+ * per-CPU owners x's word is then overwritten (a write after free) and x
+ * freed a third time, which must be pushed blindly.  Returns whether x
+ * was pushed, the entry this test is about; the captured reports start
+ * again from 0 then. */
 static bool free_again(qslab_cache *c, const char *name, void *x)
 {
     struct qs_queue *q = qs_queue_of(c);
-    unsigned long before = tu_capture_calls();
+    tu_capture_reset();
     qslab_cache_free(c, x);
-    bool pushed = QS_TOP_NR(q->top) == 1 && q->slots[0] == x && tu_capture_calls() == before;
-    if (qs_percpu())
-        CHECKF(pushed, "%s: a CPU's free of %p was not pushed blindly (%lu reports, \"%s\")", name,
-               x, tu_capture_calls() - before, tu_fatal_msg);
-    if (!pushed)
-        CHECKF(reported(x, before + 1), "%s: second free of %p: %lu reports (\"%s\")", name, x,
-               tu_capture_calls() - before, tu_fatal_msg);
+    bool pushed = QS_TOP_NR(q->top) == 1 && q->slots[0] == x && tu_capture_calls() == 0;
+    if (pushed || !qs_percpu()) {
+        if (!pushed)
+            CHECKF(reported(x, 1), "%s: second free of %p: %lu reports (\"%s\")", name, x,
+                   tu_capture_calls(), tu_fatal_msg);
+        return pushed;
+    }
+    CHECKF(reported(x, 1), "%s: a CPU's second free of %p neither pushed nor reported once (%lu "
+                           "reports, \"%s\")",
+           name, x, tu_capture_calls(), tu_fatal_msg);
+    tu_capture_reset();
+    *qs_link(c, x) = 0x5a5a5a5a5a5a5a5aul; /* not a link, not the stamp */
+    qslab_cache_free(c, x);
+    pushed = QS_TOP_NR(q->top) == 1 && q->slots[0] == x && tu_capture_calls() == 0;
+    CHECKF(pushed, "%s: a CPU's free of %p with an overwritten word was not pushed blindly (%lu "
+                   "reports, \"%s\")",
+           name, x, tu_capture_calls(), tu_fatal_msg);
     return pushed;
 }
 

@@ -1,8 +1,10 @@
 /*
  * The inline class computation (fastpath.h) against the caches' object
- * sizes, for every size up to 64 KiB and around every class boundary up to
- * 32 MiB: each size gets the smallest class that holds it, for qslab_malloc
- * (8-byte minimum) and for the drop-in's malloc (16-byte minimum).
+ * sizes, for every size up to 32 MiB and around every class boundary: each
+ * size gets the smallest class that holds it, for qslab_malloc (8-byte
+ * minimum) and for the drop-in's malloc (16-byte minimum); and no request
+ * from 128 bytes to 32 MiB wastes more than an eighth of its block
+ * (kmalloc.c: less than a ninth, just past each power of two).
  */
 #include "fastpath.h"
 
@@ -30,11 +32,17 @@ int main(void)
 {
     qslab_free(qslab_malloc(1)); /* initialise */
     int bad = 0;
-    for (size_t s = 0; s <= 65536; s++) {
+    size_t worst_size = 1, worst_block = 1; /* the largest share of its block wasted */
+    for (size_t s = 0; s <= QS_KMALLOC_MAX && bad <= 10; s++) {
         bad += !check(s, qs_kmalloc_small_index, 1);
         bad += !check(s, qs_kmalloc_small_index16, 16);
-        if (bad > 10)
-            break;
+        if (s < 128)
+            continue;
+        size_t b = class_bytes(qs_kmalloc_index(s, qs_kmalloc_small_index16));
+        if ((b - s) * worst_block > (worst_block - worst_size) * b) { /* a larger share */
+            worst_size = s;
+            worst_block = b;
+        }
     }
     for (unsigned i = 0; i < QS_KMALLOC_CLASSES && bad <= 10; i++)
         for (long d = -2; d <= 2; d++) {
@@ -46,5 +54,19 @@ int main(void)
         }
     CHECKF(bad == 0, "%d sizes in the wrong class", bad);
     CHECK(class_bytes(0) == 8 && class_bytes(QS_KMALLOC_CLASSES - 1) == QS_KMALLOC_MAX);
+    /* the bound: at most an eighth of the block (the worst is 2^k + 1 in a
+     * block of 2^k + 2^k/8: 2^k/8 - 1 bytes, a ninth less a little) */
+    CHECKF((worst_block - worst_size) * 8 <= worst_block,
+           "malloc(%zu) gets %zu bytes: %zu wasted, more than an eighth", worst_size, worst_block,
+           worst_block - worst_size);
+    CHECKF(((worst_size - 1) & (worst_size - 2)) == 0,
+           "the worst waste is at %zu, not just past a power of two", worst_size);
+    /* classes up to 1 KiB are multiples of 8, up to 32 KiB of 128: the tables' steps */
+    for (unsigned i = 0; i < QS_KMALLOC_CLASSES; i++) {
+        size_t b = class_bytes(i);
+        CHECKF(b > 1024 || b % 8 == 0, "kmalloc-%zu is not a multiple of 8", b);
+        CHECKF(b <= 1024 || b > 32768 || b % 128 == 0, "kmalloc-%zu is not a multiple of 128", b);
+        CHECKF(i < 1 || b % 16 == 0, "kmalloc-%zu breaks malloc's 16-byte alignment", b);
+    }
     return tu_done();
 }

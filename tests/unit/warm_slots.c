@@ -1,10 +1,15 @@
 /*
- * unit: warm slots (page.c).  A destroyed cache's slabs stay resident in
- * the page layer and the next slab of the same (node, order) takes the
- * newest of them; a pointer into one is still a freed slab's (its free is
- * reported); qslab_trim gives every warm slot back at once, the purger
- * those warm for QS_WARM_MS, and no more than QS_WARM_LIMIT bytes are
- * ever warm.  The statistics report says how many bytes are warm.
+ * unit: warm slots and the retention rule (page.c).  Empty slabs no cache
+ * keeps stay resident in the page layer, and the next slab of the same
+ * (node, order), of any cache, takes the newest of them; a pointer into
+ * one is still a freed slab's (its free is reported); qslab_trim gives
+ * every warm slot back at once, the purger those warm for QS_WARM_MS.
+ * They come from a cache's empty-slab FIFO past its limit, and from a
+ * destroyed cache, which keeps them only within the retention cap: an
+ * eighth of the bytes still in slabs (with nothing else in use, a destroy
+ * gives everything back at once).  When the page layer hands out memory
+ * that is not resident, the warm pool is first cut to the cap.  The
+ * statistics report says how many bytes are warm.
  */
 #include "../testutil.h"
 #include "../front.h"
@@ -65,6 +70,11 @@ static unsigned make_and_destroy(const char *name, char **mem, void **one_obj)
     return n;
 }
 
+static size_t slab_bytes_of(qslab_cache *c)
+{
+    return qs_slab_bytes(QS_LOAD(c->order));
+}
+
 static char out[16384];
 
 static void report(void)
@@ -72,6 +82,29 @@ static void report(void)
     tu_stderr_begin();
     qslab_stats_report(2);
     tu_stderr_end(out, sizeof out);
+}
+
+/* Live objects that hold `mib` MiB of slabs in a cache of their own: the
+ * working set the retention cap is an eighth of. */
+static qslab_cache *ballast(size_t mib, void ***objs, size_t *n)
+{
+    qslab_cache *c = qslab_cache_create("t-warm-ballast", 4096, 0, 0, NULL);
+    CHECK(c != NULL);
+    *n = (mib << 20) / 4096;
+    *objs = calloc(*n, sizeof **objs);
+    for (size_t i = 0; i < *n; i++) {
+        CHECK(((*objs)[i] = qslab_cache_alloc(c)) != NULL);
+        memset((*objs)[i], 3, 64);
+    }
+    return c;
+}
+
+static void ballast_free(qslab_cache *c, void **objs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        qslab_cache_free(c, objs[i]);
+    free(objs);
+    CHECK(qslab_cache_destroy(c) == 0);
 }
 
 int main(void)
@@ -89,12 +122,23 @@ int main(void)
     CHECK(qslab_cache_destroy(probe) == 0);
     qslab_trim();
     CHECKF(warm() == 0, "%zu bytes warm after qslab_trim", warm());
-
-    /* a destroy keeps its slabs resident */
-    char *mem[MAXSLABS];
-    void *stale;
-    unsigned n = make_and_destroy("t-warm-a", mem, &stale);
     size_t slab = qs_slab_bytes(order);
+
+    /* with nothing else in use, a destroy gives its slabs back at once */
+    char *mem[MAXSLABS];
+    unsigned n = make_and_destroy("t-warm-0", mem, NULL);
+    CHECKF(n >= 1 && warm() == 0, "%zu bytes warm after a destroy of %u slabs, nothing else in use",
+           warm(), n);
+    for (unsigned k = 0; k < n; k++)
+        CHECKF(!resident(mem[k]), "slab %u (%p) of the destroyed cache resident", k, (void *)mem[k]);
+
+    /* with 8 MiB in use elsewhere (a cap of 1 MiB), a small destroy keeps
+     * its slabs resident */
+    void **bobjs;
+    size_t nb;
+    qslab_cache *bal = ballast(8, &bobjs, &nb);
+    void *stale;
+    n = make_and_destroy("t-warm-a", mem, &stale);
     CHECKF(n >= 1 && warm() == n * slab, "%zu bytes warm after a destroy of %u slabs of %zu", warm(), n,
            slab);
     for (unsigned k = 0; k < n; k++) {
@@ -169,10 +213,11 @@ int main(void)
             CHECKF(!resident(mem[k]), "slab %u (%p) resident after the purger", k, (void *)mem[k]);
     }
 
-    /* the limit: a destroy of more than QS_WARM_LIMIT keeps no more */
-    size_t big = (size_t)1 << 20, nbig = QS_WARM_LIMIT / big + 16;
+    /* the cap at a destroy: 24 MiB of 64 KiB objects destroyed beside the
+     * 8 MiB ballast keep at most an eighth of the ballast's slabs warm */
+    size_t big = (size_t)64 << 10, nbig = ((size_t)24 << 20) / big;
     qslab_cache *d = qslab_cache_create("t-warm-big", big, 0, 0, NULL);
-    CHECK(d != NULL);
+    CHECK(d != NULL && qslab_tune("t-warm-big", "empty_limit", "1048576") == 0); /* all in its FIFO */
     void **v = calloc(nbig, sizeof *v);
     CHECK(v != NULL);
     for (size_t i = 0; i < nbig; i++) {
@@ -181,10 +226,77 @@ int main(void)
     }
     for (size_t i = 0; i < nbig; i++)
         qslab_cache_free(d, v[i]);
-    CHECK(qslab_cache_destroy(d) == 0);
-    CHECKF(warm() > 0 && warm() <= QS_WARM_LIMIT, "%zu bytes warm after a destroy of %zu MiB (limit %zu)",
-           warm(), nbig, (size_t)QS_WARM_LIMIT);
     free(v);
+    CHECK(qslab_cache_destroy(d) == 0);
+    size_t held = __atomic_load_n(qs_page_slab_bytes, __ATOMIC_RELAXED); /* what stays in slabs */
+    CHECKF(warm() > 0 && warm() <= held / 8 + big, "%zu bytes warm after a destroy of %zu MiB beside "
+           "%zu bytes of slabs in use", warm(), nbig * big >> 20, held);
+    qslab_trim();
+    CHECK(warm() == 0);
+
+    /* a FIFO's overflow: freed past the cache's empty_limit, its slabs stay
+     * warm, and the cache of another size with slabs of that order takes
+     * them before any cold slot */
+    d = qslab_cache_create("t-warm-fifo", big, 0, 0, NULL);
+    CHECK(d != NULL && qslab_tune("t-warm-fifo", "empty_limit", "1") == 0);
+    if (tf_is(d, "slab")) { /* SLAB keeps its free slabs on its own lists (free_limit) */
+        tf_note("warm_slots", d, "a FIFO's overflow");
+        CHECK(qslab_cache_destroy(d) == 0);
+        ballast_free(bal, bobjs, nb);
+        qslab_trim();
+        return tu_done();
+    }
+    enum { NF = 16 };
+    void *f[NF];
+    for (int i = 0; i < NF; i++) {
+        CHECK((f[i] = qslab_cache_alloc(d)) != NULL);
+        memset(f[i], 2, 64);
+    }
+    for (int i = 0; i < NF; i++)
+        qslab_cache_free(d, f[i]);
+    struct qslab_cache_stats st;
+    qslab_cache_stats(d, &st);
+    size_t dslab = slab_bytes_of(d);
+    CHECKF(warm() >= (NF - 2 - st.num_slabs) * dslab, "%zu bytes warm after %d frees of slabs of %zu "
+           "(empty_limit 1, %lu slabs left in the cache)", warm(), NF, dslab, st.num_slabs);
+    qslab_cache *e = qslab_cache_create("t-warm-fifo2", big - 4096, 0, 0, NULL);
+    CHECK(e != NULL);
+    size_t w0 = warm();
+    void *eo = qslab_cache_alloc(e);
+    if (slab_bytes_of(e) == dslab) /* (a debug cache's slots are bigger) */
+        CHECKF(eo && warm() == w0 - dslab, "another cache's first slab: %zu warm, %zu before", warm(), w0);
+    qslab_cache_free(e, eo);
+    CHECK(qslab_cache_destroy(e) == 0);
+    CHECK(qslab_cache_destroy(d) == 0);
+
+    /* the cap when the process grows: warm slots over it go back before a
+     * cold slot is handed out */
+    qslab_trim();
+    qslab_cache *g = qslab_cache_create("t-warm-grow", 20000, 0, 0, NULL); /* another order */
+    CHECK(g != NULL);
+    d = qslab_cache_create("t-warm-fifo3", big, 0, 0, NULL);
+    CHECK(qslab_tune("t-warm-fifo3", "empty_limit", "0") == 0);
+    void **w = calloc(64, sizeof *w);
+    for (int i = 0; i < 64; i++) {
+        CHECK((w[i] = qslab_cache_alloc(d)) != NULL);
+        memset(w[i], 2, 64);
+    }
+    for (int i = 0; i < 64; i++)
+        qslab_cache_free(d, w[i]);
+    size_t w1 = warm();
+    size_t cap = qs_page_retain_cap();
+    CHECKF(w1 > cap, "%zu bytes warm, not over the cap %zu", w1, cap);
+    unsigned long trims = __atomic_load_n(qs_page_warm_trims, __ATOMIC_RELAXED);
+    void *go = qslab_cache_alloc(g); /* a cold slab of its order */
+    CHECKF(warm() <= qs_page_retain_cap() + dslab, "%zu bytes warm after the process grew (cap %zu)", warm(),
+           qs_page_retain_cap());
+    CHECK(__atomic_load_n(qs_page_warm_trims, __ATOMIC_RELAXED) > trims);
+    qslab_cache_free(g, go);
+    free(w);
+    CHECK(qslab_cache_destroy(g) == 0);
+    CHECK(qslab_cache_destroy(d) == 0);
+
+    ballast_free(bal, bobjs, nb);
     qslab_trim();
     CHECK(warm() == 0);
     CHECKF(tu_capture_calls() == 0, "unexpected reports: %s", tu_fatal_msg);
