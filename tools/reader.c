@@ -25,12 +25,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 pid_t g_pid;
+int g_pidfd = -1; /* g_pid's pidfd once attached (-1: none, or no pidfd_open) */
 const char *prog = "qslabinfo";
 void (*die_hook)(void);
 
@@ -699,6 +702,10 @@ void pause_ms(int ms)
  * a missing one counts as alive. */
 bool process_alive(pid_t pid)
 {
+    if (pid == g_pid && g_pidfd >= 0) {
+        struct pollfd p = {.fd = g_pidfd, .events = POLLIN};
+        return poll(&p, 1, 0) == 0; /* readable once it has exited */
+    }
     if (kill(pid, 0) != 0 && errno == ESRCH)
         return false;
     char fn[64], buf[512];
@@ -757,9 +764,20 @@ static void reread_root(void)
     for (int waited = 0;; waited += 5) {
         struct qs_observe_root r;
         /* its fixed part (magic to offsets) as attach checked it: else
-         * another root, or a process rewriting it */
-        if (!rdc(root_addr, &r, sizeof r, 8) ||
-            memcmp(&r, &root, offsetof(struct qs_observe_root, generation)) != 0)
+         * another root, or a process rewriting it.  /proc/PID/maps is read
+         * in pieces and is no consistent view while the process maps and
+         * unmaps (a thread starting): one read can miss the library's
+         * mapping, so a failed read is retried with the maps read again. */
+        bool same = false;
+        for (int tries = 0; tries < 20 && !same; tries++) {
+            if (tries) {
+                pause_ms(5);
+                load_maps();
+            }
+            same = rdc(root_addr, &r, sizeof r, 8) &&
+                   memcmp(&r, &root, offsetof(struct qs_observe_root, generation)) == 0;
+        }
+        if (!same)
             die(EXIT_TORN, "process %d: its qslab root (0x%" PRIx64 ") is no longer the one "
                            "attached to (the library was unmapped, or the process ran another "
                            "program)",
@@ -782,6 +800,13 @@ static void reread_root(void)
  * no qslab (the caller explains). */
 bool attach(struct snap *s)
 {
+#ifdef SYS_pidfd_open
+    /* the process itself, not its number: a busy machine reuses a number
+     * within milliseconds of the process's exit, and a record would go on
+     * reading whatever process got it */
+    if (g_pidfd < 0)
+        g_pidfd = (int)syscall(SYS_pidfd_open, g_pid, 0);
+#endif
     if (kill(g_pid, 0) != 0 && errno == ESRCH)
         explain_access(ESRCH);
     if (!load_maps())

@@ -93,6 +93,7 @@ struct snap {
 };
 
 extern pid_t g_pid;
+extern int g_pidfd;
 extern const char *prog;
 extern void (*die_hook)(void);
 extern struct mapping *maps;
