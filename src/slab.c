@@ -7,10 +7,11 @@
  *
  * ORDER RULE (order 0 first, as SLQB).  The default order is the smallest
  * order that holds QS_SLAB_MIN_OBJS (8) objects or is QS_SLAB_MIN_BYTES (32
- * KiB) long, unless that wastes more than 1/8 of the slab; then up to three
- * orders above the one that holds one object are tried and the first that
- * wastes at most 1/8 is taken (or the least wasteful).  Objects up to 512
- * bytes keep order 0.  Why not one object per page: every slab has a
+ * KiB) long, unless that wastes more than 1/32 of the slab; then up to four
+ * orders above the one that holds one object, but no slab past 64 KiB
+ * unless the first order is already longer, are tried and the first that
+ * wastes at most 1/32 is taken (or the least wasteful).  Powers of two up
+ * to 512 bytes keep order 0.  Why not one object per page: every slab has a
  * 96-byte descriptor (a 4 KiB object with a slab of its own paid 2.3% for
  * it, 0.94 MiB per 10,000, where glibc's header costs 16 bytes), and a burst
  * of frees pays a slab's list moves and stash entry once per slab: 1 KiB
@@ -43,17 +44,21 @@ unsigned qs_slab_objects(const qslab_cache *c, unsigned order)
 unsigned qs_slab_default_order(size_t slot_size, size_t align)
 {
     unsigned min = qs_slab_min_order(slot_size, align), best = min;
-    size_t best_waste_pm = (size_t)-1;
-    for (unsigned k = min; k <= min + 3 && k <= QS_MAX_ORDER; k++) {
+    size_t best_waste_pm = (size_t)-1, first = 0;
+    for (unsigned k = min; k <= min + QS_SLAB_ORDERS_UP && k <= QS_MAX_ORDER; k++) {
         size_t bytes = qs_slab_bytes(k);
         if (bytes / slot_size < QS_SLAB_MIN_OBJS && bytes < QS_SLAB_MIN_BYTES)
             continue; /* a descriptor for every one or two objects */
+        if (!first)
+            first = bytes;
+        else if (bytes > QS_SLAB_WASTE_MAX_BYTES)
+            break; /* bigger slabs only for less waste: not past 64 KiB */
         /* waste that costs memory: the slab's tail past the last
          * object's page is never written, so never resident (a 1.5 MiB
          * object in a 2 MiB slab wastes address space, not RSS) */
         size_t used = (bytes / slot_size) * slot_size;
         size_t waste = ((used + QS_PAGE_SIZE - 1) & ~(size_t)(QS_PAGE_SIZE - 1)) - used;
-        if (waste * 8 <= bytes)
+        if (waste * QS_SLAB_WASTE_DIV <= bytes)
             return k;
         size_t pm = waste * 1000 / bytes;
         if (pm < best_waste_pm) {
