@@ -26,7 +26,7 @@
  * always empty (alloc goes to its slow path) and owns no slab (free goes to
  * qs_free_remote, which hands it to qs_free_slow): one test fewer on both
  * paths.  Nobody writes to qs_no_queue. */
-_Static_assert(64 <= QS_FIXED_SLOTS, "kmalloc queues below 16 KiB at fixed TLS offsets");
+_Static_assert(65 <= QS_FIXED_SLOTS, "kmalloc queues up to 4 KiB at fixed TLS offsets");
 static inline struct qs_queue *qs_queue_fast(unsigned id)
 {
     struct qs_owner *o = &qs_self;
@@ -458,19 +458,21 @@ static inline struct qs_slab *qs_obj_slab(struct qs_chunk *ch, const void *p)
 extern const uint8_t qs_kmalloc_small_index[QS_KM_SMALL_ENTRIES];
 extern const uint8_t qs_kmalloc_small_index16[QS_KM_SMALL_ENTRIES];
 #define QS_KM_MID_MAX 32768
-#define QS_KM_MID_ENTRIES (QS_KM_MID_MAX / 128 + 1)
+#define QS_KM_MID_ENTRIES (QS_KM_MID_MAX / 64 + 1)
 extern const uint8_t qs_kmalloc_mid_index[QS_KM_MID_ENTRIES];
 void *qs_large_alloc(size_t size, size_t align);
 void qs_free_other(void *p);
 void *qs_kmalloc_slow(unsigned i, size_t size); /* size: for a front end without queues */
 
 #define QS_KM_FINE_FIRST 9  /* 8 .. 128: classes 0..8; then eight per power of two */
-#define QS_KM_STEPS 8       /* classes per power of two from 128 bytes up */
-#define QS_KM_BIG_FIRST 73  /* 36 KiB, the first class past the second table */
+#define QS_KM_STEPS 8       /* classes per power of two from 128 bytes up, */
+#define QS_KM_FINE16_FROM 1024 /* twice as many from 1 KiB */
+#define QS_KM_FINE16_TO 8192   /* to 8 KiB (page buffers and their headers) */
+#define QS_KM_BIG_FIRST 97  /* 36 KiB, the first class past the second table */
 
 /* Class of a request (kmalloc.c lists the classes): a table up to 1 KiB
  * (`small` is qs_kmalloc_small_index, or ..16 for malloc's 16-byte minimum),
- * a second one up to 32 KiB (128-byte steps), then from the position of the
+ * a second one up to 32 KiB (64-byte steps), then from the position of the
  * top bit and the three bits below it: for 2^(k-1) < size <= 2^k,
  * (size - 1) >> (k - 4) is 8..15, the eighth of the power of two the size
  * reaches into.  The first table's case falls through (no taken branch on
@@ -480,7 +482,7 @@ static inline unsigned qs_kmalloc_index(size_t size, const uint8_t *small)
     if (likely(size <= QS_KM_SMALL_MAX))
         return small[(size + 7) >> 3];
     if (likely(size <= QS_KM_MID_MAX))
-        return qs_kmalloc_mid_index[(size + 127) >> 7];
+        return qs_kmalloc_mid_index[(size + 63) >> 6];
     unsigned k = (unsigned)(64 - __builtin_clzl(size - 1)); /* 2^(k-1) < size <= 2^k */
     return QS_KM_BIG_FIRST - QS_KM_STEPS + QS_KM_STEPS * (k - 16) + (unsigned)((size - 1) >> (k - 4));
 }

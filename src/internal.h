@@ -577,10 +577,10 @@ void qs_debug_slab_released(struct qs_slab *s); /* its memory usable again */
 void qs_debug_large(void *p, size_t size, bool alloc); /* large blocks, to the tools */
 
 /* Per-thread owner (TLS). */
-#define QS_FIXED_SLOTS 64
+#define QS_FIXED_SLOTS 72
 struct qs_owner {
     /* queues of caches with ids below QS_FIXED_SLOTS (the kmalloc classes
-     * below 16 KiB), at fixed offsets in TLS: the fast paths reach their
+     * up to 5,888 bytes), at fixed offsets in TLS: the fast paths reach their
      * queue with one TLS load, no bound check against cap, no slot array
      * pointer to load first; the bigger classes and the user caches go
      * through `slots`.  Every thread's TLS holds them (a thread costs about
@@ -1247,7 +1247,7 @@ bool qs_cache_used(const qslab_cache *c); /* has it allocated yet (qs_global hel
 size_t qs_slqb_shrink(qslab_cache *c);
 
 /* ---- kmalloc.c ---- */
-#define QS_KMALLOC_CLASSES 153
+#define QS_KMALLOC_CLASSES 177
 #define QS_KMALLOC_MAX ((size_t)32 << 20)
 extern qslab_cache qs_kmalloc_caches[QS_KMALLOC_CLASSES];
 void qs_kmalloc_init(void);

@@ -1,21 +1,27 @@
 /*
  * kmalloc.c - the general allocator: size classes served from caches.
  *
- * 153 classes, named kmalloc-<bytes>:
+ * 177 classes, named kmalloc-<bytes>:
  *   8, 16, 32, 48, 64, 80, 96, 112, 128              (classes 0..8)
  *   then eight per power of two, 2^k/8 apart:
- *   144, 160, ..., 256; 288, 320, ..., 512; ...      (9..152)
- *   ... 29M, 30M, 32M
+ *   144, 160, ..., 256; 288, 320, ..., 512; ...      (9..32)
+ *   sixteen from 1 KiB to 8 KiB, 2^k/16 apart:
+ *   1088, 1152, ..., 2048; ...; 7936, 8192           (33..80)
+ *   eight again: 9216, ..., 16384; ... 29M, 30M, 32M (81..176)
  * From 128 bytes to 32 MiB a request wastes less than a ninth of its block
  * (the worst is just past a power of two: 2^k + 1 bytes in a block of
- * 2^k + 2^k/8), so no request of that range wastes 12.5% of its block.
- * (With two per power of two a request could waste a third: a 1,025-byte
- * page buffer would take 1,536 bytes, a 516-byte value 768.)  Below 128 bytes the
+ * 2^k + 2^k/8), so no request of that range wastes 12.5% of its block;
+ * from 1 KiB to 8 KiB less than a seventeenth (6%).  That range holds the
+ * buffers of a page and a header (SQLite's 1 KiB pages are 1,296-byte
+ * mallocs: 1,344 bytes here, 1,408 with eight classes), and values of a
+ * few KiB (Redis).  (With two per power of two a request could waste a
+ * third: a 1,025-byte page buffer would take 1,536 bytes, a 516-byte value
+ * 768.)  Below 128 bytes the
  * classes are 16 bytes apart (malloc's alignment); kmalloc-8 serves the
  * kmalloc API only, malloc's blocks are at least 16 bytes.  More classes
  * cost nothing on the fast paths (one table load finds the class, as
  * before) and little metadata: a class's queues and slabs exist only once
- * it is used.  The seeds' 4,696-byte skb data takes kmalloc-5120 (9% waste).
+ * it is used.  The seeds' 4,696-byte skb data takes kmalloc-4864 (3.5% waste).
  * Every size up to 32 MiB is served by a cache, never passed through to
  * the page layer: the seeds show what SLUB's pass-through of 4,696-byte
  * allocations cost netperf.  Larger requests are mapped directly (kind
@@ -56,38 +62,62 @@ qslab_cache qs_kmalloc_caches[QS_KMALLOC_CLASSES];
 const uint8_t qs_kmalloc_small_index[QS_KM_SMALL_ENTRIES] = {0, 0, 1, QS_KM_SMALL_FROM_17};
 const uint8_t qs_kmalloc_small_index16[QS_KM_SMALL_ENTRIES] = {1, 1, 1, QS_KM_SMALL_FROM_17};
 
-/* (size + 127) >> 7 -> class, for sizes from 1 KiB to 32 KiB (every class
- * boundary there is a multiple of 128 bytes; the entries below 1 KiB are
- * never read). */
+/* (size + 63) >> 6 -> class, for sizes from 1 KiB to 32 KiB (every class
+ * boundary there is a multiple of 64 bytes; the entries below 1 KiB are
+ * never read).  Generated from class_size. */
 const uint8_t qs_kmalloc_mid_index[QS_KM_MID_ENTRIES] = {
-    0, 8, 16, 20, 24, 26, 28, 30, 32, 33, 34, 35, 36, 37, 38, 39,
-    40, 41, 41, 42, 42, 43, 43, 44, 44, 45, 45, 46, 46, 47, 47, 48,
-    48, 49, 49, 49, 49, 50, 50, 50, 50, 51, 51, 51, 51, 52, 52, 52,
-    52, 53, 53, 53, 53, 54, 54, 54, 54, 55, 55, 55, 55, 56, 56, 56,
-    56, 57, 57, 57, 57, 57, 57, 57, 57, 58, 58, 58, 58, 58, 58, 58,
-    58, 59, 59, 59, 59, 59, 59, 59, 59, 60, 60, 60, 60, 60, 60, 60,
-    60, 61, 61, 61, 61, 61, 61, 61, 61, 62, 62, 62, 62, 62, 62, 62,
-    62, 63, 63, 63, 63, 63, 63, 63, 63, 64, 64, 64, 64, 64, 64, 64,
-    64, 65, 65, 65, 65, 65, 65, 65, 65, 65, 65, 65, 65, 65, 65, 65,
-    65, 66, 66, 66, 66, 66, 66, 66, 66, 66, 66, 66, 66, 66, 66, 66,
-    66, 67, 67, 67, 67, 67, 67, 67, 67, 67, 67, 67, 67, 67, 67, 67,
-    67, 68, 68, 68, 68, 68, 68, 68, 68, 68, 68, 68, 68, 68, 68, 68,
-    68, 69, 69, 69, 69, 69, 69, 69, 69, 69, 69, 69, 69, 69, 69, 69,
-    69, 70, 70, 70, 70, 70, 70, 70, 70, 70, 70, 70, 70, 70, 70, 70,
-    70, 71, 71, 71, 71, 71, 71, 71, 71, 71, 71, 71, 71, 71, 71, 71,
-    71, 72, 72, 72, 72, 72, 72, 72, 72, 72, 72, 72, 72, 72, 72, 72,
-    72,
+    0, 4, 8, 12, 16, 18, 20, 22, 24, 25, 26, 27, 28, 29, 30, 31,
+    32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47,
+    48, 49, 49, 50, 50, 51, 51, 52, 52, 53, 53, 54, 54, 55, 55, 56,
+    56, 57, 57, 58, 58, 59, 59, 60, 60, 61, 61, 62, 62, 63, 63, 64,
+    64, 65, 65, 65, 65, 66, 66, 66, 66, 67, 67, 67, 67, 68, 68, 68,
+    68, 69, 69, 69, 69, 70, 70, 70, 70, 71, 71, 71, 71, 72, 72, 72,
+    72, 73, 73, 73, 73, 74, 74, 74, 74, 75, 75, 75, 75, 76, 76, 76,
+    76, 77, 77, 77, 77, 78, 78, 78, 78, 79, 79, 79, 79, 80, 80, 80,
+    80, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81,
+    81, 82, 82, 82, 82, 82, 82, 82, 82, 82, 82, 82, 82, 82, 82, 82,
+    82, 83, 83, 83, 83, 83, 83, 83, 83, 83, 83, 83, 83, 83, 83, 83,
+    83, 84, 84, 84, 84, 84, 84, 84, 84, 84, 84, 84, 84, 84, 84, 84,
+    84, 85, 85, 85, 85, 85, 85, 85, 85, 85, 85, 85, 85, 85, 85, 85,
+    85, 86, 86, 86, 86, 86, 86, 86, 86, 86, 86, 86, 86, 86, 86, 86,
+    86, 87, 87, 87, 87, 87, 87, 87, 87, 87, 87, 87, 87, 87, 87, 87,
+    87, 88, 88, 88, 88, 88, 88, 88, 88, 88, 88, 88, 88, 88, 88, 88,
+    88, 89, 89, 89, 89, 89, 89, 89, 89, 89, 89, 89, 89, 89, 89, 89,
+    89, 89, 89, 89, 89, 89, 89, 89, 89, 89, 89, 89, 89, 89, 89, 89,
+    89, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90,
+    90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90,
+    90, 91, 91, 91, 91, 91, 91, 91, 91, 91, 91, 91, 91, 91, 91, 91,
+    91, 91, 91, 91, 91, 91, 91, 91, 91, 91, 91, 91, 91, 91, 91, 91,
+    91, 92, 92, 92, 92, 92, 92, 92, 92, 92, 92, 92, 92, 92, 92, 92,
+    92, 92, 92, 92, 92, 92, 92, 92, 92, 92, 92, 92, 92, 92, 92, 92,
+    92, 93, 93, 93, 93, 93, 93, 93, 93, 93, 93, 93, 93, 93, 93, 93,
+    93, 93, 93, 93, 93, 93, 93, 93, 93, 93, 93, 93, 93, 93, 93, 93,
+    93, 94, 94, 94, 94, 94, 94, 94, 94, 94, 94, 94, 94, 94, 94, 94,
+    94, 94, 94, 94, 94, 94, 94, 94, 94, 94, 94, 94, 94, 94, 94, 94,
+    94, 95, 95, 95, 95, 95, 95, 95, 95, 95, 95, 95, 95, 95, 95, 95,
+    95, 95, 95, 95, 95, 95, 95, 95, 95, 95, 95, 95, 95, 95, 95, 95,
+    95, 96, 96, 96, 96, 96, 96, 96, 96, 96, 96, 96, 96, 96, 96, 96,
+    96, 96, 96, 96, 96, 96, 96, 96, 96, 96, 96, 96, 96, 96, 96, 96,
+    96,
 };
 
-/* The size of class i: the table's nine up to 128 bytes, then eight per
- * power of two, (8 + s) * 2^(k-3) for s = 1..8 between 2^k and 2^(k+1). */
+/* The size of class i: the table's nine up to 128 bytes, then for each
+ * power of two 2^k from 128 bytes up, steps(2^k) classes 2^k/steps apart
+ * up to 2^(k+1): eight, or sixteen from 1 to 8 KiB. */
 static size_t class_size(unsigned i)
 {
     static const uint8_t small[QS_KM_FINE_FIRST] = {8, 16, 32, 48, 64, 80, 96, 112, 128};
     if (i < QS_KM_FINE_FIRST)
         return small[i];
-    unsigned j = i - QS_KM_FINE_FIRST, d = j / QS_KM_STEPS, s = j % QS_KM_STEPS + 1;
-    return ((size_t)16 * (QS_KM_STEPS + s)) << d;
+    unsigned j = i - QS_KM_FINE_FIRST;
+    size_t p = 128;
+    for (;;) {
+        unsigned n = p >= QS_KM_FINE16_FROM && p < QS_KM_FINE16_TO ? 2 * QS_KM_STEPS : QS_KM_STEPS;
+        if (j < n)
+            return p + (p / n) * (j + 1);
+        j -= n;
+        p *= 2;
+    }
 }
 
 static inline unsigned kmalloc_index(size_t size)

@@ -38,7 +38,7 @@
 #define QS_OBSERVE_VERSION 6u /* 2: large buckets, queue nodes, owners' thread ids;
                                * 3: the page layer's chunks and the metadata's mappings;
                                * 4: `ready`; 5: the page layer's warm slots;
-                               * 6: 153 kmalloc classes, qs_owner's budget */
+                               * 6: 177 kmalloc classes, qs_owner's budget */
 #define QS_OBSERVE_FRONTS 8 /* room for front-end names */
 
 /* The fields the reader reads, by offset: the fingerprint both sides

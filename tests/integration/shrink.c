@@ -85,7 +85,7 @@ static void test_kmalloc(void)
     void *p[N];
     keep_empties("kmalloc-4096");
     for (int i = 0; i < N; i++)
-        p[i] = qslab_malloc(3900); /* kmalloc-4096 */
+        p[i] = qslab_malloc(4000); /* kmalloc-4096 */
     for (int i = 0; i < N; i++)
         qslab_free(p[i]);
     qslab_cache *c = qslab_cache_find("kmalloc-4096");

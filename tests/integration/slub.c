@@ -993,10 +993,10 @@ static void test_pass_through(void)
     enum { M = 10 };
     static void *v[M];
     a = stats(k);
-    for (int i = 0; i < M; i++) { /* 4,609 .. 5,120 bytes: kmalloc-5120's */
-        v[i] = qslab_malloc(4700 + (size_t)i * 40);
+    for (int i = 0; i < M; i++) { /* 4,865 .. 5,120 bytes: kmalloc-5120's */
+        v[i] = qslab_malloc(4880 + (size_t)i * 24);
         if (v[i])
-            memset(v[i], i, 4700 + (size_t)i * 40);
+            memset(v[i], i, 4880 + (size_t)i * 24);
     }
     b = stats(k);
     CHECKF(b.new_slab - a.new_slab == M, "%d pass-through blocks: %lu new slabs", M,
@@ -1004,7 +1004,7 @@ static void test_pass_through(void)
     validate(k, "live pass-through blocks");
     unsigned char *r = qslab_realloc(v[0], 6000);
     int same = r != NULL;
-    for (size_t i = 0; r && i < 4700; i++)
+    for (size_t i = 0; r && i < 4880; i++)
         same &= r[i] == 0;
     CHECKF(same, "realloc of a pass-through block kept its contents");
     v[0] = r;
