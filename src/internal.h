@@ -807,7 +807,7 @@ extern size_t *const qs_page_slab_bytes;        /* atomic: bytes of slabs handed
 extern unsigned long *const qs_page_warm_trims; /* atomic: cuts to the retention cap */
 #define QS_WARM_MS 1000                     /* a warm slot goes back after this */
 #define QS_WARM_LIMIT ((size_t)1 << 30)     /* at most this many bytes warm */
-#define QS_RETAIN_FRACTION 8                /* warm pool at most 1/8 of slab bytes ... */
+#define QS_RETAIN_FRACTION 16               /* kept empty: at most 1/16 of slab bytes ... */
 #define QS_RETAIN_FLOOR ((size_t)1 << 20)   /* ... or this, when the process grows */
 /* Push every slab of a ->next list onto *all (lists gathered for one
  * qs_page_free_slabs call) */

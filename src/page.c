@@ -334,8 +334,8 @@ static void pool_add_free_chunk(struct qs_page_pool *p, struct qs_chunk *ch)
  *     resident (a slot given back before, or a new chunk's), the caches'
  *     FIFOs are first brought down by the layer above's hook (node.c
  *     qs_node_reclaim: a FIFO slab of this order may come here warm and
- *     serve at once), then the warm pool is cut to qs_page_retain_cap(), an
- *     eighth of the bytes of slabs in the caches (at least
+ *     serve at once), then the warm pool is cut to qs_page_retain_cap(), a
+ *     sixteenth of the bytes of slabs in the caches (at least
  *     QS_RETAIN_FLOOR), biggest slots first, oldest first within a pool.
  *     So memory kept for reuse never lets the process grow by more than
  *     that share of what it holds in slabs (and a step: node.c): a program

@@ -6,7 +6,7 @@
  * every warm slot back at once, the purger those warm for QS_WARM_MS.
  * They come from a cache's empty-slab FIFO past its limit, and from a
  * destroyed cache, which keeps them only within the retention cap: an
- * eighth of the bytes still in slabs (with nothing else in use, a destroy
+ * sixteenth of the bytes still in slabs (with nothing else in use, a destroy
  * gives everything back at once).  When the page layer hands out memory
  * that is not resident, the warm pool is first cut to the cap.  The
  * statistics report says how many bytes are warm.
@@ -85,7 +85,7 @@ static void report(void)
 }
 
 /* Live objects that hold `mib` MiB of slabs in a cache of their own: the
- * working set the retention cap is an eighth of. */
+ * working set the retention cap is a sixteenth of. */
 static qslab_cache *ballast(size_t mib, void ***objs, size_t *n)
 {
     qslab_cache *c = qslab_cache_create("t-warm-ballast", 4096, 0, 0, NULL);
@@ -214,7 +214,7 @@ int main(void)
     }
 
     /* the cap at a destroy: 24 MiB of 64 KiB objects destroyed beside the
-     * 8 MiB ballast keep at most an eighth of the ballast's slabs warm */
+     * 8 MiB ballast keep at most a sixteenth of the ballast's slabs warm */
     size_t big = (size_t)64 << 10, nbig = ((size_t)24 << 20) / big;
     qslab_cache *d = qslab_cache_create("t-warm-big", big, 0, 0, NULL);
     CHECK(d != NULL && qslab_tune("t-warm-big", "empty_limit", "1048576") == 0); /* all in its FIFO */
@@ -229,7 +229,7 @@ int main(void)
     free(v);
     CHECK(qslab_cache_destroy(d) == 0);
     size_t held = __atomic_load_n(qs_page_slab_bytes, __ATOMIC_RELAXED); /* what stays in slabs */
-    CHECKF(warm() > 0 && warm() <= held / 8 + big, "%zu bytes warm after a destroy of %zu MiB beside "
+    CHECKF(warm() > 0 && warm() <= held / QS_RETAIN_FRACTION + big, "%zu bytes warm after a destroy of %zu MiB beside "
            "%zu bytes of slabs in use", warm(), nbig * big >> 20, held);
     qslab_trim();
     CHECK(warm() == 0);
