@@ -165,19 +165,35 @@ static unsigned slab_objs_per_slab(const qslab_cache *c, unsigned order)
     return layout(c, order).num;
 }
 
-/* calculate_slab_order: order 0 unless it wastes more than 1/8, then
- * order 1 (slab_max_order on machines over 32 MiB); objects over a page
- * get the first order that holds one. */
+/* calculate_slab_order's first fit from order 0, with qslab's waste bound
+ * (slab.c's order rule): the first order, from the least that holds an
+ * object, whose leftover (the colour space) is at most 1/32 of the slab,
+ * trying up to four orders above it and no slab past 64 KiB unless the
+ * least is longer; else the least wasteful of those.  The kernel's rule
+ * (order 0 unless it wastes more than 1/8, then order 1) left a fifth of
+ * some slabs unused: 2,176-byte objects three to an 8 KiB slab. */
 static unsigned slab_order(const qslab_cache *c)
 {
+    unsigned first = QS_MAX_ORDER + 1, best = c->min_order;
+    size_t best_pm = (size_t)-1;
     for (unsigned order = c->min_order; order <= QS_MAX_ORDER; order++) {
         struct layout L = layout(c, order);
         if (!L.num)
             continue;
-        if (order >= 1 || L.colour_space * 8 <= qs_slab_bytes(order))
+        size_t bytes = qs_slab_bytes(order);
+        if (first > QS_MAX_ORDER)
+            first = order;
+        else if (order > first + QS_SLAB_ORDERS_UP || bytes > QS_SLAB_WASTE_MAX_BYTES)
+            break;
+        if (L.colour_space * QS_SLAB_WASTE_DIV <= bytes)
             return order;
+        size_t pm = L.colour_space * 1000 / bytes;
+        if (pm < best_pm) {
+            best_pm = pm;
+            best = order;
+        }
     }
-    return c->min_order;
+    return first > QS_MAX_ORDER ? c->min_order : best;
 }
 
 static inline unsigned ix_of(const struct qs_slab *s)

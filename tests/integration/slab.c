@@ -5,7 +5,8 @@
  *   - the tunables limit, batchcount and shared: mm/slab.c's defaults by
  *     object size, refusals with the range, values read back, and the
  *     `tunables` columns of /proc/slabinfo text;
- *   - calculate_slab_order and the objects per slab, recomputed here from
+ *   - the slab order (calculate_slab_order's first fit, qslab's waste
+ *     bound) and the objects per slab, recomputed here from
  *     the slot size (index arrays of 1, 2 and 4 bytes, on and off slab);
  *   - one owner's array (a pinned thread): queued_objs within limit, and
  *     the flush, refill and claim (shared array) counters;
@@ -194,18 +195,30 @@ static struct layout layout_of(size_t slot, unsigned order)
     return L;
 }
 
-/* calculate_slab_order: order 0 unless its leftover is over 1/8 of the
- * slab, then order 1; objects over a page: the first order holding one. */
+/* front_slab.c slab_order, from its statement */
 static unsigned expected_order(size_t slot)
 {
+    /* the first order from the least that holds one whose leftover is at
+     * most 1/32 of the slab, within four orders above it and 64 KiB (or
+     * the least, when longer); else the least leftover of those */
+    unsigned first = 99, best = 99, best_pm = ~0u;
     for (unsigned order = 0; order <= 14; order++) {
         struct layout L = layout_of(slot, order);
         if (!L.num)
             continue;
-        if (order >= 1 || L.colour * 8 <= slab_bytes(order))
+        if (first == 99)
+            first = order;
+        else if (order > first + 4 || slab_bytes(order) > (64u << 10))
+            break;
+        if (L.colour * 32 <= slab_bytes(order))
             return order;
+        unsigned pm = (unsigned)(L.colour * 1000 / slab_bytes(order));
+        if (pm < best_pm) {
+            best_pm = pm;
+            best = order;
+        }
     }
-    return 99;
+    return best;
 }
 
 /* mm/slab.c enable_cpucache, by slot size */
