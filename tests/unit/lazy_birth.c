@@ -4,6 +4,8 @@
  * 32 KiB slab resident, not eight; a slot not yet born is not an object
  * (its free is reported and changes nothing); growing to the last slot
  * makes the slab full, and the invariant walker agrees at every step.
+ * The thread stays on one CPU: with per-CPU owners an allocation made
+ * after a migration comes from another CPU's slab.
  */
 #include "../testutil.h"
 #include "../front.h"
@@ -28,6 +30,7 @@ int main(void)
     qslab_cache *c = qslab_cache_create("t-lazy", 4096, 0, 0, NULL);
     CHECK(c != NULL);
     tf_pin_slqb("t-lazy"); /* SLQB's slabs */
+    tu_pin_one_cpu();
     unsigned per = qs_slab_objects(c, c->order);
     size_t slab = qs_slab_bytes(c->order);
     CHECKF(per == 8 && slab == 32768, "%u objects in %zu bytes", per, slab);
