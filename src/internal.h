@@ -518,6 +518,7 @@ struct qslab_cache {
     /* events of callers without a queue (the purger, malloc_trim, a thread
      * past its exit destructor): atomic adds, summed with the queues' */
     unsigned long orphan_stat[QS_STAT_NR];
+    unsigned long report_act; /* qslab_stats_report's scratch (qs_global) */
     qslab_cache *next;        /* qs_caches (qs_global) */
     qslab_cache **pprev;      /* the link that points here: O(1) unlink */
     /* SLAB_FREELIST_RANDOM (slab.c): tunable `random` (stored with release
