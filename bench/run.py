@@ -1682,40 +1682,39 @@ def programs_report(tests, columns, samples, number, notes, mismatches, compared
                                         "its shutdown); median over the rounds"],
                              "program", rows, heads, groups)
 
-        if glibc:
-            rows, logs = [], {c.name: [] for c in cols}
+        def ratio_rows(over, base):
+            """Rows of peak / base(t) for the columns `over`, and a geomean row;
+            base(t) gives (the name of the base's column or None, its cell)."""
+            rows, logs = [], {c.name: [] for c in over}
             for t in ptests:
-                g = peak.get((t.key, "glibc"))
+                name, b = base(t)
                 texts = []
-                for c in cols:
+                for c in over:
                     x = peak.get((t.key, c.name))
-                    if x and g:
-                        logs[c.name].append(x.median / g.median)
-                        texts.append(f"{x.median / g.median:.2f}")
+                    if x and b:
+                        logs[c.name].append(x.median / b.median)
+                        texts.append(f"{x.median / b.median:.2f}")
                     else:
                         texts.append("-")
+                if name is not None:
+                    texts.append(f"{name} {b.median:.1f}" if b else "-")
                 rows.append((label(t), texts, None))
             rows.append(("geomean", [f"{geomean(logs[c.name]):.2f}" if logs[c.name] else "-"
-                                     for c in cols], None))
+                                     for c in over], None))
+            return rows
+
+        if glibc:
+            rows = ratio_rows(cols, lambda t: (None, peak.get((t.key, "glibc"))))
             lines += [""] + grid(f"{number}{next(letters)}.", "programs: peak RSS / glibc's, "
                                  "lower is better", [], "program", rows, heads, groups)
 
-        subj = [c for c in cols if c.subject]
-        rows, logs = [], {c.name: [] for c in subj}
-        for t in ptests:
+        def smallest(t):
             peer, best = smallest_peer(peak, t.key, cols)
-            texts = []
-            for c in subj:
-                x = peak.get((t.key, c.name))
-                if x and best:
-                    logs[c.name].append(x.median / best.median)
-                    texts.append(f"{x.median / best.median:.2f}")
-                else:
-                    texts.append("-")
-            texts.append(f"{peer.name} {best.median:.1f}" if best else "-")
-            rows.append((label(t), texts, None))
-        rows.append(("geomean", [f"{geomean(logs[c.name]):.2f}" if logs[c.name] else "-"
-                                 for c in subj] + [""], None))
+            return (peer.name if peer else "", best)
+
+        subj = [c for c in cols if c.subject]
+        rows = ratio_rows(subj, smallest)
+        rows[-1] = (rows[-1][0], rows[-1][1] + [""], None)
         lines += [""] + grid(f"{number}{next(letters)}.", "programs: peak RSS / the smallest "
                              "peer's, lower is better", [], "program", rows,
                              [c.name for c in subj] + ["smallest peer (MiB)"],
