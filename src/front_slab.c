@@ -247,14 +247,22 @@ static inline unsigned obj_index(const qslab_cache *c, const struct qs_slab *s, 
     return (unsigned)(((uintptr_t)obj - (uintptr_t)s->base) / c->slot_size);
 }
 
+/* The kernel's free_limit, bounded in bytes at QS_SLAB_FREE_BYTES (ten
+ * 32 KiB slabs, what SLUB's min_partial keeps at most): the kernel's rule
+ * is for slabs of a few pages, and kept four empty 2 MiB slabs a node for a
+ * class of 1 MiB blocks on two CPUs; past it, empty slabs go to the FIFO,
+ * under its decay and the retention rule. */
 static unsigned free_limit(const qslab_cache *c)
 {
     long cpus = qs_os_cpu_possible(); /* nr_cpus_node: the node's share */
     long per_node = cpus / (qs_nr_nodes ? qs_nr_nodes : 1);
     if (per_node < 1)
         per_node = 1;
-    return (unsigned)((1 + per_node) * QS_LOAD(c->slab_batch) +
-                      slab_objs_per_slab(c, QS_LOAD(c->order)));
+    unsigned long k = (unsigned long)((1 + per_node) * QS_LOAD(c->slab_batch) +
+                                      slab_objs_per_slab(c, QS_LOAD(c->order)));
+    if (k * c->slot_size > QS_SLAB_FREE_BYTES)
+        k = QS_SLAB_FREE_BYTES / c->slot_size;
+    return (unsigned)k;
 }
 
 /* A new slab on node n: every object born (constructed) and free, its
@@ -926,7 +934,7 @@ static void th_free(qslab_cache *c, struct qs_slab *s, void *obj)
     struct qs_queue *q = qs_queue_for_free(c); /* queue.c's rule for a thread that only frees */
     if (unlikely(qs_maybe_free(c, *qs_link(c, obj))) && double_free(c, q, s, obj))
         return;
-    if (!q || unlikely(QS_LOAD(c->dbg_alloc) != NULL)) { /* twin.c: the arrays take nothing */
+    if (!q || unlikely(!qs_slab_array_limit(c))) { /* a debug twin, or one block a slab */
         free_unowned(c, s, obj);
         return;
     }
@@ -938,7 +946,7 @@ static void th_free(qslab_cache *c, struct qs_slab *s, void *obj)
      * lower (relaxed both): an array over it (a lowered limit) flushes
      * batches until it is below; park follows it (owner.c) */
     uint64_t t = q->top;
-    uint32_t l = QS_LOAD(c->slab_limit);
+    uint32_t l = qs_slab_array_limit(c);
     if (QS_LOAD(q->limit) < l && QS_TOP_NR(t) >= QS_LOAD(q->limit) && qs_queue_reserve(q, 1)) {
         QS_STORE(q->limit, l < q->cap ? l : q->cap);
         QS_STORE(q->park, QS_LOAD(q->limit));
@@ -993,7 +1001,7 @@ static void pc_free(qslab_cache *c, struct qs_slab *s, void *obj)
                 qs_lock_release(&q->lock);
             return;
         }
-        if (!q || unlikely(QS_LOAD(c->dbg_alloc) != NULL)) { /* twin.c: the arrays take nothing */
+        if (!q || unlikely(!qs_slab_array_limit(c))) { /* a debug twin, or one block a slab */
             if (q)
                 qs_lock_release(&q->lock);
             free_unowned(c, s, obj);
@@ -1004,7 +1012,7 @@ static void pc_free(qslab_cache *c, struct qs_slab *s, void *obj)
             qs_lock_release(&q->lock);
             return;
         }
-        uint32_t lim = QS_LOAD(c->slab_limit);
+        uint32_t lim = qs_slab_array_limit(c);
         if (QS_TOP_NR(QS_LOAD(q->top)) >= lim || !qs_percpu_reserve(q, 1)) {
             unsigned b = QS_LOAD(c->slab_batch);
             if (b > REFILL_MAX)
@@ -1039,6 +1047,10 @@ static void slab_free(qslab_cache *c, struct qs_slab *s, void *obj);
 
 static void *slab_alloc_any(qslab_cache *c)
 {
+    if (unlikely(qs_one_per_slab(c))) { /* no array keeps such a block (internal.h) */
+        struct qs_queue *q = qs_queue_of(c); /* a CPU's: its node only (counted unowned) */
+        return slab_alloc_single(c, qs_percpu() ? NULL : q, q ? q->node : qs_self.node);
+    }
 #if QS_HAVE_PERCPU
     if (qs_percpu())
         return pc_alloc(c);
@@ -1275,7 +1287,7 @@ static void slab_destroy_all(qslab_cache *c, struct qs_slab **gone)
 void qs_slab_tuned(qslab_cache *c)
 {
     /* while the cache has a debug twin, the arrays take nothing (twin.c) */
-    uint32_t lim = QS_LOAD(c->dbg_alloc) ? 0 : QS_LOAD(c->slab_limit);
+    uint32_t lim = qs_slab_array_limit(c);
     for (struct qs_queue *q = c->queues; q; q = q->all_next) {
         QS_STORE(q->hiwater, lim);
         if (QS_LOAD(q->limit) > lim) { /* lowered at once; raised by the owner */

@@ -127,6 +127,9 @@
 #define QS_MAX_EMPTY_LIMIT (1u << 20)
 #define QS_MAX_DECAY_MS 3600000u
 #define QS_MAX_PARTIAL (1u << 20)  /* SLUB cpu_partial, min_partial */
+#define QS_SLUB_CPU_PARTIAL_BYTES (6u * 8192)   /* SLUB cpu_partial's default, in bytes at most */
+#define QS_SLUB_MIN_PARTIAL_BYTES (10u * 32768) /* SLUB min_partial's default, in slab bytes at most */
+#define QS_SLAB_FREE_BYTES (10u * 32768)        /* SLAB free_limit, in bytes at most */
 #define QS_MAX_SLAB_LIMIT 32768u   /* SLAB limit */
 #define QS_MAX_SLAB_SHARED 64u     /* SLAB shared (batches) */
 
@@ -834,6 +837,23 @@ void qs_page_unmap_refused(size_t bytes); /* meta.c: a refused unmap, counted */
 static inline size_t qs_slab_bytes(unsigned order)
 {
     return QS_PAGE_SIZE << order;
+}
+/* c's slabs hold one block each (blocks over half a slab: the big kmalloc
+ * classes).  No owner keeps such a slab or block for c while it is free:
+ * SLUB's active slab and SLAB's arrays are bypassed (slub.c, front_slab.c),
+ * and an empty slab goes to its node's FIFO, under the retention rule. */
+static inline bool qs_one_per_slab(const qslab_cache *c)
+{
+    return c->slot_size > qs_slab_bytes(__atomic_load_n(&c->order, __ATOMIC_RELAXED)) / 2;
+}
+/* SLAB: what an owner's array of c holds at most: slab_limit, or nothing
+ * while a debug twin takes the allocations (twin.c) or c's slabs hold one
+ * block each. */
+static inline uint32_t qs_slab_array_limit(const qslab_cache *c)
+{
+    if (__atomic_load_n(&c->dbg_alloc, __ATOMIC_RELAXED) || qs_one_per_slab(c))
+        return 0;
+    return __atomic_load_n(&c->slab_limit, __ATOMIC_RELAXED);
 }
 void qs_page_lock_all(bool lock);
 /* Call fn on every slab descriptor in use (cache set), pool by pool under

@@ -271,7 +271,7 @@ struct qs_queue *qs_queue_attach(qslab_cache *c)
     bool slqb = c->front == QS_FRONT_SLQB, slab = c->front == QS_FRONT_SLAB;
     /* SLAB: its array takes any object of its node while below limit
      * (park = limit: SLQB's fast paths push it), no batches */
-    uint32_t slab_limit = QS_LOAD(c->slab_limit);
+    uint32_t slab_limit = qs_slab_array_limit(c);
     QS_STORE(q->hiwater, slab ? slab_limit : QS_LOAD(c->hiwater));
     QS_STORE(q->park, slqb ? QS_LOAD(c->park) : 0);
     QS_STORE(q->fb_max, slqb ? QS_LOAD(c->freebatch) : 0);

@@ -871,6 +871,17 @@ static void *slub_alloc(qslab_cache *c, int node)
 
 static void *slub_alloc_any(qslab_cache *c)
 {
+    /* A slab of one block (blocks over half a slab: the big kmalloc
+     * classes) is never an owner's active slab, which would keep its
+     * memory while its block is free (an owner that used many big classes
+     * kept one big slab each): it comes from the node (partial, FIFO, new)
+     * and goes back there at the free (slab_free finds it full; with the
+     * byte-bounded cpu_partial and min_partial, tune.c, it goes to the
+     * FIFO, under the retention rule and the decay). */
+    if (unlikely(qs_one_per_slab(c))) {
+        struct qs_queue *q = qs_queue_of(c);
+        return alloc_single(c, q, owner_node(q));
+    }
 #if QS_HAVE_PERCPU
     if (qs_percpu()) {
         for (;;) {

@@ -197,10 +197,23 @@ void qs_tune_defaults(qslab_cache *c)
     c->stash_bytes = QS_STASH_BYTES;
     /* SLUB's (mm/slub.c set_cpu_partial and set_min_partial, as of 5.16):
      * free objects kept in an owner's partial slabs by object size, and
-     * partial slabs a node keeps even when empty, log2(size) / 2 in 5..10 */
+     * partial slabs a node keeps even when empty, log2(size) / 2 in 5..10.
+     * The kernel's rules are for the blocks its SLUB serves (kmalloc up to
+     * two pages, slabs up to 32 KiB); qslab's SLUB serves blocks up to
+     * 32 MiB in slabs up to 2 MiB, so both are also bounded in bytes, at
+     * what the kernel's rules give there: an owner's partial objects at
+     * most QS_SLUB_CPU_PARTIAL_BYTES (six 8 KiB objects), a node's kept
+     * partial slabs at most QS_SLUB_MIN_PARTIAL_BYTES (ten 32 KiB slabs).
+     * Unbounded, a class of 1 MiB blocks kept ten empty 2 MiB slabs a node
+     * and twelve a CPU (the 4-thread Python program of make bench held 12
+     * MiB of empty big slabs at its peak) */
     c->cpu_partial = size >= QS_PAGE_SIZE ? 6 : size >= 1024 ? 24 : size >= 256 ? 52 : 120;
+    if (c->cpu_partial * size > QS_SLUB_CPU_PARTIAL_BYTES)
+        c->cpu_partial = (uint32_t)(QS_SLUB_CPU_PARTIAL_BYTES / size);
     unsigned lg = 63 - (unsigned)__builtin_clzl(size);
     c->min_partial = lg / 2 < 5 ? 5 : lg / 2 > 10 ? 10 : lg / 2;
+    if (c->min_partial * qs_slab_bytes(c->order) > QS_SLUB_MIN_PARTIAL_BYTES)
+        c->min_partial = (uint32_t)(QS_SLUB_MIN_PARTIAL_BYTES / qs_slab_bytes(c->order));
     c->pass_through = 0;
     /* SLAB's (mm/slab.c enable_cpucache): the array by object size, half
      * of it per batch, a shared array of 8 batches per node on SMP for
