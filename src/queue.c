@@ -1167,6 +1167,17 @@ static unsigned take_slab(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
     return got;
 }
 
+/* q has objects in a pending batch, or (a CPU's) in its open batch. */
+static bool pending_held(const struct qs_queue *q)
+{
+    if (q->cpu >= 0 && QS_LOAD(q->fb))
+        return true;
+    for (unsigned k = 0; k < QS_PENDING; k++)
+        if (q->pending[k].n)
+            return true;
+    return false;
+}
+
 /* Gather free objects of q's own for its queue into dst[0..room): what
  * others posted to its inbox, if anything; else up to c->refill objects from
  * slabs (SLQB's refill): our partial slabs' free lists, our stash of empty
@@ -1217,6 +1228,16 @@ static unsigned refill_gather(qslab_cache *c, struct qs_queue *q, void **dst, un
         qs_lock_release(&q->stash_lock);
     }
     if (got < least) {
+        /* Our batches first: a slab we take from the node becomes ours,
+         * and an object of it waiting in a batch of ours (freed while the
+         * slab was the node's or another owner's) would be an own object
+         * that is on no list of ours.  A second free of it would then be
+         * pushed on the queue with no look at its word, the batch would
+         * later free it again, and the object would be handed out twice
+         * with no report (fuzz_misuse: found-fixed-bug15-*).  Posted now,
+         * the batches hold no object of a slab we take. */
+        if (pending_held(q))
+            send_pending(c, q, false);
         s = qs_node_take(c, q, &c->nodes[q->node], want - got);
         while (s) {
             struct qs_slab *next = s->next;
