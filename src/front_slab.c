@@ -934,7 +934,8 @@ static void th_free(qslab_cache *c, struct qs_slab *s, void *obj)
     struct qs_queue *q = qs_queue_for_free(c); /* queue.c's rule for a thread that only frees */
     if (unlikely(qs_maybe_free(c, *qs_link(c, obj))) && double_free(c, q, s, obj))
         return;
-    if (!q || unlikely(!qs_slab_array_limit(c))) { /* a debug twin, or one block a slab */
+    uint32_t l = qs_slab_array_limit(c);
+    if (!q || unlikely(!l)) { /* a debug twin, or one block a slab */
         free_unowned(c, s, obj);
         return;
     }
@@ -946,7 +947,6 @@ static void th_free(qslab_cache *c, struct qs_slab *s, void *obj)
      * lower (relaxed both): an array over it (a lowered limit) flushes
      * batches until it is below; park follows it (owner.c) */
     uint64_t t = q->top;
-    uint32_t l = qs_slab_array_limit(c);
     if (QS_LOAD(q->limit) < l && QS_TOP_NR(t) >= QS_LOAD(q->limit) && qs_queue_reserve(q, 1)) {
         QS_STORE(q->limit, l < q->cap ? l : q->cap);
         QS_STORE(q->park, QS_LOAD(q->limit));
@@ -1001,7 +1001,8 @@ static void pc_free(qslab_cache *c, struct qs_slab *s, void *obj)
                 qs_lock_release(&q->lock);
             return;
         }
-        if (!q || unlikely(!qs_slab_array_limit(c))) { /* a debug twin, or one block a slab */
+        uint32_t lim = qs_slab_array_limit(c);
+        if (!q || unlikely(!lim)) { /* a debug twin, or one block a slab */
             if (q)
                 qs_lock_release(&q->lock);
             free_unowned(c, s, obj);
@@ -1012,7 +1013,6 @@ static void pc_free(qslab_cache *c, struct qs_slab *s, void *obj)
             qs_lock_release(&q->lock);
             return;
         }
-        uint32_t lim = qs_slab_array_limit(c);
         if (QS_TOP_NR(QS_LOAD(q->top)) >= lim || !qs_percpu_reserve(q, 1)) {
             unsigned b = QS_LOAD(c->slab_batch);
             if (b > REFILL_MAX)

@@ -1190,6 +1190,7 @@ void qs_queue_budget_drop(qslab_cache *c, struct qs_queue *q); /* destroy, qs_gl
 void qs_queue_hand_slabs(qslab_cache *c, struct qs_queue *q);  /* every slab to its node */
 void qs_queue_steal_idle_stash(qslab_cache *c, struct qs_queue *q);
 void qs_queue_send_pending(qslab_cache *c, struct qs_queue *q);
+bool qs_queue_batches_held(const struct qs_queue *q); /* objects in its pending or open batch */
 void qs_free_remote(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
 /* The per-CPU free fast path's other outcomes (fastpath.h QS_PC_*). */
 void qs_percpu_free_slow(qslab_cache *c, struct qs_slab *s, void *obj, int why);

@@ -367,11 +367,8 @@ size_t qs_node_sweep(bool all)
             if (q->cpu >= 0 && qs_percpu_takeable && qs_front_of(c)->idle_queues) {
                 uint64_t top = QS_LOAD(q->top);
                 if (top == q->idle_top && qs_lock_try(&q->lock)) {
-                    bool held = QS_TOP_NR(top) || QS_LOAD(q->fb) ||
-                                __atomic_load_n(&q->inbox.pending, __ATOMIC_RELAXED);
-                    for (unsigned k = 0; k < QS_PENDING; k++)
-                        held |= q->pending[k].n != 0;
-                    if (held)
+                    if (QS_TOP_NR(top) || __atomic_load_n(&q->inbox.pending, __ATOMIC_RELAXED) ||
+                        qs_queue_batches_held(q))
                         qs_percpu_empty(c, q);
                     /* and its slabs go to the node, where the CPUs still
                      * at work refill from them: a thread that moved to

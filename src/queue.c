@@ -1168,7 +1168,7 @@ static unsigned take_slab(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
 }
 
 /* q has objects in a pending batch, or (a CPU's) in its open batch. */
-static bool pending_held(const struct qs_queue *q)
+bool qs_queue_batches_held(const struct qs_queue *q)
 {
     if (q->cpu >= 0 && QS_LOAD(q->fb))
         return true;
@@ -1236,7 +1236,7 @@ static unsigned refill_gather(qslab_cache *c, struct qs_queue *q, void **dst, un
          * later free it again, and the object would be handed out twice
          * with no report (fuzz_misuse: found-fixed-bug15-*).  Posted now,
          * the batches hold no object of a slab we take. */
-        if (pending_held(q))
+        if (qs_queue_batches_held(q))
             send_pending(c, q, false);
         s = qs_node_take(c, q, &c->nodes[q->node], want - got);
         while (s) {

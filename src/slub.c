@@ -750,10 +750,20 @@ static void *list_pop(qslab_cache *c, void **fl)
     return obj;
 }
 
+/* A slab of one block (blocks over half a slab: the big kmalloc classes)
+ * is never an owner's active slab, which would keep its memory while its
+ * block is free (an owner that used many big classes kept one big slab
+ * each): with no active slab the fast path always misses, and the slow
+ * path takes the block from the node (partial, FIFO, new: alloc_single);
+ * its free finds the slab full (slab_free) and, with the byte-bounded
+ * cpu_partial and min_partial (tune.c), sends it to the FIFO, under the
+ * retention rule and the decay. */
 QS_NOINLINE static void *th_alloc_slow(qslab_cache *c, struct qs_queue *q)
 {
     if (!q && !(q = my_queue(c)))
         return alloc_single(c, NULL, qs_self.node); /* an exited thread */
+    if (unlikely(qs_one_per_slab(c)))
+        return alloc_single(c, q, q->node);
     for (;;) {
         void *fl = q->sl.freelist;
         q->sl.freelist = NULL;
@@ -819,8 +829,8 @@ QS_NOINLINE static void *pc_alloc_slow(qslab_cache *c)
 {
     for (;;) {
         struct qs_queue *q = my_queue(c);
-        if (!q)
-            return alloc_single(c, NULL, owner_node(NULL));
+        if (!q || unlikely(qs_one_per_slab(c))) /* no active slab (th_alloc_slow) */
+            return alloc_single(c, q, owner_node(q));
         qs_lock_acquire(&q->lock);
         struct qs_slab *old = q->sl.slab, *s = old;
         void *fl;
@@ -871,17 +881,6 @@ static void *slub_alloc(qslab_cache *c, int node)
 
 static void *slub_alloc_any(qslab_cache *c)
 {
-    /* A slab of one block (blocks over half a slab: the big kmalloc
-     * classes) is never an owner's active slab, which would keep its
-     * memory while its block is free (an owner that used many big classes
-     * kept one big slab each): it comes from the node (partial, FIFO, new)
-     * and goes back there at the free (slab_free finds it full; with the
-     * byte-bounded cpu_partial and min_partial, tune.c, it goes to the
-     * FIFO, under the retention rule and the decay). */
-    if (unlikely(qs_one_per_slab(c))) {
-        struct qs_queue *q = qs_queue_of(c);
-        return alloc_single(c, q, owner_node(q));
-    }
 #if QS_HAVE_PERCPU
     if (qs_percpu()) {
         for (;;) {
