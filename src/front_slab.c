@@ -368,8 +368,11 @@ static void slabs_to_fifo(qslab_cache *c, struct qs_queue *q, struct qs_slab *li
     }
 }
 
-static struct qs_slab *slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_node *n)
+/* A slab with free objects for node n: an empty one of the FIFO, or a new
+ * one, whose objects are then zero but for their word if *zero. */
+static struct qs_slab *slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_node *n, bool *zero)
 {
+    *zero = false;
     struct qs_slab *f = slab_from_fifo(c, n);
     if (f)
         return f;
@@ -396,6 +399,7 @@ static struct qs_slab *slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_n
     size_t ncolours = L.colour_space / colour_off + 1;
     uint32_t k = __atomic_fetch_add(&n->colour_next, 1, __ATOMIC_RELAXED);
     s->base = s->mem + (k % ncolours) * colour_off;
+    *zero = qs_slab_born_zero(c, s);
     s->objects = L.num;
     s->recip = ~(uint64_t)0 / c->slot_size + 1;
     s->cache_id = c->id;
@@ -747,8 +751,11 @@ static unsigned claim_shared(qslab_cache *c, void **dst, void *const *src, unsig
 }
 
 /* Fill dst with up to want objects for an owner of node n: the shared
- * array first, then slabs, then a new slab (cache_alloc_refill). */
-static unsigned gather(qslab_cache *c, struct qs_queue *q, struct qs_node *n, void **dst, unsigned want)
+ * array first, then slabs, then a new slab (cache_alloc_refill).  fresh
+ * (one object only): set when it is a new slab's, zero but for its word
+ * (calloc need not clear it). */
+static unsigned gather(qslab_cache *c, struct qs_queue *q, struct qs_node *n, void **dst, unsigned want,
+                       bool *fresh)
 {
     unsigned got = 0, twice = 0;
     qs_stat(c, q, QS_REFILL, 1);
@@ -772,10 +779,21 @@ static unsigned gather(qslab_cache *c, struct qs_queue *q, struct qs_node *n, vo
         twice = 0;
         if (got)
             return got;
-        struct qs_slab *s = slab_grow(c, q, n);
+        bool zero;
+        struct qs_slab *s = slab_grow(c, q, n, &zero);
         if (!s)
             return 0;
         qs_lock_acquire(&n->lock);
+        if (fresh && zero && want == 1) {
+            /* its first object is ours: the slab goes on the partial list,
+             * whose head take_locked takes from while we hold the lock */
+            qs_list_add(&n->list, s, QS_SLAB_PARTIAL);
+            n->free_objects += s->objects;
+            got = take_locked(c, n, dst, 1, &twice);
+            qs_lock_release(&n->lock);
+            *fresh = got != 0;
+            return got;
+        }
         if (likely(!s->inuse)) /* a FIFO slab may keep objects in use (slab_from_fifo) */
             free_add(n, s);
         else
@@ -895,9 +913,11 @@ static void th_flusharray(qslab_cache *c, struct qs_queue *q)
 static void *slab_alloc_single(qslab_cache *c, struct qs_queue *q, int node)
 {
     void *obj;
-    if (!gather(c, q, &c->nodes[node], &obj, 1))
+    bool fresh = false;
+    if (!gather(c, q, &c->nodes[node], &obj, 1, &fresh))
         return NULL;
     *qs_link(c, obj) = 0;
+    qs_self.last_word = fresh ? QS_FRESH_WORD(c->secret) : 0;
     qs_stat(c, q, QS_ALLOC_SLOW, 1);
     qs_stat(c, q, QS_NODE_ALLOC, 1);
     return obj;
@@ -918,7 +938,7 @@ static void *th_alloc(qslab_cache *c)
             unsigned room = q->cap - QS_TOP_NR(q->top);
             if (want > room)
                 want = room;
-            unsigned got = gather(c, q, &c->nodes[q->node], q->slots, want);
+            unsigned got = gather(c, q, &c->nodes[q->node], q->slots, want, NULL);
             if (!got)
                 return NULL;
             qs_queue_nr_set(q, got);
@@ -980,7 +1000,7 @@ static void *pc_alloc(qslab_cache *c)
         unsigned want = QS_LOAD(c->slab_batch);
         if (want > REFILL_MAX)
             want = REFILL_MAX;
-        unsigned n = gather(c, q, &c->nodes[q->node], buf, want);
+        unsigned n = gather(c, q, &c->nodes[q->node], buf, want, NULL);
         if (!n) {
             qs_lock_release(&q->lock);
             return NULL;

@@ -890,6 +890,14 @@ static inline uintptr_t qs_enc(const qslab_cache *c, void *next)
 {
     return (uintptr_t)next ^ c->secret;
 }
+/* Objects born now in s are zero but for the word the allocator writes:
+ * its memory is zero (QS_SLAB_ZERO) and no constructor or debugging writes
+ * them.  A slow path that hands out such an object leaves QS_FRESH_WORD in
+ * qs_self.last_word, so that calloc need not clear it (kmalloc.c). */
+static inline bool qs_slab_born_zero(const qslab_cache *c, const struct qs_slab *s)
+{
+    return (s->empty_ms & QS_SLAB_ZERO) && !c->ctor && !c->debug;
+}
 static inline bool qs_looks_free(const qslab_cache *c, uintptr_t w)
 {
     return ((w ^ c->secret) & QS_LINK_TAG_MASK) == 0;

@@ -545,6 +545,7 @@ void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node)
 {
     struct qs_node *n = &c->nodes[node];
     void *obj = NULL;
+    bool fresh = false; /* obj born now from zero memory: calloc need not clear it */
     qs_lock_acquire(&n->lock);
     struct qs_slab *s = n->list.partial;
     if (!s && (s = n->empty_tail)) {
@@ -553,9 +554,10 @@ void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node)
     }
     if (!s) {
         qs_lock_release(&n->lock);
-        s = qs_slab_new(c, q, node, true);
+        s = qs_slab_new(c, q, node, true); /* its one born object taken below */
         if (!s)
             return NULL;
+        fresh = qs_slab_born_zero(c, s);
         qs_lock_acquire(&n->lock);
         qs_slab_set_owner(s, &n->list);
         qs_list_add(&n->list, s, QS_SLAB_PARTIAL);
@@ -563,6 +565,7 @@ void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node)
     /* s is on n's partial list: it has a free object, or can grow one (we
      * hold the lock); NULL only from a corrupt free list, whose slab is now
      * full and out of use (slab.c qs_slab_take_one): another slab then */
+    fresh |= !s->freelist && qs_slab_born_zero(c, s);
     obj = qs_slab_take_one(c, q, s);
     bool lost = !obj;
     /* a debug cache checks the object (under the lock: its validation
@@ -580,5 +583,6 @@ void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node)
     }
     if (quarantined || lost) /* each time one slab fewer to take from */
         return qs_node_alloc(c, q, node);
+    qs_self.last_word = fresh ? QS_FRESH_WORD(c->secret) : 0;
     return obj;
 }

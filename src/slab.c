@@ -245,8 +245,7 @@ uint32_t qs_shuffle_next(struct qs_shuffle *sh)
  * need not clear it (kmalloc.c). */
 static uintptr_t born_word(const qslab_cache *c, const struct qs_slab *s)
 {
-    bool zero = (s->empty_ms & QS_SLAB_ZERO) && !c->ctor && !c->debug;
-    return zero ? QS_FRESH_WORD(c->secret) : QS_STAMP(c->secret);
+    return qs_slab_born_zero(c, s) ? QS_FRESH_WORD(c->secret) : QS_STAMP(c->secret);
 }
 
 static void born_in_order(qslab_cache *c, struct qs_slab *s, char *first, uint32_t k, void **dst,

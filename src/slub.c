@@ -615,6 +615,7 @@ QS_NOINLINE static void *alloc_single(qslab_cache *c, struct qs_queue *q, int no
 {
     struct qs_node *n = &c->nodes[node];
     void *obj = NULL;
+    bool fresh = false; /* obj born now from zero memory: calloc need not clear it */
     qs_lock_acquire(&n->lock);
     struct qs_slab *s = n->list.partial;
     if (!s) {
@@ -626,6 +627,7 @@ QS_NOINLINE static void *alloc_single(qslab_cache *c, struct qs_queue *q, int no
         } else {
             if (!(s = qs_slab_new(c, NULL, node, false)))
                 return NULL;
+            fresh = qs_slab_born_zero(c, s); /* its first object is ours below */
             qs_slab_grow(c, NULL, s, UINT32_MAX);
             first = s->freelist;
         }
@@ -664,6 +666,7 @@ QS_NOINLINE static void *alloc_single(qslab_cache *c, struct qs_queue *q, int no
     }
     qs_lock_release(&n->lock);
     *qs_link(c, obj) = 0;
+    qs_self.last_word = fresh ? QS_FRESH_WORD(c->secret) : 0;
     sl_stat(c, q, QS_ALLOC_SLOW, 1);
     sl_stat(c, q, QS_NODE_ALLOC, 1);
     return obj;
