@@ -116,7 +116,7 @@ test-asan: deps
 # CMakeLists.txt runs sanitizer tests under `setarch -R`, so TSan works on
 # kernels with high mmap randomisation too.
 # TSan follows the per-CPU queues' restartable sequences through
-# annotations (src/percpu.h): both owner kinds.
+# annotations (src/owner/percpu.h): both owner kinds.
 test-tsan: deps
 	$(call build,build/tsan,-DQSLAB_SANITIZE=thread,concurrency_tests)
 	cd build/tsan && QSLAB_OWNER=cpu $(CTEST) -L concurrency

@@ -473,7 +473,7 @@ PASS_THROUGH = "slub+pt"  # the prodcons column: SLUB with pass_through=1 above 
 
 
 def kmalloc_class_sizes():
-    """The kmalloc-<bytes> classes, as src/kmalloc.c's class_size(): 8, then
+    """The kmalloc-<bytes> classes, as src/api/kmalloc.c's class_size(): 8, then
     16 bytes apart up to 128, then eight per power of two up to 32 MiB."""
     sizes = [8, 16, 32, 48, 64, 80, 96, 112, 128]
     p = 128

@@ -1,5 +1,5 @@
 /*
- * fuzz_control.c - the control channel's request parser (src/control.c,
+ * fuzz_control.c - the control channel's request parser (src/observe/control.c,
  * qs_ctl_parse) on its own: no socket, no thread, no allocator state.
  *
  * Input: any bytes, cut into lines at '\n' as the server cuts them (a line
@@ -17,7 +17,7 @@
  */
 #include "fuzz_util.h"
 
-#include "control.h"
+#include "observe/control.h"
 
 static const char *const names[] = {
     [QS_CTL_SET] = "set",     [QS_CTL_GET] = "get",     [QS_CTL_SHRINK] = "shrink",

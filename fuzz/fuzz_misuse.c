@@ -4,7 +4,7 @@
  *
  * A recording fatal handler is installed (qslab_set_fatal_handler): it
  * counts each report and keeps its message, then returns, and qslab then
- * leaves the bad free undone and goes on (qslab.h, src/report.c qs_fatal:
+ * leaves the bad free undone and goes on (qslab.h, src/core/report.c qs_fatal:
  * a handler that returns makes the call do nothing).
  *
  * INPUT.  Bytes 0-1: the front end of each of the input's five caches

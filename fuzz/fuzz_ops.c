@@ -253,7 +253,7 @@ static void km_restore(void)
         tune_ok(n, "hiwater", d[A_HIWATER]);
         tune_ok(n, "limit", d[A_LIMIT]);
         if (strcmp(qslab_cache_front(qslab_cache_find(n)), "debug") != 0) {
-            /* its allocations back from a debug twin (src/twin.c) */
+            /* its allocations back from a debug twin (src/debug/twin.c) */
             fz_quiet_begin();
             int r = qslab_tune(n, "debug", "-");
             fz_quiet_end();
@@ -824,7 +824,7 @@ static bool touched(int slot)
 }
 
 /* Objects of the debug twins <name>:<flags> that tune_debug made (their
- * allocations count in the twin: src/twin.c) */
+ * allocations count in the twin: src/debug/twin.c) */
 static unsigned long twins_active(const char *name)
 {
     unsigned long n = 0;
@@ -988,7 +988,7 @@ static int front_number(const char *v)
     return -1;
 }
 
-/* The tunable `debug` (src/twin.c): letters of FZPU from c's low bits ("-"
+/* The tunable `debug` (src/debug/twin.c): letters of FZPU from c's low bits ("-"
  * for none), or bad letters (c >= 0xf0).  A cache in use gets a debug twin
  * <cache>:<flags> for its new objects, which the rest of the input then
  * allocates, frees and validates through the cache; a cache made with
@@ -1043,7 +1043,7 @@ static void tune_debug(const char *cache, struct slot *s, int km, unsigned c)
                  cache, v, err);
 }
 
-/* The process's owner budget (src/queue.c): only "*" takes it, 16 KiB to
+/* The process's owner budget (src/front/slqb/queue.c): only "*" takes it, 16 KiB to
  * 1 GiB; every cache reads it back.  Lowering it while the workers hold
  * full queues makes their next misses shed the excess. */
 static void tune_budget(const char *cache, bool known, const char *value)

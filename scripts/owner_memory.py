@@ -24,7 +24,7 @@ Owners are CPUs throughout (the default where the kernel has rseq: one queue
 per CPU and cache); with QSLAB_OWNER=thread every thread that uses a cache is
 an owner instead, and "per owner" multiplies by threads.
 
-SLQB's owner budget (src/queue.c) is per owner, not per cache: the queued
+SLQB's owner budget (src/front/slqb/queue.c) is per owner, not per cache: the queued
 objects and the stashes of all an owner's SLQB queues together hold at most
 owner_budget bytes (256 KiB by default), so an owner's SLQB figure for a set
 of caches is min(budget, sum of the caches' queue + stash bounds) + their
@@ -44,25 +44,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FRONTS = ("slqb", "slub", "slab", "slob")
 
 # Constants of the library, with where they live.
-PAGE = 4096          # src/internal.h QS_PAGE_SIZE
-MAX_ORDER = 14       # src/internal.h QS_MAX_ORDER
-PENDING = 4          # src/internal.h QS_PENDING: pending remote batches per queue
-ALIEN_LIMIT = 12     # src/front_slab.c ALIEN_LIMIT: objects per alien array
-SLAB_DESC = 96       # src/internal.h: a slab descriptor, in its chunk's header
-CHUNK_HDR = 128      # src/internal.h QS_CHUNK_HDR_SLABS: struct qs_chunk
-META_MIN, META_MAX = 16, 64 << 10  # src/meta.c: power-of-two bins up to 64 KiB
+PAGE = 4096          # src/core/internal.h QS_PAGE_SIZE
+MAX_ORDER = 14       # src/core/internal.h QS_MAX_ORDER
+PENDING = 4          # src/core/internal.h QS_PENDING: pending remote batches per queue
+ALIEN_LIMIT = 12     # src/front/slab/slab.c ALIEN_LIMIT: objects per alien array
+SLAB_DESC = 96       # src/core/internal.h: a slab descriptor, in its chunk's header
+CHUNK_HDR = 128      # src/core/internal.h QS_CHUNK_HDR_SLABS: struct qs_chunk
+META_MIN, META_MAX = 16, 64 << 10  # src/core/meta.c: power-of-two bins up to 64 KiB
 CHECK_SIZE = 256     # scripts/owner_memory_probe.c CHECK_SIZE
 SLOB_JOB_OBJS = 1024 # scripts/owner_memory_probe.c job_slob: objects per thread
-SLOB_HDR = 8         # src/slob.c: a block's header
-GRANT_STEPS = 16     # src/queue.c QS_GRANT_STEPS: a miss asks for budget / 16
-GRANT_BIG = 8        # src/queue.c QS_GRANT_BIG: objects over budget / 8 never queued
-FIFO_BYTES = 1 << 30     # src/tune.c default_empty_limit: 1 GiB per node, at least 4 slabs
-RETAIN_FLOOR = 1 << 20   # src/internal.h QS_RETAIN_FLOOR: the warm pool's floor
-RETAIN_FRACTION = 8      # src/internal.h QS_RETAIN_FRACTION: ... or slab bytes / 8
-WARM_MS = 1000           # src/internal.h QS_WARM_MS: a warm slot's life
-WARM_LIMIT = 1 << 30     # src/internal.h QS_WARM_LIMIT: bytes warm at most
-SLOB_PAGE = 4096     # src/slob.c: a SLOB page (kinds[K_PAGE]), 511 units after its first 8 bytes
-SLOB_KEEP_MIN = 64   # src/slob.c: empty pages kept at least, 256 KiB (an eighth of those in use above it)
+SLOB_HDR = 8         # src/front/slob/slob.c: a block's header
+GRANT_STEPS = 16     # src/front/slqb/queue.c QS_GRANT_STEPS: a miss asks for budget / 16
+GRANT_BIG = 8        # src/front/slqb/queue.c QS_GRANT_BIG: objects over budget / 8 never queued
+FIFO_BYTES = 1 << 30     # src/observe/tune.c default_empty_limit: 1 GiB per node, at least 4 slabs
+RETAIN_FLOOR = 1 << 20   # src/core/internal.h QS_RETAIN_FLOOR: the warm pool's floor
+RETAIN_FRACTION = 8      # src/core/internal.h QS_RETAIN_FRACTION: ... or slab bytes / 8
+WARM_MS = 1000           # src/core/internal.h QS_WARM_MS: a warm slot's life
+WARM_LIMIT = 1 << 30     # src/core/internal.h QS_WARM_LIMIT: bytes warm at most
+SLOB_PAGE = 4096     # src/front/slob/slob.c: a SLOB page (kinds[K_PAGE]), 511 units after its first 8 bytes
+SLOB_KEEP_MIN = 64   # src/front/slob/slob.c: empty pages kept at least, 256 KiB (an eighth of those in use above it)
 
 DEFAULT_CACHES = ",".join([
     # the kmalloc classes a server uses most
@@ -84,7 +84,7 @@ def fmt(n):
 
 
 def meta_round(size):
-    """What src/meta.c hands out for `size` bytes: a power of two from 16 up
+    """What src/core/meta.c hands out for `size` bytes: a power of two from 16 up
     to 64 KiB, pages (mapped directly) above."""
     if size <= 0:
         return 0
@@ -98,7 +98,7 @@ def meta_round(size):
 
 def slots_bytes(need):
     """A queue's slot array holding `need` pointers: capacity doubling from 32
-    (src/queue.c slots_grow), plus the NULL sentinel slots[-1]."""
+    (src/front/slqb/queue.c slots_grow), plus the NULL sentinel slots[-1]."""
     cap = 32
     while cap < need:
         cap *= 2
@@ -112,7 +112,7 @@ def slab_bytes(order):
 # ---- SLUB's order rule, for machines other than this one ----
 
 def min_order(slot, align=0):
-    """src/slab.c qs_slab_min_order: the smallest order holding one object."""
+    """src/core/slab.c qs_slab_min_order: the smallest order holding one object."""
     need, k = max(slot, align), 0
     while k < MAX_ORDER and slab_bytes(k) < need:
         k += 1
@@ -120,7 +120,7 @@ def min_order(slot, align=0):
 
 
 def calc_slab_order(size, min_objects, max_order, fract):
-    """src/slub.c calc_slab_order (mm/slub.c's)."""
+    """src/front/slub/slub.c calc_slab_order (mm/slub.c's)."""
     order = 0
     while slab_bytes(order) < min_objects * size and order < MAX_ORDER:
         order += 1
@@ -133,7 +133,7 @@ def calc_slab_order(size, min_objects, max_order, fract):
 
 
 def slub_order(slot, ncpu):
-    """src/slub.c slub_calculate_order, the 5.12 rule: aim for 4 * (fls(possible
+    """src/front/slub/slub.c slub_calculate_order, the 5.12 rule: aim for 4 * (fls(possible
     CPUs) + 1) objects per slab, at most order 3, wasting at most 1/16, 1/8,
     1/4 of the slab, then fewer objects; past order 3 only for big objects."""
     fls = max(ncpu, 1).bit_length()
@@ -158,18 +158,18 @@ def slub_order(slot, ncpu):
 # ---- the model ----
 
 def cpu_partial_slabs(cpu_partial, objs):
-    """src/slub.c cpu_partial_slabs: cpu_partial * 2 / objects per slab, up."""
+    """src/front/slub/slub.c cpu_partial_slabs: cpu_partial * 2 / objects per slab, up."""
     return 0 if not cpu_partial else (cpu_partial * 2 + max(objs, 1) - 1) // max(objs, 1)
 
 
 def default_empty_limit(order):
-    """src/tune.c default_empty_limit: 1 GiB of slabs of `order` per node,
+    """src/observe/tune.c default_empty_limit: 1 GiB of slabs of `order` per node,
     at least 4."""
     return max(4, FIFO_BYTES >> (12 + order))
 
 
 def refill_objs(p):
-    """src/tune.c qs_tune_derive: a refill is half a batch, at least 4
+    """src/observe/tune.c qs_tune_derive: a refill is half a batch, at least 4
     objects (QS_REFILL_MIN), at most 64 KiB (QS_REFILL_BYTES), at least 1."""
     r = max(p["freebatch"] // 2, 4)
     return max(min(r, (64 << 10) // p["slot"]), 1)
@@ -177,7 +177,7 @@ def refill_objs(p):
 
 def grant_cap(p, budget):
     """The grant an SLQB queue reaches alone in its owner's budget
-    (src/queue.c grant_grow): each miss asks for as much as the queue has
+    (src/front/slqb/queue.c grant_grow): each miss asks for as much as the queue has
     (doubling from a refill's worth), at most budget / 16 bytes (at least
     one object; objects over budget / 8 are never queued), the last step
     short of hiwater, while the budget has room.  A queue's objects are at
@@ -196,14 +196,14 @@ def grant_cap(p, budget):
 
 
 def default_budget(cpus):
-    """src/queue.c qs_owner_budget_default: 16 MiB over the possible CPUs,
+    """src/front/slqb/queue.c qs_owner_budget_default: 16 MiB over the possible CPUs,
     at least 256 KiB and at most 4 MiB each."""
     return max(256 << 10, min(4 << 20, (16 << 20) // max(cpus, 1)))
 
 
 def stash_keep(p, sb, room=None):
     """Empty slabs an SLQB queue's stash keeps at most: it goes to the node's
-    FIFO as it reaches stash_bytes or empty_limit slabs (src/queue.c
+    FIFO as it reaches stash_bytes or empty_limit slabs (src/front/slqb/queue.c
     stash_add), so one slab short of that; none when the cache keeps no
     empties; and only as many as `room` bytes of the owner budget hold (a
     slab the budget has no room for goes to the node at once)."""
@@ -219,7 +219,7 @@ def transit_objs(p, targets, percpu=True):
     slabs' owners: other owners' queues, node lists, the own node's too once
     the queue is past `park`): a CPU's open batch (the free fast path fills
     it to freebatch) and QS_PENDING pending batches (each posted at
-    freebatch, so freebatch - 1 at most), one per target (src/queue.c
+    freebatch, so freebatch - 1 at most), one per target (src/front/slqb/queue.c
     percpu_fb_*, pending_add).  A thread has no open batch."""
     fb = p["freebatch"]
     if percpu:
@@ -228,7 +228,7 @@ def transit_objs(p, targets, percpu=True):
 
 
 def slab_free_limit(p, objs, cpus, nodes):
-    """src/front_slab.c free_limit: (1 + CPUs of the node) * batchcount +
+    """src/front/slab/slab.c free_limit: (1 + CPUs of the node) * batchcount +
     objects per slab, the node's share counted as possible CPUs / nodes."""
     per_node = max(cpus // max(nodes, 1), 1)
     return (1 + per_node) * p["batchcount"] + objs
@@ -258,7 +258,7 @@ def per_owner(front, p, sizes, cpus, nodes, owners=None, percpu=True, budget=Non
     owners = owners or cpus
     order, objs = cache_geometry(front, p, cpus)
     sb, slot = slab_bytes(order), p["slot"]
-    queue = meta_round(sizes["queue"])  # struct qs_queue from src/meta.c
+    queue = meta_round(sizes["queue"])  # struct qs_queue from src/core/meta.c
     if front == "slqb":
         targets = nodes + (owners - 1)  # every node's list, the other owners
         grant = grant_cap(p, budget)
@@ -281,7 +281,7 @@ def per_owner(front, p, sizes, cpus, nodes, owners=None, percpu=True, budget=Non
             "slots": slots_bytes(p["limit"]),
             "array objects (limit)": p["limit"] * slot,
             "alien objects": (nodes - 1) * ALIEN_LIMIT * slot,
-            # src/front_slab.c alien_of: one array for every node, the own
+            # src/front/slab/slab.c alien_of: one array for every node, the own
             # node's unused (the kernel's: nodes - 1), made at the first
             # free of another node's object
             "alien arrays": meta_round(8 * (ALIEN_LIMIT + 1) * nodes) if nodes > 1 else 0,
@@ -316,7 +316,7 @@ def per_node(front, p, sizes, cpus, nodes):
     """Bytes one node holds for one cache beyond the FIFO: {item: bytes}."""
     order, objs = cache_geometry(front, p, cpus)
     sb, slot = slab_bytes(order), p["slot"]
-    # every cache has a struct qs_node per node (src/cache.c), in one block
+    # every cache has a struct qs_node per node (src/api/cache.c), in one block
     items = {"node struct": meta_round(sizes["node"] * nodes) // nodes}
     if front == "slub":
         items["min_partial slabs"] = p["min_partial"] * sb
@@ -329,7 +329,7 @@ def per_node(front, p, sizes, cpus, nodes):
 
 
 def fifo_burst(front, p, cpus):
-    """The empty-slab FIFO of one node (src/node.c): at most empty_limit
+    """The empty-slab FIFO of one node (src/core/node.c): at most empty_limit
     slabs, each given back once empty for empty_decay_ms (1 s by default;
     the purger enforces it when nothing touches the FIFO).  SLQB and SLUB
     only (SLAB keeps free slabs by free_limit; SLOB its own empty pages).
@@ -338,7 +338,7 @@ def fifo_burst(front, p, cpus):
     if front == "slqb":
         return p["empty_limit"] * slab_bytes(p["order"])
     if front == "slub":
-        # src/tune.c: empty_limit = 1 GiB of slabs of the cache's order (at
+        # src/observe/tune.c: empty_limit = 1 GiB of slabs of the cache's order (at
         # least 4), rederived when the tunable `front` gives an untuned
         # cache SLUB's order; here for SLUB's order on the machine counted
         order, _ = cache_geometry(front, p, cpus)
@@ -487,7 +487,7 @@ def print_tunables(params, machine):
           f"(doubling steps of at most {fmt(budget // GRANT_STEPS)},")
     print(f"at most hiwater; none for objects over {fmt(budget // GRANT_BIG)}).  empty_limit: "
           f"slabs per node, {fmt(FIFO_BYTES)} of slabs of the cache's order,")
-    print("at least 4 (src/tune.c default_empty_limit).")
+    print("at least 4 (src/observe/tune.c default_empty_limit).")
     odd = [f"{f} {p['name'][3:]} ({p['empty_limit']}, not {default_empty_limit(p['order'])})"
            for f in ("slqb", "slub") for p in params[f]
            if p["empty_limit"] != default_empty_limit(p["order"])]
@@ -572,7 +572,7 @@ Per owner (one CPU), worst case:
         min(budget, the caches' own bounds summed), however many caches the
         owner uses; remote frees in transit are per cache, outside the budget.
   slub  per cache: struct qs_queue + the active slab all free + cpu_partial_slabs
-        slabs all free (cpu_partial * 2 / objects per slab, src/slub.c)
+        slabs all free (cpu_partial * 2 / objects per slab, src/front/slub/slub.c)
   slab  per cache: struct qs_queue + slot array + limit objects + 12 objects per
         other node (alien arrays) + the alien pointer arrays (13 pointers per node)
   slob  nothing (one lock, pages shared by every cache; empty pages kept up to
@@ -590,7 +590,7 @@ Warm slots: an empty slab a FIFO gives up young (past empty_limit, or taken by
 the retention rule for another cache), a destroyed cache's slabs and SLUB's
 pass-through blocks stay resident in the page layer, for the next slab of their
 order and node, of any cache: one pool for the whole process.
-The retention rule (src/page.c, src/node.c qs_node_reclaim) bounds the FIFOs and
+The retention rule (src/core/page.c, src/core/node.c qs_node_reclaim) bounds the FIFOs and
 the warm slots together by the working set, not by owners or nodes: whenever
 the page layer hands out memory that is not resident, what they keep is first
 brought down to max({fmt(RETAIN_FLOOR)}, slab bytes in the caches / {RETAIN_FRACTION}) (a FIFO slab of
@@ -617,7 +617,7 @@ owner budgets: CPUs x owner_budget, SLQB's queued objects and stashes of every c
 together; remote frees in transit: CPUs x caches x (freebatch + 4 x (freebatch - 1))
 objects (an open batch and 4 pending batches per queue), outside the budget.
 alien caches: CPUs x caches x ((nodes - 1) x 12 objects + nodes x 13 pointers
-(src/front_slab.c makes one array per node, its own node's unused; the kernel's
+(src/front/slab/slab.c makes one array per node, its own node's unused; the kernel's
 SLAB made nodes - 1)): the crossbar grows with CPUs x nodes, where every other
 structure grows with CPUs or with nodes alone.""")
 
@@ -629,10 +629,10 @@ def kib(n):
 
 
 def page_layer_estimate(slabs, nodes, fbits=False):
-    """Resident bytes of the page layer's headers (src/page.c): each node's
+    """Resident bytes of the page layer's headers (src/core/page.c): each node's
     chunk has a header page or more, struct qs_chunk then a 96-byte
     descriptor for every slot used so far (the slabs made, spread over the
-    nodes), and for SLQB's slabs the free bits (src/internal.h: 64 bytes per
+    nodes), and for SLQB's slabs the free bits (src/core/internal.h: 64 bytes per
     4 KiB of slab, a page for 64 order-0 slabs).  An estimate: what the
     slabs came to per node is not known."""
     if not slabs or not nodes:

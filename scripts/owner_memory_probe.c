@@ -7,7 +7,7 @@
  * Built by owner_memory.py against a build directory's libqslab.a:
  *     cc -O2 -std=gnu11 -pthread -Isrc -Iinclude \
  *        scripts/owner_memory_probe.c BUILD/libqslab.a
- * Besides the public API it includes src/front.h (and so src/internal.h),
+ * Besides the public API it includes src/front/front.h (and so src/core/internal.h),
  * read only: for the sizes of struct qs_queue and struct qs_node and, in
  * check mode, for what each structure holds (the cache's queues and nodes,
  * read once every worker is idle: the library's own counts, beside its
@@ -71,12 +71,12 @@
 /* struct qs_queue, struct qs_node and qslab_cache's fields: the sizes, and
  * what each structure holds (read only, once the workers are idle); SLOB's
  * arena (front.h), whose pages SLOB's caches share */
-#include "front.h"
+#include "front/front.h"
 
 #define CHECK_SIZE 256       /* the check's cache: objects of 256 bytes */
 #define EXTRA_THREADS 2      /* threads beyond the CPUs */
-#define ALIEN_LIMIT 12       /* src/front_slab.c: objects per alien array */
-#define PERCPU_BATCH 256     /* src/queue.c QS_PERCPU_BATCH: a CPU's flush, at most */
+#define ALIEN_LIMIT 12       /* src/front/slab/slab.c: objects per alien array */
+#define PERCPU_BATCH 256     /* src/front/slqb/queue.c QS_PERCPU_BATCH: a CPU's flush, at most */
 #define BUF_OBJS (1u << 16)  /* per-thread bookkeeping array (pointers) */
 #define MAX_THREADS 64
 
@@ -148,7 +148,7 @@ static qslab_cache *make_cache(const char *name, size_t size, size_t align, unsi
     return c;
 }
 
-/* The owner budget (src/queue.c): the process's, one for every cache. */
+/* The owner budget (src/front/slqb/queue.c): the process's, one for every cache. */
 static unsigned long owner_budget(void)
 {
     unsigned long v;
@@ -291,7 +291,7 @@ static void job_warm(struct worker *w)
 
 static uintptr_t slab_key(const void *p)
 {
-    return (uintptr_t)p / slab_bytes; /* slabs are aligned to their size (src/page.c) */
+    return (uintptr_t)p / slab_bytes; /* slabs are aligned to their size (src/core/page.c) */
 }
 
 /* ---- SLQB ---- */
@@ -331,7 +331,7 @@ static struct qs_queue *my_queue(struct worker *w)
  * allocate a pool, sort it by slab, and free it in an order that decides
  * which slabs go home.
  *   A CPU's queue at hiwater flushes k = min(freebatch, 256) objects from
- *   its top home before it pushes (src/queue.c qs_percpu_free_slow), so the
+ *   its top home before it pushes (src/front/slqb/queue.c qs_percpu_free_slow), so the
  *   stash grows by the slabs each flush empties.  It is handed to the
  *   node's FIFO when it reaches stash_bytes (or empty_limit slabs), so the
  *   largest stash kept is one slab short of that (stash_keep).  The frees:
@@ -341,7 +341,7 @@ static struct qs_queue *my_queue(struct worker *w)
  *   k objects of whole slabs (the first of them flushes the k before); then
  *   k objects that stay (the first flushes the last whole slabs home): the
  *   queue ends at hiwater, the stash at stash_keep slabs.
- *   The owner budget (src/queue.c) holds the queue's grant and the stash:
+ *   The owner budget (src/front/slqb/queue.c) holds the queue's grant and the stash:
  *   the queue's misses on its way up grow the grant to grant_cap() (the
  *   only queue of the owner with a grant, it steals from no one), and the
  *   stash keeps only the slabs the rest of the budget has room for; the
@@ -354,7 +354,7 @@ static struct qs_queue *my_queue(struct worker *w)
  * mates), counted as live.
  */
 /* The grant a cache's queue reaches when it is the only one of its owner
- * with a grant (src/queue.c grant_grow): each miss doubles it (from a
+ * with a grant (src/front/slqb/queue.c grant_grow): each miss doubles it (from a
  * refill's worth: half a batch, 4 to 64 KiB of objects, at least one), at
  * most budget / 16 bytes a step (at least one object; none for objects
  * over budget / 8), the last one short of hiwater, while the budget has
@@ -485,7 +485,7 @@ static void job_slqb_fill(struct worker *w)
 
 /* Remote frees in transit: each owner's lead frees freebatch-1 objects for
  * every other owner of its objects, so that each stays one short of a
- * batch (src/queue.c: a batch is posted at freebatch objects).  Two kinds
+ * batch (src/front/slqb/queue.c: a batch is posted at freebatch objects).  Two kinds
  * of groups: objects of another owner's slabs (that owner allocates them
  * for us, before its queue is filled: afterwards its allocations would
  * take from the queue), and objects of every node's node list, the own
@@ -585,7 +585,7 @@ static void workload_slqb(void)
 
 static unsigned long cpu_partial_slabs(void)
 {
-    /* src/slub.c cpu_partial_slabs: cpu_partial * 2 / objects per slab, rounded up */
+    /* src/front/slub/slub.c cpu_partial_slabs: cpu_partial * 2 / objects per slab, rounded up */
     unsigned long cp = attr(&P, "cpu_partial");
     return cp ? (cp * 2 + P.objs - 1) / P.objs : 0;
 }
@@ -606,7 +606,7 @@ static void job_slub_owner(struct worker *w)
 }
 
 /* Node `target_node`'s partial list: min_partial slabs made there by
- * qslab_cache_alloc_node from an owner of another node (src/slub.c
+ * qslab_cache_alloc_node from an owner of another node (src/front/slub/slub.c
  * alloc_single), then freed by it: each full slab's first free puts it on
  * its node's list (another node's slab), the free that empties it keeps it
  * there while the node has fewer than min_partial partial slabs (the slab
@@ -661,7 +661,7 @@ static long ncpu_possible;
 
 static unsigned long free_limit(void)
 {
-    /* src/front_slab.c free_limit: (1 + CPUs per node) * batchcount +
+    /* src/front/slab/slab.c free_limit: (1 + CPUs per node) * batchcount +
      * objects per slab, a node's CPUs counted as possible CPUs / nodes */
     long per_node = ncpu_possible / nnodes;
     if (per_node < 1)
@@ -675,7 +675,7 @@ static unsigned long free_limit(void)
  * * m of them, r being what the array holds after the allocations (refills
  * bring whole batches, or less when the node's slabs run short): the frees
  * fill the array to limit, then each free at limit flushes a batch from the
- * top to the shared array, then to the slabs (src/front_slab.c pc_free),
+ * top to the shared array, then to the slabs (src/front/slab/slab.c pc_free),
  * and the array ends at limit.  The rest stay live. */
 static void job_slab_owner(struct worker *w)
 {
@@ -868,7 +868,7 @@ static int check_mode(const char *front)
     memset(scr_used, 0, sizeof scr_used);
     memset(scr_wstart, 0, sizeof scr_wstart);
     long base = anon_kb();
-    /* warm slots (src/page.c): empty slabs past a FIFO's empty_limit stay
+    /* warm slots (src/core/page.c): empty slabs past a FIFO's empty_limit stay
      * resident in the page layer, no cache's */
     size_t warm_base = __atomic_load_n(qs_page_warm_bytes, __ATOMIC_RELAXED);
     if (!strcmp(front, "slqb"))

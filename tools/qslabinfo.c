@@ -13,7 +13,7 @@
  * followed must lie in a readable mapping of the target; every list walk
  * is bounded; a read whose generation (observe.h) was odd or moved is
  * retried a bounded number of times.  The statistics are computed by the
- * library's own arithmetic (src/stats_calc.h).
+ * library's own arithmetic (src/observe/stats_calc.h).
  *
  * Exit status: 0 read and printed; 1 cannot read (no such process,
  * permission, no qslab in it, bad usage); 2 a qslab of another layout
@@ -21,8 +21,8 @@
  * does not hold together).
  */
 #define _GNU_SOURCE
-#include "observe.h"
-#include "stats_calc.h"
+#include "observe/observe.h"
+#include "observe/stats_calc.h"
 
 #include <elf.h>
 #include <errno.h>

@@ -1,9 +1,9 @@
 /*
  * qslabinfo_control.c - the client side of the control channel
- * (qslabinfo_control.h; the protocol: src/control.h).
+ * (qslabinfo_control.h; the protocol: src/observe/control.h).
  *
  * The socket of process PID is DIR/PID.sock, DIR being (as the library
- * chooses it, src/control.c): $QSLAB_CONTROL_DIR (ours if set, else the
+ * chooses it, src/observe/control.c): $QSLAB_CONTROL_DIR (ours if set, else the
  * target's), else the target's $XDG_RUNTIME_DIR/qslab, else
  * /tmp/qslab-<the target's euid>.  The target's environment is read from
  * /proc/PID/environ (its start-up environment, which the library read too);

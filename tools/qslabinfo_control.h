@@ -1,6 +1,6 @@
 /*
  * qslabinfo_control.h - qslabinfo's client of the control channel
- * (src/control.h: the protocol; docs/observability.md, "Control channel"):
+ * (src/observe/control.h: the protocol; docs/observability.md, "Control channel"):
  *   --set CACHE ATTR=VALUE, --get CACHE ATTR, --shrink [CACHE],
  *   --validate [CACHE], --control-stats [CACHE]   (with -p PID)
  */

@@ -9,11 +9,11 @@
  * followed must lie in a readable mapping of the target; every list walk
  * is bounded; a read whose generation (observe.h) was odd or moved is
  * retried a bounded number of times.  The statistics are computed by the
- * library's own arithmetic (src/stats_calc.h).
+ * library's own arithmetic (src/observe/stats_calc.h).
  */
 #define _GNU_SOURCE
 #include "reader.h"
-#include "stats_calc.h"
+#include "observe/stats_calc.h"
 
 #include <elf.h>
 #include <errno.h>

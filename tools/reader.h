@@ -3,7 +3,7 @@
  * qslab (docs/observability.md): its mappings, the ELF symbol lookup of
  * `qslab_observe_root`, checked process_vm_readv reads, the permission
  * messages, and consistent snapshots of every cache (retried while the
- * generation of src/observe.h moves).
+ * generation of src/observe/observe.h moves).
  *
  * The tool sets `prog` (its name in messages) and `g_pid`, calls attach()
  * and then snapshot() as often as it likes.  Failures end the process
@@ -13,7 +13,7 @@
 #ifndef QSLAB_TOOLS_READER_H
 #define QSLAB_TOOLS_READER_H
 
-#include "observe.h"
+#include "observe/observe.h"
 
 #include <stdbool.h>
 #include <stddef.h>

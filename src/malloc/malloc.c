@@ -19,7 +19,7 @@
  */
 
 #define _GNU_SOURCE
-#include "../fastpath.h"
+#include "front/fastpath.h"
 
 #include <errno.h>
 #include <malloc.h>

@@ -1,5 +1,5 @@
 /*
- * Debugging turned on for a cache in use (src/twin.c): the tunable `debug`
+ * Debugging turned on for a cache in use (src/debug/twin.c): the tunable `debug`
  * gives the cache a debug twin `<cache>:<flags>` whose slabs take the
  * cache's new allocations; its old objects keep working and go back to
  * their own slabs.  Checked: reports name the twin and find the misuse on

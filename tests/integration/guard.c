@@ -1,5 +1,5 @@
 /*
- * Sampled guarded allocations (QSLAB_GUARD_SAMPLE, src/guard.c).  The
+ * Sampled guarded allocations (QSLAB_GUARD_SAMPLE, src/debug/guard.c).  The
  * environment is read at start-up, so each case runs this program again
  * with it set (run()): QSLAB_GUARD_SAMPLE=1 makes every allocation of a
  * fresh cache a sample, until the pool is full.  A fault on a sample kills

@@ -73,7 +73,7 @@ static int child_bad(void)
     CHECKF(order != 99 && order != 0xdeadbeef, "kmalloc-8192 order %lu", order);
     exercise(8192);
     exercise(64);
-    /* debug is QSLAB_DEBUG's at start-up: no twin (src/twin.c) */
+    /* debug is QSLAB_DEBUG's at start-up: no twin (src/debug/twin.c) */
     CHECK(qslab_cache_find("kmalloc-64:FZ") == NULL);
     CHECK(qslab_tune("kmalloc-8192", "order", "3") == 0);
     EXPECT("kmalloc-8192", "order", 3);

@@ -25,8 +25,8 @@ workdir gcc
 check_preload_active
 cd "$PRELOAD_BIN"
 mkdir -p "$WORK/glibc" "$WORK/qslab"
-srcs=("$QSLAB_SOURCE_DIR"/src/queue.c "$QSLAB_SOURCE_DIR"/src/front_slab.c
-      "$QSLAB_SOURCE_DIR"/src/debug.c "$QSLAB_SOURCE_DIR"/src/malloc/malloc.c)
+srcs=("$QSLAB_SOURCE_DIR"/src/front/slqb/queue.c "$QSLAB_SOURCE_DIR"/src/front/slab/slab.c
+      "$QSLAB_SOURCE_DIR"/src/debug/debug.c "$QSLAB_SOURCE_DIR"/src/malloc/malloc.c)
 for s in "${srcs[@]}"; do [ -f "$s" ] || fail "source $s not found (update real_gcc.sh's list)"; done
 cflags=(-std=gnu11 -O2 -g -fPIC -Wall -frandom-seed=qslab -I "$QSLAB_SOURCE_DIR/include" -I "$QSLAB_SOURCE_DIR/src")
 

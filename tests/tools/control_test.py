@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The control channel (src/control.c, tools/qslabinfo_control.c), driven on
+"""The control channel (src/observe/control.c, tools/qslabinfo_control.c), driven on
 ctl_target (tests/tools/CMakeLists.txt, test tools_control).
 
   place       the directory is 0700 and the socket 0600, both the user's;
@@ -284,7 +284,7 @@ def shrink_validate(t):
 
 def debug_live(t):
     """Debugging turned on for ctl_a in use: its twin ctl_a:FZ takes the
-    new allocations (src/twin.c), and turned off again."""
+    new allocations (src/debug/twin.c), and turned off again."""
     c0, _ = json_cache(t.pid, "ctl_a")
     if c0["debug"]:
         print("debug: ctl_a was made a debug cache (%s): not checked" % c0["debug"])

@@ -16,7 +16,7 @@
  *                      its generation odd (every read torn), a 'u' even again:
  *                      for qslabtop's screen across a torn refresh
  */
-#include "observe.h"
+#include "observe/observe.h"
 
 #include <stdio.h>
 #include <string.h>

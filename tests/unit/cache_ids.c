@@ -8,8 +8,8 @@
  * the list): the whole test takes well under a second in the normal build.
  */
 #include "../testutil.h"
-#include "front.h"
-#include "internal.h"
+#include "front/front.h"
+#include "core/internal.h"
 
 #include <stdio.h>
 

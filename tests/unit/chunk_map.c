@@ -2,7 +2,7 @@
  * unit: the chunk map tells qslab's memory from everything else in O(1).
  */
 #include "../testutil.h"
-#include "internal.h"
+#include "core/internal.h"
 
 #include <stdlib.h>
 

@@ -1,12 +1,12 @@
 /*
- * unit: the control channel (src/control.c).  The request parser alone
+ * unit: the control channel (src/observe/control.c).  The request parser alone
  * (what it takes, what it refuses, that a refusal leaves nothing behind),
  * the peer check, qs_warn's capture, and the server thread in this process:
  * qslab_control_start/stop, a request over the socket while other threads
  * allocate (label concurrency, by name: TSan runs it).
  */
 #include "../testutil.h"
-#include "control.h"
+#include "observe/control.h"
 
 #include <poll.h>
 #include <pthread.h>

@@ -13,9 +13,9 @@
  * the entry waits, and the object would be handed out twice (fuzz_misuse,
  * 2026-12-01: fuzz/corpus/misuse/found-fixed-bug13-*).  Checked here:
  *   - fifo: the FIFO's giving back (qs_node_shrink, as shrink, trim, the
- *     decay and the purger do) keeps such a slab (src/node.c fifo_whole);
+ *     decay and the purger do) keeps such a slab (src/core/node.c fifo_whole);
  *   - reaper (SLAB): the reaper's giving back of free slabs checks each
- *     object's word (front_slab.c drain_free), so the entry is found and
+ *     object's word (front/slab/slab.c drain_free), so the entry is found and
  *     reported there, and the slab stays;
  * then, in both, allocating through everything reports the second free
  * exactly once and hands nothing out twice.  A second free that is
@@ -31,9 +31,9 @@
  */
 #include "../testutil.h"
 #include "../front.h"
-#include "fastpath.h"
-#include "front.h"
-#include "internal.h"
+#include "front/fastpath.h"
+#include "front/front.h"
+#include "core/internal.h"
 
 #include <stdlib.h>
 

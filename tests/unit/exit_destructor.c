@@ -6,7 +6,7 @@
  */
 #include "../testutil.h"
 #include "../front.h"
-#include "internal.h"
+#include "core/internal.h"
 
 #include <pthread.h>
 

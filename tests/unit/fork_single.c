@@ -1,6 +1,6 @@
 /*
  * unit: fork from a process that never had a second thread skips qslab's
- * fork locks (src/fork.c), and fork from one that has takes them.
+ * fork locks (src/api/fork.c), and fork from one that has takes them.
  *
  *   1. libc's answer (qs_os_single_threaded) is "single-threaded" at start
  *      (glibc 2.32 and later; not under ThreadSanitizer, whose runtime may
@@ -17,7 +17,7 @@
  */
 #include "../testutil.h"
 #include "../front.h"
-#include "internal.h"
+#include "core/internal.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /*
  * unit: a slab's objects are born a page's worth at a time, as they are
- * needed (slab.c qs_slab_grow): one 4 KiB object makes one page of its
+ * needed (core/slab.c qs_slab_grow): one 4 KiB object makes one page of its
  * 32 KiB slab resident, not eight; a slot not yet born is not an object
  * (its free is reported and changes nothing); growing to the last slot
  * makes the slab full, and the invariant walker agrees at every step.
@@ -9,7 +9,7 @@
  */
 #include "../testutil.h"
 #include "../front.h"
-#include "internal.h"
+#include "core/internal.h"
 
 #include <string.h>
 #include <sys/mman.h>

@@ -3,7 +3,7 @@
  */
 #include "../testutil.h"
 #include "../front.h"
-#include "internal.h"
+#include "core/internal.h"
 
 static void ctor(void *p)
 {

@@ -8,7 +8,7 @@
  */
 #include "../testutil.h"
 #include "../front.h"
-#include "internal.h"
+#include "core/internal.h"
 
 #include <dirent.h>
 #include <stdio.h>

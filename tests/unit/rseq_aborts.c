@@ -11,8 +11,8 @@
  */
 #include "../testutil.h"
 #include "../front.h"
-#include "internal.h"
-#include "fastpath.h"
+#include "core/internal.h"
+#include "front/fastpath.h"
 
 #include <pthread.h>
 #include <signal.h>

@@ -13,7 +13,7 @@
 #define _GNU_SOURCE
 #include "../testutil.h"
 #include "../deny_rseq.h"
-#include "os.h"
+#include "os/os.h"
 
 #include <dirent.h>
 #include <linux/audit.h>

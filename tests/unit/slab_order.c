@@ -5,7 +5,7 @@
  */
 #include "../testutil.h"
 #include "../front.h"
-#include "internal.h"
+#include "core/internal.h"
 
 /* bytes of the slab's touched pages that no object covers (the tail past
  * the last object's page is never written, so costs no memory) */

@@ -13,7 +13,7 @@
  */
 #include "../testutil.h"
 #include "../front.h"
-#include "internal.h"
+#include "core/internal.h"
 
 #include <string.h>
 #include <sys/mman.h>

@@ -1,0 +1,478 @@
+/*
+ * kmalloc.c - the general allocator: size classes served from caches.
+ *
+ * 177 classes, named kmalloc-<bytes>:
+ *   8, 16, 32, 48, 64, 80, 96, 112, 128              (classes 0..8)
+ *   then eight per power of two, 2^k/8 apart:
+ *   144, 160, ..., 256; 288, 320, ..., 512; ...      (9..32)
+ *   sixteen from 1 KiB to 8 KiB, 2^k/16 apart:
+ *   1088, 1152, ..., 2048; ...; 7936, 8192           (33..80)
+ *   eight again: 9216, ..., 16384; ... 29M, 30M, 32M (81..176)
+ * From 128 bytes to 32 MiB a request wastes less than a ninth of its block
+ * (the worst is just past a power of two: 2^k + 1 bytes in a block of
+ * 2^k + 2^k/8), so no request of that range wastes 12.5% of its block;
+ * from 1 KiB to 8 KiB less than a seventeenth (6%).  That range holds the
+ * buffers of a page and a header (SQLite's 1 KiB pages are 1,296-byte
+ * mallocs: 1,344 bytes here, 1,408 with eight classes), and values of a
+ * few KiB (Redis).  (With two per power of two a request could waste a
+ * third: a 1,025-byte page buffer would take 1,536 bytes, a 516-byte value
+ * 768.)  Below 128 bytes the
+ * classes are 16 bytes apart (malloc's alignment); kmalloc-8 serves the
+ * kmalloc API only, malloc's blocks are at least 16 bytes.  More classes
+ * cost nothing on the fast paths (one table load finds the class, as
+ * before) and little metadata: a class's queues and slabs exist only once
+ * it is used.  The seeds' 4,696-byte skb data takes kmalloc-4864 (3.5% waste).
+ * Every size up to 32 MiB is served by a cache, never passed through to
+ * the page layer: the seeds show what SLUB's pass-through of 4,696-byte
+ * allocations cost netperf.  Larger requests are mapped directly (kind
+ * LARGE chunks in page.c, page-granular: at most a page less a byte of
+ * waste), counted in qslab_large_stats, and resized with mremap (in place
+ * when the address space allows, otherwise moved without copying).  The
+ * class of a size is computed in fastpath.h (qs_kmalloc_index: two tables
+ * up to 32 KiB, then the top bit and the three bits below it); class_size
+ * is its inverse, and unit_kmalloc_index checks the two against each other
+ * for every size up to 64 KiB and at every class edge, and the waste bound
+ * for every size from 128 bytes to 32 MiB.
+ *
+ * Power-of-two classes are naturally aligned (page.c aligns slabs to their
+ * size), which is what qslab_aligned_alloc relies on (it asks for powers of
+ * two only).
+ */
+#include "front/fastpath.h"
+#include "front/front.h"
+
+#include <errno.h>
+#include <string.h>
+
+qslab_cache qs_kmalloc_caches[QS_KMALLOC_CLASSES];
+
+/* (size + 7) >> 3 -> class, for sizes up to 1 KiB (one load on the common
+ * path).  The two tables differ only for sizes 0..8: kmalloc's smallest
+ * class is 8 bytes, malloc's blocks are at least 16 (16-byte alignment).
+ * Every class boundary up to 1 KiB is a multiple of 8. */
+#define QS_KM_SMALL_FROM_17 \
+    2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, \
+    10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15, 16, 16, 17, 17, \
+    17, 17, 18, 18, 18, 18, 19, 19, 19, 19, 20, 20, 20, 20, 21, 21, \
+    21, 21, 22, 22, 22, 22, 23, 23, 23, 23, 24, 24, 24, 24, 25, 25, \
+    25, 25, 25, 25, 25, 25, 26, 26, 26, 26, 26, 26, 26, 26, 27, 27, \
+    27, 27, 27, 27, 27, 27, 28, 28, 28, 28, 28, 28, 28, 28, 29, 29, \
+    29, 29, 29, 29, 29, 29, 30, 30, 30, 30, 30, 30, 30, 30, 31, 31, \
+    31, 31, 31, 31, 31, 31, 32, 32, 32, 32, 32, 32, 32, 32
+const uint8_t qs_kmalloc_small_index[QS_KM_SMALL_ENTRIES] = {0, 0, 1, QS_KM_SMALL_FROM_17};
+const uint8_t qs_kmalloc_small_index16[QS_KM_SMALL_ENTRIES] = {1, 1, 1, QS_KM_SMALL_FROM_17};
+
+/* (size + 63) >> 6 -> class, for sizes from 1 KiB to 32 KiB (every class
+ * boundary there is a multiple of 64 bytes; the entries below 1 KiB are
+ * never read).  Generated from class_size. */
+const uint8_t qs_kmalloc_mid_index[QS_KM_MID_ENTRIES] = {
+    0, 4, 8, 12, 16, 18, 20, 22, 24, 25, 26, 27, 28, 29, 30, 31,
+    32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47,
+    48, 49, 49, 50, 50, 51, 51, 52, 52, 53, 53, 54, 54, 55, 55, 56,
+    56, 57, 57, 58, 58, 59, 59, 60, 60, 61, 61, 62, 62, 63, 63, 64,
+    64, 65, 65, 65, 65, 66, 66, 66, 66, 67, 67, 67, 67, 68, 68, 68,
+    68, 69, 69, 69, 69, 70, 70, 70, 70, 71, 71, 71, 71, 72, 72, 72,
+    72, 73, 73, 73, 73, 74, 74, 74, 74, 75, 75, 75, 75, 76, 76, 76,
+    76, 77, 77, 77, 77, 78, 78, 78, 78, 79, 79, 79, 79, 80, 80, 80,
+    80, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81,
+    81, 82, 82, 82, 82, 82, 82, 82, 82, 82, 82, 82, 82, 82, 82, 82,
+    82, 83, 83, 83, 83, 83, 83, 83, 83, 83, 83, 83, 83, 83, 83, 83,
+    83, 84, 84, 84, 84, 84, 84, 84, 84, 84, 84, 84, 84, 84, 84, 84,
+    84, 85, 85, 85, 85, 85, 85, 85, 85, 85, 85, 85, 85, 85, 85, 85,
+    85, 86, 86, 86, 86, 86, 86, 86, 86, 86, 86, 86, 86, 86, 86, 86,
+    86, 87, 87, 87, 87, 87, 87, 87, 87, 87, 87, 87, 87, 87, 87, 87,
+    87, 88, 88, 88, 88, 88, 88, 88, 88, 88, 88, 88, 88, 88, 88, 88,
+    88, 89, 89, 89, 89, 89, 89, 89, 89, 89, 89, 89, 89, 89, 89, 89,
+    89, 89, 89, 89, 89, 89, 89, 89, 89, 89, 89, 89, 89, 89, 89, 89,
+    89, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90,
+    90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90, 90,
+    90, 91, 91, 91, 91, 91, 91, 91, 91, 91, 91, 91, 91, 91, 91, 91,
+    91, 91, 91, 91, 91, 91, 91, 91, 91, 91, 91, 91, 91, 91, 91, 91,
+    91, 92, 92, 92, 92, 92, 92, 92, 92, 92, 92, 92, 92, 92, 92, 92,
+    92, 92, 92, 92, 92, 92, 92, 92, 92, 92, 92, 92, 92, 92, 92, 92,
+    92, 93, 93, 93, 93, 93, 93, 93, 93, 93, 93, 93, 93, 93, 93, 93,
+    93, 93, 93, 93, 93, 93, 93, 93, 93, 93, 93, 93, 93, 93, 93, 93,
+    93, 94, 94, 94, 94, 94, 94, 94, 94, 94, 94, 94, 94, 94, 94, 94,
+    94, 94, 94, 94, 94, 94, 94, 94, 94, 94, 94, 94, 94, 94, 94, 94,
+    94, 95, 95, 95, 95, 95, 95, 95, 95, 95, 95, 95, 95, 95, 95, 95,
+    95, 95, 95, 95, 95, 95, 95, 95, 95, 95, 95, 95, 95, 95, 95, 95,
+    95, 96, 96, 96, 96, 96, 96, 96, 96, 96, 96, 96, 96, 96, 96, 96,
+    96, 96, 96, 96, 96, 96, 96, 96, 96, 96, 96, 96, 96, 96, 96, 96,
+    96,
+};
+
+/* The size of class i: the table's nine up to 128 bytes, then for each
+ * power of two 2^k from 128 bytes up, steps(2^k) classes 2^k/steps apart
+ * up to 2^(k+1): eight, or sixteen from 1 to 8 KiB. */
+static size_t class_size(unsigned i)
+{
+    static const uint8_t small[QS_KM_FINE_FIRST] = {8, 16, 32, 48, 64, 80, 96, 112, 128};
+    if (i < QS_KM_FINE_FIRST)
+        return small[i];
+    unsigned j = i - QS_KM_FINE_FIRST;
+    size_t p = 128;
+    for (;;) {
+        unsigned n = p >= QS_KM_FINE16_FROM && p < QS_KM_FINE16_TO ? 2 * QS_KM_STEPS : QS_KM_STEPS;
+        if (j < n)
+            return p + (p / n) * (j + 1);
+        j -= n;
+        p *= 2;
+    }
+}
+
+static inline unsigned kmalloc_index(size_t size)
+{
+    return qs_kmalloc_index(size, qs_kmalloc_small_index);
+}
+
+/* Large blocks' counters (relaxed atomics; read racily, by
+ * qslab_large_stats and from outside through the observe root), and the
+ * same by size bucket: bucket b holds mappings of [2^(SHIFT0+b),
+ * 2^(SHIFT0+b+1)) bytes, the last one everything bigger.  The layout is
+ * the observe root's contract (observe.h: large, large_buckets). */
+static struct qs_large_counters large;
+void *const qs_large_counters = &large; /* observe.c: the root points here */
+
+static unsigned large_bucket(size_t map_size)
+{
+    unsigned b = (unsigned)(63 - __builtin_clzl(map_size | 1));
+    b = b < QS_LARGE_BUCKET_SHIFT0 ? 0 : b - QS_LARGE_BUCKET_SHIFT0;
+    return b < QS_LARGE_BUCKETS ? b : QS_LARGE_BUCKETS - 1;
+}
+
+void qs_kmalloc_init(void)
+{
+    for (unsigned i = 0; i < QS_KMALLOC_CLASSES; i++) {
+        char name[QS_NAME_MAX];
+        struct qs_buf b = {name, 0, sizeof(name)};
+        qs_buf_str(&b, "kmalloc-");
+        qs_buf_u64(&b, class_size(i));
+        if (!qs_cache_setup(&qs_kmalloc_caches[i], name, class_size(i), 0, 0, NULL, true)) {
+            qs_warn("cannot set up %s", name);
+            qs_os_abort();
+        }
+        /* the first caches made: class i has id i, and no constructor puts
+         * the link word elsewhere than 0; qs_kmalloc_alloc relies on both
+         * (a debug cache's link is elsewhere, but its queues stay empty:
+         * its fast paths always miss) */
+        if (qs_kmalloc_caches[i].id != i ||
+            (qs_kmalloc_caches[i].link_off != 0 && !qs_kmalloc_caches[i].debug)) {
+            qs_warn("%s has id %u, link offset %u", name, (unsigned long)qs_kmalloc_caches[i].id,
+                    (unsigned long)qs_kmalloc_caches[i].link_off);
+            qs_os_abort();
+        }
+    }
+}
+
+void *qs_large_alloc(size_t size, size_t align)
+{
+    if (size == 0) /* aligned_alloc(4 MiB, 0): a block of its own, not its end */
+        size = 1;
+    struct qs_chunk *ch = qs_page_map_large(size, align);
+    if (!ch) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    __atomic_fetch_add(&large.alloc, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&large.live, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&large.live_bytes, ch->map_size, __ATOMIC_RELAXED);
+    struct qs_large_bucket *b = &large.bucket[large_bucket(ch->map_size)];
+    __atomic_fetch_add(&b->alloc, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&b->live, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&b->live_bytes, ch->map_size, __ATOMIC_RELAXED);
+    if (unlikely(qs_debug_tools))
+        qs_debug_large(ch->large_ptr, size, true);
+    return ch->large_ptr;
+}
+
+static void large_free(struct qs_chunk *ch)
+{
+    if (unlikely(qs_debug_tools))
+        qs_debug_large(ch->large_ptr, 0, false);
+    __atomic_fetch_add(&large.free, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_sub(&large.live, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_sub(&large.live_bytes, ch->map_size, __ATOMIC_RELAXED);
+    struct qs_large_bucket *b = &large.bucket[large_bucket(ch->map_size)];
+    __atomic_fetch_sub(&b->live, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_sub(&b->live_bytes, ch->map_size, __ATOMIC_RELAXED);
+    qs_page_unmap_large(ch);
+}
+
+QSLAB_EXPORT void qslab_large_stats(struct qslab_large_stats *st)
+{
+    st->alloc = __atomic_load_n(&large.alloc, __ATOMIC_RELAXED);
+    st->free = __atomic_load_n(&large.free, __ATOMIC_RELAXED);
+    st->live = __atomic_load_n(&large.live, __ATOMIC_RELAXED);
+    st->live_bytes = __atomic_load_n(&large.live_bytes, __ATOMIC_RELAXED);
+}
+
+/* qs_kmalloc_alloc's slow path: the queue is empty (or missing), or its
+ * top object does not look free (qs_queue_pop reports it). */
+QS_NOINLINE void *qs_kmalloc_slow(unsigned i, size_t size)
+{
+    qslab_cache *c = &qs_kmalloc_caches[i];
+    if (unlikely(QS_LOAD(qs_guard_on))) { /* QSLAB_GUARD_SAMPLE (guard.c) */
+        void *g = qs_guard_alloc(c, size);
+        if (g)
+            return g;
+    }
+    qslab_cache *t = qs_twin_divert(c);
+    if (unlikely(t != NULL)) { /* debugging turned on in use (twin.c) */
+        qs_init();
+        return qs_twin_alloc(t, QSLAB_NUMA_NO_NODE);
+    }
+    if (unlikely(c->front != QS_FRONT_SLQB)) { /* no queues: front.h */
+        const struct qs_front *fe = qs_front_of(c);
+        qs_init();
+        return fe->kmalloc ? fe->kmalloc(c, size, 0) : fe->alloc(c, QSLAB_NUMA_NO_NODE);
+    }
+    if (qs_percpu())
+        return qs_alloc_slow_unsampled(c);
+    struct qs_queue *q = qs_queue_of(c);
+    if (q && QS_TOP_NR(q->top)) {
+        void *obj = qs_queue_pop(c, q, QS_ALLOC_FAST);
+        if (obj)
+            return obj;
+    }
+    return qs_alloc_slow_unsampled(c);
+}
+
+QSLAB_EXPORT void *qslab_malloc(size_t size)
+{
+    return qs_kmalloc(size, qs_kmalloc_small_index);
+}
+
+QSLAB_EXPORT void *qslab_malloc_node(size_t size, int node)
+{
+    if (size <= QS_KMALLOC_MAX)
+        return qslab_cache_alloc_node(&qs_kmalloc_caches[kmalloc_index(size)], node);
+    qs_init();
+    if (node < QSLAB_NUMA_NO_NODE || node >= qs_nr_nodes) {
+        errno = EINVAL;
+        return NULL;
+    }
+    void *p = qs_large_alloc(size, 0);
+    if (p && node >= 0 && qs_real_numa) {
+        struct qs_chunk *ch = qs_chunk_of(p);
+        qs_os_bind_node(ch, ch->map_size, node);
+    }
+    return p;
+}
+
+QSLAB_EXPORT void *qslab_calloc(size_t n, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (total > QS_KMALLOC_MAX)
+        return qs_large_alloc(total, 0); /* fresh mapping: already zero */
+    bool fresh;
+    void *p = qs_kmalloc_fresh(qs_kmalloc_index(total, qs_kmalloc_small_index), total, &fresh);
+    if (p && !fresh)
+        memset(p, 0, total);
+    return p;
+}
+
+/* qslab_free of anything qs_slab_fast does not resolve to an object: NULL,
+ * an object in a chunk of big slabs, a large block, or a pointer to report. */
+QS_NOINLINE void qs_free_other(void *p)
+{
+    if (!p)
+        return;
+    if (unlikely(qs_guard_owns(p))) { /* a guarded sample (guard.c) */
+        qs_guard_free(NULL, p);
+        return;
+    }
+    struct qs_chunk *ch = qs_chunk_of(p);
+    struct qs_slab *s;
+    if (ch && ch->kind == QS_CHUNK_SLABS && (s = qs_obj_slab(ch, p)))
+        qs_free_fast(s->cache, s, p);
+    else if (ch && ch->kind == QS_CHUNK_LARGE && p == ch->large_ptr)
+        large_free(ch);
+    else
+        qs_bad_free(NULL, p);
+}
+
+QSLAB_EXPORT void qslab_free(void *p)
+{
+    qs_kfree(p);
+}
+
+/* Usable size of a valid pointer; 0 (after reporting) if invalid. */
+static size_t usable(const void *p, const char *what)
+{
+    if (unlikely(qs_guard_owns(p)))
+        return qs_guard_usable(p, what);
+    struct qs_chunk *ch = qs_chunk_of(p);
+    if (ch && ch->kind == QS_CHUNK_SLABS) {
+        struct qs_slab *s = qs_obj_slab(ch, p);
+        if (s && qs_front_of(s->cache)->usable)
+            return qs_front_of(s->cache)->usable(s, p);
+        if (s)
+            return s->cache->is_kmalloc ? s->cache->slot_size : s->cache->obj_size;
+    } else if (ch && ch->kind == QS_CHUNK_LARGE && p == ch->large_ptr) {
+        return ch->large_size;
+    }
+    qs_fatal("%s of invalid pointer %p: not an object allocated by qslab", what, p);
+    return 0;
+}
+
+QSLAB_EXPORT size_t qslab_usable_size(const void *p)
+{
+    if (!p)
+        return 0;
+    return usable(p, "usable_size");
+}
+
+/* free_sized: `size` must be one a request for p's object could have named
+ * (qslab.h), checked with what the free reads anyway.  A slab object: from
+ * its usable size u (its class's size; SLOB's block), a request gets a
+ * block of at most twice its size (classes are at most a power of two
+ * apart, SLOB rounds to 16 bytes) and realloc keeps a block for any size
+ * over half of it, so a size in (u/2, u] is right and any other is not;
+ * except that blocks under 32 bytes serve every smaller size (malloc's
+ * 16-byte minimum; SLOB's 24-byte block with its header serves requests
+ * from 9 bytes).  A large block: a size over 32 MiB must round to its
+ * mapping (realloc remaps to the size), a smaller one must be over half of
+ * it (a realloc that kept it).  A mismatch is reported, naming the
+ * object's cache and the sizes it takes, and the object is not freed. */
+QSLAB_EXPORT void qslab_free_sized(void *p, size_t size)
+{
+    if (!p)
+        return;
+    struct qs_chunk *ch = qs_chunk_of(p);
+    if (unlikely(qs_guard_owns(p))) { /* a guarded sample: its usable size */
+        size_t u = qs_guard_usable(p, "free_sized");
+        if (!u)
+            return; /* reported */
+        size_t lo = u < 32 ? 0 : u / 2 + 1;
+        if (size > u || size < lo) {
+            qs_fatal("free_sized of %p with size %u: the object is a guarded sample of %u bytes "
+                     "(sizes %u..%u)", p, size, u, lo, u);
+            return;
+        }
+    } else if (ch && ch->kind == QS_CHUNK_LARGE && p == ch->large_ptr) {
+        /* sizes that map to it: over u less a chunk (u is the mapping
+         * less the header's offset) */
+        size_t u = ch->large_size, rlo = u / 2 + 1;
+        size_t mlo = u > QS_CHUNK_SIZE ? u - QS_CHUNK_SIZE + 1 : 1;
+        if (mlo <= QS_KMALLOC_MAX)
+            mlo = QS_KMALLOC_MAX + 1;
+        bool mapped = size >= mlo && size <= u, kept = size >= rlo && size <= QS_KMALLOC_MAX;
+        if (!mapped && !kept) {
+            if (rlo > QS_KMALLOC_MAX || mlo == QS_KMALLOC_MAX + 1) /* one range */
+                qs_fatal("free_sized of %p with size %u: the object is a large block of %u "
+                         "bytes (sizes %u..%u)", p, size, u, rlo > QS_KMALLOC_MAX ? mlo : rlo, u);
+            else
+                qs_fatal("free_sized of %p with size %u: the object is a large block of %u "
+                         "bytes (sizes %u..%u, or %u..%u after a realloc)", p, size, u, mlo, u,
+                         rlo, QS_KMALLOC_MAX);
+            return;
+        }
+    } else if (ch && ch->kind == QS_CHUNK_SLABS && qs_obj_slab(ch, p)) {
+        size_t u = usable(p, "free_sized");
+        if (!u)
+            return; /* reported */
+        size_t lo = u < 32 ? 0 : u / 2 + 1;
+        if (size > u || size < lo) {
+            qs_fatal("free_sized of %p with size %u: the object is in cache %s (sizes %u..%u)",
+                     p, size, qs_obj_slab(ch, p)->cache->name, lo, u);
+            return;
+        }
+    } /* anything else: qs_kfree reports it */
+    qs_kfree(p);
+}
+
+QSLAB_EXPORT void *qslab_realloc(void *p, size_t size)
+{
+    if (!p)
+        return qslab_malloc(size);
+    if (size == 0) {
+        qs_kfree(p);
+        return NULL;
+    }
+    size_t old = usable(p, "realloc");
+    if (!old)
+        return NULL;
+    struct qs_chunk *ch = qs_chunk_of(p);
+    if (ch && ch->kind == QS_CHUNK_LARGE && size > QS_KMALLOC_MAX) {
+        size_t before = ch->map_size;
+        struct qs_chunk *nch = qs_page_remap_large(ch, size);
+        if (!nch) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        __atomic_fetch_add(&large.live_bytes, nch->map_size - before, __ATOMIC_RELAXED);
+        /* the block may change bucket: out of the old one, into the new */
+        struct qs_large_bucket *ob = &large.bucket[large_bucket(before)],
+                               *nb = &large.bucket[large_bucket(nch->map_size)];
+        __atomic_fetch_sub(&ob->live, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_sub(&ob->live_bytes, before, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&nb->live, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&nb->live_bytes, nch->map_size, __ATOMIC_RELAXED);
+        return nch->large_ptr;
+    }
+    /* same object when the size still fits and at least half of it is used */
+    if (size <= old && (size > old / 2 || old <= 16))
+        return p;
+    void *n = qslab_malloc(size);
+    if (!n)
+        return NULL;
+    memcpy(n, p, size < old ? size : old);
+    qs_kfree(p);
+    return n;
+}
+
+/* Can kmalloc's class of pow2 bytes give an object aligned to `align`?
+ * Yes, unless its objects (or its debug twin's) are debug objects, whose
+ * left red zone and stride are 16-aligned only (debug.c qs_debug_layout):
+ * then the aligned allocation is mapped, without a useless object
+ * allocated, counted and freed first. */
+static bool class_aligns(size_t pow2, size_t align)
+{
+    if (pow2 > QS_KMALLOC_MAX)
+        return true; /* qslab_malloc maps it */
+    qslab_cache *c = &qs_kmalloc_caches[kmalloc_index(pow2)];
+    qslab_cache *t = __atomic_load_n(&c->dbg_alloc, __ATOMIC_ACQUIRE);
+    if (t)
+        c = t;
+    return !c->debug || (c->red_left % align == 0 && c->slot_size % align == 0);
+}
+
+/* Alignments: powers of two up to QSLAB_MAX_ALIGN (qslab.h), which keeps
+ * the large path's header offset (the alignment) within the 2^46 bytes a
+ * block may span (page.c); anything else is the caller's error, EINVAL,
+ * while a size no block can have is ENOMEM. */
+QSLAB_EXPORT void *qslab_aligned_alloc(size_t align, size_t size)
+{
+    if (align == 0 || (align & (align - 1)) || align > QSLAB_MAX_ALIGN) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (align <= 8)
+        return qslab_malloc(size);
+    qs_init();
+    const struct qs_front *fe = qs_front_of(&qs_kmalloc_caches[0]);
+    if (fe->kmalloc_exact && size <= QS_PAGE_SIZE && size + align + 32 <= QS_PAGE_SIZE && /* SLOB: in a page */
+        !QS_LOAD(qs_kmalloc_caches[qs_kmalloc_index(size, qs_kmalloc_small_index)].dbg_alloc))
+        return fe->kmalloc(&qs_kmalloc_caches[qs_kmalloc_index(size, qs_kmalloc_small_index)], size,
+                           align);
+    size_t want = size > align ? size : align;
+    if (want <= QS_CHUNK_SIZE / 2) {
+        /* round to a power of two: those classes are naturally aligned */
+        size_t pow2 = want <= 8 ? 8 : (size_t)1 << (64 - __builtin_clzl(want - 1));
+        if (class_aligns(pow2, align)) {
+            void *p = qslab_malloc(pow2);
+            if (!p || ((uintptr_t)p & (align - 1)) == 0)
+                return p;
+            qs_kfree(p); /* an order tuned past the chunk size: map it */
+        }
+    }
+    if (size > ((size_t)1 << 46)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return qs_large_alloc(size, align);
+}

@@ -1,0 +1,1386 @@
+/*
+ * internal.h - qslab's core structures.  Read this comment first.
+ *
+ * LAYERS (docs/design.md, "Layers"; a folder of src/ each, lowest first; a
+ * layer includes only its own and lower layers' headers: scripts/check-layers)
+ *   os/       the only code that calls the OS (contract: os/os.h)
+ *   core/     meta.c (qslab's own structures), page.c (4 MiB chunks cut into
+ *             slabs, the unit map, large blocks), slab.c (objects in a slab),
+ *             node.c (NUMA, per-node lists, empty FIFO), report.c (messages)
+ *   owner/    owner.c (who owns a queue: a CPU or a thread), percpu.[ch]
+ *             (restartable sequences)
+ *   front/    front.[ch] (the interface, the registry), fastpath.h (the inline
+ *             fast paths); slqb/queue.c (refill, flush, remote batches,
+ *             inboxes), slub/, slab/, slob/
+ *   debug/    debug.c (debug front end), twin.c, guard.c, validate.c
+ *   observe/  stats.c, observe.[ch], tune.c, control.[ch]
+ *   api/      cache.c (object caches, start-up), kmalloc.c, fork.c
+ *   malloc/   the malloc drop-in
+ * This header holds the types and helpers every layer shares.
+ *
+ * STRUCTURES (SLQB's, with a thread as the queue owner)
+ *   qslab_cache  one per object type; kmalloc-<size> caches are static.
+ *   qs_queue     one per (owner, cache): a LIFO queue of free objects
+ *                (head, nr) that the owner pops and pushes without locks or
+ *                atomics; the slabs the owner owns (qs_list: partial, full);
+ *                an inbox where other owners post batches of remote frees.
+ *   qs_node      one per (cache, NUMA node): slabs owned by no thread (their
+ *                owner exited, or alloc_node put them there), under a lock;
+ *                and the FIFO of empty slabs kept for reuse.
+ *   qs_slab      descriptor of a slab, kept in its chunk's header (outside the
+ *                slab, so that objects fill whole pages): the slab's own free
+ *                list, inuse count, owner.
+ *
+ * OBJECTS.  A free object carries one link word at cache->link_off: offset 0,
+ * or just past the object for constructor caches (a constructed object must
+ * not be overwritten).  The word holds next ^ cache->secret: the secret has
+ * random bits where user pointers have zero bits (bits 47..63 and 0..2), so
+ * a word "looks free" only if those bits match (qs_looks_free); allocation
+ * clears the word.  That gives cheap double-free detection (a free of an
+ * object whose word looks free is checked against the queue) and catches
+ * most writes to free objects (a decoded link with those bits set).
+ *
+ * AN OBJECT IS IN EXACTLY ONE PLACE: allocated to the user; in some owner's
+ * queue; in some inbox (posted, not yet claimed); or on its slab's free list.
+ * slab->inuse counts every object not on the slab's free list, so
+ *     slab->inuse + (length of slab->freelist) == slab->objects
+ * and objects in queues and inboxes count as "in use" from the slab's side.
+ *
+ * SLAB STATES AND OWNERSHIP
+ *   FREE     the slot belongs to the page layer (slab->cache == NULL)
+ *   PARTIAL  on its owner's partial list: 0 < inuse < objects
+ *   FULL     on its owner's full list: inuse == objects (every object is
+ *            allocated or sitting in a queue)
+ *   EMPTY    on its node's empty FIFO: inuse == 0, owner = the node list
+ *   The owner (slab->owner, a qs_list) is either a queue (one thread touches
+ *   the slab's free list, no lock) or a node list (touched under node->lock).
+ *   Anyone else who frees an object of the slab routes it to the owner: to the
+ *   queue's inbox (one lock per batch) or under the node lock.
+ *
+ * LOCKS, in the order they nest (never take an earlier one while holding a
+ * later one; inbox and node locks are never held together):
+ *   1. qs_global     the cache list, cache ids, each cache's queue list and
+ *                    pool, owners' slot arrays; held by thread exit, destroy,
+ *                    the statistics readers and tune.
+ *   2. node->lock    node-owned slabs (their free lists, inuse, lists), the
+ *                    empty FIFO, and changing a slab's owner to or from the node.
+ *   2. inbox.lock    one queue's inbox (posted remote frees) and its dead flag.
+ *   3. pool->lock    the page layer's chunk lists for one (node, order).
+ *   4. qs_meta_lock  the meta allocator.
+ *
+ * MEMORY ORDERING.  slab->owner is written with release and read with
+ * acquire: whoever changes it holds the node lock, so the slab's fields
+ * written by the old owner are visible to the next.  A thread holding an
+ * allocated object of a slab keeps the slab alive (inuse > 0), so reading
+ * slab->owner on free is always safe.  Queues are never freed while their
+ * cache lives (exited threads' queues go to a pool), so a stale owner
+ * pointer still points to a valid inbox; the inbox's dead flag, read under
+ * its lock, tells a sender to route again.  Statistics counters are written
+ * by one thread at a time with relaxed atomic loads and stores (plain movs
+ * on x86, no locked instructions) and summed by readers.
+ */
+#ifndef QSLAB_INTERNAL_H
+#define QSLAB_INTERNAL_H
+
+#include "os/os.h"
+#include <qslab.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Everything declared below is internal: hidden, so that code in the shared
+ * libraries reaches qslab's globals directly, not through the GOT. */
+#pragma GCC visibility push(hidden)
+
+#define QSLAB_EXPORT __attribute__((visibility("default")))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define QS_NOINLINE __attribute__((noinline, cold))
+
+/* Debug tiers: QSLAB_DEBUG (cheap asserts), QSLAB_DEBUG_EXPENSIVE (walkers). */
+#ifndef QSLAB_DEBUG
+#define QSLAB_DEBUG 0
+#endif
+#define qs_assert(x)                                                                               \
+    do {                                                                                           \
+        if (QSLAB_DEBUG && !(x))                                                                   \
+            qs_assert_fail(#x, __FILE__, __LINE__);                                                \
+    } while (0)
+
+#define QS_PAGE_SHIFT 12
+#define QS_PAGE_SIZE ((size_t)1 << QS_PAGE_SHIFT)
+#define QS_CHUNK_SHIFT 22
+#define QS_CHUNK_SIZE ((size_t)1 << QS_CHUNK_SHIFT) /* 4 MiB */
+#define QS_MAX_ORDER 14                             /* 64 MiB slabs */
+#define QS_NR_ORDERS (QS_MAX_ORDER + 1)
+#define QS_MAX_NODES 64
+#define QS_MAX_CPUS 1024
+#define QS_NAME_MAX 32
+#define QS_CACHELINE 64
+#define QS_MAX_HIWATER (1u << 20)
+#define QS_MAX_EMPTY_LIMIT (1u << 20)
+#define QS_MAX_DECAY_MS 3600000u
+#define QS_MAX_PARTIAL (1u << 20)  /* SLUB cpu_partial, min_partial */
+#define QS_SLUB_CPU_PARTIAL_BYTES (6u * 8192)   /* SLUB cpu_partial's default, in bytes at most */
+#define QS_SLUB_MIN_PARTIAL_BYTES (10u * 32768) /* SLUB min_partial's default, in slab bytes at most */
+#define QS_SLAB_FREE_BYTES (10u * 32768)        /* SLAB free_limit, in bytes at most */
+#define QS_MAX_SLAB_LIMIT 32768u   /* SLAB limit */
+#define QS_MAX_SLAB_SHARED 64u     /* SLAB shared (batches) */
+
+#define QS_LINK_TAG_MASK 0xffff800000000007ULL
+/* The word of an object in a queue, its free stamp: no valid link (its tag
+ * bit 0 is wrong), so a list walker that meets it (an object freed again
+ * while it sat on a free list: the fast free stores without loading) stops
+ * and reports a double free instead of following it, and a pop tells a
+ * queued object from one that was handed out or is on a list as well.
+ * The slower free paths, which load the word, treat it as "free"
+ * (qs_maybe_free). */
+#define QS_STAMP(secret) ((uintptr_t)(secret) ^ 1)
+
+/* qs_queue.top: nr in the low bits, fast pops above.  A fast pop adds
+ * QS_TOP_POP (nr - 1, pops + 1), a push adds 1.  Pops wrap at 2^43; the
+ * statistics readers accumulate them (stats.c). */
+#define QS_TOP_SHIFT 21 /* nr <= QS_MAX_HIWATER + a refill < 2^21 */
+#define QS_TOP_NR_MASK (((uint64_t)1 << QS_TOP_SHIFT) - 1)
+#define QS_TOP_NR(t) ((unsigned)((t) & QS_TOP_NR_MASK))
+#define QS_TOP_POPS(t) ((t) >> QS_TOP_SHIFT)
+#define QS_TOP_POP (((uint64_t)1 << QS_TOP_SHIFT) - 1)
+/* qs_queue.fb: the open batch's head >> 3 (user pointers are below 2^47)
+ * and its count above */
+#define QS_FB_SHIFT 44
+#define QS_FB_N(w) ((unsigned)((w) >> QS_FB_SHIFT))
+#define QS_FB_HEAD(w) ((void *)(((w) & (((uint64_t)1 << QS_FB_SHIFT) - 1)) << 3))
+#define QS_FB_PACK(head, n) (((uint64_t)(uintptr_t)(head) >> 3) | ((uint64_t)(n) << QS_FB_SHIFT))
+
+/* ASan builds (gcc defines __SANITIZE_ADDRESS__, clang answers
+ * __has_feature): debug.c poisons objects by hand, page.c maps the unit map. */
+#if defined(__SANITIZE_ADDRESS__)
+#define QS_HAVE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define QS_HAVE_ASAN 1
+#endif
+#endif
+
+/* ---- locks (lock.c is this header: a test-and-test-and-set spinlock that
+ * yields the CPU after a short spin, so it behaves with more threads than
+ * cores) ---- */
+#if defined(__x86_64__) || defined(__i386__)
+#define qs_cpu_relax() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define qs_cpu_relax() __asm__ __volatile__("yield")
+#else
+#define qs_cpu_relax() ((void)0)
+#endif
+typedef struct {
+    int v;
+} qs_lock;
+void qs_lock_slow(qs_lock *l);
+static inline void qs_lock_acquire(qs_lock *l)
+{
+    if (likely(!__atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE)))
+        return;
+    qs_lock_slow(l);
+}
+static inline bool qs_lock_try(qs_lock *l)
+{
+    return !__atomic_load_n(&l->v, __ATOMIC_RELAXED) && !__atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE);
+}
+static inline void qs_lock_release(qs_lock *l)
+{
+    __atomic_store_n(&l->v, 0, __ATOMIC_RELEASE);
+}
+
+/* relaxed single-writer counters */
+#define QS_LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define QS_STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+#define QS_ADD(x, n) QS_STORE(x, QS_LOAD(x) + (n))
+
+/* ---- statistics: one X-macro list ---- */
+#define QS_STATS(X)                                                                                \
+    X(ALLOC_FAST, "alloc_fast", "allocations served from the owner's queue")                      \
+    X(ALLOC_SLOW, "alloc_slow", "allocations that needed a refill or a node list")                \
+    X(FREE_FAST, "free_fast", "frees pushed on the owner's queue")                                \
+    X(FREE_SLOW, "free_slow", "frees not pushed (queue full: to own slab; other node; no queue)")  \
+    X(FLUSH, "flush", "queue flushes over hiwater")                                               \
+    X(REMOTE_FREE, "remote_free", "objects posted to another owner's inbox")                      \
+    X(REMOTE_BATCH, "remote_batch", "batches posted (one inbox lock each)")                       \
+    X(NODE_FREE, "node_free", "objects freed to node-owned slabs")                                \
+    X(CLAIM, "claim", "inboxes claimed by their owner")                                           \
+    X(REFILL, "refill", "queue refills from slabs")                                               \
+    X(NEW_SLAB, "new_slab", "slabs taken from the page layer")                                    \
+    X(FREE_SLAB, "free_slab", "slabs given back to the page layer")                               \
+    X(NEW_OBJS, "new_objs", "objects in slabs taken from the page layer")                         \
+    X(FREE_OBJS, "free_objs", "objects in slabs given back")                                      \
+    X(NODE_ALLOC, "node_alloc", "allocations from a node list (alloc_node)")                      \
+    X(DOUBLE_FREE_CHECK, "df_check", "frees of objects whose link looked free")
+
+enum qs_stat_item {
+#define X(e, n, d) QS_##e,
+    QS_STATS(X)
+#undef X
+        QS_STAT_NR
+};
+_Static_assert(QS_ALLOC_FAST == 0, "the fast paths' counter is the queue's first");
+
+struct qs_slab;
+struct qs_queue;
+struct qs_node;
+
+/* A set of slabs with one owner. */
+struct qs_list {
+    struct qs_slab *partial; /* 0 < inuse < objects; doubly linked */
+    struct qs_slab *full;    /* inuse == objects */
+    unsigned long nr_partial, nr_full;
+    struct qs_node *node; /* non-NULL: this is node->list (shared, locked) */
+};
+
+/* Slab descriptor, in the chunk header.  Identity fields are written when
+ * the slot is given to a cache and read by anyone; the rest by the owner. */
+struct qs_slab {
+    /* what the free path reads: the first 32 bytes, one cache line
+     * (descriptors are 96 bytes, 32-aligned).  A slot that holds no slab
+     * (free in the page layer, or covered by the chunk header) has span 0,
+     * so no pointer passes qs_slab_valid_obj for it. */
+    qslab_cache *cache;     /* NULL: slot free in the page layer (atomic) */
+    char *base;             /* first object */
+    uint64_t recip;         /* ceil(2^64 / slot_size): divisibility check */
+    uint32_t span;          /* objects * slot_size: bytes of born objects; 0: none */
+    uint32_t cache_id;      /* cache->id: the free path finds its queue
+                               without waiting for the cache's line */
+    char *mem;              /* slab start (page aligned); set by page layer */
+    struct qs_list *owner;  /* atomic (acquire/release) */
+    void *freelist;         /* objects free in the slab (encoded links) */
+    union {
+        void *tail;         /* the free list's last object */
+        uint64_t fw;        /* SLUB's slabs (slub.c): free list head, inuse
+                               and frozen in one word, changed by CAS */
+    };
+    uint32_t inuse;         /* objects not on freelist */
+    uint32_t objects;       /* objects born in this slab (core/slab.c qs_slab_grow) */
+    uint8_t state;          /* QS_SLAB_* */
+    uint8_t order;          /* slab bytes = page << order */
+    uint16_t node;          /* NUMA node of its memory */
+    uint32_t empty_ms;      /* QS_SLAB_ZERO: the slab's memory past its born
+                               objects is zero (page.c); the low 31 bits:
+                               when it went on the empty FIFO or warm (ms,
+                               wraps: qs_ms_age) */
+    struct qs_slab *next, *prev; /* list links (owner list, empty FIFO, page free slots) */
+};
+
+/* qs_slab.empty_ms: a slot handed out by the page layer from memory that
+ * was given back to the OS (or never touched) is zero; objects born there
+ * into a queue carry QS_FRESH_WORD(secret), a link to the non-object
+ * address QS_FRESH_LINK, so that calloc hands them out without clearing
+ * them (kmalloc.c).  Times keep 31 bits. */
+#define QS_SLAB_ZERO 0x80000000u
+#define QS_MS_MASK 0x7fffffffu
+#define QS_FRESH_LINK ((uintptr_t)8)
+#define QS_FRESH_WORD(secret) ((uintptr_t)(secret) ^ QS_FRESH_LINK)
+static inline uint32_t qs_ms_stamp(uint64_t now, uint32_t old)
+{
+    return (old & QS_SLAB_ZERO) | ((uint32_t)now & QS_MS_MASK);
+}
+static inline uint32_t qs_ms_age(uint64_t now, uint32_t stamp)
+{
+    return ((uint32_t)now - stamp) & QS_MS_MASK; /* modulo 2^31 ms (24 days) */
+}
+
+enum { QS_SLAB_FREE, QS_SLAB_PARTIAL, QS_SLAB_FULL, QS_SLAB_EMPTY,
+       /* SLUB's (slub.c) */
+       QS_SLAB_ACTIVE,      /* frozen: an owner's active slab */
+       QS_SLAB_CPU_PARTIAL, /* on an owner's partial list */
+       QS_SLAB_PASS };      /* a kmalloc block from the page layer (pass-through) */
+_Static_assert(sizeof(struct qs_slab) == 96 && __builtin_offsetof(struct qs_slab, mem) == 32,
+               "slab descriptors: validation fields in one aligned 32-byte block");
+
+/* Remote frees posted to a queue by other owners. */
+struct qs_inbox {
+    qs_lock lock;
+    int dead;          /* owner exited: route again (under lock) */
+    int pending;       /* atomic hint: head != NULL */
+    void *head, *tail; /* encoded links, under lock */
+    unsigned long nr;
+} __attribute__((aligned(QS_CACHELINE)));
+
+struct qs_owner;
+
+#define QS_PENDING 4    /* owners with a pending batch at once, per queue */
+#define QS_REMOTE_LOW 4 /* others' objects are queued below hiwater / 4 */
+#define QS_PARK_BYTES (16 << 10)   /* ... and below this many bytes of queue */
+#define QS_REFILL_BYTES (64 << 10) /* a refill takes at most this much */
+#define QS_REFILL_MIN 4            /* ... and at least this many objects */
+#define QS_QUEUE_BYTES ((size_t)256 << 10) /* default hiwater, at most (tune.c) */
+
+/* Objects on their way to one owner (a queue's list or a node's), linked
+ * through their link words; posted in one go (queue.c send_batch). */
+struct qs_batch {
+    struct qs_list *to;
+    void *head, *tail;
+    unsigned long n;
+};
+
+/* One owner's view of one cache. */
+struct qs_queue {
+    /* hot: the first 64 bytes are all the fast paths touch (the struct is
+     * 64-aligned: its inbox is).  The queue is an array of object pointers,
+     * a LIFO stack slots[0 .. nr): a push stores the pointer and the
+     * object's free stamp, a pop loads both; neither follows a link, and a
+     * free never loads from the object (the program's last narrow write
+     * there cannot stall it on store forwarding).  `top` packs nr with a
+     * count of fast pops, so that one store commits a pop and counts it
+     * (QS_TOP_*): the commit the per-CPU owner's restartable sequences need. */
+    uint64_t top;   /* nr (low QS_TOP_SHIFT bits) | fast pops (above, wrap) */
+    void **slots;   /* [cap]; slots[-1] is a NULL sentinel (push's dup check) */
+    /* copies of the cache's (set at attach, hiwater also by tune under
+     * qs_global): the fast paths read the queue's line, not the cache's */
+    uintptr_t stamp; /* QS_STAMP(cache->secret): the word of a queued object */
+    uint32_t link_off;
+    uint32_t limit;   /* push while nr < limit = min(hiwater, cap): owner
+                         (and tune, lowering only); relaxed */
+    uint32_t hiwater; /* relaxed */
+    uint32_t cap;     /* slots' capacity (owner) */
+    int node;         /* owner's node; its slabs come from this node */
+    uint32_t park;    /* cache->park's copy (tune): the per-CPU free fast
+                         path queues another owner's object of our node
+                         while nr < park (qs_free_remote's rule) */
+    /* A CPU's open remote batch (queue.c percpu_batch_*): objects of slabs
+     * of owner fb_to, linked through their link words, on their way home.
+     * fb packs its head (>> 3, low QS_FB_SHIFT bits) and its count (above);
+     * 0: closed.  The free fast path appends to an open batch of the
+     * object's owner below fb_max, committing with fb; everything else
+     * (fb_to, fb_tail, fb_base, opening and closing) is the lock holder's,
+     * and fb_to and fb_tail change only while fb is closed. */
+    uint64_t fb;
+    struct qs_list *fb_to;
+    uint32_t fb_max;  /* freebatch's copy */
+    uint32_t fb_base; /* objects in the batch when the lock holder opened
+                         it: the rest are fast frees, counted at its close */
+    void *fb_tail;
+    /* written by the owner (relaxed); fast pops live in `top`, fast frees
+     * are derived (qs_queue_nr_set) */
+    unsigned long stat[QS_STAT_NR];
+    struct qs_list list; /* slabs this owner owns */
+    /* our empty slabs (state EMPTY, ->next linked), kept for the next
+     * refill; handed to the node in batches (qs_queue_drain_stash).  Under
+     * stash_lock, a leaf lock: the owner takes it once per stash_add or
+     * refill, the purger to take a stash its owner left alone for a whole
+     * tick (stash_idle: set by the purger, cleared by the owner, relaxed),
+     * which a quiet thread would otherwise keep forever. */
+    qs_lock stash_lock;
+    int stash_idle;
+    struct qs_slab *stash;
+    unsigned nr_stash; /* also read unlocked (statistics, hints) */
+    uint32_t stash_bytes; /* at most cache->stash_bytes + one slab */
+    struct qs_batch pending[QS_PENDING]; /* frees of objects of slabs we do
+                                            not own, on their way home
+                                            (queue.c pending_add) */
+    unsigned pending_victim, pending_mru;
+    qslab_cache *cache;
+    unsigned long moved; /* net change of nr by slow paths (wraps) */
+    unsigned nr_seq;     /* odd while the owner changes nr and moved */
+    /* the statistics readers' (qs_global): fast pops seen so far, and the
+     * raw count of `top` at the last reading (it wraps at 2^43) */
+    unsigned long pops_seen;
+    uint64_t pops_raw;
+    /* shared */
+    struct qs_inbox inbox;
+    /* per-CPU queues (QS_OWNER_CPU): every slow path holds lock (rank 1b:
+     * after qs_global, before node, inbox and stash locks; never two queue
+     * locks at once); cpu is the owner's, -1 for a thread's queue */
+    qs_lock lock;
+    int cpu;
+    uint64_t idle_top; /* the purger's: top at its last tick (per-CPU) */
+    /* bookkeeping under qs_global */
+    struct qs_owner *owner;    /* thread using it; NULL when pooled */
+    struct qs_queue *all_next; /* cache->queues */
+    struct qs_queue *pool_next;
+    /* SLUB's per-owner state (slub.c; kmem_cache_cpu): a queue of a SLUB
+     * cache is inert for SLQB's fast paths (top 0, limit 0, park 0).  The
+     * owner allocates from freelist (objects of slab, its active slab) and
+     * frees objects of slab onto it, without a lock (per-CPU: restartable
+     * sequences); slab and freelist change only in the owner's slow paths
+     * (per-CPU: q->lock held, through sections or after percpu_take);
+     * partial (unfrozen slabs, ->next linked) likewise. */
+    /* SLAB's per-owner state (front/slab/slab.c): alien caches, one small array
+     * per node for frees of that node's objects ([node * (limit + 1)]:
+     * count, then entries); the owner's (a CPU's: under q->lock) */
+    void **alien;
+    struct {
+        /* pushes, freelist, pops: a CPU's push commits (pushes + 1, obj)
+         * with one 16-byte store, a pop (next, pops + 1): its fast
+         * counters are exact (slub.c) */
+        uint64_t pushes; /* fast frees */
+        void *freelist;
+        uint64_t pops; /* fast allocations */
+        struct qs_slab *slab;
+        struct qs_slab *partial;
+        uint32_t nr_partial;
+    } sl;
+    /* guarded sampling (guard.c), only with QSLAB_GUARD_SAMPLE: the
+     * owner's (a CPU's: under q->lock) mark, allocations (fast pops + slow)
+     * counted at its last sample, and threshold; guard_armed is set by the
+     * sampler thread (relaxed, with limit lowered to 0 so that the owner's
+     * next own free misses its fast path) and cleared by the owner */
+    uint32_t guard_armed;
+    uint32_t guard_thresh;
+    unsigned long guard_mark;
+    /* the owner budget (queue.c): objects this queue may hold, granted
+     * from its owner's budget (limit = min(grant, hiwater, cap); a SLAB
+     * queue's is unbounded, its limit is SLAB's own), and its misses since
+     * a steal last looked at it (relaxed: read by other queues' steals);
+     * the owner's (a CPU's: under q->lock) */
+    uint32_t grant;
+    uint32_t misses;
+};
+
+_Static_assert(__builtin_offsetof(struct qs_queue, park) + 4 <= 64,
+               "the fast paths' queue fields in one cache line");
+/* a thread has one queue per cache it uses: 1,000 threads using 20 classes
+ * hold 20,000 of them */
+_Static_assert(sizeof(struct qs_queue) <= 640, "queues stay at 640 bytes");
+
+/* Per-(cache, node) lists. */
+struct qs_node {
+    qs_lock lock;
+    int id;
+    struct qs_list list;      /* node-owned slabs; list.node == this */
+    struct qs_slab *empty_head, *empty_tail; /* FIFO, oldest at head */
+    unsigned long nr_empty;
+    /* SLAB's (front/slab/slab.c), under lock: its free slabs (prev/next), free
+     * objects in the node's slabs and the limit over which empty slabs go
+     * back, the shared array, the next slab's colour */
+    struct qs_slab *slabs_free;
+    unsigned long nr_free_slabs, free_objects, free_limit;
+    void **shared;
+    uint32_t shared_avail, shared_limit;
+    uint32_t colour_next;
+} __attribute__((aligned(QS_CACHELINE)));
+
+struct qslab_cache {
+    /* hot: read on every alloc and free */
+    unsigned id;         /* index in owners' slot arrays */
+    uint32_t link_off;   /* offset of the link word in a free object */
+    uintptr_t secret;    /* link encoding */
+    uint32_t slot_size;  /* bytes per object in a slab */
+    uint32_t hiwater;    /* tunable: queue length that triggers a flush */
+    uint32_t freebatch;  /* tunable: objects moved per flush */
+    /* derived from hiwater, freebatch and slot_size (qs_tune_derive): what
+     * a thread holds of other owners' objects is bounded in bytes too */
+    uint32_t park;         /* others' objects queued while nr < park */
+    uint32_t refill;       /* objects a refill aims for (queue.c) */
+    uint32_t fresh;        /* ... and takes at least, of new memory */
+    void (*ctor)(void *);
+    /* cold */
+    size_t obj_size, align;
+    unsigned long flags;
+    uint32_t order;          /* tunable: order of new slabs */
+    uint32_t min_order;      /* smallest order holding one object */
+    uint32_t empty_limit;    /* tunable: empty slabs kept per node */
+    uint32_t empty_decay_ms; /* tunable: age after which empties go back */
+    uint32_t stash_bytes;    /* tunable: empty slabs a queue keeps (bytes) */
+    uint32_t shrinking;      /* qslab_cache_shrink's under way (atomic): its
+                                FIFOs keep what its owners hand them, past
+                                empty_limit, for the shrink to give back */
+    uint32_t cpu_partial;    /* tunable (SLUB): objects in an owner's partial slabs */
+    uint32_t min_partial;    /* tunable (SLUB): partial slabs a node keeps, empty or not */
+    uint32_t pass_through;   /* tunable (SLUB kmalloc over a page): blocks
+                                straight from the page layer */
+    uint32_t slab_limit;     /* tunable (SLAB) limit: an owner's array */
+    uint32_t slab_batch;     /* tunable (SLAB) batchcount: objects per refill, flush */
+    uint32_t slab_shared;    /* tunable (SLAB) shared: a node's shared array
+                                holds shared * batchcount (0: none) */
+    bool is_kmalloc;
+    uint8_t front;            /* QS_FRONT_*: its front end (front.h), set
+                                 before its first allocation */
+    /* debugging (debug.c): QS_DBG_* flags; a cache with any is served by
+     * the debug front end (QS_FRONT_DEBUG), never by the fast paths */
+    uint8_t debug;
+    uint32_t red_left;        /* bytes of left red zone before each object
+                                 (the slab's first object starts this far in) */
+    uint32_t track_off;       /* U: the alloc and free tracks, from the object */
+    unsigned long debug_repairs, debug_quarantined; /* atomic counts */
+    /* debugging turned on for a cache in use (twin.c): dbg_alloc is the
+     * debug twin that takes the cache's allocations now (NULL: none;
+     * stored under qs_global with release, read with acquire); twin_of is
+     * a twin's cache (set before the twin is published, then constant) */
+    qslab_cache *dbg_alloc, *twin_of;
+    /* its twins in creation order, chained through twin_next (qs_global;
+     * qs_twin_next walks them) */
+    qslab_cache *twins, *twin_next;
+    char name[QS_NAME_MAX];
+    struct qs_node *nodes;    /* [qs_nr_nodes] */
+    struct qs_queue *queues;  /* every queue of this cache (qs_global) */
+    struct qs_queue *pool;    /* queues of exited owners (qs_global) */
+    /* events of callers without a queue (the purger, malloc_trim, a thread
+     * past its exit destructor): atomic adds, summed with the queues' */
+    unsigned long orphan_stat[QS_STAT_NR];
+    unsigned long report_act; /* qslab_stats_report's scratch (qs_global) */
+    qslab_cache *next;        /* qs_caches (qs_global) */
+    qslab_cache **pprev;      /* the link that points here: O(1) unlink */
+    /* SLAB_FREELIST_RANDOM (core/slab.c): tunable `random` (stored with release
+     * after rand_seq is made, read with acquire by slab builders); random
+     * permutations of 0..2^b-1, b = 0..8, at rand_seq + 2^b - 1, made once
+     * per cache (512 bytes kept by cache id); the key and counter of the
+     * per-slab stream */
+    uint32_t random;
+    /* tunable guard_sample (guard.c): this cache's sampling rate, over
+     * QSLAB_GUARD_SAMPLE's; 0: QSLAB_GUARD_SAMPLE's */
+    uint32_t guard_sample;
+    unsigned long guard_live; /* its live guarded samples (atomic; guard.c):
+                                 counted as allocated, in no slab */
+    uint64_t rand_key, rand_ctr;
+    const uint8_t *rand_seq;
+};
+/* A walk over 0..n-1 in the cache's random order (core/slab.c): 8-bit digits
+ * under a top digit as wide as n needs, each through the permutation of
+ * its width twice, with the slab's own starts and masks; every index
+ * exactly once, n <= 2^24.  No allocation, O(n + 512) steps. */
+struct qs_shuffle {
+    const uint8_t *seq, *tab; /* the lower digits' permutation, the top one's */
+    uint32_t n, pos;
+    uint8_t top, bits;        /* the top digit's shift (0, 8, 16) and width */
+    uint8_t key[3][4];        /* per digit: start, mask, start, mask */
+};
+/* make rand_seq, once (tune.c, qs_global held, c->id valid); false: ENOMEM */
+bool qs_slab_random_init(qslab_cache *c);
+/* c->random, acquire: the slabs made now are shuffled */
+static inline bool qs_slab_random(const qslab_cache *c)
+{
+    return __atomic_load_n(&c->random, __ATOMIC_ACQUIRE) != 0;
+}
+void qs_shuffle_start(qslab_cache *c, struct qs_shuffle *sh, uint32_t n);
+uint32_t qs_shuffle_next(struct qs_shuffle *sh);
+
+/* Front ends (front.h): SLQB's queues, SLUB's per-owner active slabs, or
+ * SLOB's shared pages. */
+enum { QS_FRONT_SLQB, QS_FRONT_SLOB, QS_FRONT_SLUB, QS_FRONT_SLAB,
+       QS_FRONT_DEBUG, /* caches with debug flags (debug.c): never chosen by name */
+       QS_FRONT_NR }; /* numbers are kept (tune_get) */
+#define QS_FRONT_NAMED QS_FRONT_DEBUG /* the front ends a user can name */
+
+/* Debug flags (debug.c), SLUB's letters. */
+enum {
+    QS_DBG_F = 1,  /* consistency checks on every slow path */
+    QS_DBG_Z = 2,  /* red zones */
+    QS_DBG_P = 4,  /* poisoning */
+    QS_DBG_U = 8,  /* store user: alloc and free tracks */
+    QS_DBG_T = 16, /* trace every alloc and free */
+    QS_DBG_R = 32, /* repair: report, restore, count and go on (qslab's own) */
+    QS_DBG_V = 64, /* tell valgrind's memcheck and ASan about objects (automatic
+                      under valgrind); qslab's own Z and P checks then stay off */
+};
+extern bool qs_debug_tools; /* a cache with V exists: slabs leaving say so */
+void qs_debug_slab_released(struct qs_slab *s); /* its memory usable again */
+void qs_debug_large(void *p, size_t size, bool alloc); /* large blocks, to the tools */
+
+/* Per-thread owner (TLS). */
+#define QS_FIXED_SLOTS 72
+struct qs_owner {
+    /* queues of caches with ids below QS_FIXED_SLOTS (the kmalloc classes
+     * up to 5,888 bytes), at fixed offsets in TLS: the fast paths reach their
+     * queue with one TLS load, no bound check against cap, no slot array
+     * pointer to load first; the bigger classes and the user caches go
+     * through `slots`.  Every thread's TLS holds them (a thread costs about
+     * 250 bytes idle), so they stay few.  A mirror of
+     * slots[0..QS_FIXED_SLOTS), with &qs_no_queue where slots has NULL. */
+    struct qs_queue *fixed[QS_FIXED_SLOTS];
+    struct qs_queue **slots; /* [cap], indexed by cache->id */
+    unsigned cap;
+    int node;
+    int state; /* 0 new, 1 active, 2 exited */
+    unsigned direct_frees; /* frees routed without a queue while state 0 */
+    uintptr_t last_word;    /* a thread's: the word of the object its last
+                               slow SLQB allocation handed out (calloc reads
+                               QS_FRESH_WORD there: kmalloc.c) */
+    int cpu;                /* a CPU's owner: its id; a thread's: -1 */
+    int tid;                /* a thread's owner: its thread id (qslabinfo -l); a CPU's: -1 */
+    unsigned long rseq_aborts; /* a thread's: its critical sections restarted */
+    struct qs_queue **ids;  /* a CPU's owner: [QS_PERCPU_IDS], its queues by
+                               cache id, qs_no_queue where none (the fast
+                               paths' table); a thread's: NULL */
+    /* The owner budget (queue.c): bytes its SLQB queues may hold, their
+     * grants (grant x slot_size) and their stashes' slabs together, at
+     * most qs_owner_budget (more only for a moment after the budget is
+     * lowered).  Atomic adds: a CPU's queues have a lock each, and the
+     * purger takes a quiet thread's stash. */
+    unsigned long budget_used;
+    unsigned long budget_peak; /* the most budget_used has been (relaxed) */
+    unsigned long budget_held; /* qslab_budget_stats's scratch (qs_global) */
+    unsigned budget_hand; /* the slot index the next steal looks at first (relaxed) */
+};
+/* The owner budget, bytes (tunable owner_budget, "*" only: tune.c).  By
+ * default QS_BUDGET_TOTAL shared by the possible CPUs, at least
+ * QS_BUDGET_LOW and at most QS_BUDGET_HIGH each (queue.c
+ * qs_owner_budget_default: 4 MiB on up to 4 CPUs, 256 KiB from 64). */
+#define QS_BUDGET_TOTAL ((unsigned long)16 << 20)
+#define QS_BUDGET_LOW ((unsigned long)256 << 10)
+#define QS_BUDGET_HIGH ((unsigned long)4 << 20)
+#define QS_OWNER_BUDGET_MIN ((unsigned long)16 << 10)
+#define QS_OWNER_BUDGET_MAX ((unsigned long)1 << 30)
+extern unsigned long qs_owner_budget;
+void qs_owner_budget_default(void); /* start-up, before the first cache */
+
+/* ---- owner kinds (owner.c) ----
+ * QS_OWNER_THREAD: a queue belongs to a thread (qs_self, TLS); its fast
+ *   paths are plain C, its slow paths run on the owner alone.
+ * QS_OWNER_CPU: a queue belongs to a CPU (SLQB's owner), found through the
+ *   thread's rseq area (cpu_id) and qs_cpu_owners[].  Fast paths are
+ *   restartable sequences (percpu.c, fastpath.h): they touch only the
+ *   current CPU's queue line and slots, and commit with one store to `top`.
+ *   Every slow path on a queue holds its `lock`, and changes the queue's
+ *   top and slots only through restartable sequences on the queue's CPU
+ *   (percpu.c), or after taking the queue from its CPU (qs_percpu_take).
+ * The kind is chosen once, at start-up (QSLAB_OWNER, rseq available). */
+enum { QS_OWNER_THREAD, QS_OWNER_CPU };
+extern int qs_owner_kind;
+extern const char *qs_owner_why;
+extern long qs_rseq_off;                 /* struct rseq at thread pointer + this */
+#define QS_MAX_CACHES 65536           /* cache ids */
+#define QS_PERCPU_IDS QS_MAX_CACHES  /* a CPU's table covers every cache id */
+/* By cpu_id, [-2 .. qs_nr_cpu_ids): the CPU's queues by cache id (its
+ * owner's `ids`), for the fast paths; -1 (a thread not registered yet) and
+ * -2 (refused), and CPUs not used yet, hold qs_no_ids.  A table is 512 KiB
+ * of address space, mapped zero: only the entries of cache ids in use are
+ * written (qs_no_queue, or the CPU's queue), by qs_owner_cache_added when
+ * a cache is made and by cpu_owner for the ids in use then, so only their
+ * pages are touched; no fast path reads the entry of an id not in use. */
+extern struct qs_queue ***qs_cpu_tables;
+extern struct qs_owner **qs_cpu_owners; /* by cpu_id [0 .. qs_nr_cpu_ids): NULL until used */
+extern int qs_nr_cpu_ids;               /* possible CPU ids */
+extern bool qs_percpu_takeable;         /* membarrier works: qs_percpu_take */
+static inline bool qs_percpu(void)
+{
+    return __builtin_expect(qs_owner_kind == QS_OWNER_CPU, 1);
+}
+
+/* ---- globals ---- */
+extern int qs_nr_nodes;          /* nodes qslab uses (real or fake) */
+extern bool qs_multi_node;       /* qs_nr_nodes > 1 */
+extern bool qs_real_numa;        /* bind slabs with mbind */
+extern qs_lock qs_global;
+extern qslab_cache *qs_caches;
+extern __thread struct qs_owner qs_self __attribute__((tls_model("initial-exec")));
+extern struct qs_queue qs_no_queue; /* "no queue" for the fast paths (fastpath.h) */
+extern volatile int qs_initialized;
+
+void qs_init_slow(void);
+static inline void qs_init(void)
+{
+    if (unlikely(!__atomic_load_n(&qs_initialized, __ATOMIC_ACQUIRE)))
+        qs_init_slow();
+}
+
+/* ---- report.c ---- */
+struct qs_buf {
+    char *p;
+    size_t len, cap;
+};
+void qs_buf_str(struct qs_buf *b, const char *s);
+void qs_buf_u64(struct qs_buf *b, uint64_t v);
+void qs_buf_hex(struct qs_buf *b, uint64_t v); /* 0x... */
+void qs_buf_pad(struct qs_buf *b, size_t upto, bool right_align, size_t from);
+void qs_buf_putc(struct qs_buf *b, char c);
+/* message builders: "%s" -> const char*, "%u" -> unsigned long, "%p" -> void* */
+void qs_fatal(const char *fmt, ...);
+void qs_warn(const char *fmt, ...);
+void qs_vformat(struct qs_buf *b, const char *fmt, __builtin_va_list ap);
+void qs_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn));
+
+/* ---- meta.c ---- */
+void *qs_meta_alloc(size_t size); /* zeroed; NULL on ENOMEM */
+void qs_meta_free(void *p, size_t size);
+void qs_meta_lock_all(bool lock);
+
+/* ---- page.c ---- */
+enum { QS_CHUNK_SLABS = 1, QS_CHUNK_LARGE = 2 };
+#define QS_CHUNK_MAGIC 0x51534c42u /* "QSLB" */
+
+struct qs_chunk {
+    uint32_t magic;
+    uint8_t kind;
+    uint8_t order;
+    uint16_t node;
+    uint32_t nr_slots;           /* descriptors: slots of the whole chunk */
+    uint32_t first_slot;         /* slots below it hold the header */
+    uint32_t nr_free, next_unused;
+    char *data;                  /* slot i starts at data + (i << (page shift + order)) */
+    size_t map_size;             /* bytes mapped at the chunk's start */
+    struct qs_slab *free_slots;  /* returned slots (slab->next) */
+    struct qs_chunk *next, *prev; /* pool->avail */
+    struct qs_chunk *all_next, *all_prev; /* every slab chunk of the pool */
+    /* large blocks */
+    char *large_ptr;   /* the user's pointer */
+    size_t large_size; /* bytes usable from large_ptr */
+    struct qs_slab slabs[] __attribute__((aligned(QS_CACHELINE)));
+};
+#define QS_CHUNK_HDR_SLABS 128 /* offset of slabs[] in a chunk */
+
+/* The unit map: one byte per 4 MiB unit of the user address space.
+ *   0        the unit is not qslab's
+ *   1        a chunk header starts at the unit's first byte (a chunk of
+ *            several units, or a large block)
+ *   2..127   the chunk's header is k-1 units back (127: at least 126 back;
+ *            step back and read again)
+ *   0x80 | s a chunk of one unit, its header at the unit's start, cut into
+ *            slabs of 2^s bytes (s = page shift + order, at most 21); slot i
+ *            starts at i << s from the chunk and has descriptor slabs[i]
+ * The last form lets the free path find a slab descriptor from the pointer
+ * and this byte alone, without reading the chunk header.  A static array
+ * (32 MiB of BSS on x86-64, untouched pages cost nothing; mapped in ASan
+ * builds: page.c), so the lookup is one load at a constant base. */
+#if defined(__aarch64__)
+#define QS_VA_BITS 48
+#else
+#define QS_VA_BITS 47
+#endif
+#define QS_UNITS ((size_t)1 << (QS_VA_BITS - QS_CHUNK_SHIFT))
+#define QS_UNIT_FAR_MAX 127
+#define QS_UNIT_SLABS 0x80
+#ifdef QS_HAVE_ASAN
+extern uint8_t *qs_unit_map; /* mapped at load instead: page.c */
+#else
+extern uint8_t qs_unit_map[QS_UNITS];
+#endif
+struct qs_chunk *qs_chunk_of_far(size_t unit, unsigned k);
+
+static inline struct qs_chunk *qs_chunk_of(const void *p)
+{
+    uintptr_t u = (uintptr_t)p;
+    if (unlikely(u >> QS_VA_BITS))
+        return NULL;
+    unsigned k = __atomic_load_n(&qs_unit_map[u >> QS_CHUNK_SHIFT], __ATOMIC_ACQUIRE);
+    if (likely(k >= QS_UNIT_SLABS || k == 1))
+        return (struct qs_chunk *)(u & ~(uintptr_t)(QS_CHUNK_SIZE - 1));
+    if (k == 0)
+        return NULL;
+    return qs_chunk_of_far(u >> QS_CHUNK_SHIFT, k);
+}
+
+/* The descriptor of p's slot when p lies in a one-unit slab chunk; NULL for
+ * anything else (not ours, a large block, a chunk of slabs of 4 MiB and
+ * more: the caller takes qs_chunk_of's general path).  The descriptor may
+ * be a header slot's or a free slot's (span 0): check qs_slab_valid_obj. */
+static inline struct qs_slab *qs_slab_fast(const void *p)
+{
+    uintptr_t u = (uintptr_t)p;
+    if (unlikely(u >> QS_VA_BITS))
+        return NULL;
+    unsigned k = __atomic_load_n(&qs_unit_map[u >> QS_CHUNK_SHIFT], __ATOMIC_ACQUIRE);
+    if (unlikely(k < QS_UNIT_SLABS))
+        return NULL;
+    struct qs_slab *slabs = (struct qs_slab *)((u & ~(uintptr_t)(QS_CHUNK_SIZE - 1)) + QS_CHUNK_HDR_SLABS);
+    return &slabs[(u & (QS_CHUNK_SIZE - 1)) >> (k & 63)]; /* x86 masks the count: one shr */
+}
+
+/* Slab descriptor of the slot that holds p, or NULL (header, past the end). */
+struct qs_slab *qs_slab_lookup(const void *p); /* any slab chunk (page.c); NULL: none */
+static inline struct qs_slab *qs_chunk_slab(struct qs_chunk *ch, const void *p)
+{
+    /* a p below data wraps to a huge index */
+    uintptr_t i = ((uintptr_t)p - (uintptr_t)ch->data) >> (QS_PAGE_SHIFT + ch->order);
+    if (unlikely(i >= ch->nr_slots || i < ch->first_slot))
+        return NULL;
+    return &ch->slabs[i];
+}
+_Static_assert(__builtin_offsetof(struct qs_chunk, slabs) == QS_CHUNK_HDR_SLABS, "chunk header size");
+
+struct qs_slab *qs_page_alloc_slab(int node, unsigned order); /* NULL: ENOMEM */
+size_t qs_page_free_slab(struct qs_slab *s);       /* kept warm (below); bytes given back */
+size_t qs_page_free_slab_now(struct qs_slab *s); /* one slab, given back now */
+size_t qs_page_free_slabs(struct qs_slab *list); /* a ->next list, adjacent ones in one madvise */
+/* Empty slabs no cache keeps (a ->next list): resident as warm slots for
+ * the next slabs of their pools, any cache's, up to QS_WARM_LIMIT (the
+ * rest given back at once: the bytes the OS took); a destroyed cache's up
+ * to qs_page_retain_cap() (page.c: the retention rule) */
+size_t qs_page_keep_slabs(struct qs_slab *list);
+size_t qs_page_keep_empties(struct qs_slab *list); /* a FIFO's: empty since empty_ms */
+size_t qs_page_keep_destroyed(struct qs_slab *list);
+size_t qs_page_retain_cap(void); /* max(floor, slab bytes / QS_RETAIN_FRACTION) */
+void qs_page_set_reclaim(void (*fn)(int node, unsigned order)); /* node.c's, at start-up */
+/* Give back warm slots kept QS_WARM_MS (all: every one); bytes the OS took */
+size_t qs_page_sweep_warm(bool all);
+extern size_t *const qs_page_warm_bytes;        /* atomic: bytes of warm slots */
+extern size_t *const qs_page_slab_bytes;        /* atomic: bytes of slabs handed to caches */
+extern unsigned long *const qs_page_warm_trims; /* atomic: cuts to the retention cap */
+#define QS_WARM_MS 1000                     /* a warm slot goes back after this */
+#define QS_WARM_LIMIT ((size_t)1 << 30)     /* at most this many bytes warm */
+#define QS_RETAIN_FRACTION 16               /* kept empty: at most 1/16 of slab bytes ... */
+#define QS_RETAIN_FLOOR ((size_t)1 << 20)   /* ... or this, when the process grows */
+/* Push every slab of a ->next list onto *all (lists gathered for one
+ * qs_page_free_slabs call) */
+static inline void qs_slabs_gather(struct qs_slab **all, struct qs_slab *list)
+{
+    while (list) {
+        struct qs_slab *next = list->next;
+        list->next = *all;
+        *all = list;
+        list = next;
+    }
+}
+struct qs_chunk *qs_page_map_large(size_t size, size_t align);
+void qs_page_unmap_large(struct qs_chunk *ch);
+struct qs_chunk *qs_page_remap_large(struct qs_chunk *ch, size_t size);
+/* Give-backs the kernel refused, and the bytes kept for it (page.c) */
+struct qs_page_failures {
+    unsigned long decommit, unmap;
+    size_t decommit_bytes, unmap_bytes;
+};
+void qs_page_failures(struct qs_page_failures *f);
+void qs_page_unmap_refused(size_t bytes); /* meta.c: a refused unmap, counted */
+static inline size_t qs_slab_bytes(unsigned order)
+{
+    return QS_PAGE_SIZE << order;
+}
+/* c's slabs hold one block each (blocks over half a slab: the big kmalloc
+ * classes).  No owner keeps such a slab or block for c while it is free:
+ * SLUB's active slab and SLAB's arrays are bypassed (slub.c, front/slab/slab.c),
+ * and an empty slab goes to its node's FIFO, under the retention rule. */
+static inline bool qs_one_per_slab(const qslab_cache *c)
+{
+    return c->slot_size > qs_slab_bytes(__atomic_load_n(&c->order, __ATOMIC_RELAXED)) / 2;
+}
+/* SLAB: what an owner's array of c holds at most: slab_limit, or nothing
+ * while a debug twin takes the allocations (twin.c) or c's slabs hold one
+ * block each. */
+static inline uint32_t qs_slab_array_limit(const qslab_cache *c)
+{
+    if (__atomic_load_n(&c->dbg_alloc, __ATOMIC_RELAXED) || qs_one_per_slab(c))
+        return 0;
+    return __atomic_load_n(&c->slab_limit, __ATOMIC_RELAXED);
+}
+void qs_page_lock_all(bool lock);
+/* Call fn on every slab descriptor in use (cache set), pool by pool under
+ * the pool's lock (rank 3: fn takes no lock; validation of quiescent
+ * caches, which cannot otherwise find SLUB's full slabs). */
+void qs_page_walk(void (*fn)(struct qs_slab *s, void *arg), void *arg);
+
+/* ---- fork.c ---- */
+void qs_fork_init(void);
+
+/* ---- core/slab.c ---- */
+unsigned qs_slab_objects(const qslab_cache *c, unsigned order);
+unsigned qs_slab_min_order(size_t slot_size, size_t align);
+#define QS_SLAB_MIN_OBJS 8           /* objects per slab by default, */
+#define QS_SLAB_MIN_BYTES (32u << 10) /* or a slab this long (core/slab.c) */
+#define QS_SLAB_WASTE_DIV 32          /* at most 1/32 of a slab's touched pages wasted, */
+#define QS_SLAB_ORDERS_UP 4           /* trying this many orders above the least, */
+#define QS_SLAB_WASTE_MAX_BYTES (64u << 10) /* and slabs up to this long, for it */
+unsigned qs_slab_default_order(size_t slot_size, size_t align);
+struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node, bool born);
+/* Allocate one object from a slab the caller owns (freelist non-empty). */
+void *qs_slab_take_one(qslab_cache *c, struct qs_queue *q, struct qs_slab *s);
+uint32_t qs_slab_list_lost(struct qs_slab *s); /* a walker met a bad link: returns objects lost */
+uint32_t qs_slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, uint32_t want);
+uint32_t qs_slab_grow_into(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, uint32_t want,
+                           void **dst, uint32_t room);
+bool qs_slab_growable(const qslab_cache *c, const struct qs_slab *s);
+
+static inline uintptr_t *qs_link(const qslab_cache *c, void *obj)
+{
+    return (uintptr_t *)((char *)obj + c->link_off);
+}
+static inline uintptr_t qs_enc(const qslab_cache *c, void *next)
+{
+    return (uintptr_t)next ^ c->secret;
+}
+/* Objects born now in s are zero but for the word the allocator writes:
+ * its memory is zero (QS_SLAB_ZERO) and no constructor or debugging writes
+ * them.  A slow path that hands out such an object leaves QS_FRESH_WORD in
+ * qs_self.last_word, so that calloc need not clear it (kmalloc.c). */
+static inline bool qs_slab_born_zero(const qslab_cache *c, const struct qs_slab *s)
+{
+    return (s->empty_ms & QS_SLAB_ZERO) && !c->ctor && !c->debug;
+}
+static inline bool qs_looks_free(const qslab_cache *c, uintptr_t w)
+{
+    return ((w ^ c->secret) & QS_LINK_TAG_MASK) == 0;
+}
+/* A word of a free object: a free-list link or a queue's free stamp. */
+static inline bool qs_maybe_free(const qslab_cache *c, uintptr_t w)
+{
+    return qs_looks_free(c, w) || w == QS_STAMP(c->secret);
+}
+/* Decode a link; NULL and *bad set if the word is not a valid link. */
+static inline void *qs_dec(const qslab_cache *c, uintptr_t w, bool *bad)
+{
+    uintptr_t n = w ^ c->secret;
+    *bad = (n & QS_LINK_TAG_MASK) != 0;
+    return (void *)n;
+}
+/* Is p the start of an object of slab s?  off = p - base must lie in the
+ * objects (a p below base wraps to a huge off) and be a multiple of the slot
+ * size: with c = ceil(2^64 / size), off is a multiple of size exactly when
+ * off * c mod 2^64 < c, for off < 2^32 (Lemire's divisibility test; slabs
+ * are at most 64 MiB).  One multiply, two compares. */
+static inline bool qs_slab_valid_obj(const struct qs_slab *s, const void *p)
+{
+    uintptr_t off = (uintptr_t)p - (uintptr_t)s->base;
+    /* span grows while the slab lives (lazy birth, core/slab.c): relaxed */
+    return off < __atomic_load_n(&s->span, __ATOMIC_RELAXED) && off * s->recip < s->recip;
+}
+/* Owner lists: doubly linked, head insertion; the caller owns the list. */
+static inline void qs_list_add(struct qs_list *l, struct qs_slab *s, int state)
+{
+    struct qs_slab **head = state == QS_SLAB_FULL ? &l->full : &l->partial;
+    /* relaxed: SLUB's slabs change state outside the list's lock too */
+    __atomic_store_n(&s->state, (uint8_t)state, __ATOMIC_RELAXED);
+    s->prev = NULL;
+    s->next = *head;
+    if (*head)
+        (*head)->prev = s;
+    *head = s;
+    /* counts are read unlocked as hints (SLUB's refill): relaxed stores */
+    if (state == QS_SLAB_FULL)
+        QS_STORE(l->nr_full, l->nr_full + 1);
+    else
+        QS_STORE(l->nr_partial, l->nr_partial + 1);
+}
+static inline void qs_list_del(struct qs_list *l, struct qs_slab *s)
+{
+    struct qs_slab **head = s->state == QS_SLAB_FULL ? &l->full : &l->partial;
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        *head = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    s->next = s->prev = NULL;
+    if (s->state == QS_SLAB_FULL)
+        QS_STORE(l->nr_full, l->nr_full - 1);
+    else
+        QS_STORE(l->nr_partial, l->nr_partial - 1);
+}
+
+/* FREE BITS.  Every slab chunk keeps, at QS_CHUNK_FBITS in its header, one
+ * bit per 8-byte granule of the chunk (64 bytes per 4 KiB: a cache line per
+ * order-0 slab, 1/64 of the slabs' memory, faulted in as slabs are used).
+ * For the slabs whose free lists are linked through the objects (SLQB's
+ * and the debug front end's: qs_slab_give, take_slab, qs_slab_take_one,
+ * lazy birth and the inline free of fastpath.h), the bit of an object's
+ * first granule is set exactly while the object is on its slab's free list,
+ * and changes only under the same ownership as the list (the slab's owner,
+ * or its node's lock).  The fast free pushes an object without loading its
+ * word; a double free of an object that has gone back to its slab pushes it
+ * while it is on that list (its stamp cuts the list).  The route home finds
+ * the bit set and reports instead of linking it a second time (slab_put,
+ * queue.c), in O(1).  Other front ends keep their own state (SLAB's in-slab
+ * bitmap, SLUB's and SLOB's lists) and ignore these bits; a slab's bits are
+ * cleared as its objects are born (core/slab.c), so what a slab of another cache
+ * left there does not matter. */
+/* Where a chunk's free bits start (page.c chunk_layout): for slabs of up
+ * to 64 KiB, the unit's last 64 KiB (the header's slots are too small to
+ * hold them; the unit loses those slots, not a page of descriptors); for
+ * bigger ones, in the header's first slot, after the descriptors; for
+ * chunks of one slab of more than half a unit, after the header's page. */
+extern const uint32_t qs_fbits_off[QS_NR_ORDERS];
+#define QS_FBITS_BYTES (QS_CHUNK_SIZE / 64) /* of a one-unit chunk */
+/* Do c's slabs keep free bits?  SLQB's, the debug front end's and SLOB's
+ * big objects' (their lists are linked through the objects); SLUB's and
+ * SLAB's keep their own state. */
+static inline bool qs_keeps_fbits(const qslab_cache *c)
+{
+    return c->front != QS_FRONT_SLUB && c->front != QS_FRONT_SLAB;
+}
+/* The free bits of s's chunk, and the chunk (*ch): s is in its header. */
+static inline uint64_t *qs_fbits_of(const struct qs_slab *s, uintptr_t *ch)
+{
+    *ch = (uintptr_t)s & ~(uintptr_t)(QS_CHUNK_SIZE - 1);
+    return (uint64_t *)(*ch + qs_fbits_off[s->order]);
+}
+static inline uint64_t *qs_fbit_word(const struct qs_slab *s, const void *obj, uint64_t *bit)
+{
+    uintptr_t ch;
+    uint64_t *bits = qs_fbits_of(s, &ch);
+    size_t g = ((uintptr_t)obj - ch) >> 3;
+    *bit = (uint64_t)1 << (g & 63);
+    return bits + (g >> 6);
+}
+static inline bool qs_fbit_test(const struct qs_slab *s, const void *obj)
+{
+    uint64_t bit, *w = qs_fbit_word(s, obj, &bit);
+    return (*w & bit) != 0;
+}
+static inline void qs_fbit_set(const struct qs_slab *s, const void *obj)
+{
+    uint64_t bit, *w = qs_fbit_word(s, obj, &bit);
+    *w |= bit;
+}
+static inline void qs_fbit_clear(const struct qs_slab *s, const void *obj)
+{
+    uint64_t bit, *w = qs_fbit_word(s, obj, &bit);
+    *w &= ~bit;
+}
+/* The object after one on s's free list whose word is w; *bad if w is no
+ * link, or leads out of s's born objects or to one not on its list (its
+ * bit clear: the word was overwritten by a second free that linked it into
+ * a batch, or by a use after free that wrote a link-like value).  A walker
+ * that takes objects checks the next one before it takes the current. */
+static inline void *qs_list_next(const qslab_cache *c, const struct qs_slab *s, uintptr_t w,
+                                 bool *bad)
+{
+    void *n = qs_dec(c, w, bad);
+    if (n && !*bad &&
+        unlikely((uintptr_t)n - (uintptr_t)s->base >= s->span || !qs_fbit_test(s, n)))
+        *bad = true;
+    return n;
+}
+static inline void qs_fbit_clear_in(uintptr_t ch, uint64_t *bits, const void *obj)
+{
+    size_t g = ((uintptr_t)obj - ch) >> 3;
+    bits[g >> 6] &= ~((uint64_t)1 << (g & 63));
+}
+/* qs_fbit_set out of line, for the free fast path's inline full-queue
+ * case (page.c): inline, its few instructions cost the pair 5 more
+ * (registers), out of line a call on that path only. */
+void qs_fbit_set_cold(const struct qs_slab *s, const void *obj);
+/* Clear the bits of [from, to) of slab s (whole granules). */
+void qs_fbits_clear(const struct qs_slab *s, const char *from, const char *to);
+/* The bits of n objects of `slot` bytes from `first`: every bit of their
+ * range for small objects; for objects of 512 bytes and more (a 64-bit
+ * word of bits or more each) only their first granules' bits, which are
+ * all that is ever read (the bits of other granules, a former slab's of
+ * another size, mean nothing): a 9 MiB object's birth writes one word,
+ * not 144 KiB of bits. */
+void qs_fbits_clear_objs(const struct qs_slab *s, const char *first, uint32_t n, uint32_t slot);
+static inline void qs_fbits_clear_slab(const struct qs_slab *s) /* every born object's */
+{
+    uint32_t slot = __atomic_load_n(&s->cache, __ATOMIC_RELAXED)->slot_size;
+    qs_fbits_clear_objs(s, s->base, __atomic_load_n(&s->span, __ATOMIC_RELAXED) / slot, slot);
+}
+/* k frees counted through q (a queue, or NULL/qs_no_queue: the cache's
+ * orphan counters) were second frees: out of the counts (queue.c). */
+void qs_uncount_frees(qslab_cache *c, struct qs_queue *q, unsigned long k);
+
+/* Free an object to its slab's free list; the caller owns the slab and
+ * has set the object's free bit. */
+static inline void qs_slab_give(qslab_cache *c, struct qs_slab *s, void *obj)
+{
+    *qs_link(c, obj) = qs_enc(c, s->freelist);
+    if (!s->freelist)
+        s->tail = obj;
+    s->freelist = obj;
+    s->inuse--;
+}
+static inline struct qs_list *qs_slab_owner(const struct qs_slab *s)
+{
+    return __atomic_load_n(&s->owner, __ATOMIC_ACQUIRE);
+}
+static inline void qs_slab_set_owner(struct qs_slab *s, struct qs_list *l)
+{
+    __atomic_store_n(&s->owner, l, __ATOMIC_RELEASE);
+}
+
+/* ---- node.c ---- */
+void qs_node_topology_init(void);
+int qs_node_of_cpu(int cpu);
+void qs_node_init(struct qs_node *n, int id);
+/* Put empty slabs (linked by ->next) on node n's FIFO; release by policy. */
+void qs_node_put_empty(qslab_cache *c, struct qs_queue *q, struct qs_node *n, struct qs_slab *list);
+void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab *list,
+                              struct qs_slab **release);
+/* Take slabs with free objects from node n into q's ownership (returned as
+ * a list linked by ->next).  Takes partial slabs, then empty ones. */
+struct qs_slab *qs_node_take(qslab_cache *c, struct qs_queue *q, struct qs_node *n, unsigned want);
+void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list, size_t *bytes);
+struct qs_slab *qs_node_fifo_detach(struct qs_node *n); /* n->lock held (or n's cache gone) */
+extern unsigned long *const qs_node_reclaims; /* node.c's retention reclaims (atomic) */
+size_t qs_node_shrink(qslab_cache *c, struct qs_queue *q, struct qs_node *n);
+/* The newest empty slab of n's FIFO, taken off it (NULL: none). */
+struct qs_slab *qs_node_take_empty(struct qs_node *n);
+size_t qs_node_sweep(bool all);
+void qs_node_purger_forked(void);
+void qs_node_purger_start(void);
+void qs_node_purger_start_wanted(void);
+extern int qs_purger_wanted; /* a purger is wanted and none runs yet */
+void qs_purger_kick(void);
+void qs_node_purger_want(void); /* record the wish (any context) */
+/* At a point where starting a thread is safe (see node.c): start the
+ * purger if it is wanted. */
+static inline void qs_purger_check(void)
+{
+    if (unlikely(__atomic_load_n(&qs_purger_wanted, __ATOMIC_RELAXED)))
+        qs_purger_kick();
+}
+void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node);
+/* Free obj of node-owned slab s (a cache without owners: debug.c) */
+void qs_node_free(qslab_cache *c, struct qs_slab *s, void *obj);
+
+/* ---- guard.c (QSLAB_GUARD_SAMPLE: docs/debugging.md) ---- */
+extern unsigned long qs_guard_rate;   /* QSLAB_GUARD_SAMPLE's N; 0: none (start-up) */
+extern int qs_guard_on;               /* sampling anywhere (N, or a cache's guard_sample) */
+void qs_guard_enable(void);           /* a cache's guard_sample was set */
+#define QS_GUARD_MAX_RATE 1000000000UL
+extern uintptr_t qs_guard_lo, qs_guard_hi; /* the pool's range, once mapped */
+void qs_guard_init(void);             /* start-up: the environment */
+/* An allocation slow path of c (size: the request, 0 for the object's
+ * size): a guarded sample, or NULL (none due, or the pool is full) */
+void *qs_guard_alloc(qslab_cache *c, size_t size);
+static inline bool qs_guard_owns(const void *p)
+{
+    return (uintptr_t)p - __atomic_load_n(&qs_guard_lo, __ATOMIC_RELAXED) <
+           __atomic_load_n(&qs_guard_hi, __ATOMIC_RELAXED) - __atomic_load_n(&qs_guard_lo, __ATOMIC_RELAXED);
+}
+/* Free of p in the pool (expected: the cache named by the caller, NULL for
+ * kfree); reports misuse */
+void qs_guard_free(qslab_cache *expected, void *p);
+size_t qs_guard_usable(const void *p, const char *what); /* 0: reported */
+int qs_guard_node(const void *p); /* qslab_object_node of a sample */
+/* The owner, on a slow free while q->guard_armed: empty q (so that the next
+ * allocation takes the slow path, which takes the sample) */
+void qs_guard_armed_free(qslab_cache *c, struct qs_queue *q);
+void qs_guard_fork(int phase); /* 0 prepare, 1 parent, 2 child */
+void qs_guard_report(int fd);  /* the statistics report's Guard: line */
+
+/* ---- debug.c ---- */
+#define QS_TRACK_BYTES 48
+void qs_track_record(void *track);
+void qs_track_print(struct qs_buf *b, const char *what, const void *track);
+void qs_report_line(struct qs_buf *b); /* b + newline to stderr; b emptied */
+qslab_fatal_fn qs_fatal_handler(void);  /* report.c: the user's, or NULL */
+unsigned qs_debug_flags_for(const char *name, unsigned long flags);
+/* The slot layout of a debug cache: slot size and link offset */
+bool qs_debug_layout(qslab_cache *c, size_t size, size_t align, size_t *slot, size_t *link_off);
+void qs_debug_born(qslab_cache *c, char *first, uint32_t n); /* new objects */
+/* Under the node lock: an object leaving (alloc) or joining (free) its
+ * slab's free list; false: reported, keep it out (alloc: quarantined) */
+bool qs_debug_alloc_locked(qslab_cache *c, struct qs_slab *s, void *obj);
+bool qs_debug_free_locked(qslab_cache *c, struct qs_slab *s, void *obj);
+void qs_debug_bad_link(qslab_cache *c, void *obj); /* Freepointer corrupt */
+/* qs_bad_free of a pointer into a debug cache's slab: true if reported */
+bool qs_debug_bad_pointer(qslab_cache *c, struct qs_slab *s, const void *p);
+/* destroy with live objects: list where they were allocated (U) */
+void qs_debug_leaks(qslab_cache *c, int fd);
+void qs_debug_flags_str(unsigned debug, char *out); /* QS_DBG_* bits as "FZPU", 8 bytes */
+unsigned qs_debug_letter(char ch);      /* QS_DBG_* of a letter of FZPUTRV; 0: none */
+unsigned qs_debug_flags_own(unsigned long flags); /* from the cache's flags alone */
+unsigned qs_debug_final(unsigned d);    /* the flags a cache with d gets (V under memcheck) */
+
+/* ---- twin.c: debugging turned on for a cache in use ---- */
+/* The tunable `debug` (qs_global not held): letters of FZPUTRV, or - */
+int qs_twin_tune(qslab_cache *c, const char *value, size_t vlen);
+/* The flags of c's new allocations now (QS_DBG_*) */
+unsigned qs_twin_flags(const qslab_cache *c);
+/* The next debug twin of c after `after` (NULL: the first); qs_global held
+ * or c quiet (destroy) */
+qslab_cache *qs_twin_next(const qslab_cache *c, const qslab_cache *after);
+void qs_cache_unlist(qslab_cache *c); /* off qs_caches (qs_global held) */
+/* The caller's queues: nothing pushed or parked while c has a twin
+ * (qs_global held; owner.c at attach, tune.c after a change) */
+void qs_twin_queue_knobs(qslab_cache *c, struct qs_queue *q);
+void *qs_twin_alloc(qslab_cache *t, int node); /* an allocation of c's twin t */
+qslab_cache *qs_twin_take(qslab_cache *c, qslab_cache *t); /* qs_twin_divert's queue test */
+/* The twin that takes this allocation of c, or NULL: c has none, or the
+ * caller's own (thread) queue still holds objects, which it hands out
+ * first.  A CPU's queues were emptied when the twin came (twin.c). */
+static inline qslab_cache *qs_twin_divert(qslab_cache *c)
+{
+    qslab_cache *t = __atomic_load_n(&c->dbg_alloc, __ATOMIC_ACQUIRE);
+    if (likely(t == NULL))
+        return NULL;
+    return qs_twin_take(c, t);
+}
+
+/* ---- queue.c ---- */
+void *qs_alloc_slow(qslab_cache *c);
+void *qs_alloc_slow_unsampled(qslab_cache *c); /* never a guarded sample */
+void qs_free_slow(qslab_cache *c, struct qs_slab *s, void *obj);
+void qs_queue_flush(qslab_cache *c, struct qs_queue *q, unsigned count);
+void qs_free_full(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
+void qs_queue_drain_stash(qslab_cache *c, struct qs_queue *q);
+void qs_queue_budget_drop(qslab_cache *c, struct qs_queue *q); /* destroy, qs_global held */
+void qs_queue_hand_slabs(qslab_cache *c, struct qs_queue *q);  /* every slab to its node */
+void qs_queue_steal_idle_stash(qslab_cache *c, struct qs_queue *q);
+void qs_queue_send_pending(qslab_cache *c, struct qs_queue *q);
+bool qs_queue_batches_held(const struct qs_queue *q); /* objects in its pending or open batch */
+void qs_free_remote(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
+/* The per-CPU free fast path's other outcomes (fastpath.h QS_PC_*). */
+void qs_percpu_free_slow(qslab_cache *c, struct qs_slab *s, void *obj, int why);
+void qs_percpu_empty(qslab_cache *c, struct qs_queue *q); /* q->lock held */
+void qs_percpu_empty_all(qslab_cache *c);                 /* qs_global held */
+void qs_queue_empty_out(qslab_cache *c, struct qs_queue *q); /* claim, flush all, drain */
+/* A queue's stash of its own empty slabs, for its next refill without the
+ * node's lock (SLUB's per-CPU partial lists, counted in bytes): tunable
+ * stash_bytes, at most QS_MAX_STASH_BYTES (and empty_limit slabs). */
+#define QS_STASH_BYTES ((size_t)128 << 10)     /* default */
+#define QS_MAX_STASH_BYTES ((uint32_t)64 << 20)
+void qs_queue_retire(qslab_cache *c, struct qs_queue *q);
+void qs_queue_claim(qslab_cache *c, struct qs_queue *q);
+/* A slow change of a CPU's queue's nr by sections between these two (moved:
+ * the net change), for the statistics (queue.c) */
+void qs_queue_seq_begin(struct qs_queue *q);
+void qs_queue_seq_end(struct qs_queue *q, long moved);
+/* Room for n more in a CPU's queue's slots (q->lock held, on q->cpu) */
+bool qs_percpu_reserve(struct qs_queue *q, unsigned n);
+/* The caller's CPU's queue of c, locked (attached if needed); NULL: none */
+struct qs_queue *qs_percpu_lock(qslab_cache *c);
+int qs_percpu_pop_one(qslab_cache *c, struct qs_queue *q, void **obj); /* queue.c */
+void *qs_percpu_refilled(qslab_cache *c, struct qs_queue *q, void **buf, unsigned n);
+/* The caller's queue for a free: attached at a thread's 32nd free if it has
+ * none (queue.c QS_FREE_ONLY_ATTACH); NULL: none yet */
+struct qs_queue *qs_queue_for_free(qslab_cache *c);
+/* Take a CPU's queue from its CPU (its fast paths miss until given back:
+ * a membarrier restarts any section running there); false: impossible
+ * (no membarrier).  The caller holds q->lock. */
+bool qs_percpu_take(struct qs_queue *q);
+void qs_percpu_give(struct qs_queue *q);
+/* q: the caller's queue, or NULL for a caller without one */
+bool qs_double_free_check(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
+void qs_free_direct(qslab_cache *c, void *obj); /* no queue: to its slab's owner */
+void qs_free_suspect(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
+void qs_free_other(void *p);
+void qs_queue_corrupt(qslab_cache *c, struct qs_queue *q);
+/* A list walker met obj, whose link is not valid: report it (a double free
+ * if it holds the free stamp or 0, else an overwritten free object).  A
+ * double free's second free was counted where it was pushed: it is taken
+ * out of the counts through q (the caller's queue, or NULL). */
+void qs_report_bad_link(qslab_cache *c, struct qs_queue *q, void *obj);
+bool qs_queue_reserve(struct qs_queue *q, unsigned n); /* room for n more in slots */
+/* A queued object whose word is neither the stamp nor a link: reported;
+ * true if it is a second free (its word 0) */
+bool qs_report_unstamped(qslab_cache *c, void *obj);
+void qs_queue_free_slots(struct qs_queue *q);
+/* Route a list of objects (linked, count n) of cache c to their slabs' owners. */
+void *qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned long n);
+/* Route n objects of an array (their links are written on the way). */
+unsigned long qs_route_vec(qslab_cache *c, struct qs_queue *q, void *const *objs, unsigned long n);
+
+/* ---- owner.c ---- */
+struct qs_queue *qs_queue_attach(qslab_cache *c); /* the caller's queue, made if needed */
+void qs_owner_init(void);
+void qs_owner_detach_cache(qslab_cache *c); /* destroy: clear owners' slots (qs_global held) */
+void qs_owner_kind_init(void);              /* start-up: QSLAB_OWNER, rseq */
+void qs_owner_cache_added(unsigned id);     /* qs_global held: ids up to id in use */
+int qs_owner_cpu(void);                     /* the caller's CPU (registering rseq), or -1 */
+
+/* ---- cache.c ---- */
+bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align, unsigned long flags,
+                    void (*ctor)(void *), bool is_kmalloc);
+bool qs_cache_setup_debug(qslab_cache *c, const char *name, size_t size, size_t align,
+                          unsigned long flags, void (*ctor)(void *), bool is_kmalloc, int debug);
+void qs_bad_free(qslab_cache *expected, const void *p);
+/* An allocation given straight back (alloc_node's object of another node):
+ * neither counted (the cache's counters absorb both) */
+static inline void qs_uncount_pair(qslab_cache *c)
+{
+    __atomic_fetch_sub(&c->orphan_stat[QS_ALLOC_SLOW], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_sub(&c->orphan_stat[QS_FREE_SLOW], 1, __ATOMIC_RELAXED);
+}
+extern qslab_cache *qs_cache_by_id[QS_MAX_CACHES]; /* live caches by id (qs_global) */
+bool qs_cache_used(const qslab_cache *c); /* has it allocated yet (qs_global held) */
+size_t qs_slqb_shrink(qslab_cache *c);
+
+/* ---- kmalloc.c ---- */
+#define QS_KMALLOC_CLASSES 177
+#define QS_KMALLOC_MAX ((size_t)32 << 20)
+extern qslab_cache qs_kmalloc_caches[QS_KMALLOC_CLASSES];
+void qs_kmalloc_init(void);
+
+/* ---- stats.c ---- */
+void qs_stats_sum(qslab_cache *c, unsigned long *sum); /* qs_global held */
+void qs_stats_at_exit(void);
+void qs_stats_init(void);
+/* Totals over every cache, for mallinfo and friends. */
+/* Large blocks' counters (kmalloc.c), read from outside through the
+ * observe root too: totals, and by size bucket (bucket b: mappings of
+ * [2^(SHIFT0 + b), 2^(SHIFT0 + b + 1)) bytes; the last, anything bigger). */
+#define QS_LARGE_BUCKET_SHIFT0 22 /* 4 MiB: the smallest mapping (one chunk) */
+#define QS_LARGE_BUCKETS 16       /* up to 128 GiB, then one for the rest */
+struct qs_large_bucket {
+    unsigned long alloc, live;
+    size_t live_bytes;
+};
+struct qs_large_counters {
+    unsigned long alloc, free, live;
+    size_t live_bytes;
+    struct qs_large_bucket bucket[QS_LARGE_BUCKETS];
+};
+
+struct qs_totals {
+    size_t slab_bytes;   /* objects' slots in all slabs (num_objs * slot) */
+    size_t inuse_bytes;  /* allocated objects' slots */
+    size_t queued_bytes; /* free objects held in queues and inboxes */
+    size_t empty_bytes;  /* empty slabs kept for reuse */
+    unsigned long slabs, large_count;
+    size_t large_bytes;
+};
+void qs_stats_totals(struct qs_totals *t);
+
+/* ---- tune.c ---- */
+void qs_tune_defaults(qslab_cache *c);
+void qs_tune_derive(qslab_cache *c);
+void qs_tune_apply_env(qslab_cache *c);
+
+/* Count an event: in the caller's queue (one writer, plain stores), or in
+ * the cache's orphan counters (atomic) when the caller has no queue. */
+/* A slow-path change of the queue's nr (in top: refill, claim, flush,
+ * drops), by the owner thread (or by whoever took a CPU's queue).
+ * Frees on the fast path are not counted there (a store saved per free):
+ * each push adds one to nr and nothing else does without going through
+ * here or a pop, so per queue
+ *     free_fast = nr + pops - moved,
+ *     pops = ALLOC_FAST + ALLOC_SLOW - NODE_ALLOC (node allocs skip the queue).
+ * nr and moved change together inside nr_seq (a seqcount: odd while
+ * changing), so a reader never pairs a new nr with an old moved; fast-path
+ * pops between a reader's loads can only make it undercount (qs_stats_sum
+ * reads pops before nr). */
+static inline void qs_queue_nr_set(struct qs_queue *q, unsigned nr)
+{
+    unsigned seq = q->nr_seq;
+    QS_STORE(q->nr_seq, seq + 1);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    uint64_t t = q->top;
+    QS_STORE(q->moved, q->moved + (unsigned long)nr - QS_TOP_NR(t));
+    QS_STORE(q->top, (t & ~QS_TOP_NR_MASK) | nr);
+    __atomic_store_n(&q->nr_seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+/* How many objects q may hold: its grant from the owner budget, at most
+ * hiwater (queue.c); the fast paths push below limit = that, at most cap.
+ * Stored relaxed: the fast paths read it, tune and the guard sampler only
+ * ever lower it; q's owner (a CPU's queue: q->lock's holder) raises it. */
+static inline uint32_t qs_queue_max(const struct qs_queue *q)
+{
+    uint32_t hw = QS_LOAD(q->hiwater), g = q->grant;
+    return g < hw ? g : hw;
+}
+static inline void qs_queue_limit_set(struct qs_queue *q)
+{
+    uint32_t m = qs_queue_max(q);
+    QS_STORE(q->limit, m < q->cap ? m : q->cap);
+}
+
+static inline void qs_stat(qslab_cache *c, struct qs_queue *q, int item, unsigned long n)
+{
+    if (likely(q != NULL))
+        QS_ADD(q->stat[item], n);
+    else
+        __atomic_fetch_add(&c->orphan_stat[item], n, __ATOMIC_RELAXED);
+}
+
+/* Set the caller's (or an owner's) queue of cache id (qs_global held). */
+static inline void qs_owner_set_slot(struct qs_owner *o, unsigned id, struct qs_queue *q)
+{
+    __atomic_store_n(&o->slots[id], q, __ATOMIC_RELEASE);
+    if (id < QS_FIXED_SLOTS)
+        __atomic_store_n(&o->fixed[id], q ? q : &qs_no_queue, __ATOMIC_RELEASE);
+    if (o->ids && id < QS_PERCPU_IDS)
+        __atomic_store_n(&o->ids[id], q ? q : &qs_no_queue, __ATOMIC_RELEASE);
+}
+
+/* The owner the caller would use now: its CPU's (NULL if that CPU has none
+ * yet, or the thread has no rseq registration) or its thread's. */
+static inline struct qs_owner *qs_owner_now(void)
+{
+    if (qs_percpu()) {
+        int cpu = qs_os_rseq_cpu(qs_rseq_off);
+        return cpu >= 0 && cpu < qs_nr_cpu_ids ? __atomic_load_n(&qs_cpu_owners[cpu], __ATOMIC_ACQUIRE)
+                                                : NULL;
+    }
+    return &qs_self;
+}
+
+#pragma GCC visibility pop
+
+#endif /* QSLAB_INTERNAL_H */

@@ -1,0 +1,588 @@
+/*
+ * node.c - NUMA topology and the per-(cache, node) lists.
+ *
+ * Topology comes from sysfs (/sys/devices/system/node).  QSLAB_FAKE_NUMA=N
+ * splits the CPUs into N fake nodes (CPU i on node i % N) so that every NUMA
+ * path runs on one-node machines; fake nodes share the real memory, so no
+ * mbind is done for them.  With several real nodes, chunks are bound to their
+ * node with mbind (page.c), so _node allocations really use that node's memory.
+ *
+ * Each cache has one qs_node per node.  Under node->lock it holds:
+ *   - list: slabs owned by no thread (their owner exited, or they were made
+ *     by qslab_cache_alloc_node for a node other than the caller's).  Their
+ *     objects are allocated and freed under the lock.
+ *   - the empty FIFO: slabs with no object in use, oldest first, kept for
+ *     reuse.  Reuse takes the newest (warmest); the policy gives back the
+ *     oldest: beyond empty_limit slabs at once, and any slab that stayed
+ *     empty longer than empty_decay_ms, checked whenever the FIFO is touched.
+ *     That time hysteresis is what keeps a program that frees and reallocates
+ *     its working set from paying page faults (13 us per page on these VMs)
+ *     while memory left idle still goes back.
+ *
+ * THE PURGER.  A program that frees its working set and then goes quiet
+ * touches no FIFO, so the decay would never run.  The first time empty slabs
+ * are kept, a detached background thread is started (signals blocked, 64 KiB
+ * stack); every QS_PURGE_TICK_MS it applies the policy to every cache and
+ * node.  QSLAB_PURGE=0 disables it (then decay runs only on activity).  It
+ * takes qs_global, then each node lock, as everyone else does.  Where it is
+ * started from matters (see qs_purger_wanted).  After fork the child has no
+ * purger until it keeps empty slabs again.
+ */
+#include "front/front.h"
+
+#include <errno.h>
+
+int qs_nr_nodes = 1;
+bool qs_multi_node;
+bool qs_real_numa;
+static int cpu_node[QS_MAX_CPUS];
+
+static int parse_small(const char *s)
+{
+    int v = 0;
+    if (!s || !*s)
+        return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || v > 1000)
+            return -1;
+        v = v * 10 + (*s - '0');
+    }
+    return v;
+}
+
+static void node_reclaim(int node, unsigned order); /* below */
+
+void qs_node_topology_init(void)
+{
+    qs_page_set_reclaim(node_reclaim);
+    int real = qs_os_numa_topology(cpu_node, QS_MAX_CPUS);
+    if (real > QS_MAX_NODES)
+        real = QS_MAX_NODES;
+    for (int i = 0; i < QS_MAX_CPUS; i++)
+        if (cpu_node[i] >= QS_MAX_NODES)
+            cpu_node[i] = 0;
+    qs_nr_nodes = real;
+    qs_real_numa = real > 1;
+    const char *fake = qs_os_getenv("QSLAB_FAKE_NUMA");
+    if (fake) {
+        int n = parse_small(fake);
+        if (n >= 1 && n <= QS_MAX_NODES) {
+            qs_nr_nodes = n;
+            qs_real_numa = false;
+            for (int i = 0; i < QS_MAX_CPUS; i++)
+                cpu_node[i] = i % n;
+        } else {
+            qs_warn("QSLAB_FAKE_NUMA=%s ignored: allowed range is 1..%u", fake,
+                    (unsigned long)QS_MAX_NODES);
+        }
+    }
+    qs_multi_node = qs_nr_nodes > 1;
+}
+
+int qs_node_of_cpu(int cpu)
+{
+    if (cpu < 0 || cpu >= QS_MAX_CPUS)
+        return 0;
+    return cpu_node[cpu];
+}
+
+void qs_node_init(struct qs_node *n, int id)
+{
+    n->id = id;
+    n->list.node = n;
+}
+
+static void fifo_del(struct qs_node *n, struct qs_slab *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        n->empty_head = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    else
+        n->empty_tail = s->prev;
+    s->next = s->prev = NULL;
+    QS_STORE(n->nr_empty, n->nr_empty - 1);
+}
+
+/* Apply the empty-slab policy at time `now` (ms): slabs to give back are
+ * pushed on *release. */
+static void empty_policy_locked(qslab_cache *c, struct qs_node *n, struct qs_slab **release,
+                                uint64_t now)
+{
+    unsigned long limit = QS_LOAD(c->empty_limit);
+    if (unlikely(__atomic_load_n(&c->shrinking, __ATOMIC_RELAXED)))
+        limit = ~0ul; /* a shrink gives them all back (cache.c shrink_one) */
+    uint64_t decay = QS_LOAD(c->empty_decay_ms);
+    struct qs_slab *s;
+    while ((s = n->empty_head) && (n->nr_empty > limit || qs_ms_age(now, s->empty_ms) >= decay)) {
+        fifo_del(n, s);
+        s->next = *release;
+        *release = s;
+    }
+}
+
+static void fifo_append_locked(struct qs_node *n, struct qs_slab *list, uint64_t now)
+{
+    while (list) {
+        struct qs_slab *s = list;
+        list = list->next;
+        qs_assert(s->inuse == 0);
+        qs_slab_set_owner(s, &n->list);
+        __atomic_store_n(&s->state, (uint8_t)QS_SLAB_EMPTY, __ATOMIC_RELAXED);
+        s->empty_ms = qs_ms_stamp(now, s->empty_ms); /* its zero mark stays (internal.h) */
+        s->next = NULL;
+        s->prev = n->empty_tail;
+        if (n->empty_tail)
+            n->empty_tail->next = s;
+        else
+            n->empty_head = s;
+        n->empty_tail = s;
+        QS_STORE(n->nr_empty, n->nr_empty + 1);
+    }
+}
+
+/* Every slab of n's FIFO, detached (n->lock held, or n's cache gone from
+ * every list: its destroy): a ->next list, oldest first. */
+struct qs_slab *qs_node_fifo_detach(struct qs_node *n)
+{
+    struct qs_slab *list = n->empty_head;
+    n->empty_head = n->empty_tail = NULL;
+    QS_STORE(n->nr_empty, 0);
+    return list;
+}
+
+/* Append empty slabs (a list linked by ->next) to n's FIFO, one clock read
+ * for the lot, then apply the policy once. */
+void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab *list,
+                              struct qs_slab **release)
+{
+    uint64_t now = qs_os_now_ms();
+    fifo_append_locked(n, list, now);
+    empty_policy_locked(c, n, release, now);
+}
+
+/* May empty slab s go back to the page layer: does every object's word
+ * look like a free-list link?  Checked before a slab's memory goes back
+ * (the policy, the purger, shrink, trim).  The fast frees of SLQB and SLAB
+ * push without loading the object's word, so a second free of an object
+ * of an empty slab puts it in a queue (or array) while the slab is on the
+ * FIFO, its link overwritten by the stamp (0 once handed out from there).
+ * Given back then, the slab's memory could become a new slab of the cache
+ * while that entry waits: the entry would then hand out an object that the
+ * new slab hands out too (fuzz_misuse found it, 2026-12-01:
+ * fuzz/corpus/misuse/found-fixed-bug13-*; tests/unit/empty_slab_entry.c).
+ * Such a slab stays on the FIFO (fifo_keep), where its next reuse walks
+ * its list with the front end's checks (SLQB's take, SLAB's
+ * slab_init_free): they report the second free once and keep the object
+ * in use.  The scan reads one word per object in address order (no list
+ * walk: independent loads the prefetcher follows), of a slab about to go.
+ * Only front ends with queues push blindly; SLUB checks its FIFO at
+ * shrink itself (check_empty), SLOB and the debug front end load the word.
+ * What this cannot see: a second free that another CPU pushes between the
+ * scan and the giving back (the fast path takes no lock).  The window was
+ * the slab's whole time on the FIFO (up to empty_decay_ms); it is the
+ * scan's few microseconds now, and a double free racing with its own
+ * slab's release is the kind qslab reports when it can, not always. */
+static bool fifo_whole(const qslab_cache *c, struct qs_slab *s)
+{
+    if (!qs_front_of(c)->queues)
+        return true;
+    const char *obj = s->base;
+    for (uint32_t i = 0; i < s->objects; i++, obj += c->slot_size)
+        if (unlikely(!qs_looks_free(c, *qs_link(c, (void *)obj))))
+            return false;
+    return true;
+}
+
+/* A slab that left the FIFO to go back: if fifo_whole refuses it, it goes
+ * back on its node's FIFO as the newest (the next reuse takes it), without
+ * the policy (which could pick it again at once), and true is returned.
+ * The caller holds no node lock; c is alive. */
+static bool fifo_keep(qslab_cache *c, struct qs_slab *s)
+{
+    if (likely(fifo_whole(c, s)))
+        return false;
+    struct qs_node *n = &c->nodes[s->node];
+    s->next = NULL;
+    qs_lock_acquire(&n->lock);
+    fifo_append_locked(n, s, qs_os_now_ms());
+    qs_lock_release(&n->lock);
+    return true;
+}
+
+/* Give back empty slabs that left a FIFO (c alive: the caller holds
+ * qs_global or uses c); those fifo_whole refuses stay (fifo_keep).  With
+ * `bytes` (shrink, trim) every slab goes back to the OS; without (the
+ * policy's list) a slab that left by the FIFO's limit before its decay
+ * stays warm in the page layer, for the next slab of its order of any
+ * cache (page.c: the retention rule), and only the decayed go back. */
+void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list, size_t *bytes)
+{
+    struct qs_slab *go = NULL, *warm = NULL;
+    uint32_t now = bytes ? 0 : (uint32_t)qs_os_now_ms(), decay = QS_LOAD(c->empty_decay_ms);
+    while (list) {
+        struct qs_slab *next = list->next;
+        if (likely(!fifo_keep(c, list))) {
+            qs_stat(c, q, QS_FREE_SLAB, 1);
+            qs_stat(c, q, QS_FREE_OBJS, list->objects);
+            if (!bytes && qs_ms_age(now, list->empty_ms) < decay) {
+                list->next = warm;
+                warm = list;
+            } else {
+                list->next = go;
+                go = list;
+            }
+        }
+        list = next;
+    }
+    size_t b = qs_page_free_slabs(go); /* adjacent slabs: one madvise */
+    if (warm)
+        b += qs_page_keep_empties(warm);
+    if (bytes)
+        *bytes += b;
+}
+
+/* THE RETENTION RULE's part here (page.c has the whole rule): the page
+ * layer is about to hand out memory that is not resident, for node `node`
+ * and slabs of `order`.  If the caches' FIFOs and the warm slots together
+ * keep more than the retention cap, FIFO slabs go first: one of (node,
+ * order), from any cache, goes warm for this very allocation (the process
+ * need not grow at all); then the oldest slab of each FIFO in turn back
+ * to the OS, until the FIFOs and the warm slots fit (page.c cuts the warm
+ * slots itself).  So a cache's empty slabs serve its own next refills for
+ * as long as nothing else needs memory, and never let another cache make
+ * the process grow by more than the cap.
+ * The FIFOs' bytes are not counted as they change (a shared counter on
+ * every FIFO's slab in and out cost the batch benchmarks on both CPUs up
+ * to a third of their time): the walk sums them (nr_empty slabs of the
+ * cache's order), and it runs once the process has grown by a step since
+ * the last (QS_RECLAIM_STEP, or an eighth of the cap), so a growing
+ * program pays one walk a step, and the cap may be passed by a step.
+ * Locks: the caller may hold a queue lock or (SLAB's, SLOB's) a node lock
+ * or slob_lock, so qs_global and the node locks are only tried, never
+ * waited for (a busy one skips the reclaim, or that node, this time);
+ * qs_global keeps the caches alive while their FIFOs are walked. */
+#define QS_RECLAIM_STEP ((size_t)1 << 20)
+static size_t cold_since; /* atomic: bytes handed out cold since the last walk */
+static unsigned long reclaims; /* atomic: walks that found FIFOs over the cap */
+unsigned long *const qs_node_reclaims = &reclaims;
+
+static size_t fifo_sum(void) /* qs_global held */
+{
+    size_t b = 0;
+    for (qslab_cache *c = qs_caches; c; c = c->next)
+        for (int i = 0; i < qs_nr_nodes; i++)
+            b += QS_LOAD(c->nodes[i].nr_empty) * qs_slab_bytes(QS_LOAD(c->order));
+    return b;
+}
+
+static void node_reclaim(int node, unsigned order)
+{
+    size_t cap = qs_page_retain_cap(), step = cap / 8 > QS_RECLAIM_STEP ? cap / 8 : QS_RECLAIM_STEP;
+    if (__atomic_add_fetch(&cold_since, qs_slab_bytes(order), __ATOMIC_RELAXED) < step ||
+        !qs_lock_try(&qs_global))
+        return;
+    QS_STORE(cold_since, 0);
+    size_t warm = __atomic_load_n(qs_page_warm_bytes, __ATOMIC_RELAXED), fifo = fifo_sum();
+    if (fifo + warm <= cap) {
+        qs_lock_release(&qs_global);
+        return;
+    }
+    __atomic_fetch_add(&reclaims, 1, __ATOMIC_RELAXED);
+    /* one slab of (node, order), the newest of the first FIFO that has one */
+    for (qslab_cache *c = qs_caches; c && node < qs_nr_nodes; c = c->next) {
+        struct qs_node *n = &c->nodes[node];
+        if (!QS_LOAD(n->nr_empty) || !qs_lock_try(&n->lock))
+            continue;
+        struct qs_slab *s = n->empty_tail;
+        while (s && s->order != order)
+            s = s->prev;
+        if (s)
+            fifo_del(n, s);
+        qs_lock_release(&n->lock);
+        if (s) { /* young: the policy's way to the warm slots */
+            s->next = NULL;
+            qs_node_release_list(c, NULL, s, NULL);
+            fifo -= qs_slab_bytes(s->order);
+            break;
+        }
+    }
+    /* then the oldest of each FIFO in turn, back to the OS */
+    for (bool took = true; took && fifo + warm > cap;) {
+        took = false;
+        for (qslab_cache *c = qs_caches; c && fifo + warm > cap; c = c->next)
+            for (int i = 0; i < qs_nr_nodes && fifo + warm > cap; i++) {
+                struct qs_node *n = &c->nodes[i];
+                if (!QS_LOAD(n->nr_empty) || !qs_lock_try(&n->lock))
+                    continue;
+                struct qs_slab *s = n->empty_head;
+                if (s)
+                    fifo_del(n, s);
+                qs_lock_release(&n->lock);
+                if (s) {
+                    size_t bytes = 0, sb = qs_slab_bytes(s->order);
+                    s->next = NULL;
+                    qs_node_release_list(c, NULL, s, &bytes);
+                    fifo = fifo > sb ? fifo - sb : 0;
+                    took = true;
+                }
+            }
+    }
+    qs_lock_release(&qs_global);
+}
+
+#ifndef QS_PURGE_TICK_MS /* -D for stress builds */
+#define QS_PURGE_TICK_MS 250
+#endif
+static int purger_state; /* 0 not started, 1 running, -1 disabled */
+
+static void *purger_main(void *arg)
+{
+    qs_os_thread_name("qslab-purger");
+    for (;;) {
+        qs_os_sleep_ms(QS_PURGE_TICK_MS);
+        qs_node_sweep(false);
+    }
+    return arg;
+}
+
+/* Give back the empty slabs of every node of every cache: by the policy
+ * (all == false, the purger) or all of them (malloc_trim).  Bytes given
+ * back.  The slabs are detached under the locks and given back after. */
+size_t qs_node_sweep(bool all)
+{
+    struct qs_slab *release = NULL;
+    size_t bytes = 0;
+    uint64_t now = qs_os_now_ms();
+    qs_lock_acquire(&qs_global);
+    for (qslab_cache *c = qs_caches; c; c = c->next) {
+        for (struct qs_queue *q = c->queues; q; q = q->all_next) {
+            /* a CPU's queue that nobody used for a whole tick (its top did
+             * not move: no fast alloc or free) is emptied from here (queue.c
+             * qs_percpu_empty: taken from its CPU with a membarrier), so an
+             * idle program gives back what it freed, and its slabs go to
+             * their node; a busy one is skipped */
+            if (q->cpu >= 0 && qs_percpu_takeable && qs_front_of(c)->idle_queues) {
+                uint64_t top = QS_LOAD(q->top);
+                if (top == q->idle_top && qs_lock_try(&q->lock)) {
+                    if (QS_TOP_NR(top) || __atomic_load_n(&q->inbox.pending, __ATOMIC_RELAXED) ||
+                        qs_queue_batches_held(q))
+                        qs_percpu_empty(c, q);
+                    /* and its slabs go to the node, where the CPUs still
+                     * at work refill from them: a thread that moved to
+                     * another CPU left them partly free here */
+                    if (c->front == QS_FRONT_SLQB && (q->list.nr_partial || q->list.nr_full))
+                        qs_queue_hand_slabs(c, q);
+                    qs_lock_release(&q->lock);
+                    top = QS_LOAD(q->top);
+                }
+                q->idle_top = top;
+            }
+            qs_queue_steal_idle_stash(c, q);
+        }
+        for (int i = 0; i < qs_nr_nodes; i++) {
+            struct qs_node *n = &c->nodes[i];
+            struct qs_slab *mine = NULL;
+            if (!QS_LOAD(n->nr_empty))
+                continue;
+            qs_lock_acquire(&n->lock);
+            if (all) {
+                mine = qs_node_fifo_detach(n);
+            } else {
+                empty_policy_locked(c, n, &mine, now);
+            }
+            qs_lock_release(&n->lock);
+            /* the sweeper owns no queue: orphan counters; a slab the
+             * policy took by the limit before its decay stays warm (as in
+             * qs_node_release_list) */
+            struct qs_slab *warm = NULL;
+            while (mine) {
+                struct qs_slab *next = mine->next;
+                if (unlikely(fifo_keep(c, mine))) { /* c is alive: qs_global */
+                    mine = next;
+                    continue;
+                }
+                qs_stat(c, NULL, QS_FREE_SLAB, 1);
+                qs_stat(c, NULL, QS_FREE_OBJS, mine->objects);
+                if (!all && qs_ms_age(now, mine->empty_ms) < QS_LOAD(c->empty_decay_ms)) {
+                    mine->next = warm;
+                    warm = mine;
+                } else {
+                    mine->next = release;
+                    release = mine;
+                }
+                mine = next;
+            }
+            if (warm)
+                bytes += qs_page_keep_empties(warm);
+        }
+    }
+    qs_lock_release(&qs_global);
+    bytes += qs_page_free_slabs(release);
+    bytes += qs_page_sweep_warm(all); /* destroyed caches' slabs kept warm (page.c) */
+    for (int f = 0; f < QS_FRONT_NR; f++) /* what the front ends keep of their own */
+        if (qs_fronts[f]->sweep)
+            bytes += qs_fronts[f]->sweep(all);
+    return bytes;
+}
+
+/* Start the purger once empty slabs are kept, or once slabs hold more than
+ * QS_PURGER_AT bytes (page.c: a heap that size will want its empties given
+ * back one day, maybe from a thread that then only sleeps).  The wish is
+ * recorded here (qs_purger_wanted) and acted on only where pthread_create
+ * is known to be safe: the allocation slow path, thread exit once qs_global
+ * is released, qslab_trim and shrink.  Never from a free: glibc frees a dead
+ * thread's TLS vector while it holds its thread-stack lock (pthread_join),
+ * and pthread_create from there waits for that lock forever.  glibc never
+ * allocates under that lock.  Never under a qslab lock either
+ * (pthread_create may allocate). */
+int qs_purger_wanted;
+
+void qs_node_purger_start(void)
+{
+    int st = __atomic_load_n(&purger_state, __ATOMIC_RELAXED);
+    if (likely(st != 0))
+        return;
+    const char *v = qs_os_getenv("QSLAB_PURGE");
+    int next = (v && v[0] == '0') ? -1 : 1;
+    if (!__atomic_compare_exchange_n(&purger_state, &st, next, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_RELAXED))
+        return;
+    if (next == 1 && qs_os_thread_start(purger_main, NULL) != 0)
+        __atomic_store_n(&purger_state, 0, __ATOMIC_RELAXED); /* try again later */
+}
+
+void qs_node_purger_want(void)
+{
+    if (likely(__atomic_load_n(&purger_state, __ATOMIC_RELAXED) != 0))
+        return;
+    __atomic_store_n(&qs_purger_wanted, 1, __ATOMIC_RELAXED);
+}
+
+void qs_node_purger_start_wanted(void)
+{
+    if (__atomic_exchange_n(&qs_purger_wanted, 0, __ATOMIC_RELAXED))
+        qs_node_purger_start();
+}
+
+void qs_purger_kick(void)
+{
+    if (qs_self.state == 2)
+        return; /* an exiting thread holding qs_global: its exit destructor acts */
+    qs_node_purger_start_wanted();
+}
+
+void qs_node_purger_forked(void)
+{
+    /* no store when there is nothing to forget: a child that only execs
+     * then takes no copy-on-write fault on this page */
+    if (__atomic_load_n(&purger_state, __ATOMIC_RELAXED) != 0)
+        __atomic_store_n(&purger_state, 0, __ATOMIC_RELAXED);
+}
+
+void qs_node_put_empty(qslab_cache *c, struct qs_queue *q, struct qs_node *n, struct qs_slab *list)
+{
+    struct qs_slab *release = NULL;
+    qs_lock_acquire(&n->lock);
+    qs_node_put_empty_locked(c, n, list, &release);
+    bool kept = n->nr_empty != 0;
+    qs_lock_release(&n->lock);
+    qs_node_release_list(c, q, release, NULL);
+    if (kept)
+        qs_node_purger_want();
+}
+
+struct qs_slab *qs_node_take(qslab_cache *c, struct qs_queue *q, struct qs_node *n, unsigned want)
+{
+    struct qs_slab *out = NULL;
+    unsigned got = 0;
+    qs_lock_acquire(&n->lock);
+    while (got < want) {
+        struct qs_slab *s = n->list.partial;
+        if (s) {
+            qs_list_del(&n->list, s);
+        } else if ((s = n->empty_tail)) {
+            fifo_del(n, s);
+        } else {
+            break;
+        }
+        got += s->objects - s->inuse;
+        qs_slab_set_owner(s, &q->list);
+        s->next = out;
+        out = s;
+    }
+    qs_lock_release(&n->lock);
+    return out;
+}
+
+size_t qs_node_shrink(qslab_cache *c, struct qs_queue *q, struct qs_node *n)
+{
+    size_t bytes = 0;
+    qs_lock_acquire(&n->lock);
+    struct qs_slab *list = qs_node_fifo_detach(n);
+    qs_lock_release(&n->lock);
+    qs_node_release_list(c, q, list, &bytes);
+    return bytes;
+}
+
+struct qs_slab *qs_node_take_empty(struct qs_node *n)
+{
+    if (!QS_LOAD(n->nr_empty))
+        return NULL;
+    qs_lock_acquire(&n->lock);
+    struct qs_slab *s = n->empty_tail;
+    if (s)
+        fifo_del(n, s);
+    qs_lock_release(&n->lock);
+    return s;
+}
+
+/* One object from node `node`'s own list (qslab_cache_alloc_node for a node
+ * other than the caller's): the slab stays node-owned. */
+void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node)
+{
+    struct qs_node *n = &c->nodes[node];
+    void *obj = NULL;
+    bool fresh = false; /* obj born now from zero memory: calloc need not clear it */
+    qs_lock_acquire(&n->lock);
+    struct qs_slab *s = n->list.partial;
+    if (!s && (s = n->empty_tail)) {
+        fifo_del(n, s);
+        qs_list_add(&n->list, s, QS_SLAB_PARTIAL);
+    }
+    if (!s) {
+        qs_lock_release(&n->lock);
+        s = qs_slab_new(c, q, node, true); /* its one born object taken below */
+        if (!s)
+            return NULL;
+        fresh = qs_slab_born_zero(c, s);
+        qs_lock_acquire(&n->lock);
+        qs_slab_set_owner(s, &n->list);
+        qs_list_add(&n->list, s, QS_SLAB_PARTIAL);
+    }
+    /* s is on n's partial list: it has a free object, or can grow one (we
+     * hold the lock); NULL only from a corrupt free list, whose slab is now
+     * full and out of use (core/slab.c qs_slab_take_one): another slab then */
+    fresh |= !s->freelist && qs_slab_born_zero(c, s);
+    obj = qs_slab_take_one(c, q, s);
+    bool lost = !obj;
+    /* a debug cache checks the object (under the lock: its validation
+     * walks slabs under it too); one that fails is kept out of use,
+     * counted as allocated (debug.c), and another is taken */
+    bool quarantined = obj && unlikely(c->debug) && !qs_debug_alloc_locked(c, s, obj);
+    if (!s->freelist && !qs_slab_growable(c, s)) {
+        qs_list_del(&n->list, s);
+        qs_list_add(&n->list, s, QS_SLAB_FULL);
+    }
+    qs_lock_release(&n->lock);
+    if (obj) {
+        qs_stat(c, q, QS_ALLOC_SLOW, 1);
+        qs_stat(c, q, QS_NODE_ALLOC, 1);
+    }
+    if (quarantined || lost) /* each time one slab fewer to take from */
+        return qs_node_alloc(c, q, node);
+    qs_self.last_word = fresh ? QS_FRESH_WORD(c->secret) : 0;
+    return obj;
+}

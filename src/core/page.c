@@ -1,0 +1,886 @@
+/*
+ * page.c - where slabs come from.
+ *
+ * Memory is mapped in 4 MiB chunks aligned to 4 MiB.  A chunk serves slabs of
+ * one order on one node.  Slabs of up to 2 MiB: the chunk is one unit cut
+ * into slots of the slab size, slot i at i << (page shift + order) from the
+ * chunk; the header (struct qs_chunk and one descriptor per slot) covers
+ * the first slots, which never hold a slab.  So a pointer's offset in its
+ * unit, shifted by the slab size, indexes its descriptor, and the unit map
+ * byte says what the shift is: the free path finds the descriptor with one
+ * load and no look at the header.  Slabs of 4 MiB and more get a chunk of
+ * their own, several units long (header page, then the slab).  Slabs start
+ * on a multiple of their size, so power-of-two objects are naturally
+ * aligned.  Large blocks (kmalloc above 32 MiB) are chunks of kind LARGE
+ * with one block.
+ *
+ * The unit map (internal.h) has a byte per 4 MiB unit of the address space:
+ * 0 for units that are not qslab's, the slab shift for one-unit slab
+ * chunks, else how many units back the chunk's header is.  qs_chunk_of()
+ * tells "not ours" in O(1) with one load at a constant address for the
+ * common case (a chunk of one unit).  Each unit belongs to at most one
+ * chunk because chunks start and end on unit boundaries.
+ *
+ * Slots given back are decommitted (MADV_DONTNEED) at once.  Slabs a cache
+ * does not keep but that may serve again soon (its FIFO's overflow, a
+ * destroyed cache's) stay resident as WARM slots (qs_page_keep_slabs,
+ * below), and the next slab of their (node, order), of any cache, takes one
+ * before a cold slot, until they have been warm for QS_WARM_MS or the
+ * retention rule cuts them.  Slabs given back together come as a list
+ * (qs_page_free_slabs), and adjacent ones share one madvise.  A chunk whose slots are all free is unmapped unless it is
+ * the only fully free chunk of its (node, order) pool, which is kept as a
+ * spare (it costs address space only) to avoid mmap churn.
+ *
+ * WHEN THE KERNEL REFUSES A GIVE-BACK (madvise or munmap failing: munmap
+ * that splits a mapping fails with ENOMEM at vm.max_map_count; tests inject
+ * both, qslab_fault_inject) nothing above this layer changes: the memory is
+ * kept here as if it had never been offered, and the refusal is counted
+ * (qs_page_failures: the "Pages:" line of qslab_stats_report; a refused
+ * request counts once, with all its bytes).  Slots whose decommit failed go
+ * back to their chunk with their pages resident, and the bytes are not
+ * counted as given back (shrink and trim report what the OS
+ * took); a chunk whose unmap failed goes back to its pool as a fully free
+ * chunk; a large block's pages are decommitted instead and its address
+ * range is left mapped (no longer qslab's).  Nothing relies on a slot's
+ * memory being zero: objects are written when they are born (core/slab.c).
+ *
+ * Lock: pool->lock protects a pool's chunk list and each of its chunks'
+ * slot lists and counters.  The unit map needs no lock: a chunk's units are
+ * written only by whoever maps or unmaps that chunk.
+ */
+#include "core/internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+#ifdef QS_HAVE_ASAN
+/* In ASan builds the unit map is mapped, not BSS: LeakSanitizer reads every
+ * writable global of the process for pointers at its exit, and 32 MiB of
+ * BSS cost each ASan test process 0.27 s (integration_fault_inject, with
+ * its children: 10.2 s against 2.3).  Mapped by the first constructor to
+ * run (priority 101), before anything can look a pointer up; straight
+ * through mmap, not the OS layer, whose requests fault injection counts.
+ * Other builds keep the array: the lookup stays one load at a constant
+ * base. */
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+uint8_t *qs_unit_map;
+__attribute__((constructor(101))) static void unit_map_init(void)
+{
+    void *m = mmap(NULL, QS_UNITS, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
+        static const char msg[] = "qslab: cannot map the unit map (ASan build)\n";
+        ssize_t r = write(2, msg, sizeof msg - 1);
+        (void)r;
+        abort();
+    }
+    qs_unit_map = m;
+}
+#else
+uint8_t qs_unit_map[QS_UNITS];
+#endif
+
+struct qs_page_pool {
+    qs_lock lock;
+    struct qs_chunk *avail; /* chunks with a free slot */
+    struct qs_chunk *all;   /* every chunk (all_next): qs_page_walk */
+    unsigned nr_fully_free;
+    struct qs_slab *warm, *warm_tail; /* warm slots, newest first (->next, ->prev) */
+} __attribute__((aligned(QS_CACHELINE)));
+
+static struct qs_page_pool pools[QS_MAX_NODES][QS_NR_ORDERS];
+
+/* fork: take (lock) or release every page-layer lock, in order */
+void qs_page_lock_all(bool lock)
+{
+    for (int n = 0; n < qs_nr_nodes; n++)
+        for (int o = 0; o < QS_NR_ORDERS; o++)
+            (lock ? qs_lock_acquire : qs_lock_release)(&pools[n][o].lock);
+}
+
+static size_t round_up(size_t v, size_t a)
+{
+    return (v + a - 1) & ~(a - 1);
+}
+
+/* Mark the units of [ch, ch + size) as belonging to chunk ch (or to nobody,
+ * when clear).  A one-unit slab chunk gets the byte that locates its slab
+ * descriptors (internal.h); other chunks get back-distances.  Entries are
+ * published with release stores after the header is written; a chunk's
+ * units are its own, so no lock is needed. */
+static void map_set(struct qs_chunk *ch, size_t size, bool clear)
+{
+    size_t first = (uintptr_t)ch >> QS_CHUNK_SHIFT, n = size >> QS_CHUNK_SHIFT;
+    if (!clear && n == 1 && ch->kind == QS_CHUNK_SLABS) {
+        uint8_t v = (uint8_t)(QS_UNIT_SLABS | (QS_PAGE_SHIFT + ch->order));
+        __atomic_store_n(&qs_unit_map[first], v, __ATOMIC_RELEASE);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint8_t v = clear ? 0 : (uint8_t)(i + 1 < QS_UNIT_FAR_MAX ? i + 1 : QS_UNIT_FAR_MAX);
+        __atomic_store_n(&qs_unit_map[first + i], v, __ATOMIC_RELEASE);
+    }
+}
+
+/* Header of a chunk that spans more than one unit (p in a later unit). */
+struct qs_chunk *qs_chunk_of_far(size_t unit, unsigned k)
+{
+    while (k == QS_UNIT_FAR_MAX) {
+        unit -= QS_UNIT_FAR_MAX - 1;
+        k = __atomic_load_n(&qs_unit_map[unit], __ATOMIC_ACQUIRE);
+    }
+    if (k == 0)
+        return NULL;
+    return (struct qs_chunk *)((unit - (k - 1)) << QS_CHUNK_SHIFT);
+}
+
+/* Layout of a chunk of order-`order` slabs: number of slots (descriptors),
+ * the first slot not covered by the header, data offset and mapped size.
+ * Slabs of up to half a unit: the chunk is one unit, slot i starts at
+ * i << (page shift + order) from the chunk and the header covers the first
+ * slots (so a pointer's offset in the unit indexes its descriptor).  Bigger
+ * slabs: one slab after a page of header, several units. */
+static void chunk_layout(unsigned order, uint32_t *nr, uint32_t *first, size_t *data_off,
+                         size_t *map_size)
+{
+    size_t sb = qs_slab_bytes(order);
+    if (sb > QS_CHUNK_SIZE / 2) {
+        /* the free bits (internal.h) after the header's page cover the
+         * chunk up to the slab's end: data_off stays under a unit, so
+         * (sb + a unit) / 64 bytes do */
+        *nr = 1;
+        *first = 0;
+        *data_off = round_up(QS_PAGE_SIZE + (sb + QS_CHUNK_SIZE) / 64, QS_PAGE_SIZE);
+        *map_size = round_up(*data_off + sb, QS_CHUNK_SIZE);
+        return;
+    }
+    uint32_t n = (uint32_t)(QS_CHUNK_SIZE / sb);
+    /* descriptors for every slot of the unit (qs_slab_fast indexes them by
+     * offset alone: those of the header's and the free bits' slots stay
+     * zero, span 0), then the free bits: in the header's slots when they
+     * have room, else in the unit's last 64 KiB, whose slots go */
+    size_t hdr = round_up(sizeof(struct qs_chunk) + n * sizeof(struct qs_slab), QS_PAGE_SIZE);
+    *first = (uint32_t)((hdr + sb - 1) / sb);
+    bool at_end = qs_fbits_off[order] == QS_CHUNK_SIZE - QS_FBITS_BYTES;
+    *nr = at_end ? (uint32_t)((QS_CHUNK_SIZE - QS_FBITS_BYTES) / sb) : n;
+    *data_off = 0;
+    *map_size = QS_CHUNK_SIZE;
+}
+
+#define FBITS_OFF(o)                                                                               \
+    ((o) > QS_CHUNK_SHIFT - QS_PAGE_SHIFT - 1 ? QS_PAGE_SIZE                                      \
+     : FBITS_HDR(o) + QS_FBITS_BYTES <= FBITS_FIRST_END(o) ? FBITS_HDR(o)                         \
+                                                           : QS_CHUNK_SIZE - QS_FBITS_BYTES)
+#define FBITS_SB(o) (QS_PAGE_SIZE << (o))
+#define FBITS_HDR(o)                                                                               \
+    ((sizeof(struct qs_chunk) + QS_CHUNK_SIZE / FBITS_SB(o) * sizeof(struct qs_slab) +            \
+      QS_PAGE_SIZE - 1) & ~(QS_PAGE_SIZE - 1))
+#define FBITS_FIRST_END(o) ((FBITS_HDR(o) + FBITS_SB(o) - 1) / FBITS_SB(o) * FBITS_SB(o))
+const uint32_t qs_fbits_off[QS_NR_ORDERS] = {
+    FBITS_OFF(0),  FBITS_OFF(1),  FBITS_OFF(2),  FBITS_OFF(3),  FBITS_OFF(4),
+    FBITS_OFF(5),  FBITS_OFF(6),  FBITS_OFF(7),  FBITS_OFF(8),  FBITS_OFF(9),
+    FBITS_OFF(10), FBITS_OFF(11), FBITS_OFF(12), FBITS_OFF(13), FBITS_OFF(14),
+};
+_Static_assert(QS_NR_ORDERS == 15, "qs_fbits_off: one entry per order");
+
+/* Give-backs the kernel refused (atomic counters): see the top comment. */
+static struct qs_page_failures failures;
+
+void qs_page_failures(struct qs_page_failures *f)
+{
+    f->decommit = __atomic_load_n(&failures.decommit, __ATOMIC_RELAXED);
+    f->decommit_bytes = __atomic_load_n(&failures.decommit_bytes, __ATOMIC_RELAXED);
+    f->unmap = __atomic_load_n(&failures.unmap, __ATOMIC_RELAXED);
+    f->unmap_bytes = __atomic_load_n(&failures.unmap_bytes, __ATOMIC_RELAXED);
+}
+
+static void count_failure(unsigned long *n, size_t *bytes, size_t b)
+{
+    __atomic_fetch_add(n, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(bytes, b, __ATOMIC_RELAXED);
+}
+
+void qs_page_unmap_refused(size_t bytes)
+{
+    count_failure(&failures.unmap, &failures.unmap_bytes, bytes);
+}
+
+/* Bytes in slabs handed out; past QS_PURGER_AT the purger is wanted. */
+static size_t slab_bytes;
+size_t *const qs_page_slab_bytes = &slab_bytes; /* observe.c: the root points here */
+/* Bytes of slab chunks mapped, and of their slots (what slabs can use; the
+ * rest is headers, descriptors and free bits): relaxed atomics, changed
+ * where a chunk is mapped and unmapped, read by qslabinfo -T. */
+static size_t chunk_bytes, slot_bytes;
+size_t *const qs_page_chunk_bytes = &chunk_bytes;
+size_t *const qs_page_slot_bytes = &slot_bytes;
+
+static size_t chunk_slot_bytes(const struct qs_chunk *ch)
+{
+    return (size_t)(ch->nr_slots - ch->first_slot) * qs_slab_bytes(ch->order);
+}
+#define QS_PURGER_AT ((size_t)1 << 20)
+
+static struct qs_chunk *chunk_new(int node, unsigned order)
+{
+    uint32_t nr, first;
+    size_t off, size;
+    chunk_layout(order, &nr, &first, &off, &size);
+    struct qs_chunk *ch = qs_os_map_aligned(size, QS_CHUNK_SIZE);
+    if (!ch)
+        return NULL;
+    if (qs_real_numa)
+        qs_os_bind_node(ch, size, node);
+    ch->magic = QS_CHUNK_MAGIC;
+    ch->kind = QS_CHUNK_SLABS;
+    ch->order = (uint8_t)order;
+    ch->node = (uint16_t)node;
+    ch->nr_slots = nr;
+    ch->first_slot = first;
+    ch->next_unused = first;
+    ch->nr_free = nr - first;
+    ch->data = (char *)ch + off;
+    ch->map_size = size;
+    map_set(ch, size, false);
+    __atomic_fetch_add(&chunk_bytes, size, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&slot_bytes, chunk_slot_bytes(ch), __ATOMIC_RELAXED);
+    return ch;
+}
+
+static void avail_add(struct qs_page_pool *p, struct qs_chunk *ch)
+{
+    ch->prev = NULL;
+    ch->next = p->avail;
+    if (p->avail)
+        p->avail->prev = ch;
+    p->avail = ch;
+}
+
+static void avail_del(struct qs_page_pool *p, struct qs_chunk *ch)
+{
+    if (ch->prev)
+        ch->prev->next = ch->next;
+    else
+        p->avail = ch->next;
+    if (ch->next)
+        ch->next->prev = ch->prev;
+    ch->next = ch->prev = NULL;
+}
+
+QS_NOINLINE void qs_fbit_set_cold(const struct qs_slab *s, const void *obj)
+{
+    qs_fbit_set(s, obj);
+}
+
+void qs_fbits_clear(const struct qs_slab *s, const char *from, const char *to)
+{
+    if (from >= to)
+        return;
+    uint64_t bit0, bit1;
+    uint64_t *w = qs_fbit_word(s, from, &bit0), *e = qs_fbit_word(s, to - 1, &bit1);
+    uint64_t lo = ~(bit0 - 1), hi = bit1 | (bit1 - 1); /* bits from bit0 up, up to bit1 */
+    if (w == e) {
+        *w &= ~(lo & hi);
+        return;
+    }
+    *w++ &= ~lo;
+    while (w < e)
+        *w++ = 0;
+    *e &= ~hi;
+}
+
+void qs_fbits_clear_objs(const struct qs_slab *s, const char *first, uint32_t n, uint32_t slot)
+{
+    if (slot < 64 * 8) {
+        qs_fbits_clear(s, first, first + (size_t)n * slot);
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t bit, *w = qs_fbit_word(s, first + (size_t)i * slot, &bit);
+        if (*w & bit) /* a read first: an untouched page of bits stays the zero page */
+            *w &= ~bit;
+    }
+}
+
+/* A fully free chunk joins pool p: available, on the walk's list (p->lock
+ * held). */
+static void pool_add_free_chunk(struct qs_page_pool *p, struct qs_chunk *ch)
+{
+    avail_add(p, ch);
+    ch->all_prev = NULL;
+    ch->all_next = p->all;
+    if (p->all)
+        p->all->all_prev = ch;
+    p->all = ch;
+    p->nr_fully_free++;
+}
+
+/* ---- warm slots ----
+ *
+ * Empty slabs that no cache keeps stay resident in their pool, newest
+ * first, and qs_page_alloc_slab takes the newest warm slot before any
+ * other, for whichever cache asks: slabs of one order serve every cache
+ * of that order, so memory one size class freed serves the next class
+ * that grows, with no page fault (13 us a 4 KiB page on these VMs) and no
+ * growth of the process.  They come from the caches' empty-slab FIFOs
+ * past their small limit (node.c), from destroyed caches, and from SLUB's
+ * pass-through blocks (qs_page_free_slab).  THE RETENTION RULE bounds them:
+ *   - by time: a slot warm for QS_WARM_MS goes back (decommitted, its slot
+ *     to its chunk); the purger's tick (qs_node_sweep) and every keep look
+ *     for them; qslab_trim gives back every warm slot at once;
+ *   - by the working set: whenever this layer hands out memory that is not
+ *     resident (a slot given back before, or a new chunk's), the caches'
+ *     FIFOs are first brought down by the layer above's hook (node.c
+ *     qs_node_reclaim: a FIFO slab of this order may come here warm and
+ *     serve at once), then the warm pool is cut to qs_page_retain_cap(), a
+ *     sixteenth of the bytes of slabs in the caches (at least
+ *     QS_RETAIN_FLOOR), biggest slots first, oldest first within a pool.
+ *     So memory kept for reuse never lets the process grow by more than
+ *     that share of what it holds in slabs (and a step: node.c): a program
+ *     that frees one size class and fills another reuses or gives back,
+ *     while one that frees its working set and takes it again (the seeds'
+ *     batches) finds it all kept, however large;
+ *   - a keep beyond QS_WARM_LIMIT decommits at once, and a destroyed
+ *     cache's slabs stay warm only within qs_page_retain_cap(): once every
+ *     cache is gone, nothing stays.
+ * Nothing relies on a slot's memory being zero (above), so a warm slot's
+ * old bytes are no one's concern.
+ *
+ * A warm slot has left its cache (slab_leave: no cache, span 0, state
+ * FREE), so it is no object's slab: a pointer into it is reported as a
+ * free of a freed slab's object, as when its slot was free.  For its chunk
+ * it is still handed out (not on the chunk's free slots, nr_free not
+ * counting it), so the chunk is not unmapped under it.  Its descriptor's
+ * empty_ms holds when it became warm; ->next and ->prev link the pool's
+ * list, under the pool's lock: reuse takes the head (newest), the give-back
+ * the tail (oldest), each in O(1) a slot (a destroy keeps thousands). */
+static size_t warm_bytes; /* atomic: bytes of warm slots, every pool */
+static unsigned long warm_trims; /* atomic: cuts by the working-set bound */
+unsigned long *const qs_page_warm_trims = &warm_trims;
+size_t *const qs_page_warm_bytes = &warm_bytes;
+
+static bool warm_old(const struct qs_slab *s, uint64_t now)
+{
+    return qs_ms_age(now, s->empty_ms) >= QS_WARM_MS;
+}
+
+static size_t free_left(struct qs_slab *list);
+static void slab_leave(struct qs_slab *s);
+
+/* Take pool p's warm slots that are old (all: every one) off its list
+ * (p->lock held), onto *out (a ->next list); returns their bytes.  The
+ * list is newest first, so the old ones are its tail: taken from there,
+ * oldest first, until a young one.  The caller takes the bytes off
+ * warm_bytes only once it has given the slots back (free_left): until
+ * then they are still resident, and a reader that sees warm_bytes reach 0
+ * (qslab_stats_report, unit_warm_slots) may rely on their pages being
+ * decommitted. */
+/* Pool p's oldest warm slot, off its list onto *out (p->lock held); its
+ * bytes. */
+static size_t warm_cut_oldest(struct qs_page_pool *p, struct qs_slab **out)
+{
+    struct qs_slab *s = p->warm_tail;
+    p->warm_tail = s->prev;
+    if (s->prev)
+        s->prev->next = NULL;
+    else
+        p->warm = NULL;
+    s->prev = NULL;
+    s->next = *out;
+    *out = s;
+    return qs_slab_bytes(s->order);
+}
+
+static size_t warm_cut_locked(struct qs_page_pool *p, bool all, uint64_t now, struct qs_slab **out)
+{
+    size_t b = 0;
+    while (p->warm_tail && (all || warm_old(p->warm_tail, now)))
+        b += warm_cut_oldest(p, out);
+    return b;
+}
+
+/* Give back slots cut off the warm lists (with any others on the list),
+ * then take the cut ones' bytes off warm_bytes. */
+static size_t free_cut(struct qs_slab *list, size_t cut)
+{
+    size_t back = free_left(list);
+    if (cut)
+        __atomic_sub_fetch(&warm_bytes, cut, __ATOMIC_RELAXED);
+    return back;
+}
+
+size_t qs_page_retain_cap(void)
+{
+    size_t cap = __atomic_load_n(&slab_bytes, __ATOMIC_RELAXED) / QS_RETAIN_FRACTION;
+    return cap > QS_RETAIN_FLOOR ? cap : QS_RETAIN_FLOOR;
+}
+
+/* Keep a ->next list warm up to `limit` bytes warm in all; `since`: the
+ * slabs' empty_ms already says since when they are unused (a FIFO's),
+ * else they are unused from now. */
+static size_t keep_slabs(struct qs_slab *list, size_t limit, bool since)
+{
+    uint64_t now = qs_os_now_ms();
+    struct qs_slab *cold = NULL;
+    size_t cut = 0;
+    while (list) {
+        struct qs_slab *s = list;
+        list = list->next;
+        slab_leave(s);
+        size_t sb = qs_slab_bytes(s->order);
+        struct qs_page_pool *p = &pools[s->node][s->order];
+        /* within the limit: the slot stays warm (a racing keep may pass
+         * the limit by its own slab at most) */
+        if (__atomic_load_n(&warm_bytes, __ATOMIC_RELAXED) + sb > limit) {
+            s->next = cold;
+            cold = s;
+            continue;
+        }
+        __atomic_add_fetch(&warm_bytes, sb, __ATOMIC_RELAXED);
+        /* since when it is unused; its memory is no longer zero (it held
+         * a cache's objects) */
+        s->empty_ms = since ? s->empty_ms & QS_MS_MASK : (uint32_t)now & QS_MS_MASK;
+        s->prev = NULL;
+        qs_lock_acquire(&p->lock);
+        s->next = p->warm;
+        if (p->warm)
+            p->warm->prev = s;
+        else
+            p->warm_tail = s;
+        p->warm = s;
+        cut += warm_cut_locked(p, false, now, &cold); /* this pool's old ones go now */
+        qs_lock_release(&p->lock);
+    }
+    size_t back = free_cut(cold, cut);
+    if (__atomic_load_n(&warm_bytes, __ATOMIC_RELAXED))
+        qs_node_purger_want(); /* it gives them back once old */
+    return back;
+}
+
+size_t qs_page_keep_slabs(struct qs_slab *list)
+{
+    return keep_slabs(list, QS_WARM_LIMIT, false);
+}
+
+size_t qs_page_keep_empties(struct qs_slab *list)
+{
+    return keep_slabs(list, QS_WARM_LIMIT, true);
+}
+
+/* A destroyed cache's slabs: its own bytes leave the working set first
+ * (and no floor: once every cache is gone, nothing stays). */
+size_t qs_page_keep_destroyed(struct qs_slab *list)
+{
+    size_t mine = 0;
+    for (struct qs_slab *s = list; s; s = s->next)
+        mine += qs_slab_bytes(s->order);
+    size_t held = __atomic_load_n(&slab_bytes, __ATOMIC_RELAXED);
+    return keep_slabs(list, held > mine ? (held - mine) / QS_RETAIN_FRACTION : 0, false);
+}
+
+/* Cut the warm pool to `cap` bytes (see the retention rule): the biggest
+ * slots first, oldest first within a pool; one pool lock at a time. */
+static size_t warm_trim(size_t cap)
+{
+    struct qs_slab *go = NULL;
+    size_t cut = 0, warm = __atomic_load_n(&warm_bytes, __ATOMIC_RELAXED);
+    for (int order = QS_NR_ORDERS - 1; order >= 0 && warm > cap + cut; order--)
+        for (int node = 0; node < qs_nr_nodes && warm > cap + cut; node++) {
+            struct qs_page_pool *p = &pools[node][order];
+            qs_lock_acquire(&p->lock);
+            while (warm > cap + cut && p->warm_tail)
+                cut += warm_cut_oldest(p, &go);
+            qs_lock_release(&p->lock);
+        }
+    if (cut)
+        __atomic_fetch_add(&warm_trims, 1, __ATOMIC_RELAXED);
+    return free_cut(go, cut);
+}
+
+size_t qs_page_sweep_warm(bool all)
+{
+    if (!__atomic_load_n(&warm_bytes, __ATOMIC_RELAXED))
+        return 0;
+    uint64_t now = qs_os_now_ms();
+    struct qs_slab *go = NULL;
+    size_t cut = 0;
+    /* every pool's lock (a tick with warm slots only): p->warm is read
+     * under it, like every other pool field */
+    for (int node = 0; node < qs_nr_nodes; node++)
+        for (unsigned order = 0; order < QS_NR_ORDERS; order++) {
+            struct qs_page_pool *p = &pools[node][order];
+            qs_lock_acquire(&p->lock);
+            cut += warm_cut_locked(p, all, now, &go);
+            qs_lock_release(&p->lock);
+        }
+    return free_cut(go, cut);
+}
+
+/* The layer above keeps empty slabs too (its FIFOs): it registers what
+ * gives them back, or makes them warm, when the process would grow past
+ * the retention cap (node.c qs_node_reclaim).  Set once at start-up. */
+static void (*reclaim_hook)(int node, unsigned order);
+
+void qs_page_set_reclaim(void (*fn)(int node, unsigned order))
+{
+    reclaim_hook = fn;
+}
+
+struct qs_slab *qs_page_alloc_slab(int node, unsigned order)
+{
+    struct qs_page_pool *p = &pools[node][order];
+    struct qs_slab *s;
+    bool cold = false, asked = false;
+again:
+    qs_lock_acquire(&p->lock);
+    if (p->warm) { /* the newest warm slot: its pages are resident */
+        s = p->warm;
+        p->warm = s->next;
+        if (p->warm)
+            p->warm->prev = NULL;
+        else
+            p->warm_tail = NULL;
+        qs_lock_release(&p->lock);
+        __atomic_sub_fetch(&warm_bytes, qs_slab_bytes(order), __ATOMIC_RELAXED);
+        s->empty_ms = 0; /* resident, with a cache's old objects */
+        goto out;
+    }
+    if (!asked && reclaim_hook) {
+        /* about to take memory that is not resident: what the caches keep
+         * empty over the retention cap goes first, and empty slabs of this
+         * order may come here warm (no lock held for it) */
+        qs_lock_release(&p->lock);
+        asked = true;
+        reclaim_hook(node, order);
+        goto again;
+    }
+    cold = true; /* not resident: the retention rule, below */
+    struct qs_chunk *ch = p->avail;
+    if (!ch) {
+        qs_lock_release(&p->lock);
+        ch = chunk_new(node, order);
+        if (!ch) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        qs_lock_acquire(&p->lock);
+        pool_add_free_chunk(p, ch);
+    }
+    if (ch->nr_free == ch->nr_slots - ch->first_slot)
+        p->nr_fully_free--;
+    if (ch->free_slots) {
+        s = ch->free_slots;
+        ch->free_slots = s->next;
+    } else {
+        /* first use of the slot: mem, order and node never change again */
+        s = &ch->slabs[ch->next_unused];
+        s->mem = ch->data + ((size_t)ch->next_unused << (QS_PAGE_SHIFT + order));
+        s->order = (uint8_t)order;
+        s->node = (uint16_t)node;
+        s->empty_ms = QS_SLAB_ZERO; /* never touched */
+        ch->next_unused++;
+    }
+    if (--ch->nr_free == 0)
+        avail_del(p, ch);
+    qs_lock_release(&p->lock);
+out:
+    s->next = s->prev = NULL;
+    __atomic_store_n(&s->state, (uint8_t)QS_SLAB_FREE, __ATOMIC_RELAXED);
+    size_t sb = qs_slab_bytes(order);
+    size_t total = __atomic_add_fetch(&slab_bytes, sb, __ATOMIC_RELAXED);
+    if (total >= QS_PURGER_AT && total - sb < QS_PURGER_AT)
+        qs_node_purger_want(); /* started at a safe point (node.c) */
+    /* the process grows: memory kept warm beyond the retention cap goes
+     * back first (no lock held) */
+    if (cold && __atomic_load_n(&warm_bytes, __ATOMIC_RELAXED) > qs_page_retain_cap())
+        warm_trim(qs_page_retain_cap());
+    return s;
+}
+
+/* A fully free chunk the kernel would not unmap: back to its pool, as the
+ * fully free chunk it is (the pool may then keep two; the next one to
+ * empty is unmapped again), and counted. */
+static QS_NOINLINE void chunk_keep(struct qs_page_pool *p, struct qs_chunk *ch)
+{
+    count_failure(&failures.unmap, &failures.unmap_bytes, ch->map_size);
+    map_set(ch, ch->map_size, false);
+    qs_lock_acquire(&p->lock);
+    pool_add_free_chunk(p, ch);
+    qs_lock_release(&p->lock);
+}
+
+/* A slab leaving its cache for the page layer: no pointer is its object
+ * any more, and its bytes no longer count as handed out. */
+static void slab_leave(struct qs_slab *s)
+{
+    __atomic_sub_fetch(&slab_bytes, qs_slab_bytes(s->order), __ATOMIC_RELAXED);
+    if (unlikely(qs_debug_tools)) /* valgrind or ASan saw its objects: usable again */
+        qs_debug_slab_released(s);
+    __atomic_store_n(&s->cache, NULL, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->span, 0, __ATOMIC_RELAXED); /* no pointer is its object now */
+    __atomic_store_n(&s->state, (uint8_t)QS_SLAB_FREE, __ATOMIC_RELAXED); /* qs_page_walk */
+    s->owner = NULL;
+    s->freelist = s->tail = NULL;
+}
+
+/* Decommit [mem, mem + bytes), the slots of one or more slabs: the bytes
+ * the OS took (0 if it refused: the pages stay resident, counted). */
+static size_t decommit(char *mem, size_t bytes)
+{
+    if (unlikely(qs_os_decommit(mem, bytes) != 0)) {
+        /* refused: the slots still go back to their chunk (no cache wants
+         * them), their pages resident until reused or the chunk unmapped */
+        count_failure(&failures.decommit, &failures.decommit_bytes, bytes);
+        return 0;
+    }
+    return bytes;
+}
+
+/* A left slab's slot (decommitted, or refused) back to its chunk; a chunk
+ * all of whose slots are free then unmapped, unless it is its pool's only
+ * fully free one. */
+static void slot_return(struct qs_slab *s)
+{
+    struct qs_chunk *ch = qs_chunk_of(s->mem);
+    struct qs_page_pool *p = &pools[ch->node][ch->order];
+    struct qs_chunk *unmap = NULL;
+    qs_lock_acquire(&p->lock);
+    s->next = ch->free_slots;
+    ch->free_slots = s;
+    if (ch->nr_free++ == 0)
+        avail_add(p, ch);
+    if (ch->nr_free == ch->nr_slots - ch->first_slot) {
+        if (p->nr_fully_free >= 1) {
+            avail_del(p, ch);
+            if (ch->all_prev)
+                ch->all_prev->all_next = ch->all_next;
+            else
+                p->all = ch->all_next;
+            if (ch->all_next)
+                ch->all_next->all_prev = ch->all_prev;
+            unmap = ch;
+        } else {
+            p->nr_fully_free++;
+        }
+    }
+    qs_lock_release(&p->lock);
+    if (unmap) {
+        map_set(unmap, unmap->map_size, true);
+        size_t mapped = unmap->map_size, slots = chunk_slot_bytes(unmap);
+        if (unlikely(qs_os_unmap(unmap, mapped) != 0)) {
+            chunk_keep(p, unmap);
+        } else {
+            __atomic_fetch_sub(&chunk_bytes, mapped, __ATOMIC_RELAXED);
+            __atomic_fetch_sub(&slot_bytes, slots, __ATOMIC_RELAXED);
+        }
+    }
+}
+
+size_t qs_page_free_slab_now(struct qs_slab *s)
+{
+    s->next = NULL;
+    return qs_page_free_slabs(s);
+}
+
+/* One slab a front end lets go as it empties (SLUB's pass-through block,
+ * SLOB's page, a slab that could not be set up): kept warm, as the kernel's
+ * page allocator keeps a freed page hot on its CPU's list. */
+size_t qs_page_free_slab(struct qs_slab *s)
+{
+    s->next = NULL;
+    return qs_page_keep_slabs(s);
+}
+
+/* A ->next list sorted by address (merge sort: lists of a destroy may be
+ * long). */
+static struct qs_slab *sort_by_mem(struct qs_slab *l)
+{
+    if (!l || !l->next)
+        return l;
+    struct qs_slab *slow = l, *fast = l->next;
+    while (fast && fast->next) {
+        slow = slow->next;
+        fast = fast->next->next;
+    }
+    struct qs_slab *b = slow->next;
+    slow->next = NULL;
+    struct qs_slab *a = sort_by_mem(l), head, *t = &head;
+    b = sort_by_mem(b);
+    while (a && b) {
+        struct qs_slab **m = a->mem < b->mem ? &a : &b;
+        t->next = *m;
+        t = *m;
+        *m = (*m)->next;
+    }
+    t->next = a ? a : b;
+    return head.next;
+}
+
+/* Many slabs at once (shrink, trim, the purger, destroy: a ->next linked
+ * list): sorted by address, each run of adjacent slots of one chunk
+ * decommitted with one madvise.  In a process whose threads have run on
+ * several CPUs every madvise that drops pages also flushes their TLBs: an
+ * interrupt to each of those CPUs and a wait for the slowest, one per run
+ * instead of one per slab.  (Slots of a chunk are handed out in address
+ * order, and the slabs a cache gives back together were mostly born
+ * together.)  The slots go back to their chunks only after the decommits,
+ * so no slot is reused while its pages go. */
+size_t qs_page_free_slabs(struct qs_slab *list)
+{
+    for (struct qs_slab *s = list; s; s = s->next)
+        slab_leave(s);
+    return free_left(list);
+}
+
+/* The decommits and slot returns of qs_page_free_slabs, for slabs that
+ * have left their caches already (slab_leave). */
+static size_t free_left(struct qs_slab *list)
+{
+    list = sort_by_mem(list);
+    size_t back = 0;
+    for (struct qs_slab *s = list; s;) {
+        struct qs_chunk *ch = qs_chunk_of(s->mem);
+        char *end = s->mem + qs_slab_bytes(s->order);
+        struct qs_slab *t = s->next;
+        for (; t && t->mem == end && qs_chunk_of(t->mem) == ch; t = t->next)
+            end += qs_slab_bytes(t->order);
+        size_t b = decommit(s->mem, (size_t)(end - s->mem));
+        back += b;
+        for (; s != t; s = s->next) /* zero again, unless the OS refused */
+            s->empty_ms = b ? QS_SLAB_ZERO : 0;
+    }
+    while (list) {
+        struct qs_slab *next = list->next;
+        slot_return(list);
+        list = next;
+    }
+    return back;
+}
+
+struct qs_slab *qs_slab_lookup(const void *p)
+{
+    struct qs_slab *s = qs_slab_fast(p);
+    if (s)
+        return s;
+    struct qs_chunk *ch = qs_chunk_of(p);
+    return ch && ch->kind == QS_CHUNK_SLABS ? qs_chunk_slab(ch, p) : NULL;
+}
+
+void qs_page_walk(void (*fn)(struct qs_slab *s, void *arg), void *arg)
+{
+    for (int n = 0; n < qs_nr_nodes; n++)
+        for (int o = 0; o < QS_NR_ORDERS; o++) {
+            struct qs_page_pool *p = &pools[n][o];
+            qs_lock_acquire(&p->lock);
+            for (struct qs_chunk *ch = p->all; ch; ch = ch->all_next)
+                for (uint32_t i = ch->first_slot; i < ch->next_unused; i++)
+                    if (__atomic_load_n(&ch->slabs[i].cache, __ATOMIC_ACQUIRE))
+                        fn(&ch->slabs[i], arg);
+            qs_lock_release(&p->lock);
+        }
+}
+
+static size_t large_offset(size_t align)
+{
+    return align > QS_PAGE_SIZE ? align : QS_PAGE_SIZE;
+}
+
+struct qs_chunk *qs_page_map_large(size_t size, size_t align)
+{
+    size_t off = large_offset(align);
+    if (size > ((size_t)1 << 46) - off)
+        return NULL;
+    size_t map = round_up(off + size, QS_CHUNK_SIZE);
+    size_t malign = align > QS_CHUNK_SIZE ? align : QS_CHUNK_SIZE;
+    struct qs_chunk *ch = qs_os_map_aligned(map, malign);
+    if (!ch)
+        return NULL;
+    ch->magic = QS_CHUNK_MAGIC;
+    ch->kind = QS_CHUNK_LARGE;
+    ch->map_size = map;
+    ch->large_ptr = (char *)ch + off;
+    ch->large_size = map - off;
+    map_set(ch, map, false);
+    return ch;
+}
+
+void qs_page_unmap_large(struct qs_chunk *ch)
+{
+    size_t size = ch->map_size;
+    map_set(ch, size, true);
+    if (likely(qs_os_unmap(ch, size) == 0))
+        return;
+    /* refused: the block is free and no longer qslab's (its units are
+     * clear, so a second free is reported), but its range stays mapped;
+     * its pages at least go back, if the kernel takes them */
+    count_failure(&failures.unmap, &failures.unmap_bytes, size);
+    if (qs_os_decommit(ch, size) != 0)
+        count_failure(&failures.decommit, &failures.decommit_bytes, size);
+}
+
+/* Resize a large block to hold `size` bytes: in place if the address space
+ * allows, else moved (page tables, not bytes) to a new aligned range.
+ * Returns the (possibly new) chunk, or NULL with the old one intact. */
+struct qs_chunk *qs_page_remap_large(struct qs_chunk *ch, size_t size)
+{
+    size_t off = (size_t)(ch->large_ptr - (char *)ch);
+    if (size > ((size_t)1 << 46) - off)
+        return NULL;
+    size_t map = round_up(off + size, QS_CHUNK_SIZE);
+    size_t old = ch->map_size;
+    if (map == old)
+        return ch;
+    if (map < old) {
+        struct qs_chunk *tail = (struct qs_chunk *)((char *)ch + map);
+        map_set(tail, old - map, true);
+        if (unlikely(qs_os_unmap(tail, old - map) != 0)) {
+            /* refused: the block keeps its size (a realloc that shrinks
+             * may keep the bigger block) */
+            count_failure(&failures.unmap, &failures.unmap_bytes, old - map);
+            map_set(ch, old, false);
+            return ch;
+        }
+    } else if (qs_os_remap_inplace(ch, old, map) == 0) {
+        map_set(ch, map, false);
+    } else {
+        size_t malign = off > QS_CHUNK_SIZE ? off : QS_CHUNK_SIZE;
+        struct qs_chunk *dst = qs_os_map_aligned(map, malign);
+        if (!dst)
+            return NULL;
+        if (qs_os_remap_to(ch, old, dst, old) != 0) {
+            if (qs_os_unmap(dst, map) != 0) /* never qslab's: left mapped */
+                count_failure(&failures.unmap, &failures.unmap_bytes, map);
+            errno = ENOMEM;
+            return NULL;
+        }
+        map_set(ch, old, true); /* the old range is gone (moved) */
+        ch = dst;
+        ch->large_ptr = (char *)ch + off;
+        map_set(ch, map, false);
+    }
+    ch->map_size = map;
+    ch->large_size = map - off;
+    return ch;
+}
+
+/* ---- fault injection (os.h; the API of qslab.h) ---- */
+
+QSLAB_EXPORT int qslab_fault_inject(unsigned long nth, unsigned flags)
+{
+    if (flags & ~(QSLAB_FAULT_RELEASE | QSLAB_FAULT_EVERY)) {
+        errno = EINVAL;
+        return -1;
+    }
+    qs_init(); /* start-up's own requests are not the caller's to count */
+    int kind = flags & QSLAB_FAULT_RELEASE ? QS_OS_FAULT_RELEASE : QS_OS_FAULT_MAP;
+    qs_os_fault_arm(kind, nth, (flags & QSLAB_FAULT_EVERY) != 0);
+    return 0;
+}
+
+QSLAB_EXPORT unsigned long qslab_fault_injected(unsigned flags)
+{
+    return qs_os_fault_injected(flags & QSLAB_FAULT_RELEASE ? QS_OS_FAULT_RELEASE
+                                                            : QS_OS_FAULT_MAP);
+}

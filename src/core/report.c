@@ -1,0 +1,197 @@
+/*
+ * report.c - messages without stdio (the allocator may be running inside
+ * malloc), the replaceable fatal handler, and a lock's slow path.
+ */
+#include "observe/control.h"
+
+#include <stdarg.h>
+
+static qslab_fatal_fn fatal_handler;
+/* qs_warn's text, captured instead of written (control.h): one thread's own */
+static __thread struct qs_buf *warn_capture __attribute__((tls_model("initial-exec")));
+
+void qs_warn_capture(struct qs_buf *b)
+{
+    warn_capture = b;
+}
+
+void qs_buf_putc(struct qs_buf *b, char c)
+{
+    if (b->len + 1 < b->cap)
+        b->p[b->len++] = c;
+    b->p[b->len < b->cap ? b->len : b->cap - 1] = '\0';
+}
+
+void qs_buf_str(struct qs_buf *b, const char *s)
+{
+    if (!s)
+        s = "(null)";
+    while (*s)
+        qs_buf_putc(b, *s++);
+}
+
+void qs_buf_u64(struct qs_buf *b, uint64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        qs_buf_putc(b, tmp[--n]);
+}
+
+void qs_buf_hex(struct qs_buf *b, uint64_t v)
+{
+    char tmp[20];
+    int n = 0;
+    do {
+        tmp[n++] = "0123456789abcdef"[v & 15];
+        v >>= 4;
+    } while (v);
+    qs_buf_str(b, "0x");
+    while (n)
+        qs_buf_putc(b, tmp[--n]);
+}
+
+/* Pad the text written since `from` to `upto` columns (right_align: pad
+ * on the left by shifting the text). */
+void qs_buf_pad(struct qs_buf *b, size_t upto, bool right_align, size_t from)
+{
+    size_t w = b->len - from;
+    if (w >= upto)
+        return;
+    size_t pad = upto - w;
+    if (b->len + pad + 1 > b->cap)
+        return;
+    if (right_align) {
+        for (size_t i = b->len; i-- > from;)
+            b->p[i + pad] = b->p[i];
+        for (size_t i = 0; i < pad; i++)
+            b->p[from + i] = ' ';
+        b->len += pad;
+        b->p[b->len] = '\0';
+    } else {
+        while (pad--)
+            qs_buf_putc(b, ' ');
+    }
+}
+
+/* %s string, %u unsigned long, %d long, %p pointer (0x...), %% */
+void qs_vformat(struct qs_buf *b, const char *fmt, va_list ap)
+{
+    for (; *fmt; fmt++) {
+        if (*fmt != '%') {
+            qs_buf_putc(b, *fmt);
+            continue;
+        }
+        switch (*++fmt) {
+        case 's':
+            qs_buf_str(b, va_arg(ap, const char *));
+            break;
+        case 'u':
+            qs_buf_u64(b, va_arg(ap, unsigned long));
+            break;
+        case 'd': {
+            long v = va_arg(ap, long);
+            if (v < 0) {
+                qs_buf_putc(b, '-');
+                qs_buf_u64(b, (uint64_t)0 - (uint64_t)v);
+            } else {
+                qs_buf_u64(b, (uint64_t)v);
+            }
+            break;
+        }
+        case 'p':
+            qs_buf_hex(b, (uintptr_t)va_arg(ap, const void *));
+            break;
+        case '%':
+            qs_buf_putc(b, '%');
+            break;
+        default:
+            return;
+        }
+    }
+}
+
+QSLAB_EXPORT qslab_fatal_fn qslab_set_fatal_handler(qslab_fatal_fn fn)
+{
+    return __atomic_exchange_n(&fatal_handler, fn, __ATOMIC_ACQ_REL);
+}
+
+qslab_fatal_fn qs_fatal_handler(void)
+{
+    return __atomic_load_n(&fatal_handler, __ATOMIC_ACQUIRE);
+}
+
+/* "qslab: " + the formatted message into b */
+static void message(struct qs_buf *b, const char *fmt, va_list ap)
+{
+    qs_buf_str(b, "qslab: ");
+    qs_vformat(b, fmt, ap);
+}
+
+void qs_fatal(const char *fmt, ...)
+{
+    char text[512];
+    struct qs_buf b = {text, 0, sizeof(text)};
+    va_list ap;
+    va_start(ap, fmt);
+    message(&b, fmt, ap);
+    va_end(ap);
+    qslab_fatal_fn fn = __atomic_load_n(&fatal_handler, __ATOMIC_ACQUIRE);
+    if (fn) {
+        fn(text);
+        return;
+    }
+    qs_buf_putc(&b, '\n');
+    qs_os_write(2, text, b.len);
+    qs_os_abort();
+}
+
+void qs_warn(const char *fmt, ...)
+{
+    char text[512];
+    struct qs_buf b = {text, 0, sizeof(text)};
+    va_list ap;
+    va_start(ap, fmt);
+    message(&b, fmt, ap);
+    va_end(ap);
+    qs_buf_putc(&b, '\n');
+    if (warn_capture) {
+        qs_buf_str(warn_capture, text);
+        return;
+    }
+    qs_os_write(2, text, b.len);
+}
+
+void qs_assert_fail(const char *expr, const char *file, int line)
+{
+    char text[256];
+    struct qs_buf b = {text, 0, sizeof(text)};
+    qs_buf_str(&b, "qslab: assertion failed: ");
+    qs_buf_str(&b, expr);
+    qs_buf_str(&b, " at ");
+    qs_buf_str(&b, file);
+    qs_buf_putc(&b, ':');
+    qs_buf_u64(&b, (uint64_t)line);
+    qs_buf_putc(&b, '\n');
+    qs_os_write(2, text, b.len);
+    qs_os_abort();
+}
+
+void qs_lock_slow(qs_lock *l)
+{
+    unsigned spins = 0;
+    for (;;) {
+        while (__atomic_load_n(&l->v, __ATOMIC_RELAXED)) {
+            if (spins++ < 64)
+                qs_cpu_relax();
+            else
+                qs_os_yield();
+        }
+        if (!__atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE))
+            return;
+    }
+}

@@ -1,0 +1,591 @@
+/*
+ * fastpath.h - allocation and free fast paths (inline).
+ *
+ * Budget, alloc: 1 TLS load of the queue pointer, 3 loads from the queue
+ * line (top, slots, secret), 1 of the slot, 1 of the object's word (its
+ * free stamp: checked, then cleared); 1 store commits (top: nr and the pop
+ * counter) and 1 clears the stamp.  No lock, no atomic read-modify-write.
+ * Budget, free: the unit map (1 load) locates the slab descriptor, whose
+ * first 32 bytes (1 line) validate the pointer and name the cache id, then
+ * 1 TLS load, the queue line, the top slot (double-free check); 2 stores
+ * (the stamp into the object, the pointer into the slot) and 1 commit.
+ * Nothing is loaded from the object.  The chain of
+ * dependent loads from the pointer to the queue is: unit map, descriptor,
+ * slot array entry; the chunk header and the cache are off that chain.
+ */
+#ifndef QSLAB_FASTPATH_H
+#define QSLAB_FASTPATH_H
+
+#include "core/internal.h"
+#include "owner/percpu.h"
+
+#pragma GCC visibility push(hidden) /* as internal.h */
+
+/* The caller's queue for the cache with id `id`, for the fast paths: never
+ * NULL.  A thread without a queue for the cache gets qs_no_queue, which is
+ * always empty (alloc goes to its slow path) and owns no slab (free goes to
+ * qs_free_remote, which hands it to qs_free_slow): one test fewer on both
+ * paths.  Nobody writes to qs_no_queue. */
+_Static_assert(65 <= QS_FIXED_SLOTS, "kmalloc queues up to 4 KiB at fixed TLS offsets");
+static inline struct qs_queue *qs_queue_fast(unsigned id)
+{
+    struct qs_owner *o = &qs_self;
+    if (likely(id < QS_FIXED_SLOTS))
+        return o->fixed[id];
+    if (id < o->cap && o->slots[id])
+        return o->slots[id];
+    return &qs_no_queue;
+}
+
+/* The caller's queue for the cache with id `id` (its thread's, or its
+ * CPU's at this moment), or NULL if it has none: for the slow paths. */
+static inline struct qs_queue *qs_queue_of_id(unsigned id)
+{
+    if (qs_percpu()) {
+        struct qs_owner *o = qs_owner_now();
+        if (!o || id >= __atomic_load_n(&o->cap, __ATOMIC_ACQUIRE))
+            return NULL;
+        struct qs_queue **slots = __atomic_load_n(&o->slots, __ATOMIC_ACQUIRE);
+        return __atomic_load_n(&slots[id], __ATOMIC_ACQUIRE);
+    }
+    struct qs_queue *q = qs_queue_fast(id);
+    return q == &qs_no_queue ? NULL : q;
+}
+
+static inline struct qs_queue *qs_queue_of(const qslab_cache *c)
+{
+    return qs_queue_of_id(c->id);
+}
+
+/* Pop the top of a non-empty queue, counting it as `item`, with the link
+ * word at link_off (q->link_off; the constant 0 for the kmalloc caches,
+ * which have no constructor).  The object's word must hold the free stamp
+ * (a push writes it) or a free-list link (a refill leaves the link it had
+ * on its slab's list: writing the stamp there cost 4 KiB objects 24 cycles
+ * each, a store into a line of a conflicting set per object); NULL, the
+ * queue untouched, if not: the object was freed twice (the first of its two
+ * entries was handed out and its word cleared) or written after its free
+ * (qs_queue_corrupt tells which).
+ * The caller reports it (qs_queue_pop), so the kmalloc path need not know
+ * its cache's address until it is on a slow path.  A fast pop counts
+ * itself in `top` (one store); a slow one in stat[]. */
+static inline void *qs_queue_try_pop(struct qs_queue *q, int item, uint32_t link_off)
+{
+    uint64_t t = q->top;
+    void *obj = q->slots[QS_TOP_NR(t) - 1];
+    uintptr_t *l = (uintptr_t *)((char *)obj + link_off);
+    uintptr_t w = *l;
+    if (unlikely(w != q->stamp) && ((w ^ q->stamp ^ QS_STAMP(0)) & QS_LINK_TAG_MASK))
+        return NULL; /* neither the free stamp nor a free-list link */
+    if (item == QS_ALLOC_FAST) {
+        QS_STORE(q->top, t + QS_TOP_POP);
+    } else {
+        QS_STORE(q->top, t - 1);
+        QS_ADD(q->stat[item], 1);
+    }
+    *l = 0; /* an allocated object must not look free */
+    return obj;
+}
+
+/* The slow paths' pop: as qs_queue_try_pop, reporting a bad entry, and
+ * keeping the popped object's word in qs_self.last_word (calloc's:
+ * kmalloc.c). */
+static inline void *qs_queue_pop(qslab_cache *c, struct qs_queue *q, int item)
+{
+    while (QS_TOP_NR(q->top)) {
+        void *top = q->slots[QS_TOP_NR(q->top) - 1];
+        uintptr_t w = *(uintptr_t *)((char *)top + q->link_off);
+        void *obj = qs_queue_try_pop(q, item, q->link_off);
+        if (likely(obj != NULL)) {
+            qs_self.last_word = w;
+            return obj;
+        }
+        qs_queue_corrupt(c, q); /* reports; drops the entry if the handler returns */
+    }
+    return NULL;
+}
+
+/* ---- per-CPU fast paths (QS_OWNER_CPU; percpu.h has the rseq contract) ----
+ * Alloc, one restartable sequence: cpu_id from the thread's rseq area, the
+ * CPU's owner, its queue of cache `id`, top, slots, the top slot, the
+ * object's word (the free stamp, or a free-list link); commit: top + pop
+ * (nr - 1, pops + 1).  Then, outside it, the object is ours: clear its
+ * word.  NULL for the slow path: the queue is empty (or the CPU has none:
+ * qs_no_owner's queues are qs_no_queue), or the word is wrong (reported
+ * there).  Free, one restartable sequence: the queue, the slab's owner (an
+ * object of another owner's slab joins the queue while it is short, else
+ * the CPU's open batch for its owner: queue.c percpu_fb_*), top against
+ * limit (full), the top slot or the batch's head (the same object: a double
+ * free), then the free stamp into
+ * the object and its pointer into the slot, both above nr and so invisible
+ * until the commit: top + 1.  No lock, no atomic read-modify-write; the
+ * only load from the object is another owner's object's word (a free
+ * object's word sends it to the slow path, which looks for a double
+ * free), and that line is written next anyway. */
+/* The per-CPU free fast path's outcomes (qs_percpu_free_slow's `why`). */
+enum { QS_PC_DONE, QS_PC_REMOTE, QS_PC_FULL, QS_PC_SUSPECT, QS_PC_ABORT };
+#if QS_HAVE_PERCPU
+#define QS_PC_REMOTE_ASM 1
+#define QS_PC_FULL_ASM 2
+#define QS_PC_SUSPECT_ASM 3
+#define QS_PC_ABORT_ASM 4
+
+/* The alloc section; WORD is the object's word's address (its link offset:
+ * the constant 0 for kmalloc's caches, which have no constructor).  [obj]
+ * ends as the object, NULL (slow path) or 1 (restarted); [q] as the queue. */
+#define QS_PERCPU_ALLOC_ASM(WORD)                                                                  \
+    QS_RSEQ_ENTER_FAST                                                                             \
+    "movslq %%fs:4(%%rcx), %%rax\n\t"                                                              \
+    "movq %[tablesm], %%rcx\n\t"                                                                   \
+    "movq (%%rcx,%%rax,8), %%rax\n\t"                                                              \
+    "movq (%%rax,%[id],8), %[q]\n\t" /* the CPU's queue of cache id */                             \
+    "movq " QS_STR(QS_Q_TOP) "(%[q]), %%rcx\n\t"                                                   \
+    "movl %%ecx, %%eax\n\t"                                                                        \
+    "andl $" QS_STR(QS_TOP_MASK_ASM) ", %%eax\n\t"                                                 \
+    "jz 8f\n\t"                                                                                    \
+    "movq " QS_STR(QS_Q_SLOTS) "(%[q]), %[obj]\n\t"                                                \
+    "movq -8(%[obj],%%rax,8), %[obj]\n\t"                                                          \
+    "movq " WORD ", %%rax\n\t"                                                                     \
+    "cmpq " QS_STR(QS_Q_STAMP) "(%[q]), %%rax\n\t"                                                 \
+    "je 5f\n\t"                                                                                    \
+    "xorq " QS_STR(QS_Q_STAMP) "(%[q]), %%rax\n\t" /* a link? w ^ secret has */                   \
+    "xorq $1, %%rax\n\t"                           /* no tag bits (0..2, 47..63) */            \
+    "testb $7, %%al\n\t"                                                                           \
+    "jnz 8f\n\t"                                                                                   \
+    "shrq $47, %%rax\n\t"                                                                          \
+    "jnz 8f\n\t"                                                                                   \
+    "5:\n\t"                                                                                       \
+    "addq $" QS_STR(QS_TOP_MASK_ASM) ", %%rcx\n\t"                                                 \
+    "movq %%rcx, " QS_STR(QS_Q_TOP) "(%[q])\n\t" /* commit */                                      \
+    "2:\n\t"                                                                                       \
+    ".pushsection __rseq_failure, \"ax\"\n\t" /* the cold exits, out of line */                  \
+    "7:\n\t" /* restarted */                                                                       \
+    "movl $1, %k[obj]\n\t"                                                                         \
+    "jmp 9f\n\t"                                                                                   \
+    "8:\n\t" /* the slow path */                                                                   \
+    "xorl %k[obj], %k[obj]\n\t"                                                                    \
+    "jmp 9f\n\t"                                                                                   \
+    ".popsection\n\t"                                                                              \
+    "9:\n\t"
+
+/* Returns the object, NULL (slow path) or (void *)1 (restarted). */
+static inline void *qs_percpu_try_alloc(unsigned long id, unsigned long link_off)
+{
+    void *obj;
+    struct qs_queue *q;
+    __asm__ volatile(QS_PERCPU_ALLOC_ASM("(%[obj],%[loff])")
+                     : [obj] "=&r"(obj), [q] "=&r"(q)
+                     : [offm] "m"(qs_rseq_off), [tablesm] "m"(qs_cpu_tables), [id] "r"(id),
+                       [loff] "r"(link_off)
+                     : "rax", "rcx", "memory", "cc");
+    if ((uintptr_t)obj > 1)
+        QS_TSAN_ACQUIRE(q);
+    return obj;
+}
+
+static inline void *qs_percpu_try_alloc0(unsigned long id)
+{
+    void *obj;
+    struct qs_queue *q;
+    __asm__ volatile(QS_PERCPU_ALLOC_ASM("(%[obj])")
+                     : [obj] "=&r"(obj), [q] "=&r"(q)
+                     : [offm] "m"(qs_rseq_off), [tablesm] "m"(qs_cpu_tables), [id] "r"(id)
+                     : "rax", "rcx", "memory", "cc");
+    if ((uintptr_t)obj > 1)
+        QS_TSAN_ACQUIRE(q);
+    return obj;
+}
+
+static inline void *qs_percpu_alloc(unsigned long id, unsigned long link_off)
+{
+    for (;;) {
+        void *obj = __builtin_constant_p(link_off) && link_off == 0 ? qs_percpu_try_alloc0(id)
+                                                                     : qs_percpu_try_alloc(id, link_off);
+        if (likely((uintptr_t)obj > 1)) {
+            *(uintptr_t *)((char *)obj + link_off) = 0; /* ours now */
+            return obj;
+        }
+        if (!obj)
+            return NULL;
+        qs_self.rseq_aborts++;
+    }
+}
+
+/* The free section: no outputs, so asm goto (GCC 12's trouble is with asm
+ * goto outputs), and the abort handler's label 7 jumps to C's `abort`. */
+static inline int qs_percpu_free(struct qs_slab *s, void *obj, unsigned long id)
+{
+again:;
+#if defined(__SANITIZE_THREAD__)
+    /* TSan: the push is told as a release of the queue (percpu.h), made
+     * before the section, so the section must use that queue: if the
+     * thread moved to another CPU in between, it restarts (label 7) and
+     * the release is made again on the new CPU's queue */
+    struct qs_queue *expect = qs_tsan_release_cpu_queue(id);
+#define QS_TSAN_SAME_QUEUE "cmpq %[expect], %%rdx\n\t" "jne 7f\n\t"
+#define QS_TSAN_EXPECT , [expect] "r"(expect)
+#else
+#define QS_TSAN_SAME_QUEUE ""
+#define QS_TSAN_EXPECT
+#endif
+    __asm__ goto(QS_RSEQ_ENTER_FAST
+                 "movslq %%fs:4(%%rcx), %%rax\n\t"
+                 "movq %[tablesm], %%rcx\n\t"
+                 "movq (%%rcx,%%rax,8), %%rax\n\t"
+                 "movq (%%rax,%[id],8), %%rdx\n\t" /* the queue */
+                 QS_TSAN_SAME_QUEUE
+                 "movq " QS_STR(QS_Q_TOP) "(%%rdx), %%rcx\n\t"
+                 "movl %%ecx, %%eax\n\t"
+                 "andl $" QS_STR(QS_TOP_MASK_ASM) ", %%eax\n\t" /* nr */
+                 "leaq %c[list](%%rdx), %%rsi\n\t"
+                 "cmpq %%rsi, %c[sown](%[s])\n\t"
+                 "je 5f\n\t"
+                 /* another owner's object.  Its word first: the free stamp
+                  * or a free-list link is a free object's (a double free,
+                  * most likely: qs_free_remote's test), for the slow path
+                  * to look for it; both routes below write the word, so
+                  * the load costs no extra miss */
+                 "movl %c[loff](%%rdx), %%eax\n\t"
+                 "movq (%[obj],%%rax), %%rsi\n\t"
+                 "xorq " QS_STR(QS_Q_STAMP) "(%%rdx), %%rsi\n\t" /* w ^ stamp */
+                 "jz %l[remote]\n\t"
+                 "xorq $1, %%rsi\n\t" /* w ^ secret: a link has tag bits 0 */
+                 "testl $7, %%esi\n\t"
+                 "jnz 10f\n\t"
+                 "shrq $47, %%rsi\n\t"
+                 "jz %l[remote]\n\t"
+                 "10:\n\t"
+                 "movl %%ecx, %%eax\n\t"
+                 "andl $" QS_STR(QS_TOP_MASK_ASM) ", %%eax\n\t" /* nr again */
+                 /* a short queue takes it if it is of our node
+                  * (qs_free_remote's rule); else it joins the open batch
+                  * of its owner (8:), else the slow path */
+                 "cmpl " QS_STR(QS_Q_PARK) "(%%rdx), %%eax\n\t"
+                 "jae 8f\n\t"
+                 "cmpl " QS_STR(QS_Q_LIMIT) "(%%rdx), %%eax\n\t"
+                 "jae 8f\n\t"
+                 "movzwl %c[snode](%[s]), %%esi\n\t"
+                 "cmpl " QS_STR(QS_Q_NODE) "(%%rdx), %%esi\n\t"
+                 "je 6f\n\t"
+                 "8:\n\t" /* the open batch: its owner's, not full */
+                 "movq " QS_STR(QS_Q_FB) "(%%rdx), %%rcx\n\t"
+                 "movq %%rcx, %%rax\n\t"
+                 "shrq $44, %%rax\n\t"
+                 "jz %l[remote]\n\t" /* closed */
+                 "cmpl " QS_STR(QS_Q_FB_MAX) "(%%rdx), %%eax\n\t"
+                 "jae %l[remote]\n\t"
+                 "movq " QS_STR(QS_Q_FB_TO) "(%%rdx), %%rsi\n\t"
+                 "cmpq %%rsi, %c[sown](%[s])\n\t"
+                 "jne %l[remote]\n\t"
+                 "movq %%rcx, %%rsi\n\t" /* the head: (fb << 20) >> 17 */
+                 "shlq $20, %%rsi\n\t"
+                 "shrq $17, %%rsi\n\t"
+                 "cmpq %%rsi, %[obj]\n\t" /* freed twice in a row */
+                 "je %l[suspect]\n\t"
+                 "xorq " QS_STR(QS_Q_STAMP) "(%%rdx), %%rsi\n\t" /* its link: head ^ secret */
+                 "xorq $1, %%rsi\n\t"
+                 "movl %c[loff](%%rdx), %%eax\n\t"
+                 "movq %%rsi, (%[obj],%%rax)\n\t"
+                 "shrq $44, %%rcx\n\t" /* fb = obj >> 3 | (n + 1) << 44 */
+                 "incq %%rcx\n\t"
+                 "shlq $44, %%rcx\n\t"
+                 "movq %[obj], %%rsi\n\t"
+                 "shrq $3, %%rsi\n\t"
+                 "orq %%rsi, %%rcx\n\t"
+                 "leaq " QS_STR(QS_Q_FB) "(%%rdx), %%rsi\n\t" /* ... into fb */
+                 "jmp 9f\n\t"
+                 "5:\n\t" /* our own object */
+                 "cmpl " QS_STR(QS_Q_LIMIT) "(%%rdx), %%eax\n\t"
+                 "jae %l[full]\n\t"
+                 "6:\n\t" /* the push */
+                 "movq " QS_STR(QS_Q_SLOTS) "(%%rdx), %%rsi\n\t"
+                 "cmpq -8(%%rsi,%%rax,8), %[obj]\n\t"
+                 "je %l[suspect]\n\t"
+                 "movq %[obj], (%%rsi,%%rax,8)\n\t"
+                 "movl %c[loff](%%rdx), %%eax\n\t"
+                 "movq " QS_STR(QS_Q_STAMP) "(%%rdx), %%rsi\n\t"
+                 "movq %%rsi, (%[obj],%%rax)\n\t" /* the free stamp */
+                 "addq $1, %%rcx\n\t"             /* top + 1 */
+                 "movq %%rdx, %%rsi\n\t"          /* ... into top */
+                 "9:\n\t"
+                 "movq %%rcx, (%%rsi)\n\t" /* commit: top, or fb */
+                 "2:\n\t"
+                 ".pushsection __rseq_failure, \"ax\"\n\t" /* label 7: back to C */
+                 "7:\n\t"
+                 "jmp %l[abort]\n\t"
+                 ".popsection\n\t"
+                 :
+                 : [offm] "m"(qs_rseq_off), [tablesm] "m"(qs_cpu_tables), [id] "r"(id), [s] "r"(s),
+                   [obj] "r"(obj), [list] "i"(__builtin_offsetof(struct qs_queue, list)),
+                   [sown] "i"(__builtin_offsetof(struct qs_slab, owner)),
+                   [snode] "i"(__builtin_offsetof(struct qs_slab, node)),
+                   [loff] "i"(__builtin_offsetof(struct qs_queue, link_off)) QS_TSAN_EXPECT
+                 : "rax", "rcx", "rdx", "rsi", "memory", "cc"
+                 : remote, full, suspect, abort);
+#undef QS_TSAN_SAME_QUEUE
+#undef QS_TSAN_EXPECT
+    return QS_PC_DONE;
+remote:
+    return QS_PC_REMOTE;
+full:
+    return QS_PC_FULL;
+suspect:
+    return QS_PC_SUSPECT;
+abort:
+    qs_self.rseq_aborts++;
+    goto again;
+}
+#endif
+
+static inline void *qs_alloc_fast(qslab_cache *c)
+{
+#if QS_HAVE_PERCPU
+    if (qs_percpu()) {
+        void *obj = qs_percpu_alloc(c->id, c->link_off);
+        return likely(obj != NULL) ? obj : qs_alloc_slow(c);
+    }
+#endif
+    struct qs_queue *q = qs_queue_fast(c->id);
+    if (likely(QS_TOP_NR(q->top) != 0)) {
+        void *obj = qs_queue_try_pop(q, QS_ALLOC_FAST, q->link_off);
+        if (likely(obj != NULL))
+            return obj;
+    }
+    return qs_alloc_slow(c);
+}
+
+/* Push a free object of slab s on the owner's queue: store its free stamp
+ * (QS_STAMP: the word looks free) and its pointer, then commit
+ * with `top`.  Nothing is loaded from the object.  An object equal to the
+ * top entry is freed twice in a row: qs_free_suspect checks and reports
+ * (slots[-1] is a NULL sentinel, so an empty queue needs no test).  Older
+ * double frees are caught when the second entry is popped
+ * (qs_queue_try_pop) or, on every slower path, by the free stamp.  A queue
+ * at its limit takes no more: qs_free_full frees an object of one of our
+ * own slabs straight to it (no queue round trip: a burst of frees touches
+ * each object once). */
+/* The push itself, below the limit (t: q->top, just loaded). */
+static inline void qs_queue_push_at(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj,
+                                    uint64_t t)
+{
+    unsigned nr = QS_TOP_NR(t);
+    void **sl = q->slots;
+    if (unlikely(sl[(int)nr - 1] == obj)) {
+        qs_free_suspect(c, q, s, obj);
+        return;
+    }
+    *(uintptr_t *)((char *)obj + q->link_off) = q->stamp;
+    sl[nr] = obj;
+    /* not counted: FREE_FAST is derived from nr (qs_queue_nr_set) */
+    QS_STORE(q->top, t + 1); /* read by statistics: relaxed store, a plain mov */
+}
+
+static inline void qs_queue_push(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj)
+{
+    uint64_t t = q->top;
+    if (unlikely(QS_TOP_NR(t) >= QS_LOAD(q->limit))) { /* relaxed: tune lowers it */
+        qs_free_full(c, q, s, obj);
+        return;
+    }
+    qs_queue_push_at(c, q, s, obj, t);
+}
+
+/* Free obj (validated: an object of slab s of cache c).  The queue is found
+ * through the slab's copy of the cache id, in parallel with loading c. */
+static inline void qs_free_fast(qslab_cache *c, struct qs_slab *s, void *obj)
+{
+#if QS_HAVE_PERCPU
+    if (qs_percpu()) {
+        int r = qs_percpu_free(s, obj, s->cache_id);
+        /* the cache is read after the section (its memory clobber keeps
+         * the load there): nothing of ours lives across it in a
+         * callee-saved register */
+        if (unlikely(r != QS_PC_DONE))
+            qs_percpu_free_slow(__atomic_load_n(&s->cache, __ATOMIC_RELAXED), s, obj, r);
+        return;
+    }
+#endif
+    struct qs_queue *q = qs_queue_fast(s->cache_id);
+    /* objects of our own slabs go on our queue (our slabs are on our node);
+     * anything else takes the slow path (queued while the queue is short,
+     * else batched home), and so does everything when we have no queue
+     * (qs_no_queue owns no slab).  A relaxed
+     * load: only we make a slab ours, so equality needs no ordering. */
+    if (unlikely(__atomic_load_n(&s->owner, __ATOMIC_RELAXED) != &q->list)) {
+        qs_free_remote(c, q, s, obj);
+        return;
+    }
+    uint64_t t = q->top;
+    if (unlikely(QS_TOP_NR(t) >= QS_LOAD(q->limit))) {
+        /* full: straight onto our slab's free list (qs_free_full), inline
+         * while the queue is at hiwater (not only at its slots' end), the
+         * slab stays partial (an own slab with a free list is partial; one
+         * left with no object in use becomes empty), and the object's word
+         * is no free object's (this path may load it: it is not the common
+         * one) */
+        uintptr_t *l = (uintptr_t *)((char *)obj + q->link_off);
+        uintptr_t secret = q->stamp ^ QS_STAMP(0), w = *l;
+        void *fl = s->freelist;
+        uint32_t inuse = s->inuse - 1;
+        if (likely(fl != NULL && inuse != 0 && QS_TOP_NR(t) >= QS_LOAD(q->hiwater) &&
+                   ((w ^ secret) & QS_LINK_TAG_MASK) != 0 && w != q->stamp)) {
+            *l = (uintptr_t)fl ^ secret;
+            s->freelist = obj;
+            s->inuse = inuse;
+            QS_ADD(q->stat[QS_FREE_SLOW], 1);
+            qs_fbit_set_cold(s, obj); /* a tail call: the pair's code stays as it was */
+            return;
+        }
+        qs_free_full(c, q, s, obj);
+        return;
+    }
+    qs_queue_push_at(c, q, s, obj, t);
+}
+
+/* Slab of a pointer that should be an object of a slab chunk; NULL if not. */
+static inline struct qs_slab *qs_obj_slab(struct qs_chunk *ch, const void *p)
+{
+    struct qs_slab *s = qs_chunk_slab(ch, p);
+    if (unlikely(!s || !__atomic_load_n(&s->cache, __ATOMIC_RELAXED) || !qs_slab_valid_obj(s, p)))
+        return NULL;
+    return s;
+}
+
+/* ---- kmalloc's fast paths (kmalloc.c; inlined into the drop-in's malloc
+ * and free as well, so that they are one call deep) ---- */
+#define QS_KM_SMALL_MAX 1024
+#define QS_KM_SMALL_ENTRIES (QS_KM_SMALL_MAX / 8 + 1)
+extern const uint8_t qs_kmalloc_small_index[QS_KM_SMALL_ENTRIES];
+extern const uint8_t qs_kmalloc_small_index16[QS_KM_SMALL_ENTRIES];
+#define QS_KM_MID_MAX 32768
+#define QS_KM_MID_ENTRIES (QS_KM_MID_MAX / 64 + 1)
+extern const uint8_t qs_kmalloc_mid_index[QS_KM_MID_ENTRIES];
+void *qs_large_alloc(size_t size, size_t align);
+void qs_free_other(void *p);
+void *qs_kmalloc_slow(unsigned i, size_t size); /* size: for a front end without queues */
+
+#define QS_KM_FINE_FIRST 9  /* 8 .. 128: classes 0..8; then eight per power of two */
+#define QS_KM_STEPS 8       /* classes per power of two from 128 bytes up, */
+#define QS_KM_FINE16_FROM 1024 /* twice as many from 1 KiB */
+#define QS_KM_FINE16_TO 8192   /* to 8 KiB (page buffers and their headers) */
+#define QS_KM_BIG_FIRST 97  /* 36 KiB, the first class past the second table */
+
+/* Class of a request (kmalloc.c lists the classes): a table up to 1 KiB
+ * (`small` is qs_kmalloc_small_index, or ..16 for malloc's 16-byte minimum),
+ * a second one up to 32 KiB (64-byte steps), then from the position of the
+ * top bit and the three bits below it: for 2^(k-1) < size <= 2^k,
+ * (size - 1) >> (k - 4) is 8..15, the eighth of the power of two the size
+ * reaches into.  The first table's case falls through (no taken branch on
+ * the common path). */
+static inline unsigned qs_kmalloc_index(size_t size, const uint8_t *small)
+{
+    if (likely(size <= QS_KM_SMALL_MAX))
+        return small[(size + 7) >> 3];
+    if (likely(size <= QS_KM_MID_MAX))
+        return qs_kmalloc_mid_index[(size + 63) >> 6];
+    unsigned k = (unsigned)(64 - __builtin_clzl(size - 1)); /* 2^(k-1) < size <= 2^k */
+    return QS_KM_BIG_FIRST - QS_KM_STEPS + QS_KM_STEPS * (k - 16) + (unsigned)((size - 1) >> (k - 4));
+}
+
+/* qs_alloc_fast for class i, whose cache id is i (qs_kmalloc_init): the
+ * queue lookup does not wait for the cache's line. */
+static inline void *qs_kmalloc_alloc(unsigned i, size_t size)
+{
+    if (i >= QS_KMALLOC_CLASSES)
+        __builtin_unreachable(); /* (thread owner: classes below 16 KiB at fixed offsets) */
+#if QS_HAVE_PERCPU
+    if (qs_percpu()) {
+        void *obj = qs_percpu_alloc(i, 0); /* no ctor: the link at 0 */
+        return likely(obj != NULL) ? obj : qs_kmalloc_slow(i, size);
+    }
+#endif
+    struct qs_queue *q = qs_queue_fast(i);
+    if (likely(QS_TOP_NR(q->top) != 0)) {
+        void *obj = qs_queue_try_pop(q, QS_ALLOC_FAST, 0); /* no ctor: link at 0 */
+        if (likely(obj != NULL))
+            return obj;
+    }
+    return qs_kmalloc_slow(i, size); /* refill, or report the corrupt link */
+}
+
+#define QS_KM_SMALL_CLASSES 33 /* the first table's: 8 .. 1024 */
+_Static_assert(QS_KM_SMALL_CLASSES <= QS_FIXED_SLOTS, "classes up to 1 KiB at fixed TLS offsets");
+
+/* Up to 1 KiB the class comes from the first table and is one of the
+ * first 33, all at fixed TLS offsets: that path has no bound check on the
+ * class (the thread owner's queue lookup needs one only past them). */
+static inline void *qs_kmalloc(size_t size, const uint8_t *small)
+{
+    if (likely(size <= QS_KM_SMALL_MAX)) {
+        unsigned i = small[(size + 7) >> 3];
+        if (i >= QS_KM_SMALL_CLASSES)
+            __builtin_unreachable();
+        return qs_kmalloc_alloc(i, size);
+    }
+    if (likely(size <= QS_KMALLOC_MAX))
+        return qs_kmalloc_alloc(qs_kmalloc_index(size, small), size);
+    return qs_large_alloc(size, 0);
+}
+
+/* calloc's allocation of class i: the object, and in *fresh whether its
+ * bytes are known zero (born into a queue from memory the OS zeroed and
+ * never handed out: its word was QS_FRESH_WORD, internal.h), which saves
+ * clearing what the program may never touch.  The fast pops read the
+ * popped object's word (it is ours after the commit); the slow paths leave
+ * it in qs_self.last_word (only SLQB's pops write it: anything else, a
+ * guarded sample, a twin's or another front end's object, reads as not
+ * fresh). */
+static inline void *qs_kmalloc_fresh(unsigned i, size_t size, bool *fresh)
+{
+    if (i >= QS_KMALLOC_CLASSES)
+        __builtin_unreachable();
+    uintptr_t want = QS_FRESH_WORD(qs_kmalloc_caches[i].secret);
+#if QS_HAVE_PERCPU
+    if (qs_percpu()) {
+        for (;;) {
+            void *obj = qs_percpu_try_alloc0(i);
+            if (likely((uintptr_t)obj > 1)) {
+                *fresh = *(uintptr_t *)obj == want;
+                *(uintptr_t *)obj = 0; /* ours now */
+                return obj;
+            }
+            if (!obj)
+                break;
+            qs_self.rseq_aborts++;
+        }
+        qs_self.last_word = 0;
+        void *obj = qs_kmalloc_slow(i, size);
+        *fresh = obj && qs_self.last_word == want;
+        return obj;
+    }
+#endif
+    struct qs_queue *q = qs_queue_fast(i);
+    unsigned nr = QS_TOP_NR(q->top);
+    if (likely(nr != 0)) {
+        void *top = q->slots[nr - 1];
+        uintptr_t w = *(uintptr_t *)top;
+        void *obj = qs_queue_try_pop(q, QS_ALLOC_FAST, 0);
+        if (likely(obj != NULL)) {
+            *fresh = w == want;
+            return obj;
+        }
+    }
+    qs_self.last_word = 0;
+    void *obj = qs_kmalloc_slow(i, size);
+    *fresh = obj && qs_self.last_word == want;
+    return obj;
+}
+
+static inline void qs_kfree(void *p)
+{
+    struct qs_slab *s = qs_slab_fast(p); /* NULL for p == NULL */
+    if (likely(s && qs_slab_valid_obj(s, p))) {
+        qs_free_fast(s->cache, s, p);
+        return;
+    }
+    qs_free_other(p); /* NULL, big slabs, large blocks, bad pointers */
+}
+
+#pragma GCC visibility pop
+
+#endif /* QSLAB_FASTPATH_H */

@@ -1,0 +1,143 @@
+/*
+ * front.h - front ends: how a cache's objects travel between its callers and
+ * its slabs.
+ *
+ * The seeds argue over three designs for this (SLAB, SLUB, SLQB) and keep
+ * SLOB for small machines.  qslab runs each as a front end over the same
+ * layers below (page.c chunks and slabs, core/slab.c object layout, node.c lists
+ * and empty-slab policy, the statistics, tunables, validation and the
+ * drop-in): a cache picks its front end when it is made (QSLAB_FRONT for the
+ * process, the `front` tunable per cache before its first allocation) and
+ * keeps it.
+ *
+ *   slqb  per-owner LIFO queues, remote frees batched home (queue.c, owner.c,
+ *         percpu.c, fastpath.h: the inline fast paths are SLQB's)
+ *   slub  a per-owner active slab whose free list the owner pops and
+ *         pushes without a lock; every other free goes straight to its
+ *         slab's free list by compare-and-swap (slub.c)
+ *   slab  per-owner arrays of objects (SLQB's queues) over node-owned
+ *         slabs with index free lists, a shared array per node, alien
+ *         caches for other nodes' objects, the reaper (front/slab/slab.c)
+ *   slob  pages shared by every cache, indexed by their largest free
+ *         block (best fit by page), no per-owner caching
+ *         (slob.c): the memory floor
+ *
+ * THE CONTRACT.  The inline fast paths (fastpath.h) serve only caches whose
+ * owners have queues; a front end without queues never attaches one, so its
+ * caches' fast paths always miss (qs_no_queue: empty, owns nothing) and land
+ * in the slow paths, which hand the call to the cache's front end:
+ *   alloc   qs_alloc_slow, qs_kmalloc_slow (with the request's size),
+ *           qslab_cache_alloc_node
+ *   free    qs_free_slow, qs_free_remote, qs_percpu_free_slow, and
+ *           qslab_cache_free of an object of another cache's slab (the
+ *           front end decides: SLOB's pages belong to its arena)
+ * and the cache-wide operations (shrink, the purger's sweep, trim, destroy,
+ * statistics, validation, fork) call the hooks below after (or instead of)
+ * the work on queues, which is empty for a front end without queues.
+ * A NULL hook means "nothing beyond the common work".
+ */
+#ifndef QSLAB_FRONT_H
+#define QSLAB_FRONT_H
+
+#include "core/internal.h"
+
+#pragma GCC visibility push(hidden)
+
+struct qs_walk; /* validate.c */
+
+struct qs_front {
+    const char *name; /* as in QSLAB_FRONT and the statistics */
+    const char *what; /* one line for the report */
+    /* the slow paths: allocate one object of c (node: QSLAB_NUMA_NO_NODE or
+     * a node), NULL with errno set on failure */
+    void *(*alloc)(qslab_cache *c, int node);
+    /* kmalloc's slow path with the request's size, c its class's cache
+     * (NULL: alloc); align (0: malloc's) from qslab_aligned_alloc, for
+     * requests that fit a page with their alignment */
+    void *(*kmalloc)(qslab_cache *c, size_t size, size_t align);
+    /* free obj, which the caller validated as an object of slab s, whose
+     * cache is c (for SLOB: its arena) */
+    void (*free)(qslab_cache *c, struct qs_slab *s, void *obj);
+    /* qslab_cache_free(expected, obj) where obj lies in slab s of a cache
+     * of this front end other than `expected` (SLOB: pages shared by every
+     * cache): free it or report it */
+    void (*free_to)(qslab_cache *expected, struct qs_slab *s, void *obj);
+    /* usable bytes of obj, an object of slab s (kmalloc: the block's) */
+    size_t (*usable)(struct qs_slab *s, const void *obj);
+    /* shrink: give back what the front end keeps for cache c; bytes */
+    size_t (*shrink)(qslab_cache *c);
+    /* the purger's tick (all: malloc_trim, everything), over the whole
+     * front end, once per tick; bytes given back.  No lock held. */
+    size_t (*sweep)(bool all);
+    /* mallinfo's totals: add what the front end holds beyond its caches'
+     * objects (SLOB: free space in its pages, kept pages) */
+    void (*totals)(struct qs_totals *t);
+    /* validation: walk what the front end holds for c (qs_global held) */
+    void (*validate)(qslab_cache *c, struct qs_walk *w);
+    /* fork: take (true) or release every lock of the front end's, in its
+     * rank (after node locks, before the page pools) */
+    void (*lock_all)(bool lock);
+    /* a line of its own for the report (SLOB: its pages); NULL: none */
+    void (*report)(int fd);
+    /* an owner's exit (thread owners): give back its per-owner state in
+     * q (SLUB: the active slab and partial slabs); qs_global held */
+    void (*retire)(qslab_cache *c, struct qs_queue *q);
+    /* destroy: every object is free; release what the front end keeps of
+     * c beyond the queues' and nodes' lists (cache unpublished, no lock):
+     * its slabs onto *all (a ->next list), which the shared destroy hands
+     * to the page layer in one go (page.c: the retention rule) */
+    void (*destroy)(qslab_cache *c, struct qs_slab **all);
+    /* the default order of c's slabs (NULL: core/slab.c's rule) */
+    unsigned (*order)(const qslab_cache *c);
+    /* kmalloc gets the request's own size and alignment (SLOB): aligned
+     * allocations within a page go to it */
+    bool kmalloc_exact;
+    /* the nodes' partial and full lists hold slabs under the front end's
+     * own rules (SLUB, SLAB): validation leaves them to its hook */
+    bool own_node_lists;
+    /* its caches' owners have SLQB's queues of objects (SLQB, SLAB): the
+     * inline fast paths serve them, the statistics derive free_fast, the
+     * purger empties idle CPUs' queues (SLQB only: `idle_queues`) */
+    bool queues, idle_queues;
+    /* objects of a queue going back to their slabs (SLAB: its slabs' free
+     * lists are index arrays), instead of SLQB's routing to owners; their
+     * words hold the free stamp or a link (checked by the caller) */
+    void (*give_back)(qslab_cache *c, struct qs_queue *q, void *const *objs, unsigned long n);
+    /* objects in a slab of `order` (NULL: slab bytes / slot size) */
+    unsigned (*objs_per_slab)(const qslab_cache *c, unsigned order);
+};
+
+extern const struct qs_front qs_front_slqb, qs_front_slob, qs_front_slub, qs_front_slab,
+    qs_front_debug;
+extern const struct qs_front *const qs_fronts[QS_FRONT_NR];
+extern int qs_front_default; /* QSLAB_FRONT, read at start-up */
+void qs_front_init(void);    /* start-up: QSLAB_FRONT */
+int qs_front_find(const char *name, size_t len); /* QS_FRONT_*, or -1 */
+#define QS_FRONT_NAMES "slqb, slub, slab, slob" /* for messages */
+unsigned qs_front_objs_per_slab(const qslab_cache *c, unsigned order);
+/* The default order of c's slabs under front end f. */
+unsigned qs_front_order(const qslab_cache *c, int f);
+
+static inline const struct qs_front *qs_front_of(const qslab_cache *c)
+{
+    return qs_fronts[c->front];
+}
+
+/* validate.c's walker, for the front ends' hooks */
+struct qs_walk {
+    qslab_cache *c;
+    unsigned long slabs, inuse, queued, errors;
+};
+void qs_walk_problem(struct qs_walk *w, const char *what, const void *where);
+
+/* ---- front/slab/slab.c ---- */
+void qs_slab_tuned(qslab_cache *c); /* limit, batchcount or shared changed (qs_global held) */
+
+/* ---- slob.c ---- */
+extern qslab_cache qs_slob_arena; /* the owner of SLOB's shared pages */
+void qs_slob_setup(void);         /* start-up, after kmalloc's caches: the arena's id */
+void qs_slob_bad_free(qslab_cache *expected, struct qs_slab *s, const void *p);
+
+#pragma GCC visibility pop
+
+#endif /* QSLAB_FRONT_H */

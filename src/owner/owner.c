@@ -1,0 +1,353 @@
+/*
+ * owner.c - who owns a queue.
+ *
+ * Today the owner is a thread: struct qs_owner lives in initial-exec TLS and
+ * holds an array of queue pointers indexed by cache id, so the fast path
+ * finds its queue with two TLS loads and one indexed load.  Everything else
+ * in qslab sees only "the caller's queue" (qs_queue_of / qs_queue_attach),
+ * so a later per-CPU owner (restartable sequences) changes this file and
+ * fastpath.h's qs_queue_of, not the slow paths.
+ *
+ * States: 0 new, 1 active (has or may make queues), 2 exited (its exit
+ * destructor ran; it gets no queue again).
+ *
+ * Lifetime: a queue is made on a thread's first use of a cache and linked on
+ * the cache's queue list.  When the thread exits, qs_queue_retire gives its
+ * objects back and hands its slabs to the node lists, and the queue goes to
+ * the cache's pool for the next new thread.  Queues are freed only when the
+ * cache is destroyed, so a stale pointer to a queue (a sender that read a
+ * slab's owner just before the handover) still finds a valid inbox.
+ *
+ * Locking: the slot array is written by its thread under qs_global (growth)
+ * and by qslab_cache_destroy under qs_global (clearing a slot); the thread
+ * reads its own slots without a lock.
+ */
+#include "core/internal.h"
+#include "observe/observe.h"
+#include "owner/percpu.h"
+
+#include <string.h>
+
+struct qs_queue qs_no_queue; /* never written: empty, owns no slab */
+
+/* ---- owner kinds ---- */
+int qs_owner_kind = QS_OWNER_THREAD;
+const char *qs_owner_why = "per-thread queues (not initialised yet)";
+long qs_rseq_off;
+struct qs_queue ***qs_cpu_tables;
+struct qs_owner **qs_cpu_owners;
+int qs_nr_cpu_ids;
+bool qs_percpu_takeable;
+/* qs_no_queue for every cache id in use (qs_owner_cache_added); BSS: the
+ * pages of ids never used are never touched */
+static struct qs_queue *qs_no_ids[QS_PERCPU_IDS];
+static unsigned ids_in_use; /* 1 + the highest cache id made so far (qs_global) */
+static char why_buf[160];
+
+static const char *why_set(const char *a, const char *b)
+{
+    struct qs_buf buf = {why_buf, 0, sizeof(why_buf) - 1};
+    qs_buf_str(&buf, a);
+    qs_buf_str(&buf, b);
+    why_buf[buf.len < sizeof(why_buf) ? buf.len : sizeof(why_buf) - 1] = 0;
+    return why_buf;
+}
+
+/* Per-CPU queues need rseq (the kernel's, through glibc's registration or
+ * our own), an rseq port of the fast paths (x86-64) and the per-CPU tables;
+ * whatever is missing is the reason the thread owner is in force. */
+static bool percpu_setup(const char **why)
+{
+    if (!QS_HAVE_PERCPU) {
+        *why = "no rseq port of the fast paths for this architecture";
+        return false;
+    }
+    struct qs_os_rseq_info info;
+    if (qs_os_rseq_init(&info) != 0) {
+        *why = info.why;
+        return false;
+    }
+    int n = qs_os_cpu_possible();
+    struct qs_queue ***tables = qs_meta_alloc((size_t)(n + 2) * sizeof(*tables));
+    struct qs_owner **owners = qs_meta_alloc((size_t)n * sizeof(*owners));
+    if (!tables || !owners) {
+        *why = "no memory for the per-CPU tables";
+        return false;
+    }
+    for (int i = 0; i < n + 2; i++)
+        tables[i] = qs_no_ids;
+    qs_rseq_off = info.offset;
+    qs_nr_cpu_ids = n;
+    qs_cpu_owners = owners;
+    qs_cpu_tables = tables + 2;
+    /* the purger takes queues from idle CPUs (queue.c qs_percpu_take) */
+    qs_percpu_takeable = qs_os_membarrier_rseq_register() == 0;
+    *why = info.why;
+    return true;
+}
+
+/* Start-up (qs_init_slow, before any allocation): QSLAB_OWNER=cpu|thread,
+ * default cpu where it works. */
+void qs_owner_kind_init(void)
+{
+    const char *v = qs_os_getenv("QSLAB_OWNER"), *why = NULL;
+    bool want_cpu = true;
+    if (v && !__builtin_strcmp(v, "thread")) {
+        want_cpu = false;
+    } else if (v && __builtin_strcmp(v, "cpu") != 0 && v[0]) {
+        qs_warn("QSLAB_OWNER=%s: not an owner kind (cpu or thread); using the default", v);
+    }
+    if (!want_cpu) {
+        qs_owner_why = "per-thread queues: QSLAB_OWNER=thread";
+        return;
+    }
+    if (percpu_setup(&why)) {
+        qs_owner_why = why_set(qs_percpu_takeable ? "per-CPU queues: " :
+                               "per-CPU queues (membarrier refused: idle CPUs keep their queues): ",
+                               why);
+        __atomic_store_n(&qs_owner_kind, QS_OWNER_CPU, __ATOMIC_RELEASE);
+    } else {
+        qs_owner_why = why_set("per-thread queues: per-CPU ones need rseq: ", why);
+    }
+}
+
+/* The owner of CPU `cpu`, made on its first use (qs_global held): the CPU's
+ * node, and its table of queues for the fast paths. */
+static struct qs_owner *cpu_owner(int cpu)
+{
+    struct qs_owner *o = qs_cpu_owners[cpu];
+    if (o)
+        return o;
+    o = qs_meta_alloc(sizeof(*o));
+    struct qs_queue **ids = qs_meta_alloc(QS_PERCPU_IDS * sizeof(*ids));
+    if (!o || !ids) {
+        /* the other back: under lasting ENOMEM every allocation on this
+         * CPU comes here again (and is served from the node lists) */
+        qs_meta_free(o, sizeof(*o));
+        qs_meta_free(ids, QS_PERCPU_IDS * sizeof(*ids));
+        return NULL;
+    }
+    for (unsigned i = 0; i < QS_FIXED_SLOTS; i++)
+        o->fixed[i] = &qs_no_queue;
+    for (unsigned i = 0; i < ids_in_use; i++) /* the ids in use; later ones: cache_added */
+        ids[i] = &qs_no_queue;
+    o->ids = ids;
+    o->cpu = cpu;
+    o->tid = -1;
+    o->node = qs_node_of_cpu(cpu);
+    o->state = 1;
+    qs_observe_begin(); /* an owner table changes (observe.h) */
+    __atomic_store_n(&qs_cpu_owners[cpu], o, __ATOMIC_RELEASE);
+    __atomic_store_n(&qs_cpu_tables[cpu], ids, __ATOMIC_RELEASE);
+    qs_observe_end();
+    return o;
+}
+
+/* A cache got id `id` (qs_global held): its entry in every CPU's table
+ * (and in the table of CPUs without an owner) is qs_no_queue until a
+ * CPU's queue is attached.  The fast paths index the tables with no bound
+ * check: every id they see is one of these. */
+void qs_owner_cache_added(unsigned id)
+{
+    if (id >= ids_in_use)
+        ids_in_use = id + 1;
+    if (!qs_percpu())
+        return;
+    __atomic_store_n(&qs_no_ids[id], &qs_no_queue, __ATOMIC_RELEASE);
+    for (int cpu = 0; cpu < qs_nr_cpu_ids; cpu++) {
+        struct qs_owner *o = qs_cpu_owners[cpu];
+        if (o && (id >= o->cap || !o->slots[id])) /* a made id's queue is detached at destroy */
+            __atomic_store_n(&o->ids[id], &qs_no_queue, __ATOMIC_RELEASE);
+    }
+}
+
+/* The calling thread's CPU (registering its rseq area first if qslab
+ * registers them), or -1: it has none and cannot use per-CPU queues. */
+int qs_owner_cpu(void)
+{
+    int cpu = qs_os_rseq_cpu(qs_rseq_off);
+    if (cpu < 0 && qs_os_rseq_register_thread() == 0)
+        cpu = qs_os_rseq_cpu(qs_rseq_off);
+    return cpu >= 0 && cpu < qs_nr_cpu_ids ? cpu : -1;
+}
+
+__thread struct qs_owner qs_self __attribute__((tls_model("initial-exec"))) = {
+    .fixed = {[0 ... QS_FIXED_SLOTS - 1] = &qs_no_queue},
+    .cpu = -1,
+};
+
+static void owner_exit(void *arg);
+
+void qs_owner_init(void)
+{
+    /* the destructor runs at thread exit while the key's value is non-NULL */
+    static int registered;
+    if (!__atomic_load_n(&registered, __ATOMIC_ACQUIRE)) {
+        qs_lock_acquire(&qs_global);
+        if (!registered) {
+            qs_os_thread_exit_init(owner_exit);
+            __atomic_store_n(&registered, 1, __ATOMIC_RELEASE);
+        }
+        qs_lock_release(&qs_global);
+    }
+    struct qs_owner *o = &qs_self;
+    o->node = qs_node_of_cpu(qs_os_current_cpu());
+    o->tid = qs_os_gettid();
+    o->state = 1;
+    qs_os_thread_watch(o);
+}
+
+static bool slots_grow(struct qs_owner *o, unsigned id)
+{
+    unsigned cap = o->cap ? o->cap : 32;
+    while (cap <= id)
+        cap *= 2;
+    struct qs_queue **slots = qs_meta_alloc(cap * sizeof(*slots));
+    if (!slots)
+        return false;
+    if (o->slots)
+        memcpy(slots, o->slots, o->cap * sizeof(*slots));
+    struct qs_queue **old = o->slots;
+    unsigned old_cap = o->cap;
+    __atomic_store_n(&o->slots, slots, __ATOMIC_RELEASE);
+    __atomic_store_n(&o->cap, cap, __ATOMIC_RELEASE);
+    /* a CPU's slot array is read by every thread running there, without a
+     * lock: the old one stays (it is small and grows by doubling) */
+    if (o->cpu < 0)
+        qs_meta_free(old, old_cap * sizeof(*old));
+    return true;
+}
+
+struct qs_queue *qs_queue_attach(qslab_cache *c)
+{
+    qs_init();
+    struct qs_owner *o = &qs_self;
+    struct qs_queue *q = NULL;
+    int cpu = -1;
+    if (qs_percpu()) {
+        /* the CPU's queue: made once, kept for good (threads come and go;
+         * a thread without rseq works without a queue, like an exited one) */
+        if ((cpu = qs_owner_cpu()) < 0)
+            return NULL;
+        qs_lock_acquire(&qs_global);
+        if (!(o = cpu_owner(cpu)))
+            goto out;
+    } else {
+        /* Past its exit destructor a thread still frees (and may allocate)
+         * from later destructors and libc's own clean-up; a queue made now
+         * would never be retired, so such a thread works without one (node
+         * lists, orphan counters). */
+        if (o->state == 2)
+            return NULL;
+        if (o->state != 1)
+            qs_owner_init();
+        qs_lock_acquire(&qs_global);
+    }
+    if (c->id >= o->cap && !slots_grow(o, c->id))
+        goto out;
+    if ((q = o->slots[c->id]))
+        goto out;
+    if ((q = c->pool)) {
+        c->pool = q->pool_next;
+        q->pool_next = NULL;
+    } else {
+        q = qs_meta_alloc(sizeof(*q));
+        if (!q)
+            goto out;
+        q->cache = c;
+        qs_observe_begin(); /* the cache's queue list changes (observe.h) */
+        q->all_next = c->queues;
+        c->queues = q;
+        qs_observe_end();
+    }
+    q->owner = o;
+    q->node = o->node;
+    q->cpu = cpu;
+    q->stamp = QS_STAMP(c->secret);
+    q->link_off = c->link_off;
+    /* a queue of another front end (SLUB's per-owner state) stays inert for
+     * SLQB's fast paths: nothing pushed (limit 0), nothing parked, no open
+     * batch, so they miss and call the slow paths (front.h) */
+    bool slqb = c->front == QS_FRONT_SLQB, slab = c->front == QS_FRONT_SLAB;
+    /* SLAB: its array takes any object of its node while below limit
+     * (park = limit: SLQB's fast paths push it), no batches */
+    uint32_t slab_limit = qs_slab_array_limit(c);
+    QS_STORE(q->hiwater, slab ? slab_limit : QS_LOAD(c->hiwater));
+    QS_STORE(q->park, slqb ? QS_LOAD(c->park) : 0);
+    QS_STORE(q->fb_max, slqb ? QS_LOAD(c->freebatch) : 0);
+    if (slab && q->cap < slab_limit)
+        qs_queue_reserve(q, slab_limit); /* or fewer, on ENOMEM: limit is capped by cap */
+    if (!q->slots && !qs_queue_reserve(q, 1)) { /* a first few slots; they grow */
+        q->owner = NULL;
+        q->pool_next = c->pool;
+        c->pool = q;
+        q = NULL;
+        goto out;
+    }
+    /* SLQB's queues start with no grant of the owner budget (queue.c: the
+     * first misses ask for it); SLAB's arrays keep SLAB's own limit */
+    QS_STORE(q->grant, slab ? UINT32_MAX : 0);
+    QS_STORE(q->misses, 0);
+    if (slqb || slab)
+        qs_queue_limit_set(q);
+    else
+        QS_STORE(q->limit, 0);
+    if (slab)
+        QS_STORE(q->park, q->limit);
+    if ((slqb || slab) && QS_LOAD(c->dbg_alloc)) /* a debug twin takes the allocations (twin.c) */
+        qs_twin_queue_knobs(c, q);
+    qs_lock_acquire(&q->inbox.lock);
+    q->inbox.dead = 0;
+    qs_lock_release(&q->inbox.lock);
+    qs_owner_set_slot(o, c->id, q);
+out:
+    qs_lock_release(&qs_global);
+    return q;
+}
+
+static void owner_exit(void *arg)
+{
+    struct qs_owner *o = &qs_self;
+    o->state = 2; /* exiting: e.g. no purger start from under qs_global */
+    qs_lock_acquire(&qs_global);
+    qs_observe_begin(); /* the owner's queues retire (observe.h) */
+    for (unsigned i = 0; i < o->cap; i++) {
+        struct qs_queue *q = o->slots[i];
+        if (!q)
+            continue;
+        qslab_cache *c = q->cache;
+        qs_queue_retire(c, q);
+        q->owner = NULL;
+        q->pool_next = c->pool;
+        c->pool = q;
+        qs_owner_set_slot(o, i, NULL);
+    }
+    struct qs_queue **slots = o->slots;
+    unsigned cap = o->cap;
+    __atomic_store_n(&o->cap, 0, __ATOMIC_RELEASE);
+    o->slots = NULL;
+    qs_observe_end();
+    qs_lock_release(&qs_global);
+    qs_meta_free(slots, cap * sizeof(*slots));
+    /* the slabs this thread gave back are on the empty FIFOs: make sure the
+     * purger runs even if nothing else ever touches them */
+    qs_node_purger_start_wanted();
+}
+
+void qs_owner_detach_cache(qslab_cache *c)
+{
+    for (struct qs_queue *q = c->queues; q; q = q->all_next)
+        if (q->owner) {
+            qs_queue_budget_drop(c, q);
+            qs_owner_set_slot(q->owner, c->id, NULL);
+        }
+}
+
+QSLAB_EXPORT void qslab_owner_info(struct qslab_owner_info *info)
+{
+    qs_init();
+    info->kind = qs_percpu() ? QSLAB_OWNER_CPU : QSLAB_OWNER_THREAD;
+    info->why = qs_owner_why;
+    info->nr_cpu_ids = qs_percpu() ? qs_nr_cpu_ids : 0;
+    info->rseq_aborts = qs_self.rseq_aborts;
+}
