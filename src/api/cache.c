@@ -16,6 +16,11 @@
 #include "front/fastpath.h"
 #include "front/front.h"
 #include "observe/observe.h"
+#include "debug/debug.h"
+#include "owner/owner.h"
+#include "api/api.h"
+#include "observe/stats.h"
+#include "observe/tune.h"
 
 #include <errno.h>
 #include <string.h>
@@ -379,30 +384,6 @@ QSLAB_EXPORT size_t qslab_cache_shrink(qslab_cache *c)
     }
 }
 
-/* SLQB's shrink: the queues' objects home, then the nodes' empty slabs. */
-size_t qs_slqb_shrink(qslab_cache *c)
-{
-    if (qs_percpu()) { /* every CPU's queue (SLUB's flush_all) */
-        qs_lock_acquire(&qs_global);
-        qs_percpu_empty_all(c);
-        qs_lock_release(&qs_global);
-        size_t bytes = 0;
-        for (int n = 0; n < qs_nr_nodes; n++)
-            bytes += qs_node_shrink(c, NULL, &c->nodes[n]);
-        qs_purger_check();
-        return bytes;
-    }
-    struct qs_queue *q = qs_queue_of(c);
-    if (!q)
-        q = qs_queue_attach(c);
-    if (q)
-        qs_queue_empty_out(c, q);
-    size_t bytes = 0;
-    for (int n = 0; n < qs_nr_nodes; n++)
-        bytes += qs_node_shrink(c, q, &c->nodes[n]);
-    qs_purger_check();
-    return bytes;
-}
 
 
 

@@ -23,6 +23,7 @@
  * created only by a running thread, and the only one is inside fork().
  */
 #include "front/front.h"
+#include "debug/debug.h"
 
 static void for_each_lock(void (*op)(qs_lock *), bool reverse)
 {

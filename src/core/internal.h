@@ -16,7 +16,10 @@
  *   observe/  stats.c, observe.[ch], tune.c, control.[ch]
  *   api/      cache.c (object caches, start-up), kmalloc.c, fork.c
  *   malloc/   the malloc drop-in
- * This header holds the types and helpers every layer shares.
+ * This header holds the types and helpers every layer shares, the core's
+ * prototypes and the queues' slow paths (front/slqb/queue.c); each other
+ * layer declares its own in its headers (owner/owner.h, debug/debug.h,
+ * observe/stats.h, observe/tune.h, api/api.h, ...).
  *
  * STRUCTURES (SLQB's, with a thread as the queue owner)
  *   qslab_cache  one per object type; kmalloc-<size> caches are static.
@@ -688,6 +691,9 @@ void qs_warn(const char *fmt, ...);
 void qs_vformat(struct qs_buf *b, const char *fmt, __builtin_va_list ap);
 void qs_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn));
 
+void qs_report_line(struct qs_buf *b); /* b + newline to stderr; b emptied */
+qslab_fatal_fn qs_fatal_handler(void);  /* report.c: the user's, or NULL */
+
 /* ---- meta.c ---- */
 void *qs_meta_alloc(size_t size); /* zeroed; NULL on ENOMEM */
 void qs_meta_free(void *p, size_t size);
@@ -1107,85 +1113,11 @@ void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node);
 /* Free obj of node-owned slab s (a cache without owners: debug.c) */
 void qs_node_free(qslab_cache *c, struct qs_slab *s, void *obj);
 
-/* ---- guard.c (QSLAB_GUARD_SAMPLE: docs/debugging.md) ---- */
-extern unsigned long qs_guard_rate;   /* QSLAB_GUARD_SAMPLE's N; 0: none (start-up) */
-extern int qs_guard_on;               /* sampling anywhere (N, or a cache's guard_sample) */
-void qs_guard_enable(void);           /* a cache's guard_sample was set */
-#define QS_GUARD_MAX_RATE 1000000000UL
-extern uintptr_t qs_guard_lo, qs_guard_hi; /* the pool's range, once mapped */
-void qs_guard_init(void);             /* start-up: the environment */
-/* An allocation slow path of c (size: the request, 0 for the object's
- * size): a guarded sample, or NULL (none due, or the pool is full) */
-void *qs_guard_alloc(qslab_cache *c, size_t size);
-static inline bool qs_guard_owns(const void *p)
-{
-    return (uintptr_t)p - __atomic_load_n(&qs_guard_lo, __ATOMIC_RELAXED) <
-           __atomic_load_n(&qs_guard_hi, __ATOMIC_RELAXED) - __atomic_load_n(&qs_guard_lo, __ATOMIC_RELAXED);
-}
-/* Free of p in the pool (expected: the cache named by the caller, NULL for
- * kfree); reports misuse */
-void qs_guard_free(qslab_cache *expected, void *p);
-size_t qs_guard_usable(const void *p, const char *what); /* 0: reported */
-int qs_guard_node(const void *p); /* qslab_object_node of a sample */
-/* The owner, on a slow free while q->guard_armed: empty q (so that the next
- * allocation takes the slow path, which takes the sample) */
-void qs_guard_armed_free(qslab_cache *c, struct qs_queue *q);
-void qs_guard_fork(int phase); /* 0 prepare, 1 parent, 2 child */
-void qs_guard_report(int fd);  /* the statistics report's Guard: line */
-
-/* ---- debug.c ---- */
-#define QS_TRACK_BYTES 48
-void qs_track_record(void *track);
-void qs_track_print(struct qs_buf *b, const char *what, const void *track);
-void qs_report_line(struct qs_buf *b); /* b + newline to stderr; b emptied */
-qslab_fatal_fn qs_fatal_handler(void);  /* report.c: the user's, or NULL */
-unsigned qs_debug_flags_for(const char *name, unsigned long flags);
-/* The slot layout of a debug cache: slot size and link offset */
-bool qs_debug_layout(qslab_cache *c, size_t size, size_t align, size_t *slot, size_t *link_off);
-void qs_debug_born(qslab_cache *c, char *first, uint32_t n); /* new objects */
-/* Under the node lock: an object leaving (alloc) or joining (free) its
- * slab's free list; false: reported, keep it out (alloc: quarantined) */
-bool qs_debug_alloc_locked(qslab_cache *c, struct qs_slab *s, void *obj);
-bool qs_debug_free_locked(qslab_cache *c, struct qs_slab *s, void *obj);
-void qs_debug_bad_link(qslab_cache *c, void *obj); /* Freepointer corrupt */
-/* qs_bad_free of a pointer into a debug cache's slab: true if reported */
-bool qs_debug_bad_pointer(qslab_cache *c, struct qs_slab *s, const void *p);
-/* destroy with live objects: list where they were allocated (U) */
-void qs_debug_leaks(qslab_cache *c, int fd);
-void qs_debug_flags_str(unsigned debug, char *out); /* QS_DBG_* bits as "FZPU", 8 bytes */
-unsigned qs_debug_letter(char ch);      /* QS_DBG_* of a letter of FZPUTRV; 0: none */
-unsigned qs_debug_flags_own(unsigned long flags); /* from the cache's flags alone */
-unsigned qs_debug_final(unsigned d);    /* the flags a cache with d gets (V under memcheck) */
-
-/* ---- twin.c: debugging turned on for a cache in use ---- */
-/* The tunable `debug` (qs_global not held): letters of FZPUTRV, or - */
-int qs_twin_tune(qslab_cache *c, const char *value, size_t vlen);
-/* The flags of c's new allocations now (QS_DBG_*) */
-unsigned qs_twin_flags(const qslab_cache *c);
-/* The next debug twin of c after `after` (NULL: the first); qs_global held
- * or c quiet (destroy) */
-qslab_cache *qs_twin_next(const qslab_cache *c, const qslab_cache *after);
-void qs_cache_unlist(qslab_cache *c); /* off qs_caches (qs_global held) */
-/* The caller's queues: nothing pushed or parked while c has a twin
- * (qs_global held; owner.c at attach, tune.c after a change) */
-void qs_twin_queue_knobs(qslab_cache *c, struct qs_queue *q);
-void *qs_twin_alloc(qslab_cache *t, int node); /* an allocation of c's twin t */
-qslab_cache *qs_twin_take(qslab_cache *c, qslab_cache *t); /* qs_twin_divert's queue test */
-/* The twin that takes this allocation of c, or NULL: c has none, or the
- * caller's own (thread) queue still holds objects, which it hands out
- * first.  A CPU's queues were emptied when the twin came (twin.c). */
-static inline qslab_cache *qs_twin_divert(qslab_cache *c)
-{
-    qslab_cache *t = __atomic_load_n(&c->dbg_alloc, __ATOMIC_ACQUIRE);
-    if (likely(t == NULL))
-        return NULL;
-    return qs_twin_take(c, t);
-}
-
 /* ---- queue.c ---- */
 void *qs_alloc_slow(qslab_cache *c);
 void *qs_alloc_slow_unsampled(qslab_cache *c); /* never a guarded sample */
 void qs_free_slow(qslab_cache *c, struct qs_slab *s, void *obj);
+size_t qs_slqb_shrink(qslab_cache *c); /* SLQB's shrink: every queue emptied, then the nodes */
 void qs_queue_flush(qslab_cache *c, struct qs_queue *q, unsigned count);
 void qs_free_full(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
 void qs_queue_drain_stash(qslab_cache *c, struct qs_queue *q);
@@ -1246,41 +1178,12 @@ void *qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned lon
 /* Route n objects of an array (their links are written on the way). */
 unsigned long qs_route_vec(qslab_cache *c, struct qs_queue *q, void *const *objs, unsigned long n);
 
-/* ---- owner.c ---- */
-struct qs_queue *qs_queue_attach(qslab_cache *c); /* the caller's queue, made if needed */
-void qs_owner_init(void);
-void qs_owner_detach_cache(qslab_cache *c); /* destroy: clear owners' slots (qs_global held) */
-void qs_owner_kind_init(void);              /* start-up: QSLAB_OWNER, rseq */
-void qs_owner_cache_added(unsigned id);     /* qs_global held: ids up to id in use */
-int qs_owner_cpu(void);                     /* the caller's CPU (registering rseq), or -1 */
-
-/* ---- cache.c ---- */
-bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align, unsigned long flags,
-                    void (*ctor)(void *), bool is_kmalloc);
-bool qs_cache_setup_debug(qslab_cache *c, const char *name, size_t size, size_t align,
-                          unsigned long flags, void (*ctor)(void *), bool is_kmalloc, int debug);
-void qs_bad_free(qslab_cache *expected, const void *p);
-/* An allocation given straight back (alloc_node's object of another node):
- * neither counted (the cache's counters absorb both) */
-static inline void qs_uncount_pair(qslab_cache *c)
-{
-    __atomic_fetch_sub(&c->orphan_stat[QS_ALLOC_SLOW], 1, __ATOMIC_RELAXED);
-    __atomic_fetch_sub(&c->orphan_stat[QS_FREE_SLOW], 1, __ATOMIC_RELAXED);
-}
-extern qslab_cache *qs_cache_by_id[QS_MAX_CACHES]; /* live caches by id (qs_global) */
-bool qs_cache_used(const qslab_cache *c); /* has it allocated yet (qs_global held) */
-size_t qs_slqb_shrink(qslab_cache *c);
-
 /* ---- kmalloc.c ---- */
 #define QS_KMALLOC_CLASSES 177
 #define QS_KMALLOC_MAX ((size_t)32 << 20)
 extern qslab_cache qs_kmalloc_caches[QS_KMALLOC_CLASSES];
-void qs_kmalloc_init(void);
 
 /* ---- stats.c ---- */
-void qs_stats_sum(qslab_cache *c, unsigned long *sum); /* qs_global held */
-void qs_stats_at_exit(void);
-void qs_stats_init(void);
 /* Totals over every cache, for mallinfo and friends. */
 /* Large blocks' counters (kmalloc.c), read from outside through the
  * observe root too: totals, and by size bucket (bucket b: mappings of
@@ -1305,12 +1208,6 @@ struct qs_totals {
     unsigned long slabs, large_count;
     size_t large_bytes;
 };
-void qs_stats_totals(struct qs_totals *t);
-
-/* ---- tune.c ---- */
-void qs_tune_defaults(qslab_cache *c);
-void qs_tune_derive(qslab_cache *c);
-void qs_tune_apply_env(qslab_cache *c);
 
 /* Count an event: in the caller's queue (one writer, plain stores), or in
  * the cache's orphan counters (atomic) when the caller has no queue. */
@@ -1351,34 +1248,20 @@ static inline void qs_queue_limit_set(struct qs_queue *q)
     QS_STORE(q->limit, m < q->cap ? m : q->cap);
 }
 
+/* An allocation given straight back (alloc_node's object of another node):
+ * neither counted (the cache's counters absorb both) */
+static inline void qs_uncount_pair(qslab_cache *c)
+{
+    __atomic_fetch_sub(&c->orphan_stat[QS_ALLOC_SLOW], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_sub(&c->orphan_stat[QS_FREE_SLOW], 1, __ATOMIC_RELAXED);
+}
+
 static inline void qs_stat(qslab_cache *c, struct qs_queue *q, int item, unsigned long n)
 {
     if (likely(q != NULL))
         QS_ADD(q->stat[item], n);
     else
         __atomic_fetch_add(&c->orphan_stat[item], n, __ATOMIC_RELAXED);
-}
-
-/* Set the caller's (or an owner's) queue of cache id (qs_global held). */
-static inline void qs_owner_set_slot(struct qs_owner *o, unsigned id, struct qs_queue *q)
-{
-    __atomic_store_n(&o->slots[id], q, __ATOMIC_RELEASE);
-    if (id < QS_FIXED_SLOTS)
-        __atomic_store_n(&o->fixed[id], q ? q : &qs_no_queue, __ATOMIC_RELEASE);
-    if (o->ids && id < QS_PERCPU_IDS)
-        __atomic_store_n(&o->ids[id], q ? q : &qs_no_queue, __ATOMIC_RELEASE);
-}
-
-/* The owner the caller would use now: its CPU's (NULL if that CPU has none
- * yet, or the thread has no rseq registration) or its thread's. */
-static inline struct qs_owner *qs_owner_now(void)
-{
-    if (qs_percpu()) {
-        int cpu = qs_os_rseq_cpu(qs_rseq_off);
-        return cpu >= 0 && cpu < qs_nr_cpu_ids ? __atomic_load_n(&qs_cpu_owners[cpu], __ATOMIC_ACQUIRE)
-                                                : NULL;
-    }
-    return &qs_self;
 }
 
 #pragma GCC visibility pop

@@ -29,6 +29,7 @@
  * purger until it keeps empty slabs again.
  */
 #include "front/front.h"
+#include "debug/debug.h"
 
 #include <errno.h>
 

@@ -24,6 +24,7 @@
  * node lock for node-owned slabs.
  */
 #include "core/internal.h"
+#include "debug/debug.h"
 
 #include <string.h>
 

@@ -60,6 +60,7 @@
 #define _GNU_SOURCE
 #include "front/fastpath.h"
 #include "front/front.h"
+#include "debug/debug.h"
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -41,6 +41,8 @@
 #define _GNU_SOURCE
 #include "front/fastpath.h"
 #include "front/front.h"
+#include "debug/debug.h"
+#include "owner/owner.h"
 
 #include <signal.h>
 #include <string.h>

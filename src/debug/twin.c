@@ -45,6 +45,8 @@
  */
 #include "front/fastpath.h"
 #include "front/front.h"
+#include "debug/debug.h"
+#include "api/api.h"
 
 #include <errno.h>
 #include <string.h>

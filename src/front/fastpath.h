@@ -18,6 +18,7 @@
 
 #include "core/internal.h"
 #include "owner/percpu.h"
+#include "owner/owner.h"
 
 #pragma GCC visibility push(hidden) /* as internal.h */
 

@@ -20,6 +20,7 @@
 
 #define _GNU_SOURCE
 #include "front/fastpath.h"
+#include "observe/stats.h"
 
 #include <errno.h>
 #include <malloc.h>

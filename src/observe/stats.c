@@ -11,6 +11,8 @@
 #include "observe/control.h"
 #include "front/front.h"
 #include "observe/stats_calc.h"
+#include "debug/debug.h"
+#include "observe/stats.h"
 
 #include <errno.h>
 #include <stddef.h>

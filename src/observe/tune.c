@@ -14,6 +14,9 @@
  */
 #include "front/front.h"
 #include "observe/observe.h"
+#include "debug/debug.h"
+#include "observe/stats.h"
+#include "observe/tune.h"
 
 #include <errno.h>
 #include <string.h>
@@ -289,7 +292,7 @@ static bool parse_ulong(const char *s, size_t len, unsigned long *out)
 }
 
 /* Has c allocated (or been given a queue) yet?  qs_global held. */
-bool qs_cache_used(const qslab_cache *c)
+static bool qs_cache_used(const qslab_cache *c)
 {
     unsigned long sum[QS_STAT_NR];
     if (c->queues)

@@ -25,6 +25,8 @@
 #include "core/internal.h"
 #include "observe/observe.h"
 #include "owner/percpu.h"
+#include "debug/debug.h"
+#include "owner/owner.h"
 
 #include <string.h>
 

@@ -10,6 +10,7 @@
 #include "../testutil.h"
 #include "front/front.h"
 #include "core/internal.h"
+#include "api/api.h"
 
 #include <stdio.h>
 

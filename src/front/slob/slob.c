@@ -116,6 +116,8 @@
  */
 #include "front/fastpath.h"
 #include "front/front.h"
+#include "owner/owner.h"
+#include "api/api.h"
 
 #include <errno.h>
 #include <string.h>

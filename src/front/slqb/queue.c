@@ -36,6 +36,8 @@
  */
 #include "front/fastpath.h"
 #include "front/front.h"
+#include "debug/debug.h"
+#include "owner/owner.h"
 
 #include <errno.h>
 
@@ -1892,4 +1894,29 @@ void qs_percpu_free_slow(qslab_cache *c, struct qs_slab *s, void *obj, int why)
         percpu_fb_open(c, q, s, obj);
     }
     qs_lock_release(&q->lock);
+}
+
+/* SLQB's shrink: the queues' objects home, then the nodes' empty slabs. */
+size_t qs_slqb_shrink(qslab_cache *c)
+{
+    if (qs_percpu()) { /* every CPU's queue (SLUB's flush_all) */
+        qs_lock_acquire(&qs_global);
+        qs_percpu_empty_all(c);
+        qs_lock_release(&qs_global);
+        size_t bytes = 0;
+        for (int n = 0; n < qs_nr_nodes; n++)
+            bytes += qs_node_shrink(c, NULL, &c->nodes[n]);
+        qs_purger_check();
+        return bytes;
+    }
+    struct qs_queue *q = qs_queue_of(c);
+    if (!q)
+        q = qs_queue_attach(c);
+    if (q)
+        qs_queue_empty_out(c, q);
+    size_t bytes = 0;
+    for (int n = 0; n < qs_nr_nodes; n++)
+        bytes += qs_node_shrink(c, q, &c->nodes[n]);
+    qs_purger_check();
+    return bytes;
 }

@@ -92,6 +92,7 @@
  */
 #include "front/fastpath.h"
 #include "front/front.h"
+#include "owner/owner.h"
 
 #include <errno.h>
 #include <string.h>

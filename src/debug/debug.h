@@ -1,0 +1,86 @@
+/*
+ * debug/debug.h - the debug layer's entry points: guarded sampling
+ * (guard.c), the debug front end's checks (debug.c), debug twins (twin.c).
+ */
+#ifndef QSLAB_DEBUG_H
+#define QSLAB_DEBUG_H
+
+#include "core/internal.h"
+
+#pragma GCC visibility push(hidden)
+
+/* ---- guard.c (QSLAB_GUARD_SAMPLE: docs/debugging.md) ---- */
+extern unsigned long qs_guard_rate;   /* QSLAB_GUARD_SAMPLE's N; 0: none (start-up) */
+extern int qs_guard_on;               /* sampling anywhere (N, or a cache's guard_sample) */
+void qs_guard_enable(void);           /* a cache's guard_sample was set */
+#define QS_GUARD_MAX_RATE 1000000000UL
+extern uintptr_t qs_guard_lo, qs_guard_hi; /* the pool's range, once mapped */
+void qs_guard_init(void);             /* start-up: the environment */
+/* An allocation slow path of c (size: the request, 0 for the object's
+ * size): a guarded sample, or NULL (none due, or the pool is full) */
+void *qs_guard_alloc(qslab_cache *c, size_t size);
+static inline bool qs_guard_owns(const void *p)
+{
+    return (uintptr_t)p - __atomic_load_n(&qs_guard_lo, __ATOMIC_RELAXED) <
+           __atomic_load_n(&qs_guard_hi, __ATOMIC_RELAXED) - __atomic_load_n(&qs_guard_lo, __ATOMIC_RELAXED);
+}
+/* Free of p in the pool (expected: the cache named by the caller, NULL for
+ * kfree); reports misuse */
+void qs_guard_free(qslab_cache *expected, void *p);
+size_t qs_guard_usable(const void *p, const char *what); /* 0: reported */
+int qs_guard_node(const void *p); /* qslab_object_node of a sample */
+/* The owner, on a slow free while q->guard_armed: empty q (so that the next
+ * allocation takes the slow path, which takes the sample) */
+void qs_guard_armed_free(qslab_cache *c, struct qs_queue *q);
+void qs_guard_fork(int phase); /* 0 prepare, 1 parent, 2 child */
+void qs_guard_report(int fd);  /* the statistics report's Guard: line */
+
+/* ---- debug.c ---- */
+#define QS_TRACK_BYTES 48
+void qs_track_record(void *track);
+void qs_track_print(struct qs_buf *b, const char *what, const void *track);
+unsigned qs_debug_flags_for(const char *name, unsigned long flags);
+/* The slot layout of a debug cache: slot size and link offset */
+bool qs_debug_layout(qslab_cache *c, size_t size, size_t align, size_t *slot, size_t *link_off);
+void qs_debug_born(qslab_cache *c, char *first, uint32_t n); /* new objects */
+/* Under the node lock: an object leaving (alloc) or joining (free) its
+ * slab's free list; false: reported, keep it out (alloc: quarantined) */
+bool qs_debug_alloc_locked(qslab_cache *c, struct qs_slab *s, void *obj);
+bool qs_debug_free_locked(qslab_cache *c, struct qs_slab *s, void *obj);
+void qs_debug_bad_link(qslab_cache *c, void *obj); /* Freepointer corrupt */
+/* qs_bad_free of a pointer into a debug cache's slab: true if reported */
+bool qs_debug_bad_pointer(qslab_cache *c, struct qs_slab *s, const void *p);
+/* destroy with live objects: list where they were allocated (U) */
+void qs_debug_leaks(qslab_cache *c, int fd);
+void qs_debug_flags_str(unsigned debug, char *out); /* QS_DBG_* bits as "FZPU", 8 bytes */
+unsigned qs_debug_letter(char ch);      /* QS_DBG_* of a letter of FZPUTRV; 0: none */
+unsigned qs_debug_flags_own(unsigned long flags); /* from the cache's flags alone */
+unsigned qs_debug_final(unsigned d);    /* the flags a cache with d gets (V under memcheck) */
+
+/* ---- twin.c: debugging turned on for a cache in use ---- */
+/* The tunable `debug` (qs_global not held): letters of FZPUTRV, or - */
+int qs_twin_tune(qslab_cache *c, const char *value, size_t vlen);
+/* The flags of c's new allocations now (QS_DBG_*) */
+unsigned qs_twin_flags(const qslab_cache *c);
+/* The next debug twin of c after `after` (NULL: the first); qs_global held
+ * or c quiet (destroy) */
+qslab_cache *qs_twin_next(const qslab_cache *c, const qslab_cache *after);
+/* The caller's queues: nothing pushed or parked while c has a twin
+ * (qs_global held; owner.c at attach, tune.c after a change) */
+void qs_twin_queue_knobs(qslab_cache *c, struct qs_queue *q);
+void *qs_twin_alloc(qslab_cache *t, int node); /* an allocation of c's twin t */
+qslab_cache *qs_twin_take(qslab_cache *c, qslab_cache *t); /* qs_twin_divert's queue test */
+/* The twin that takes this allocation of c, or NULL: c has none, or the
+ * caller's own (thread) queue still holds objects, which it hands out
+ * first.  A CPU's queues were emptied when the twin came (twin.c). */
+static inline qslab_cache *qs_twin_divert(qslab_cache *c)
+{
+    qslab_cache *t = __atomic_load_n(&c->dbg_alloc, __ATOMIC_ACQUIRE);
+    if (likely(t == NULL))
+        return NULL;
+    return qs_twin_take(c, t);
+}
+
+#pragma GCC visibility pop
+
+#endif /* QSLAB_DEBUG_H */

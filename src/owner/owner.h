@@ -1,0 +1,45 @@
+/*
+ * owner/owner.h - who owns a queue (owner.c): making owners, attaching a
+ * cache's queue to the caller's owner, the owner the caller would use now.
+ */
+#ifndef QSLAB_OWNER_H
+#define QSLAB_OWNER_H
+
+#include "core/internal.h"
+
+#pragma GCC visibility push(hidden)
+
+/* ---- owner.c ---- */
+struct qs_queue *qs_queue_attach(qslab_cache *c); /* the caller's queue, made if needed */
+void qs_owner_init(void);
+void qs_owner_detach_cache(qslab_cache *c); /* destroy: clear owners' slots (qs_global held) */
+void qs_owner_kind_init(void);              /* start-up: QSLAB_OWNER, rseq */
+void qs_owner_cache_added(unsigned id);     /* qs_global held: ids up to id in use */
+int qs_owner_cpu(void);                     /* the caller's CPU (registering rseq), or -1 */
+
+
+/* Set the caller's (or an owner's) queue of cache id (qs_global held). */
+static inline void qs_owner_set_slot(struct qs_owner *o, unsigned id, struct qs_queue *q)
+{
+    __atomic_store_n(&o->slots[id], q, __ATOMIC_RELEASE);
+    if (id < QS_FIXED_SLOTS)
+        __atomic_store_n(&o->fixed[id], q ? q : &qs_no_queue, __ATOMIC_RELEASE);
+    if (o->ids && id < QS_PERCPU_IDS)
+        __atomic_store_n(&o->ids[id], q ? q : &qs_no_queue, __ATOMIC_RELEASE);
+}
+
+/* The owner the caller would use now: its CPU's (NULL if that CPU has none
+ * yet, or the thread has no rseq registration) or its thread's. */
+static inline struct qs_owner *qs_owner_now(void)
+{
+    if (qs_percpu()) {
+        int cpu = qs_os_rseq_cpu(qs_rseq_off);
+        return cpu >= 0 && cpu < qs_nr_cpu_ids ? __atomic_load_n(&qs_cpu_owners[cpu], __ATOMIC_ACQUIRE)
+                                                : NULL;
+    }
+    return &qs_self;
+}
+
+#pragma GCC visibility pop
+
+#endif /* QSLAB_OWNER_H */
