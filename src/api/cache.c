@@ -155,8 +155,8 @@ bool qs_cache_setup_debug(qslab_cache *c, const char *name, size_t size, size_t 
         errno = ENOMEM;
         return false;
     }
-    if (c->front == QS_FRONT_SLAB) /* its shared arrays (nobody sees c yet) */
-        qs_slab_tuned(c);
+    if (qs_front_of(c)->tuned) /* SLAB's shared arrays (nobody sees c yet) */
+        qs_front_of(c)->tuned(c);
     qs_lock_acquire(&qs_global);
     qs_observe_begin(); /* the cache list changes (observe.h) */
     qs_observe_cache(c);
@@ -259,7 +259,7 @@ QSLAB_EXPORT void *qslab_cache_alloc_node(qslab_cache *c, int node)
     qslab_cache *t = qs_twin_divert(c);
     if (unlikely(t != NULL)) /* debugging turned on in use (twin.c) */
         return qs_twin_alloc(t, node);
-    if (c->front != QS_FRONT_SLQB)
+    if (qs_front_of(c)->alloc) /* slow paths of its own: front.h */
         return qs_front_of(c)->alloc(c, node);
     struct qs_queue *q = qs_queue_of(c);
     if (!q)

@@ -223,8 +223,8 @@ QS_NOINLINE void *qs_kmalloc_slow(unsigned i, size_t size)
         qs_init();
         return qs_twin_alloc(t, QSLAB_NUMA_NO_NODE);
     }
-    if (unlikely(c->front != QS_FRONT_SLQB)) { /* no queues: front.h */
-        const struct qs_front *fe = qs_front_of(c);
+    const struct qs_front *fe = qs_front_of(c);
+    if (unlikely(fe->alloc != NULL)) { /* slow paths of its own: front.h */
         qs_init();
         return fe->kmalloc ? fe->kmalloc(c, size, 0) : fe->alloc(c, QSLAB_NUMA_NO_NODE);
     }

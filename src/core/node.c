@@ -374,7 +374,7 @@ size_t qs_node_sweep(bool all)
                     /* and its slabs go to the node, where the CPUs still
                      * at work refill from them: a thread that moved to
                      * another CPU left them partly free here */
-                    if (c->front == QS_FRONT_SLQB && (q->list.nr_partial || q->list.nr_full))
+                    if (qs_front_of(c)->owns_slabs && (q->list.nr_partial || q->list.nr_full))
                         qs_queue_hand_slabs(c, q);
                     qs_lock_release(&q->lock);
                     top = QS_LOAD(q->top);

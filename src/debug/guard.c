@@ -217,8 +217,8 @@ static bool due(qslab_cache *c, int *node)
         rate = qs_guard_rate;
     if (!rate)
         return false;
-    if (c->front == QS_FRONT_SLQB || c->front == QS_FRONT_SLAB) { /* queues (front/slab/slab.c) */
-        if (c->front == QS_FRONT_SLQB)
+    if (qs_front_of(c)->queues) { /* SLQB's, SLAB's arrays */
+        if (qs_front_of(c)->owns_slabs)
             sampler_start();
         struct qs_queue *q = qs_queue_of(c);
         if (!q)
@@ -250,7 +250,7 @@ static void *sampler_main(void *arg)
         qs_os_sleep_ms(QS_GUARD_TICK_MS);
         qs_lock_acquire(&qs_global);
         for (qslab_cache *c = qs_caches; c; c = c->next) {
-            if (c->front != QS_FRONT_SLQB || c->debug)
+            if (!qs_front_of(c)->owns_slabs || c->debug)
                 continue;
             for (struct qs_queue *q = c->queues; q; q = q->all_next) {
                 uint32_t t = __atomic_load_n(&q->guard_thresh, __ATOMIC_RELAXED);

@@ -92,9 +92,9 @@ qslab_cache *qs_twin_take(qslab_cache *c, qslab_cache *t)
     if (!qs_percpu()) {
         if (q && QS_TOP_NR(q->top)) /* its old objects first */
             return NULL;
-        if (q && c->front == QS_FRONT_SLQB && QS_LOAD(q->inbox.pending))
+        if (q && qs_front_of(c)->owns_slabs && QS_LOAD(q->inbox.pending))
             qs_queue_claim(c, q);
-    } else if (q && c->front == QS_FRONT_SLQB && QS_LOAD(q->inbox.pending) &&
+    } else if (q && qs_front_of(c)->owns_slabs && QS_LOAD(q->inbox.pending) &&
                (q = qs_percpu_lock(c)) != NULL) {
         qs_queue_claim(c, q); /* the CPU's queue, under its lock */
         qs_lock_release(&q->lock);
@@ -120,7 +120,7 @@ static void twin_name(char *out, const char *name, const char *flags)
 /* Queue knobs for every queue of c, after dbg_alloc changed (qs_global held) */
 static void knobs_all(qslab_cache *c)
 {
-    if (c->front != QS_FRONT_SLQB && c->front != QS_FRONT_SLAB)
+    if (!qs_front_of(c)->queues)
         return; /* other front ends' queues stay inert (front.h) */
     for (struct qs_queue *q = c->queues; q; q = q->all_next)
         qs_twin_queue_knobs(c, q);

@@ -18,6 +18,7 @@ const struct qs_front qs_front_slqb = {
     .shrink = qs_slqb_shrink,
     .queues = true,
     .idle_queues = true,
+    .owns_slabs = true,
 };
 
 const struct qs_front *const qs_fronts[QS_FRONT_NR] = {

@@ -99,6 +99,15 @@ struct qs_front {
      * inline fast paths serve them, the statistics derive free_fast, the
      * purger empties idle CPUs' queues (SLQB only: `idle_queues`) */
     bool queues, idle_queues;
+    /* its owners own slabs (their queues' lists) and other owners batch
+     * frees home to their inboxes (SLQB): the purger hands an idle CPU's
+     * slabs to the node, a diverted allocation claims the inbox, the guard
+     * sampler arms its queues */
+    bool owns_slabs;
+    /* c's front-end tunables changed, or c took or left this front end
+     * (qs_global held, or c not yet published): SLAB's arrays and shared
+     * arrays follow limit, batchcount and shared */
+    void (*tuned)(qslab_cache *c);
     /* objects of a queue going back to their slabs (SLAB: its slabs' free
      * lists are index arrays), instead of SLQB's routing to owners; their
      * words hold the free stamp or a link (checked by the caller) */
@@ -131,7 +140,6 @@ struct qs_walk {
 void qs_walk_problem(struct qs_walk *w, const char *what, const void *where);
 
 /* ---- front/slab/slab.c ---- */
-void qs_slab_tuned(qslab_cache *c); /* limit, batchcount or shared changed (qs_global held) */
 
 /* ---- slob.c ---- */
 extern qslab_cache qs_slob_arena; /* the owner of SLOB's shared pages */

@@ -342,10 +342,12 @@ static int set_front_locked(qslab_cache *c, const char *value, size_t vlen)
         if (QS_LOAD(c->empty_limit) == default_empty_limit(old_order))
             QS_STORE(c->empty_limit, default_empty_limit(QS_LOAD(c->order)));
     }
-    bool slab = c->front == QS_FRONT_SLAB || f == QS_FRONT_SLAB;
+    const struct qs_front *old = qs_front_of(c), *fe = qs_fronts[f];
     c->front = (uint8_t)f;
-    if (slab) /* SLAB's shared arrays made, or given back */
-        qs_slab_tuned(c);
+    if (old->tuned) /* what the old front end made for c given back (SLAB's arrays) */
+        old->tuned(c);
+    if (fe->tuned && fe != old) /* and the new one's made */
+        fe->tuned(c);
     return 0;
 }
 
@@ -398,8 +400,8 @@ static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
         }
     qs_tune_derive(c);
     qs_observe_cache(c); /* objects per slab follow the order */
-    if (c->front == QS_FRONT_SLAB && (t == T_LIMIT || t == T_BATCHCOUNT || t == T_SHARED))
-        qs_slab_tuned(c); /* the arrays' limits, the shared arrays (front/slab/slab.c) */
+    if (qs_front_of(c)->tuned && (t == T_LIMIT || t == T_BATCHCOUNT || t == T_SHARED))
+        qs_front_of(c)->tuned(c); /* SLAB's arrays' limits, its shared arrays */
     for (struct qs_queue *q = c->queues; q && c->front == QS_FRONT_SLQB; q = q->all_next) {
         /* the queues' copies (other front ends' queues stay inert: front.h;
          * parking stays off while there is a debug twin: twin.c) */

@@ -1305,7 +1305,7 @@ static void slab_destroy_all(qslab_cache *c, struct qs_slab **gone)
 /* limit, batchcount or shared changed (qs_global held): the arrays'
  * limits, each node's shared array (a new one, the old one's objects
  * freed to the slabs) and free_limit. */
-void qs_slab_tuned(qslab_cache *c)
+static void slab_tuned(qslab_cache *c)
 {
     /* while the cache has a debug twin, the arrays take nothing (twin.c) */
     uint32_t lim = qs_slab_array_limit(c);
@@ -1483,4 +1483,5 @@ const struct qs_front qs_front_slab = {
     .queues = true,
     .give_back = slab_give_back,
     .objs_per_slab = slab_objs_per_slab,
+    .tuned = slab_tuned,
 };
