@@ -22,7 +22,7 @@ for SLUB once more with the page-allocator pass-through.  After it, the
 debugging costs (debug.*): one bench_debug process per round runs the
 slub_test pair and batch patterns on a plain cache and on caches with SLUB's
 debug flags (F, Z, P, U, FZPU), and gives each one's ratio to plain.
-Last, the real programs (programs.*, issue 34): Python, sqlite3 and
+Last, the real programs (programs.*): Python, sqlite3 and
 redis-server (bench/programs/programs.py) under every allocator and under
 qslab with each front end, for their peak RSS, wall time and output, which
 must be glibc's; 3 rounds in full mode, 1 in quick mode; and calloc's page
@@ -458,7 +458,7 @@ def cache_contenders(allocs):
 
 
 # --------------------------------------------------------------------------
-# Front ends (issue 12): qslab's front ends (SLQB, SLUB, SLAB, SLOB) against
+# Front ends: qslab's front ends (SLQB, SLUB, SLAB, SLOB) against
 # each other, the seeds' argument rerun.  bench_fronts runs every front end in
 # one process through the object-cache API (the slub_test patterns, a
 # hackbench-like test, memory); bench_prodcons runs under the drop-in once per
@@ -1096,7 +1096,7 @@ MEMORY_TOLERANCE = 0.01
 
 
 def targets(tests, columns, samples):
-    """The issue's targets, measured and reported, never asserted."""
+    """The suite's targets, measured and reported, never asserted."""
     by_key = {t.key: t for t in tests}
     primary = sorted({columns[t.key][0].name for t in tests})
     lines = [f"Targets for {' / '.join(primary)} (from the benchmark issue; medians, strict for "
@@ -1317,7 +1317,7 @@ def front_section(m, ncpus, bin_dir, qslab_lib, owner):
 
 
 # --------------------------------------------------------------------------
-# Debugging costs (issue 10): what SLUB's debug flags (docs/debugging.md)
+# Debugging costs: what SLUB's debug flags (docs/debugging.md)
 # cost a cache on the slub_test pair and batch patterns, one CPU, against
 # the plain cache in the same process.  bench_debug runs every configuration
 # (its configs[] list: plain, F, Z, P, U, FZPU, ...) in one process per
@@ -1469,7 +1469,7 @@ DEBUG_HEADER = textwrap.wrap(
 
 
 # --------------------------------------------------------------------------
-# Programs (issue 34): real programs under every allocator, their peak RSS,
+# Programs: real programs under every allocator, their peak RSS,
 # wall time and output (bench/programs/programs.py runs them), and calloc's
 # page faults (bench_calloc).  The columns: qslab's first owner mode with
 # its default front end (SLQB), then QSLAB_FRONT=slub, slab, slob (the front
@@ -1549,8 +1549,9 @@ def programs_section(mode, m, bin_dir, work, wanted):
     if wanted("programs.calloc"):
         tests.append(Test(
             "programs.calloc", "calloc: page faults and pages written, in a fresh process",
-            "issue 34: a 9 MiB calloc faults no more pages than glibc's plus a handful; "
-            "callocs of small blocks from fresh slabs write nothing", "calloc",
+            "calloc clears only memory that may hold old data: a 9 MiB calloc faults no "
+            "more pages than glibc's plus a handful; callocs of small blocks from fresh slabs "
+            "write nothing", "calloc",
             [Case("9 MiB, one block (9,216 KiB)", ["--count", "1", "--size", str(9 << 20)]),
              Case(f"{n:,} x 64 B ({n * 64 / 1024:,.0f} KiB)",
                   ["--count", str(n), "--size", "64"])],
@@ -1759,9 +1760,9 @@ def programs_report(tests, columns, samples, number, notes, mismatches, compared
 
 
 def programs_targets(ptests, ct, columns, samples):
-    """The issue's targets for the section, measured, never asserted."""
+    """The section's targets, measured, never asserted."""
     tol = 1 + MEMORY_TOLERANCE
-    lines = [f"Targets for the programs (issue 34; medians of peak RSS; 'at most' strict, "
+    lines = [f"Targets for the programs (medians of peak RSS; 'at most' strict, "
              f"'no larger than' within {MEMORY_TOLERANCE * 100:.0f}%)"]
 
     def report(desc, ok, miss, what):
@@ -1916,7 +1917,7 @@ def plot_programs(out, tests, columns, samples, gnuplot, term):
 
 
 PROGRAMS_HEADER = textwrap.wrap(
-    "Programs (issue 34): real programs under every allocator, each run in a process of its "
+    "Programs: real programs under every allocator, each run in a process of its "
     "own (bench/programs/programs.py; the allocator preloaded into the program only), its "
     "peak RSS (the kernel's high-water mark), wall time and output, which must be glibc's; "
     "qslab with its default front end (SLQB) and with QSLAB_FRONT=slub, slab and slob. Then "

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/programs/programs.py - real programs under an allocator: peak RSS,
 wall time, and their output to check against glibc's (the `programs`
-section of `make bench`, issue 34; docs/benchmarks.md, "Programs").
+section of `make bench`; docs/benchmarks.md, "Programs").
 
 Each program runs in a process of its own with the allocator preloaded
 (LD_PRELOAD) and the allocator's variables set (QSLAB_FRONT, QSLAB_OWNER);
@@ -278,7 +278,7 @@ class PythonDicts(Program):
                        + ("; pymalloc serves objects of 512 B and less from its own arenas "
                           "(mmap), malloc the rest" if pymalloc else
                           "; every object through malloc"))
-        self.seed = "issue 34: Python dict/str churn, 1.19-1.21x glibc"
+        self.seed = "a language runtime's churn of dicts and strings of many sizes"
 
     def available(self):
         return True, python_version()
@@ -300,7 +300,7 @@ class PythonThreads(Program):
     models = ("tests/preload/alloc_heavy.py (the drop-in's test): 4 threads build dicts, "
               "lists, strings and bytearrays and hand some to the next thread, which frees "
               "them")
-    seed = "issue 34: python 4 threads handing objects over, 1.44x glibc"
+    seed = "threads handing objects to each other: frees far from their allocations"
 
     def available(self):
         return True, python_version()
@@ -315,7 +315,7 @@ class PythonThreads(Program):
 class Sqlite(Program):
     key = "sqlite"
     title = "sqlite3: build an indexed table in an in-memory database, 1 KiB pages"
-    seed = "issue 34: sqlite3 building an indexed table, 1.44x glibc (kmalloc-1536: page buffers)"
+    seed = "a database's page cache: one malloc of a page and its header per page"
 
     @property
     def models(self):
@@ -406,7 +406,7 @@ class Redis(Program):
               "private unix socket, no persistence; then INFO memory, DBSIZE, DEBUG DIGEST, "
               "SHUTDOWN NOSAVE. Peak: the server's VmHWM; used_memory: redis's own count, "
               "malloc_usable_size of every block it holds (so each allocator's size classes)")
-    seed = "issue 34: redis-server with 500-2,000-byte values, 1.38x glibc; used_memory 147 MiB vs 109"
+    seed = "a cache server's values of a few hundred bytes to a few KiB"
     metrics = ("used_memory_kib",)
 
     def __init__(self):
