@@ -1043,7 +1043,7 @@ static void tune_debug(const char *cache, struct slot *s, int km, unsigned c)
                  cache, v, err);
 }
 
-/* The process's owner budget (src/front/slqb/queue.c): only "*" takes it, 16 KiB to
+/* The process's owner budget (src/front/slqb/budget.c): only "*" takes it, 16 KiB to
  * 1 GiB; every cache reads it back.  Lowering it while the workers hold
  * full queues makes their next misses shed the excess. */
 static void tune_budget(const char *cache, bool known, const char *value)

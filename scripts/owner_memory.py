@@ -24,7 +24,7 @@ Owners are CPUs throughout (the default where the kernel has rseq: one queue
 per CPU and cache); with QSLAB_OWNER=thread every thread that uses a cache is
 an owner instead, and "per owner" multiplies by threads.
 
-SLQB's owner budget (src/front/slqb/queue.c) is per owner, not per cache: the queued
+SLQB's owner budget (src/front/slqb/budget.c) is per owner, not per cache: the queued
 objects and the stashes of all an owner's SLQB queues together hold at most
 owner_budget bytes (256 KiB by default), so an owner's SLQB figure for a set
 of caches is min(budget, sum of the caches' queue + stash bounds) + their
@@ -54,8 +54,8 @@ META_MIN, META_MAX = 16, 64 << 10  # src/core/meta.c: power-of-two bins up to 64
 CHECK_SIZE = 256     # scripts/owner_memory_probe.c CHECK_SIZE
 SLOB_JOB_OBJS = 1024 # scripts/owner_memory_probe.c job_slob: objects per thread
 SLOB_HDR = 8         # src/front/slob/slob.c: a block's header
-GRANT_STEPS = 16     # src/front/slqb/queue.c QS_GRANT_STEPS: a miss asks for budget / 16
-GRANT_BIG = 8        # src/front/slqb/queue.c QS_GRANT_BIG: objects over budget / 8 never queued
+GRANT_STEPS = 16     # src/front/slqb/budget.c QS_GRANT_STEPS: a miss asks for budget / 16
+GRANT_BIG = 8        # src/front/slqb/budget.c QS_GRANT_BIG: objects over budget / 8 never queued
 FIFO_BYTES = 1 << 30     # src/observe/tune.c default_empty_limit: 1 GiB per node, at least 4 slabs
 RETAIN_FLOOR = 1 << 20   # src/core/internal.h QS_RETAIN_FLOOR: the warm pool's floor
 RETAIN_FRACTION = 8      # src/core/internal.h QS_RETAIN_FRACTION: ... or slab bytes / 8
@@ -98,7 +98,7 @@ def meta_round(size):
 
 def slots_bytes(need):
     """A queue's slot array holding `need` pointers: capacity doubling from 32
-    (src/front/slqb/queue.c slots_grow), plus the NULL sentinel slots[-1]."""
+    (src/front/slqb/queue.c slqb_slots_grow), plus the NULL sentinel slots[-1]."""
     cap = 32
     while cap < need:
         cap *= 2
@@ -177,7 +177,7 @@ def refill_objs(p):
 
 def grant_cap(p, budget):
     """The grant an SLQB queue reaches alone in its owner's budget
-    (src/front/slqb/queue.c grant_grow): each miss asks for as much as the queue has
+    (src/front/slqb/budget.c slqb_grant_grow): each miss asks for as much as the queue has
     (doubling from a refill's worth), at most budget / 16 bytes (at least
     one object; objects over budget / 8 are never queued), the last step
     short of hiwater, while the budget has room.  A queue's objects are at
@@ -196,15 +196,15 @@ def grant_cap(p, budget):
 
 
 def default_budget(cpus):
-    """src/front/slqb/queue.c qs_owner_budget_default: 16 MiB over the possible CPUs,
+    """src/front/slqb/budget.c qs_owner_budget_default: 16 MiB over the possible CPUs,
     at least 256 KiB and at most 4 MiB each."""
     return max(256 << 10, min(4 << 20, (16 << 20) // max(cpus, 1)))
 
 
 def stash_keep(p, sb, room=None):
     """Empty slabs an SLQB queue's stash keeps at most: it goes to the node's
-    FIFO as it reaches stash_bytes or empty_limit slabs (src/front/slqb/queue.c
-    stash_add), so one slab short of that; none when the cache keeps no
+    FIFO as it reaches stash_bytes or empty_limit slabs (src/front/slqb/budget.c
+    slqb_stash_add), so one slab short of that; none when the cache keeps no
     empties; and only as many as `room` bytes of the owner budget hold (a
     slab the budget has no room for goes to the node at once)."""
     if not p["stash_bytes"] or not p["empty_decay_ms"]:
@@ -219,8 +219,8 @@ def transit_objs(p, targets, percpu=True):
     slabs' owners: other owners' queues, node lists, the own node's too once
     the queue is past `park`): a CPU's open batch (the free fast path fills
     it to freebatch) and QS_PENDING pending batches (each posted at
-    freebatch, so freebatch - 1 at most), one per target (src/front/slqb/queue.c
-    percpu_fb_*, pending_add).  A thread has no open batch."""
+    freebatch, so freebatch - 1 at most), one per target (src/front/slqb/remote.c
+    slqb_percpu_fb_open, pending_add).  A thread has no open batch."""
     fb = p["freebatch"]
     if percpu:
         return 0 if targets < 1 else fb + (min(targets, PENDING + 1) - 1) * (fb - 1)

@@ -76,7 +76,7 @@
 #define CHECK_SIZE 256       /* the check's cache: objects of 256 bytes */
 #define EXTRA_THREADS 2      /* threads beyond the CPUs */
 #define ALIEN_LIMIT 12       /* src/front/slab/slab.c: objects per alien array */
-#define PERCPU_BATCH 256     /* src/front/slqb/queue.c QS_PERCPU_BATCH: a CPU's flush, at most */
+#define PERCPU_BATCH 256     /* src/front/slqb/cpu.c QS_PERCPU_BATCH: a CPU's flush, at most */
 #define BUF_OBJS (1u << 16)  /* per-thread bookkeeping array (pointers) */
 #define MAX_THREADS 64
 
@@ -148,7 +148,7 @@ static qslab_cache *make_cache(const char *name, size_t size, size_t align, unsi
     return c;
 }
 
-/* The owner budget (src/front/slqb/queue.c): the process's, one for every cache. */
+/* The owner budget (src/front/slqb/budget.c): the process's, one for every cache. */
 static unsigned long owner_budget(void)
 {
     unsigned long v;
@@ -331,7 +331,7 @@ static struct qs_queue *my_queue(struct worker *w)
  * allocate a pool, sort it by slab, and free it in an order that decides
  * which slabs go home.
  *   A CPU's queue at hiwater flushes k = min(freebatch, 256) objects from
- *   its top home before it pushes (src/front/slqb/queue.c qs_percpu_free_slow), so the
+ *   its top home before it pushes (src/front/slqb/cpu.c qs_percpu_free_slow), so the
  *   stash grows by the slabs each flush empties.  It is handed to the
  *   node's FIFO when it reaches stash_bytes (or empty_limit slabs), so the
  *   largest stash kept is one slab short of that (stash_keep).  The frees:
@@ -341,7 +341,7 @@ static struct qs_queue *my_queue(struct worker *w)
  *   k objects of whole slabs (the first of them flushes the k before); then
  *   k objects that stay (the first flushes the last whole slabs home): the
  *   queue ends at hiwater, the stash at stash_keep slabs.
- *   The owner budget (src/front/slqb/queue.c) holds the queue's grant and the stash:
+ *   The owner budget (src/front/slqb/budget.c) holds the queue's grant and the stash:
  *   the queue's misses on its way up grow the grant to grant_cap() (the
  *   only queue of the owner with a grant, it steals from no one), and the
  *   stash keeps only the slabs the rest of the budget has room for; the
@@ -354,7 +354,7 @@ static struct qs_queue *my_queue(struct worker *w)
  * mates), counted as live.
  */
 /* The grant a cache's queue reaches when it is the only one of its owner
- * with a grant (src/front/slqb/queue.c grant_grow): each miss doubles it (from a
+ * with a grant (src/front/slqb/budget.c slqb_grant_grow): each miss doubles it (from a
  * refill's worth: half a batch, 4 to 64 KiB of objects, at least one), at
  * most budget / 16 bytes a step (at least one object; none for objects
  * over budget / 8), the last one short of hiwater, while the budget has
@@ -485,7 +485,7 @@ static void job_slqb_fill(struct worker *w)
 
 /* Remote frees in transit: each owner's lead frees freebatch-1 objects for
  * every other owner of its objects, so that each stays one short of a
- * batch (src/front/slqb/queue.c: a batch is posted at freebatch objects).  Two kinds
+ * batch (src/front/slqb/remote.c: a batch is posted at freebatch objects).  Two kinds
  * of groups: objects of another owner's slabs (that owner allocates them
  * for us, before its queue is filled: afterwards its allocations would
  * take from the queue), and objects of every node's node list, the own

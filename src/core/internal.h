@@ -10,8 +10,9 @@
  *   owner/    owner.c (who owns a queue: a CPU or a thread), percpu.[ch]
  *             (restartable sequences)
  *   front/    front.[ch] (the interface, the registry), fastpath.h (the inline
- *             fast paths); slqb/queue.c (refill, flush, remote batches,
- *             inboxes), slub/, slab/, slob/
+ *             fast paths); slqb/ (queue.c: refill, flush; remote.c: remote
+ *             batches, inboxes; budget.c: the owner budget; cpu.c: per-CPU
+ *             queues), slub/, slab/, slob/
  *   debug/    debug.c (debug front end), twin.c, guard.c, validate.c
  *   observe/  stats.c, observe.[ch], tune.c, control.[ch]
  *   api/      cache.c (object caches, start-up), kmalloc.c, fork.c
@@ -317,7 +318,7 @@ struct qs_owner;
 #define QS_QUEUE_BYTES ((size_t)256 << 10) /* default hiwater, at most (tune.c) */
 
 /* Objects on their way to one owner (a queue's list or a node's), linked
- * through their link words; posted in one go (queue.c send_batch). */
+ * through their link words; posted in one go (remote.c slqb_send_batch). */
 struct qs_batch {
     struct qs_list *to;
     void *head, *tail;
@@ -348,7 +349,7 @@ struct qs_queue {
     uint32_t park;    /* cache->park's copy (tune): the per-CPU free fast
                          path queues another owner's object of our node
                          while nr < park (qs_free_remote's rule) */
-    /* A CPU's open remote batch (queue.c percpu_batch_*): objects of slabs
+    /* A CPU's open remote batch (remote.c slqb_percpu_fb_*): objects of slabs
      * of owner fb_to, linked through their link words, on their way home.
      * fb packs its head (>> 3, low QS_FB_SHIFT bits) and its count (above);
      * 0: closed.  The free fast path appends to an open batch of the
@@ -378,7 +379,7 @@ struct qs_queue {
     uint32_t stash_bytes; /* at most cache->stash_bytes + one slab */
     struct qs_batch pending[QS_PENDING]; /* frees of objects of slabs we do
                                             not own, on their way home
-                                            (queue.c pending_add) */
+                                            (remote.c pending_add) */
     unsigned pending_victim, pending_mru;
     qslab_cache *cache;
     unsigned long moved; /* net change of nr by slow paths (wraps) */
@@ -429,7 +430,7 @@ struct qs_queue {
     uint32_t guard_armed;
     uint32_t guard_thresh;
     unsigned long guard_mark;
-    /* the owner budget (queue.c): objects this queue may hold, granted
+    /* the owner budget (budget.c): objects this queue may hold, granted
      * from its owner's budget (limit = min(grant, hiwater, cap); a SLAB
      * queue's is unbounded, its limit is SLAB's own), and its misses since
      * a steal last looked at it (relaxed: read by other queues' steals);
@@ -603,7 +604,7 @@ struct qs_owner {
     struct qs_queue **ids;  /* a CPU's owner: [QS_PERCPU_IDS], its queues by
                                cache id, qs_no_queue where none (the fast
                                paths' table); a thread's: NULL */
-    /* The owner budget (queue.c): bytes its SLQB queues may hold, their
+    /* The owner budget (budget.c): bytes its SLQB queues may hold, their
      * grants (grant x slot_size) and their stashes' slabs together, at
      * most qs_owner_budget (more only for a moment after the budget is
      * lowered).  Atomic adds: a CPU's queues have a lock each, and the
@@ -615,7 +616,7 @@ struct qs_owner {
 };
 /* The owner budget, bytes (tunable owner_budget, "*" only: tune.c).  By
  * default QS_BUDGET_TOTAL shared by the possible CPUs, at least
- * QS_BUDGET_LOW and at most QS_BUDGET_HIGH each (queue.c
+ * QS_BUDGET_LOW and at most QS_BUDGET_HIGH each (budget.c
  * qs_owner_budget_default: 4 MiB on up to 4 CPUs, 256 KiB from 64). */
 #define QS_BUDGET_TOTAL ((unsigned long)16 << 20)
 #define QS_BUDGET_LOW ((unsigned long)256 << 10)
@@ -1113,7 +1114,7 @@ void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node);
 /* Free obj of node-owned slab s (a cache without owners: debug.c) */
 void qs_node_free(qslab_cache *c, struct qs_slab *s, void *obj);
 
-/* ---- queue.c ---- */
+/* ---- front/slqb: queue.c, remote.c, budget.c, cpu.c ---- */
 void *qs_alloc_slow(qslab_cache *c);
 void *qs_alloc_slow_unsampled(qslab_cache *c); /* never a guarded sample */
 void qs_free_slow(qslab_cache *c, struct qs_slab *s, void *obj);
@@ -1147,7 +1148,7 @@ void qs_queue_seq_end(struct qs_queue *q, long moved);
 bool qs_percpu_reserve(struct qs_queue *q, unsigned n);
 /* The caller's CPU's queue of c, locked (attached if needed); NULL: none */
 struct qs_queue *qs_percpu_lock(qslab_cache *c);
-int qs_percpu_pop_one(qslab_cache *c, struct qs_queue *q, void **obj); /* queue.c */
+int qs_percpu_pop_one(qslab_cache *c, struct qs_queue *q, void **obj); /* cpu.c */
 void *qs_percpu_refilled(qslab_cache *c, struct qs_queue *q, void **buf, unsigned n);
 /* The caller's queue for a free: attached at a thread's 32nd free if it has
  * none (queue.c QS_FREE_ONLY_ATTACH); NULL: none yet */

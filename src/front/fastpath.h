@@ -115,7 +115,7 @@ static inline void *qs_queue_pop(qslab_cache *c, struct qs_queue *q, int item)
  * qs_no_owner's queues are qs_no_queue), or the word is wrong (reported
  * there).  Free, one restartable sequence: the queue, the slab's owner (an
  * object of another owner's slab joins the queue while it is short, else
- * the CPU's open batch for its owner: queue.c percpu_fb_*), top against
+ * the CPU's open batch for its owner: remote.c slqb_percpu_fb_*), top against
  * limit (full), the top slot or the batch's head (the same object: a double
  * free), then the free stamp into
  * the object and its pointer into the slot, both above nr and so invisible

@@ -192,8 +192,8 @@ static void test_slab_tail(void)
 }
 
 /* Per-CPU queues: another CPU's objects freed on this one join this CPU's
- * open batch for their owner once the queue holds `park` of them (queue.c
- * percpu_fb_*); an object freed twice in a row there is caught at once. */
+ * open batch for their owner once the queue holds `park` of them (remote.c
+ * slqb_percpu_fb_*); an object freed twice in a row there is caught at once. */
 enum { REMOTE_N = 600 };
 static void *remote_objs[REMOTE_N];
 static int pin_to(int cpu)
