@@ -1,6 +1,7 @@
 /*
- * fuzz_control.c - the control channel's request parser (src/observe/control.c,
- * qs_ctl_parse) on its own: no socket, no thread, no allocator state.
+ * fuzz_control.c - the control channel's request parser
+ * (src/observe/control_parse.c, qs_ctl_parse) on its own: no socket, no
+ * thread, no allocator state.
  *
  * Input: any bytes, cut into lines at '\n' as the server cuts them (a line
  * of QS_CTL_LINE_MAX bytes or more without a newline is given whole too: the

@@ -52,6 +52,7 @@
  */
 #define _GNU_SOURCE
 #include "observe/control.h"
+#include "observe/control_int.h"
 #include "front/front.h"
 
 #include <dirent.h>
@@ -69,135 +70,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-/* ------------------------------------------------------------ the parser */
-
-static const struct verb {
-    const char *name;
-    int verb, min, max; /* words, the verb included */
-    const char *usage;
-} verbs[] = {
-    {"set", QS_CTL_SET, 4, 4, "set CACHE ATTR VALUE"},
-    {"get", QS_CTL_GET, 3, 3, "get CACHE ATTR"},
-    {"shrink", QS_CTL_SHRINK, 1, 2, "shrink [CACHE]"},
-    {"validate", QS_CTL_VALIDATE, 1, 2, "validate [CACHE]"},
-    {"stats", QS_CTL_STATS, 1, 2, "stats [CACHE]"},
-    {"help", QS_CTL_HELP, 1, 1, "help"},
-    {"quit", QS_CTL_QUIT, 1, 1, "quit"},
-};
-#define NR_VERBS (sizeof(verbs) / sizeof(verbs[0]))
-
-static int parse_fail(struct qs_ctl_req *req, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int parse_fail(struct qs_ctl_req *req, char *err, size_t errlen, const char *fmt, ...)
-{
-    memset(req, 0, sizeof(*req));
-    if (errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
-static void copy_token(char *dst, const char *src, size_t len)
-{
-    memcpy(dst, src, len);
-    dst[len] = '\0';
-}
-
-int qs_ctl_parse(const char *line, size_t len, struct qs_ctl_req *req, char *err, size_t errlen)
-{
-    const char *tok[4];
-    size_t tlen[4], nt = 0;
-    memset(req, 0, sizeof(*req));
-    if (errlen)
-        err[0] = '\0';
-    if (len && line[len - 1] == '\r')
-        len--;
-    if (len == 0)
-        return parse_fail(req, err, errlen, "empty request (help lists the requests)");
-    if (len >= QS_CTL_LINE_MAX)
-        return parse_fail(req, err, errlen, "request line over %d bytes", QS_CTL_LINE_MAX);
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)line[i];
-        if (ch < 0x20 || ch > 0x7e)
-            return parse_fail(req, err, errlen,
-                              "byte 0x%02x at offset %zu: a request is printable ASCII", ch, i);
-    }
-    for (size_t i = 0; i < len;) {
-        size_t j = i;
-        while (j < len && line[j] != ' ')
-            j++;
-        if (j == i)
-            return parse_fail(req, err, errlen,
-                              "space at offset %zu: words are separated by one space", i);
-        if (nt == 4)
-            return parse_fail(req, err, errlen, "more than 4 words");
-        if (j - i >= QS_CTL_TOKEN_MAX)
-            return parse_fail(req, err, errlen, "word %zu is over %d bytes", nt + 1,
-                              QS_CTL_TOKEN_MAX - 1);
-        tok[nt] = line + i;
-        tlen[nt++] = j - i;
-        if (j < len && ++j == len)
-            return parse_fail(req, err, errlen, "space at the end of the request");
-        i = j;
-    }
-    const struct verb *v = NULL;
-    for (size_t k = 0; k < NR_VERBS && !v; k++)
-        if (strlen(verbs[k].name) == tlen[0] && memcmp(verbs[k].name, tok[0], tlen[0]) == 0)
-            v = &verbs[k];
-    if (!v)
-        return parse_fail(req, err, errlen, "unknown request '%.*s' (help lists the requests)",
-                          (int)tlen[0], tok[0]);
-    if ((int)nt < v->min || (int)nt > v->max)
-        return parse_fail(req, err, errlen, "usage: %s", v->usage);
-    if (nt > 1)
-        copy_token(req->cache, tok[1], tlen[1]);
-    if (nt > 2) {
-        for (size_t i = 0; i < tlen[2]; i++)
-            if (!((tok[2][i] >= 'a' && tok[2][i] <= 'z') || tok[2][i] == '_'))
-                return parse_fail(req, err, errlen, "attribute '%.*s' is not a tunable's name",
-                                  (int)tlen[2], tok[2]);
-        copy_token(req->attr, tok[2], tlen[2]);
-    }
-    if (nt > 3)
-        copy_token(req->value, tok[3], tlen[3]);
-    if (v->verb != QS_CTL_SET && strcmp(req->cache, "*") == 0)
-        return parse_fail(req, err, errlen, "'*' (every cache) is for set only");
-    req->verb = v->verb;
-    return 0;
-}
-
-/* ------------------------------------------------------------ the server */
-
-struct client {
-    int fd; /* -1: a free slot */
-    bool closing; /* close once the output is sent */
-    uint64_t deadline; /* ms: the next request (or the output) by then */
-    size_t inlen;
-    char in[QS_CTL_LINE_MAX];
-    char *out;
-    size_t outlen, outoff, outcap;
-};
-
-struct server_arg {
-    int listen_fd, wake_fd; /* owned by `ctl`; only read here */
-    uid_t uid;
-    pid_t pid;
-    unsigned timeout_ms;
-};
-
-struct server {
-    struct server_arg a;
-    struct client cl[QS_CTL_CLIENTS];
-    struct qs_buf cap; /* qs_warn's text while a request runs */
-    char *cap_mem;
-    struct qs_ctl_cache *snap; /* qs_stats_collect's output */
-    size_t snap_max;
-};
-#define CAPTURE_BYTES (64u << 10)
-
 static void drop(struct client *c)
 {
     char sink[512];
@@ -214,301 +86,6 @@ static void drop(struct client *c)
     c->closing = false;
 }
 
-static void out_bytes(struct client *c, const char *p, size_t n)
-{
-    if (c->outlen + n > QS_CTL_OUT_MAX) { /* the peer reads nothing: it goes */
-        c->closing = true;
-        c->outlen = c->outoff; /* nothing more is sent */
-        return;
-    }
-    if (c->outlen + n > c->outcap) {
-        size_t cap = c->outcap ? c->outcap : 1024;
-        while (cap < c->outlen + n)
-            cap *= 2;
-        char *m = realloc(c->out, cap);
-        if (!m) {
-            c->closing = true;
-            return;
-        }
-        c->out = m;
-        c->outcap = cap;
-    }
-    memcpy(c->out + c->outlen, p, n);
-    c->outlen += n;
-}
-
-static void out_printf(struct client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void out_printf(struct client *c, const char *fmt, ...)
-{
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    out_bytes(c, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-}
-
-/* A line of an answer's body: never a terminator ("ok", "error: ...") */
-static void out_body(struct client *c, const char *line, size_t n)
-{
-    if ((n == 2 && memcmp(line, "ok", 2) == 0) || (n >= 6 && memcmp(line, "error:", 6) == 0))
-        out_bytes(c, "  ", 2);
-    out_bytes(c, line, n);
-    out_bytes(c, "\n", 1);
-}
-
-/* The captured qs_warn lines, each without its "qslab: ": as body lines,
- * or (first_only) the first one into buf. */
-static const char *captured(struct server *s, struct client *c, char *buf, size_t len)
-{
-    const char *p = s->cap.p, *end = s->cap.p + s->cap.len;
-    while (p < end) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        if (!nl)
-            nl = end;
-        const char *t = p;
-        if ((size_t)(nl - t) >= 7 && memcmp(t, "qslab: ", 7) == 0)
-            t += 7;
-        if (buf) {
-            snprintf(buf, len, "%.*s", (int)(nl - t), t);
-            return buf;
-        }
-        out_body(c, t, (size_t)(nl - t));
-        p = nl + 1;
-    }
-    if (buf && len)
-        buf[0] = '\0';
-    return buf;
-}
-
-/* ---- acting on a cache by name: pinned (control.h) ---- */
-qslab_cache *qs_ctl_pinned;
-
-/* The live cache named `name`, pinned until unpin(); NULL if none. */
-static qslab_cache *pin(const char *name)
-{
-    qs_lock_acquire(&qs_global);
-    qslab_cache *c = qs_caches;
-    while (c && strcmp(c->name, name) != 0)
-        c = c->next;
-    __atomic_store_n(&qs_ctl_pinned, c, __ATOMIC_RELAXED); /* read under qs_global */
-    qs_lock_release(&qs_global);
-    return c;
-}
-
-static void unpin(void)
-{
-    /* what this thread read of the cache happens before its destroy's frees */
-    __atomic_store_n(&qs_ctl_pinned, NULL, __ATOMIC_RELEASE);
-}
-
-static void capture_begin(struct server *s)
-{
-    s->cap.len = 0;
-    s->cap.p[0] = '\0';
-    qs_warn_capture(&s->cap);
-}
-
-/* The caches' figures, one cache (name) or every one; NULL on ENOMEM. */
-static size_t snapshot(struct server *s, const char *name)
-{
-    for (;;) {
-        size_t n = qs_stats_collect(name, s->snap, s->snap_max);
-        if (n <= s->snap_max)
-            return n;
-        struct qs_ctl_cache *m = realloc(s->snap, (n + 16) * sizeof(*m));
-        if (!m)
-            return s->snap_max; /* as many as fit */
-        s->snap = m;
-        s->snap_max = n + 16;
-    }
-}
-
-/* A tunable's value as its setter spells it: the front end by name (what
- * set accepts and qslabinfo shows), the others as numbers. */
-static const char *value_str(const char *attr, unsigned long v, char *buf, size_t len)
-{
-    if (strcmp(attr, "front") == 0 && v < QS_FRONT_NR)
-        return qs_fronts[v]->name;
-    if (strcmp(attr, "debug") == 0 && len >= 8) { /* QS_DBG_* bits: their letters, - for none */
-        size_t k = 0;
-        for (int i = 0; i < 7; i++)
-            if (v & (1ul << i))
-                buf[k++] = "FZPUTRV"[i];
-        if (!k)
-            buf[k++] = '-';
-        buf[k] = '\0';
-        return buf;
-    }
-    snprintf(buf, len, "%lu", v);
-    return buf;
-}
-
-static void do_set(struct server *s, struct client *c, const struct qs_ctl_req *r)
-{
-    unsigned long before = 0, after = 0;
-    bool all = strcmp(r->cache, "*") == 0; /* (qslab_tune walks them under qs_global) */
-    /* qslab_tune finds the cache by name: the first of that name, which
-     * stays linked, and first, while pinned (a cache made later of the same
-     * name is appended).  None: answered here, not found later by name
-     * when it may be unpinned. */
-    if (!all && !pin(r->cache)) {
-        unpin();
-        out_printf(c, "error: no cache named %s\n", r->cache);
-        return;
-    }
-    bool had = !all && qslab_tune_get(r->cache, r->attr, &before) == 0;
-    capture_begin(s);
-    int rc = qslab_tune(r->cache, r->attr, r->value);
-    int e = errno;
-    qs_warn_capture(NULL);
-    if (had && rc == 0 && qslab_tune_get(r->cache, r->attr, &after) != 0)
-        had = false;
-    unpin();
-    if (rc != 0) {
-        char why[600];
-        if (!captured(s, c, why, sizeof why)[0])
-            snprintf(why, sizeof why, "tune %s %s=%s refused: %s", r->cache, r->attr, r->value,
-                     strerror(e));
-        out_printf(c, "error: %s\n", why);
-        return;
-    }
-    char b1[24], b2[24];
-    if (had)
-        out_printf(c, "%s %s %s -> %s\n", r->cache, r->attr, value_str(r->attr, before, b1, sizeof b1),
-                   value_str(r->attr, after, b2, sizeof b2));
-    else
-        out_printf(c, "%s %s = %s\n", r->cache, r->attr, r->value);
-    out_printf(c, "ok\n");
-}
-
-static void do_get(struct client *c, const struct qs_ctl_req *r)
-{
-    unsigned long v;
-    qslab_cache *k = pin(r->cache);
-    int rc = k ? qslab_tune_get(r->cache, r->attr, &v) : -1;
-    unpin();
-    char buf[24];
-    if (rc == 0)
-        out_printf(c, "%s\nok\n", value_str(r->attr, v, buf, sizeof buf));
-    else if (!k)
-        out_printf(c, "error: no cache named %s\n", r->cache);
-    else
-        out_printf(c, "error: unknown attribute %s\n", r->attr);
-}
-
-/* A request naming a cache acts on it pinned (pin(): a destroy of it waits);
- * stats copy under qs_global. */
-static void do_shrink(struct client *c, const struct qs_ctl_req *r)
-{
-    size_t bytes;
-    if (r->cache[0]) {
-        qslab_cache *k = pin(r->cache);
-        if (!k) {
-            unpin();
-            out_printf(c, "error: no cache named %s\n", r->cache);
-            return;
-        }
-        bytes = qslab_cache_shrink(k);
-        unpin();
-    } else {
-        bytes = qslab_trim();
-    }
-    out_printf(c, "freed %zu bytes\nok\n", bytes);
-}
-
-static void do_validate(struct server *s, struct client *c, const struct qs_ctl_req *r)
-{
-    size_t n = snapshot(s, r->cache[0] ? r->cache : NULL), bad = 0, done = 0;
-    if (r->cache[0] && n == 0) {
-        out_printf(c, "error: no cache named %s\n", r->cache);
-        return;
-    }
-    for (size_t i = 0; i < n && i < s->snap_max; i++) {
-        qslab_cache *k = pin(s->snap[i].name);
-        if (!k) {
-            unpin();
-            continue; /* destroyed since */
-        }
-        capture_begin(s);
-        int rc = qslab_cache_validate(k);
-        qs_warn_capture(NULL);
-        unpin();
-        done++;
-        if (rc != 0) {
-            bad++;
-            captured(s, c, NULL, 0);
-        }
-    }
-    out_printf(c, "validated %zu cache%s, %zu with problems\n", done, done == 1 ? "" : "s", bad);
-    if (bad)
-        out_printf(c, "error: %zu cache%s with problems\n", bad, bad == 1 ? "" : "s");
-    else
-        out_printf(c, "ok\n");
-}
-
-static void do_stats(struct server *s, struct client *c, const struct qs_ctl_req *r)
-{
-    size_t n = snapshot(s, r->cache[0] ? r->cache : NULL);
-    if (r->cache[0] && n == 0) {
-        out_printf(c, "error: no cache named %s\n", r->cache);
-        return;
-    }
-    for (size_t i = 0; i < n && i < s->snap_max; i++) {
-        const struct qs_ctl_cache *k = &s->snap[i];
-        const struct qslab_cache_stats *t = &k->st;
-        out_printf(c,
-                   "name=%s front=%s kmalloc=%d object_size=%zu slot_size=%zu objs_per_slab=%u "
-                   "order=%u hiwater=%lu freebatch=%lu active_objs=%lu num_objs=%lu "
-                   "num_slabs=%lu empty_slabs=%lu queued_objs=%lu alloc=%lu alloc_fast=%lu "
-                   "alloc_slow=%lu free=%lu free_fast=%lu free_slow=%lu flush=%lu "
-                   "remote_free=%lu remote_batch=%lu claim=%lu refill=%lu new_slab=%lu "
-                   "free_slab=%lu node_alloc=%lu\n",
-                   k->name, k->front, k->kmalloc, t->object_size, t->slot_size, t->objs_per_slab,
-                   t->order, k->hiwater, k->freebatch, t->active_objs, t->num_objs, t->num_slabs,
-                   t->empty_slabs, t->queued_objs, t->alloc, t->alloc_fast, t->alloc_slow, t->free,
-                   t->free_fast, t->free_slow, t->flush, t->remote_free, t->remote_batch, t->claim,
-                   t->refill, t->new_slab, t->free_slab, t->node_alloc);
-    }
-    out_printf(c, "ok\n");
-}
-
-static void handle_line(struct server *s, struct client *c, const char *line, size_t len)
-{
-    struct qs_ctl_req r;
-    char err[256];
-    if (qs_ctl_parse(line, len, &r, err, sizeof err) != 0) {
-        out_printf(c, "error: %s\n", err);
-        return;
-    }
-    switch (r.verb) {
-    case QS_CTL_SET:
-        do_set(s, c, &r);
-        break;
-    case QS_CTL_GET:
-        do_get(c, &r);
-        break;
-    case QS_CTL_SHRINK:
-        do_shrink(c, &r);
-        break;
-    case QS_CTL_VALIDATE:
-        do_validate(s, c, &r);
-        break;
-    case QS_CTL_STATS:
-        do_stats(s, c, &r);
-        break;
-    case QS_CTL_HELP:
-        for (size_t k = 0; k < NR_VERBS; k++)
-            out_printf(c, "%s\n", verbs[k].usage);
-        out_printf(c, "ok\n");
-        break;
-    default: /* quit */
-        out_printf(c, "ok\n");
-        c->closing = true;
-    }
-}
 
 static void take_lines(struct server *s, struct client *c, uint64_t now)
 {
@@ -517,13 +94,13 @@ static void take_lines(struct server *s, struct client *c, uint64_t now)
         if (!nl)
             break;
         size_t n = (size_t)(nl - c->in);
-        handle_line(s, c, c->in, n);
+        ctl_handle_line(s, c, c->in, n);
         c->inlen -= n + 1;
         memmove(c->in, nl + 1, c->inlen);
         c->deadline = now + s->a.timeout_ms; /* the next request's time starts */
     }
     if (!c->closing && c->inlen == sizeof c->in) { /* no newline in a whole line's room */
-        out_printf(c, "error: request line over %d bytes: closing\n", QS_CTL_LINE_MAX);
+        ctl_out_printf(c, "error: request line over %d bytes: closing\n", QS_CTL_LINE_MAX);
         c->closing = true;
         c->inlen = 0;
     }
@@ -601,7 +178,7 @@ static void accept_all(struct server *s, uint64_t now)
         }
         c->fd = fd;
         c->deadline = now + s->a.timeout_ms;
-        out_printf(c, "qslab-control %d pid %d\n", QS_CTL_VERSION, (int)s->a.pid);
+        ctl_out_printf(c, "qslab-control %d pid %d\n", QS_CTL_VERSION, (int)s->a.pid);
         flush_out(s, c, now);
     }
 }
@@ -647,7 +224,7 @@ static void *server_main(void *arg)
                     drop(c);
                     continue;
                 }
-                out_printf(c, "error: no whole request within %u ms: closing\n",
+                ctl_out_printf(c, "error: no whole request within %u ms: closing\n",
                            s->a.timeout_ms);
                 c->closing = true;
                 c->deadline = now + s->a.timeout_ms; /* to read that line */

@@ -60,6 +60,8 @@ struct qs_ctl_req {
  * and err[0..errlen).  0, or -1 with a one-line reason in err (no "error: "
  * prefix, no newline) and *req zeroed. */
 int qs_ctl_parse(const char *line, size_t len, struct qs_ctl_req *req, char *err, size_t errlen);
+/* The usage line of the k-th request (help); NULL past the last. */
+const char *qs_ctl_usage(unsigned k);
 
 /* Whether a peer of uid `peer` may use the channel of a process whose
  * effective uid is `own`: the same user, or root. */
