@@ -53,7 +53,7 @@ CHUNK_HDR = 128      # src/core/internal.h QS_CHUNK_HDR_SLABS: struct qs_chunk
 META_MIN, META_MAX = 16, 64 << 10  # src/core/meta.c: power-of-two bins up to 64 KiB
 CHECK_SIZE = 256     # scripts/owner_memory_probe.c CHECK_SIZE
 SLOB_JOB_OBJS = 1024 # scripts/owner_memory_probe.c job_slob: objects per thread
-SLOB_HDR = 8         # src/front/slob/slob.c: a block's header
+SLOB_HDR = 8         # src/front/slob/slob.h: a block's header
 GRANT_STEPS = 16     # src/front/slqb/budget.c QS_GRANT_STEPS: a miss asks for budget / 16
 GRANT_BIG = 8        # src/front/slqb/budget.c QS_GRANT_BIG: objects over budget / 8 never queued
 FIFO_BYTES = 1 << 30     # src/observe/tune.c default_empty_limit: 1 GiB per node, at least 4 slabs
@@ -61,8 +61,8 @@ RETAIN_FLOOR = 1 << 20   # src/core/internal.h QS_RETAIN_FLOOR: the warm pool's 
 RETAIN_FRACTION = 8      # src/core/internal.h QS_RETAIN_FRACTION: ... or slab bytes / 8
 WARM_MS = 1000           # src/core/internal.h QS_WARM_MS: a warm slot's life
 WARM_LIMIT = 1 << 30     # src/core/internal.h QS_WARM_LIMIT: bytes warm at most
-SLOB_PAGE = 4096     # src/front/slob/slob.c: a SLOB page (kinds[K_PAGE]), 511 units after its first 8 bytes
-SLOB_KEEP_MIN = 64   # src/front/slob/slob.c: empty pages kept at least, 256 KiB (an eighth of those in use above it)
+SLOB_PAGE = 4096     # src/front/slob/slob.h: a SLOB page (kinds[K_PAGE]), 511 units after its first 8 bytes
+SLOB_KEEP_MIN = 64   # src/front/slob/slob.h: empty pages kept at least, 256 KiB (an eighth of those in use above it)
 
 DEFAULT_CACHES = ",".join([
     # the kmalloc classes a server uses most

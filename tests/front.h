@@ -53,7 +53,7 @@ static inline const char *tf_kmalloc_front(void)
  * holding an 8-byte header (a 16-byte one in a run: blocks over a page and
  * up to TF_SLOB_RUN_MAX bytes), so what is usable is the request rounded up
  * to 16n + 8 (16n in a run), not the kmalloc class's size. */
-#define TF_SLOB_RUN_MAX ((size_t)64 << 10) /* src/front/slob/slob.c SLOB_RUN_MAX: size + alignment */
+#define TF_SLOB_RUN_MAX ((size_t)64 << 10) /* src/front/slob/slob.h SLOB_RUN_MAX: size + alignment */
 static inline int tf_slob_usable_ok(size_t usable, size_t requested)
 {
     return usable >= requested && usable < requested + 32;

@@ -1,0 +1,259 @@
+/*
+ * blocks.c - SLOB's blocks inside a page or a run (slob.c's top comment
+ * describes their headers and lists): the per-node index of pages by their
+ * largest free block, taking a block from a page (the smallest fitting one
+ * among the first SLOB_WALK of its free list), giving one back with both
+ * neighbours merged, a new page's one free block.  Under slob_lock.
+ */
+#include "front/fastpath.h"
+#include "front/front.h"
+#include "front/slob/slob.h"
+#include "owner/owner.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* The first non-empty bucket at `from` or above, or -1. */
+int slob_index_find(const struct slob_index *ix, unsigned from)
+{
+    unsigned w = from / 64;
+    if (w >= SLOB_MAP_WORDS)
+        return -1;
+    uint64_t m = ix->map[w] & (~(uint64_t)0 << (from % 64));
+    while (!m) {
+        if (++w == SLOB_MAP_WORDS)
+            return -1;
+        m = ix->map[w];
+    }
+    return (int)(w * 64 + (unsigned)__builtin_ctzll(m));
+}
+void slob_index_del(struct slob_index *ix, struct qs_slab *sp)
+{
+    unsigned k = sp->empty_ms >> kind_of(sp)->bshift;
+    if (sp->prev)
+        sp->prev->next = sp->next;
+    else if (!(ix->bucket[k] = sp->next))
+        ix->map[k / 64] &= ~((uint64_t)1 << (k % 64));
+    if (sp->next)
+        sp->next->prev = sp->prev;
+    sp->next = sp->prev = NULL;
+    ix->pages--;
+    QS_STORE(slob_nr_pages[kind_nr(sp)], slob_nr_pages[kind_nr(sp)] - 1); /* read unlocked: big_free */
+}
+/* sp goes first in the bucket of its largest free block, `max` units (0:
+ * full): the page that served last is the first one tried next. */
+void slob_index_add(struct slob_index *ix, struct qs_slab *sp, unsigned max)
+{
+    unsigned k = max >> kind_of(sp)->bshift;
+    sp->empty_ms = max;
+    sp->state = max ? QS_SLAB_PARTIAL : QS_SLAB_FULL;
+    sp->prev = NULL;
+    sp->next = ix->bucket[k];
+    if (sp->next)
+        sp->next->prev = sp;
+    else
+        ix->map[k / 64] |= (uint64_t)1 << (k % 64);
+    ix->bucket[k] = sp;
+    ix->pages++;
+    QS_STORE(slob_nr_pages[kind_nr(sp)], slob_nr_pages[kind_nr(sp)] + 1);
+}
+
+
+/* the free block b (header written, 2 units or more) goes first on the list */
+static void fl_push(struct qs_slab *sp, char *b)
+{
+    const struct slob_kind *K = kind_of(sp);
+    char *head = sp->freelist;
+    uint64_t h = hget(b);
+    sethdr(K, b, ST_FREE, H_UNITS(K, h), ref(sp, head), hid(K, b, h));
+    uint64_t *lb = link(sp, b);
+    hset(lb, mklink(lb, 0));
+    if (head) {
+        uint64_t *lh = link(sp, head);
+        hset(lh, mklink(lh, ref(sp, b)));
+    }
+    sp->freelist = b;
+}
+static void fl_unlink(struct qs_slab *sp, char *b)
+{
+    const struct slob_kind *K = kind_of(sp);
+    uint64_t h = hget(b);
+    char *prev = lprev(sp, b), *next = at(sp, H_NEXT(K, h));
+    if (prev) {
+        uint64_t hp = hget(prev);
+        sethdr(K, prev, ST_FREE, H_UNITS(K, hp), H_NEXT(K, h), hid(K, prev, hp));
+    } else {
+        sp->freelist = next;
+    }
+    if (next) {
+        uint64_t *ln = link(sp, next);
+        hset(ln, mklink(ln, ref(sp, prev)));
+    }
+}
+/* A free block of n units at b (header to write, id its cache's): on the
+ * list if it can hold the link. */
+static void free_block(struct qs_slab *sp, char *b, unsigned n, unsigned id)
+{
+    sethdr(kind_of(sp), b, ST_FREE, n, 0, id);
+    if (n >= 2)
+        fl_push(sp, b);
+}
+/* The allocated block after a free block of `pf` units (0: after an
+ * allocated one) at b, if b is in the page, records it. */
+static void set_pfree(struct qs_slab *sp, char *b, unsigned pf)
+{
+    if (b < page_end(sp)) {
+        const struct slob_kind *K = kind_of(sp);
+        uint64_t h = hget(b);
+        sethdr(K, b, ST_ALLOC, H_UNITS(K, h), pf, hid(K, b, h));
+    }
+}
+
+/* Units from free block b (whose payload would start 8 bytes in) to the
+ * first block start whose payload is aligned to `align`. */
+static inline unsigned align_delta(const struct slob_kind *K, const char *b, size_t align)
+{
+    uintptr_t pay = (uintptr_t)b + K->hsize;
+    return (unsigned)((((pay + align - 1) & ~(uintptr_t)(align - 1)) - pay) / K->unit);
+}
+
+/* Best fit in page sp among the first SLOB_WALK blocks of its free list:
+ * the smallest listed free block with room for `units` at a payload
+ * aligned to `align`, else the page's largest block (sp->tail); the
+ * payload, or NULL.  *max: the page's key after the take: the largest free
+ * block it knows of, sp->tail, never larger than the page's largest (a
+ * page whose list is longer than the walk may know a smaller one, and so
+ * serve smaller requests until a free finds it a larger block).  The walk
+ * stops early at an exact fit that is not the known largest block. */
+void *slob_page_take(struct qs_slab *sp, unsigned units, size_t align, unsigned id,
+                       unsigned *max)
+{
+    const struct slob_kind *K = kind_of(sp);
+    unsigned old_max = sp->empty_ms, best_n = ~0u, best_delta = 0, max1 = 0, max2 = 0, walked = 0;
+    char *best = NULL, *max1_b = NULL, *max2_b = NULL, *maxb = sp->tail;
+    for (char *b = sp->freelist; b && walked < SLOB_WALK; b = at(sp, H_NEXT(K, hget(b))), walked++) {
+        unsigned n = H_UNITS(K, hget(b));
+        if (n > max1) {
+            max2 = max1;
+            max2_b = max1_b;
+            max1 = n;
+            max1_b = b;
+        } else if (n > max2) {
+            max2 = n;
+            max2_b = b;
+        }
+        if (n < units || n >= best_n)
+            continue;
+        unsigned delta = align_delta(K, b, align);
+        if (n < delta + units)
+            continue;
+        best = b;
+        best_n = n;
+        best_delta = delta;
+        if (n == delta + units && b != maxb)
+            break; /* exact, and not the known largest block */
+    }
+    if (!best && maxb && old_max >= units) { /* the known largest block, past the walk */
+        unsigned delta = align_delta(K, maxb, align);
+        if (old_max >= delta + units) {
+            best = maxb;
+            best_n = old_max;
+            best_delta = delta;
+        }
+    }
+    if (!best)
+        return NULL;
+    unsigned rest = best_n - best_delta - units;
+    char *a = best + (size_t)best_delta * K->unit, *after = a + (size_t)units * K->unit;
+    /* the page's key: the largest block known after the take */
+    unsigned key = 0;
+    char *key_b = NULL;
+    if (best != maxb && maxb) {
+        key = old_max;
+        key_b = maxb;
+    }
+    char *other_b = best == max1_b ? max2_b : max1_b;
+    unsigned other = best == max1_b ? max2 : max1;
+    if (other > key && other_b != maxb) {
+        key = other;
+        key_b = other_b;
+    }
+    if (rest > key) {
+        key = rest;
+        key_b = after;
+    }
+    if (best_delta > key) {
+        key = best_delta;
+        key_b = best;
+    }
+    *max = key;
+    sp->tail = key_b;
+
+    unsigned bid = hid(K, best, hget(best));
+    fl_unlink(sp, best);
+    if (best_delta) /* the slack before the aligned block stays free */
+        free_block(sp, best, best_delta, bid);
+    sethdr(K, a, ST_ALLOC, units, best_delta, id);
+    if (rest) /* the rest stays free */
+        free_block(sp, after, rest, bid);
+    set_pfree(sp, after + (size_t)rest * K->unit, rest);
+    sp->objects -= units;
+    sp->inuse++;
+    return a + K->hsize;
+}
+
+/* Give block b (allocated, `units`) back to page sp, merging it with free
+ * neighbours, found without a walk: the next block by b's size, the
+ * previous one by the free units b's header records; merged-away headers
+ * become dead ones.  Returns the units of the free block that holds b. */
+unsigned slob_page_give(struct qs_slab *sp, char *b, unsigned units, unsigned id)
+{
+    const struct slob_kind *K = kind_of(sp);
+    uint64_t h = hget(b);
+    unsigned n = units, pf = H_NEXT(K, h);
+    char *nb = b + (size_t)units * K->unit;
+    if (nb < page_end(sp)) {
+        uint64_t hn = hget(nb);
+        if (H_TAG(K, hn) == tag_of(K, nb, ST_FREE)) { /* merge the next one */
+            if (H_UNITS(K, hn) >= 2)
+                fl_unlink(sp, nb);
+            n += H_UNITS(K, hn);
+            sethdr(K, nb, ST_DEAD, 0, 0, hid(K, nb, hn));
+        }
+    }
+    char *start = b;
+    if (pf) { /* into the previous one */
+        char *pb = b - (size_t)pf * K->unit;
+        uint64_t hp = hget(pb);
+        unsigned lp = pf >= 2 ? LINK_REF(hget(link(sp, pb))) : 0;
+        n += pf;
+        sethdr(K, b, ST_DEAD, 0, 0, id);
+        sethdr(K, pb, ST_FREE, n, H_NEXT(K, hp), hid(K, pb, hp));
+        if (pf == 1) {
+            fl_push(sp, pb); /* off the list until now */
+        } else {
+            uint64_t *lw = link(sp, pb); /* its new last word */
+            hset(lw, mklink(lw, lp));
+        }
+        start = pb;
+    } else {
+        free_block(sp, b, n, id);
+    }
+    set_pfree(sp, start + (size_t)n * K->unit, n);
+    if (n > sp->empty_ms)
+        sp->tail = start; /* the largest block known: the caller's new key */
+    sp->objects += units;
+    sp->inuse--;
+    return n;
+}
+
+void slob_page_init(struct qs_slab *sp)
+{
+    const struct slob_kind *K = kind_of(sp);
+    sp->freelist = NULL;
+    free_block(sp, page_base(sp), K->units, 0);
+    sp->objects = K->units;
+    sp->inuse = 0;
+    sp->empty_ms = K->units; /* its largest free block, for slob_page_take */
+    sp->tail = page_base(sp);
+}
