@@ -47,7 +47,7 @@ FRONTS = ("slqb", "slub", "slab", "slob")
 PAGE = 4096          # src/core/internal.h QS_PAGE_SIZE
 MAX_ORDER = 14       # src/core/internal.h QS_MAX_ORDER
 PENDING = 4          # src/core/internal.h QS_PENDING: pending remote batches per queue
-ALIEN_LIMIT = 12     # src/front/slab/slab.c ALIEN_LIMIT: objects per alien array
+ALIEN_LIMIT = 12     # src/front/slab/slab.h ALIEN_LIMIT: objects per alien array
 SLAB_DESC = 96       # src/core/internal.h: a slab descriptor, in its chunk's header
 CHUNK_HDR = 128      # src/core/internal.h QS_CHUNK_HDR_SLABS: struct qs_chunk
 META_MIN, META_MAX = 16, 64 << 10  # src/core/meta.c: power-of-two bins up to 64 KiB
@@ -228,7 +228,7 @@ def transit_objs(p, targets, percpu=True):
 
 
 def slab_free_limit(p, objs, cpus, nodes):
-    """src/front/slab/slab.c free_limit: (1 + CPUs of the node) * batchcount +
+    """src/front/slab/slabs.c slabfe_free_limit: (1 + CPUs of the node) * batchcount +
     objects per slab, the node's share counted as possible CPUs / nodes."""
     per_node = max(cpus // max(nodes, 1), 1)
     return (1 + per_node) * p["batchcount"] + objs
@@ -281,7 +281,7 @@ def per_owner(front, p, sizes, cpus, nodes, owners=None, percpu=True, budget=Non
             "slots": slots_bytes(p["limit"]),
             "array objects (limit)": p["limit"] * slot,
             "alien objects": (nodes - 1) * ALIEN_LIMIT * slot,
-            # src/front/slab/slab.c alien_of: one array for every node, the own
+            # src/front/slab/shared.c alien_of: one array for every node, the own
             # node's unused (the kernel's: nodes - 1), made at the first
             # free of another node's object
             "alien arrays": meta_round(8 * (ALIEN_LIMIT + 1) * nodes) if nodes > 1 else 0,
@@ -617,7 +617,7 @@ owner budgets: CPUs x owner_budget, SLQB's queued objects and stashes of every c
 together; remote frees in transit: CPUs x caches x (freebatch + 4 x (freebatch - 1))
 objects (an open batch and 4 pending batches per queue), outside the budget.
 alien caches: CPUs x caches x ((nodes - 1) x 12 objects + nodes x 13 pointers
-(src/front/slab/slab.c makes one array per node, its own node's unused; the kernel's
+(src/front/slab/shared.c makes one array per node, its own node's unused; the kernel's
 SLAB made nodes - 1)): the crossbar grows with CPUs x nodes, where every other
 structure grows with CPUs or with nodes alone.""")
 

@@ -75,7 +75,7 @@
 
 #define CHECK_SIZE 256       /* the check's cache: objects of 256 bytes */
 #define EXTRA_THREADS 2      /* threads beyond the CPUs */
-#define ALIEN_LIMIT 12       /* src/front/slab/slab.c: objects per alien array */
+#define ALIEN_LIMIT 12       /* src/front/slab/slab.h: objects per alien array */
 #define PERCPU_BATCH 256     /* src/front/slqb/cpu.c QS_PERCPU_BATCH: a CPU's flush, at most */
 #define BUF_OBJS (1u << 16)  /* per-thread bookkeeping array (pointers) */
 #define MAX_THREADS 64
@@ -661,7 +661,7 @@ static long ncpu_possible;
 
 static unsigned long free_limit(void)
 {
-    /* src/front/slab/slab.c free_limit: (1 + CPUs per node) * batchcount +
+    /* src/front/slab/slabs.c slabfe_free_limit: (1 + CPUs per node) * batchcount +
      * objects per slab, a node's CPUs counted as possible CPUs / nodes */
     long per_node = ncpu_possible / nnodes;
     if (per_node < 1)

@@ -407,7 +407,7 @@ struct qs_queue {
      * sequences); slab and freelist change only in the owner's slow paths
      * (per-CPU: q->lock held, through sections or after percpu_take);
      * partial (unfrozen slabs, ->next linked) likewise. */
-    /* SLAB's per-owner state (front/slab/slab.c): alien caches, one small array
+    /* SLAB's per-owner state (front/slab/shared.c): alien caches, one small array
      * per node for frees of that node's objects ([node * (limit + 1)]:
      * count, then entries); the owner's (a CPU's: under q->lock) */
     void **alien;
@@ -452,7 +452,7 @@ struct qs_node {
     struct qs_list list;      /* node-owned slabs; list.node == this */
     struct qs_slab *empty_head, *empty_tail; /* FIFO, oldest at head */
     unsigned long nr_empty;
-    /* SLAB's (front/slab/slab.c), under lock: its free slabs (prev/next), free
+    /* SLAB's (front/slab/slabs.c), under lock: its free slabs (prev/next), free
      * objects in the node's slabs and the limit over which empty slabs go
      * back, the shared array, the next slab's colour */
     struct qs_slab *slabs_free;

@@ -1,5 +1,5 @@
 /*
- * core/slab.c - objects inside a slab.
+ * slab.c - objects inside a slab.
  *
  * A slab is 2^order pages.  Objects start at the slab's first byte (rounded
  * up to the cache's alignment) and sit slot_size bytes apart; nothing else is
@@ -111,7 +111,7 @@ bool qs_slab_growable(const qslab_cache *c, const struct qs_slab *s)
  * born prefix; with `random` a birth takes at least QS_RANDOM_BATCH
  * objects so that slabs of big objects, a page's worth being one or two,
  * are shuffled whole; SLUB births a whole slab at once); SLAB fills its
- * index array (front/slab/slab.c slab_init_free); SLOB's shared pages have no
+ * index array (front/slab/slabs.c slab_init_free); SLOB's shared pages have no
  * per-slab order (only its objects over a page, from their own slabs, are
  * shuffled).  Slabs taken back from the empty FIFO keep their free lists
  * (SLAB rebuilds its index array, shuffled). */

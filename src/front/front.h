@@ -17,7 +17,7 @@
  *         slab's free list by compare-and-swap (slub.c)
  *   slab  per-owner arrays of objects (SLQB's queues) over node-owned
  *         slabs with index free lists, a shared array per node, alien
- *         caches for other nodes' objects, the reaper (front/slab/slab.c)
+ *         caches for other nodes' objects, the reaper (front/slab/)
  *   slob  pages shared by every cache, indexed by their largest free
  *         block (best fit by page), no per-owner caching
  *         (slob.c): the memory floor
@@ -138,8 +138,6 @@ struct qs_walk {
     unsigned long slabs, inuse, queued, errors;
 };
 void qs_walk_problem(struct qs_walk *w, const char *what, const void *where);
-
-/* ---- front/slab/slab.c ---- */
 
 /* ---- slob.c ---- */
 extern qslab_cache qs_slob_arena; /* the owner of SLOB's shared pages */

@@ -1,5 +1,5 @@
 /*
- * core/slab.c - the SLAB front end (src/front/slab/slab.c, after mm/slab.c) through
+ * slab.c - the SLAB front end (src/front/slab/, after mm/slab.c) through
  * the public API, on caches pinned to it whatever QSLAB_FRONT says:
  *   - selection by name and by number (3), read back;
  *   - the tunables limit, batchcount and shared: mm/slab.c's defaults by
@@ -141,7 +141,7 @@ static int nth_cpu(int n)
     return -1;
 }
 
-/* ---- mm/slab.c, as front/slab/slab.c implements it ---- */
+/* ---- mm/slab.c, as src/front/slab/ implements it ---- */
 static size_t slab_bytes(unsigned order)
 {
     return (size_t)4096 << order;
@@ -160,7 +160,7 @@ static unsigned idx_bytes(unsigned num)
 
 /* Objects per slab, index size, on or off slab, leftover (colour room). */
 /* The free-list block: a bitmap of the free objects (64-bit words), then
- * the index array, rounded up to 8 bytes (src/front/slab/slab.c meta_bytes). */
+ * the index array, rounded up to 8 bytes (src/front/slab/slab.h meta_bytes). */
 static size_t meta_of(unsigned num, unsigned ix)
 {
     size_t bm = ((size_t)num + 63) / 64 * 8;
@@ -195,7 +195,7 @@ static struct layout layout_of(size_t slot, unsigned order)
     return L;
 }
 
-/* front/slab/slab.c slab_order, from its statement */
+/* front/slab/slabs.c slabfe_slab_order, from its statement */
 static unsigned expected_order(size_t slot)
 {
     /* the first order from the least that holds one whose leftover is at
@@ -1751,8 +1751,8 @@ int main(int argc, char **argv)
     }
     test_reaper();
     /* last: its shrink of a cache without a shared array is where UBSan
-     * builds stopped (memcpy from a NULL shared array, front/slab/slab.c
-     * drain_shared) */
+     * builds stopped (memcpy from a NULL shared array, front/slab/shared.c
+     * slabfe_drain_shared) */
     test_free_slabs_reported();
     return tu_done();
 }

@@ -15,7 +15,7 @@
  *   - fifo: the FIFO's giving back (qs_node_shrink, as shrink, trim, the
  *     decay and the purger do) keeps such a slab (src/core/node.c fifo_whole);
  *   - reaper (SLAB): the reaper's giving back of free slabs checks each
- *     object's word (front/slab/slab.c drain_free), so the entry is found and
+ *     object's word (front/slab/slabs.c slabfe_drain_free), so the entry is found and
  *     reported there, and the slab stays;
  * then, in both, allocating through everything reports the second free
  * exactly once and hands nothing out twice.  A second free that is

@@ -1,9 +1,9 @@
 /*
- * unit: qslab_cache_validate of SLAB's slabs (front/slab/slab.c check_slab)
+ * unit: qslab_cache_validate of SLAB's slabs (front/slab/reap.c check_slab)
  * finds each corruption of a slab's free-list block (its bitmap of free
  * objects and its list of free indices), names it, and the slab validates
  * again once the block is put back.  White box: the block's layout is
- * front/slab/slab.c's (the bitmap, a bit per object in 64-bit words, then one
+ * front/slab/slab.h's (the bitmap, a bit per object in 64-bit words, then one
  * index per object, one byte each for slabs of up to 256 objects; the
  * free indices are entries inuse .. objects-1).
  */
