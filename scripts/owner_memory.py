@@ -120,7 +120,7 @@ def min_order(slot, align=0):
 
 
 def calc_slab_order(size, min_objects, max_order, fract):
-    """src/front/slub/slub.c calc_slab_order (mm/slub.c's)."""
+    """src/front/slub/cachewide.c calc_slab_order (mm/slub.c's)."""
     order = 0
     while slab_bytes(order) < min_objects * size and order < MAX_ORDER:
         order += 1
@@ -133,7 +133,7 @@ def calc_slab_order(size, min_objects, max_order, fract):
 
 
 def slub_order(slot, ncpu):
-    """src/front/slub/slub.c slub_calculate_order, the 5.12 rule: aim for 4 * (fls(possible
+    """src/front/slub/cachewide.c slub_calculate_order, the 5.12 rule: aim for 4 * (fls(possible
     CPUs) + 1) objects per slab, at most order 3, wasting at most 1/16, 1/8,
     1/4 of the slab, then fewer objects; past order 3 only for big objects."""
     fls = max(ncpu, 1).bit_length()
@@ -158,7 +158,7 @@ def slub_order(slot, ncpu):
 # ---- the model ----
 
 def cpu_partial_slabs(cpu_partial, objs):
-    """src/front/slub/slub.c cpu_partial_slabs: cpu_partial * 2 / objects per slab, up."""
+    """src/front/slub/slabs.c cpu_partial_slabs: cpu_partial * 2 / objects per slab, up."""
     return 0 if not cpu_partial else (cpu_partial * 2 + max(objs, 1) - 1) // max(objs, 1)
 
 
@@ -572,7 +572,7 @@ Per owner (one CPU), worst case:
         min(budget, the caches' own bounds summed), however many caches the
         owner uses; remote frees in transit are per cache, outside the budget.
   slub  per cache: struct qs_queue + the active slab all free + cpu_partial_slabs
-        slabs all free (cpu_partial * 2 / objects per slab, src/front/slub/slub.c)
+        slabs all free (cpu_partial * 2 / objects per slab, src/front/slub/slabs.c)
   slab  per cache: struct qs_queue + slot array + limit objects + 12 objects per
         other node (alien arrays) + the alien pointer arrays (13 pointers per node)
   slob  nothing (one lock, pages shared by every cache; empty pages kept up to

@@ -585,7 +585,7 @@ static void workload_slqb(void)
 
 static unsigned long cpu_partial_slabs(void)
 {
-    /* src/front/slub/slub.c cpu_partial_slabs: cpu_partial * 2 / objects per slab, rounded up */
+    /* src/front/slub/slabs.c cpu_partial_slabs: cpu_partial * 2 / objects per slab, rounded up */
     unsigned long cp = attr(&P, "cpu_partial");
     return cp ? (cp * 2 + P.objs - 1) / P.objs : 0;
 }
@@ -606,8 +606,8 @@ static void job_slub_owner(struct worker *w)
 }
 
 /* Node `target_node`'s partial list: min_partial slabs made there by
- * qslab_cache_alloc_node from an owner of another node (src/front/slub/slub.c
- * alloc_single), then freed by it: each full slab's first free puts it on
+ * qslab_cache_alloc_node from an owner of another node (src/front/slub/slabs.c
+ * slub_alloc_single), then freed by it: each full slab's first free puts it on
  * its node's list (another node's slab), the free that empties it keeps it
  * there while the node has fewer than min_partial partial slabs (the slab
  * itself counted), so the last slab keeps one object live. */

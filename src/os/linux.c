@@ -456,7 +456,7 @@ static void max_range(int a, int b, void *arg)
 
 /* The possible CPUs are fixed at boot (hotplug changes the online and
  * present sets, not the possible one), so the file is read once: every
- * cache's setup asks (tune.c, slub.c, front/slab/slabs.c), 17 times at the
+ * cache's setup asks (tune.c, slub/cachewide.c, slab/slabs.c), 17 times at the
  * drop-in's start-up alone, four system calls each.  Threads that race on
  * the first call compute the same value; the relaxed atomic only keeps
  * the word whole. */

@@ -184,7 +184,7 @@ static void run_thread(void *(*fn)(void *), qslab_cache *c, void **objs, unsigne
     pthread_join(t, NULL);
 }
 
-/* ---- mm/slub.c's rules, as src/front/slub/slub.c and src/observe/tune.c implement them ---- */
+/* ---- mm/slub.c's rules, as src/front/slub/ and src/observe/tune.c implement them ---- */
 
 static size_t slab_bytes(unsigned order)
 {
@@ -244,7 +244,7 @@ static unsigned slub_order_for(size_t slot, size_t align, long ncpu)
     return order > 14 ? 14 : order;
 }
 
-/* The CPU count src/front/slub/slub.c uses: CPUs the calling thread may run on, or
+/* The CPU count src/front/slub/cachewide.c uses: CPUs the calling thread may run on, or
  * the per-CPU tables' possible CPU ids if more. */
 static long cpus_allowed(void)
 {
@@ -268,7 +268,7 @@ static long possible_cpus(void)
 }
 
 /* Is o the order calculate_order gives for this slot size, with the CPU
- * count src/front/slub/slub.c takes (the allowed CPUs, or the per-CPU tables' ids if
+ * count src/front/slub/cachewide.c takes (the allowed CPUs, or the per-CPU tables' ids if
  * more: under thread owners there are none, so a process pinned to one CPU
  * gets one CPU's orders), or with the possible CPUs (the kernel's count)? */
 static int order_ok(size_t slot, size_t align, unsigned long o)
@@ -290,7 +290,7 @@ static unsigned long expect_min_partial(size_t slot, size_t slab_bytes)
     unsigned long k = lg / 2 < 5 ? 5 : lg / 2 > 10 ? 10 : lg / 2;
     return k * slab_bytes > 10 * 32768 ? 10 * 32768 / slab_bytes : k;
 }
-/* slabs an owner's partial list holds at most (src/front/slub/slub.c cpu_partial_slabs) */
+/* slabs an owner's partial list holds at most (src/front/slub/slabs.c cpu_partial_slabs) */
 static unsigned long partial_slabs(unsigned long cpu_partial, unsigned objs)
 {
     return cpu_partial ? (cpu_partial * 2 + objs - 1) / objs : 0;
@@ -767,7 +767,7 @@ static void *free_all_and_look(void *arg)
 {
     (void)arg;
     /* an owner first (a thread that only frees gets no queue, hence no
-     * partial list, under thread owners: src/front/slub/slub.c put_cpu_partial) */
+     * partial list, under thread owners: src/front/slub/slabs.c put_cpu_partial) */
     void *mine = qslab_cache_alloc(thr_cache);
     for (unsigned long i = 0; i < thr_n; i++)
         qslab_cache_free(thr_cache, thr_objs[i]);
@@ -1485,7 +1485,7 @@ static void test_destroy_busy(void)
 /* membarrier fails with ENOSYS in this process and what it executes
  * (seccomp), as on kernels before 5.10: per-CPU owners cannot take another
  * CPU's queue, and a shrink flushes only the caller's CPU's state
- * (src/front/slub/slub.c flush_all) */
+ * (src/front/slub/cachewide.c flush_all) */
 static int deny_membarrier(void)
 {
     struct sock_filter f[] = {

@@ -262,7 +262,7 @@ static void *shrinker(void *arg)
 /* Moves workers between CPUs at any instruction (the kernel migrates a
  * running thread whose affinity changes): per-CPU owners' sections restart
  * and their slow paths find themselves on another CPU than their queue's
- * (src/front/slub/slub.c pc_detach, pc_install_or_give). */
+ * (src/front/slub/slub.c slub_pc_detach, pc_install_or_give). */
 static cpu_set_t allowed;
 static unsigned long moves;
 static void *mover(void *arg)
