@@ -7,7 +7,7 @@
  * The link word (see internal.h) sits at offset 0 of a free object, or right
  * after the object when a constructor owns the object's bytes.  The slot is
  * rounded up to the alignment.  A cache with debug flags (red zones, poison,
- * owner tracking: debug.c) has a layout of its own, with the link after the
+ * owner tracking: debug/slot.c) has a layout of its own, with the link after the
  * object and its right red zone, and a left red zone before each object;
  * slot_size, link_off and red_left are the only offsets the rest of qslab
  * uses.

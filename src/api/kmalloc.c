@@ -429,7 +429,7 @@ QSLAB_EXPORT void *qslab_realloc(void *p, size_t size)
 
 /* Can kmalloc's class of pow2 bytes give an object aligned to `align`?
  * Yes, unless its objects (or its debug twin's) are debug objects, whose
- * left red zone and stride are 16-aligned only (debug.c qs_debug_layout):
+ * left red zone and stride are 16-aligned only (debug/slot.c qs_debug_layout):
  * then the aligned allocation is mapped, without a useless object
  * allocated, counted and freed first. */
 static bool class_aligns(size_t pow2, size_t align)

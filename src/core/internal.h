@@ -13,7 +13,8 @@
  *             fast paths); slqb/ (queue.c: refill, flush; remote.c: remote
  *             batches, inboxes; budget.c: the owner budget; cpu.c: per-CPU
  *             queues), slub/, slab/, slob/
- *   debug/    debug.c (debug front end), twin.c, guard.c, validate.c
+ *   debug/    debug.c, flags.c, slot.c, track.c, bugs.c (the debug front end),
+ *             twin.c, guard.c, validate.c
  *   observe/  stats.c, observe.[ch], tune.c, control.[ch]
  *   api/      cache.c (object caches, start-up), kmalloc.c, fork.c
  *   malloc/   the malloc drop-in
@@ -158,7 +159,7 @@
 #define QS_FB_PACK(head, n) (((uint64_t)(uintptr_t)(head) >> 3) | ((uint64_t)(n) << QS_FB_SHIFT))
 
 /* ASan builds (gcc defines __SANITIZE_ADDRESS__, clang answers
- * __has_feature): debug.c poisons objects by hand, page.c maps the unit map. */
+ * __has_feature): debug/slot.c poisons objects by hand, page.c maps the unit map. */
 #if defined(__SANITIZE_ADDRESS__)
 #define QS_HAVE_ASAN 1
 #elif defined(__has_feature)
@@ -564,7 +565,7 @@ enum { QS_FRONT_SLQB, QS_FRONT_SLOB, QS_FRONT_SLUB, QS_FRONT_SLAB,
        QS_FRONT_NR }; /* numbers are kept (tune_get) */
 #define QS_FRONT_NAMED QS_FRONT_DEBUG /* the front ends a user can name */
 
-/* Debug flags (debug.c), SLUB's letters. */
+/* Debug flags (debug/flags.c), SLUB's letters. */
 enum {
     QS_DBG_F = 1,  /* consistency checks on every slow path */
     QS_DBG_Z = 2,  /* red zones */
@@ -692,7 +693,6 @@ void qs_warn(const char *fmt, ...);
 void qs_vformat(struct qs_buf *b, const char *fmt, __builtin_va_list ap);
 void qs_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn));
 
-void qs_report_line(struct qs_buf *b); /* b + newline to stderr; b emptied */
 qslab_fatal_fn qs_fatal_handler(void);  /* report.c: the user's, or NULL */
 
 /* ---- meta.c ---- */

@@ -571,7 +571,7 @@ void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node)
     bool lost = !obj;
     /* a debug cache checks the object (under the lock: its validation
      * walks slabs under it too); one that fails is kept out of use,
-     * counted as allocated (debug.c), and another is taken */
+     * counted as allocated (debug/slot.c), and another is taken */
     bool quarantined = obj && unlikely(c->debug) && !qs_debug_alloc_locked(c, s, obj);
     if (!s->freelist && !qs_slab_growable(c, s)) {
         qs_list_del(&n->list, s);

@@ -372,7 +372,7 @@ static uint32_t slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
         born_shuffled(c, s, s->base + (size_t)n * size, k, dst, p, fbits);
     else
         born_in_order(c, s, s->base + (size_t)n * size, k, dst, p, fbits);
-    if (unlikely(c->debug)) /* red zones, poison, tracks (debug.c) */
+    if (unlikely(c->debug)) /* red zones, poison, tracks (debug/slot.c) */
         qs_debug_born(c, s->base + (size_t)n * size, k);
     s->inuse += p;
     *placed = p;
@@ -446,7 +446,7 @@ void *qs_slab_take_one(qslab_cache *c, struct qs_queue *q, struct qs_slab *s)
     if (unlikely(bad)) {
         qs_report_bad_link(c, q, obj);
         /* the list is lost from here: its objects stay out of use,
-         * counted as allocated (debug.c: quarantined), the slab full */
+         * counted as allocated (debug/slot.c: quarantined), the slab full */
         uint32_t lost = qs_slab_list_lost(s);
         if (c->debug) {
             __atomic_fetch_add(&c->debug_quarantined, lost, __ATOMIC_RELAXED);

@@ -1,6 +1,7 @@
 /*
  * debug/debug.h - the debug layer's entry points: guarded sampling
- * (guard.c), the debug front end's checks (debug.c), debug twins (twin.c).
+ * (guard.c), the debug front end's flags, checks, owner tracks and reports
+ * (debug.c, flags.c, slot.c, track.c, bugs.c), debug twins (twin.c).
  */
 #ifndef QSLAB_DEBUG_H
 #define QSLAB_DEBUG_H
@@ -35,9 +36,10 @@ void qs_guard_armed_free(qslab_cache *c, struct qs_queue *q);
 void qs_guard_fork(int phase); /* 0 prepare, 1 parent, 2 child */
 void qs_guard_report(int fd);  /* the statistics report's Guard: line */
 
-/* ---- debug.c ---- */
+/* ---- the debug front end: debug.c, flags.c, slot.c, track.c, bugs.c ---- */
 #define QS_TRACK_BYTES 48
 void qs_track_record(void *track);
+void qs_report_line(struct qs_buf *b); /* bugs.c: b + newline to stderr; b emptied */
 void qs_track_print(struct qs_buf *b, const char *what, const void *track);
 unsigned qs_debug_flags_for(const char *name, unsigned long flags);
 /* The slot layout of a debug cache: slot size and link offset */

@@ -70,7 +70,7 @@ struct gslot {
     qslab_cache *cache;
     char name[QS_NAME_MAX]; /* the cache's name (it may be destroyed) */
     uint32_t next_freed; /* the freed FIFO's link (index + 1; 0: end) */
-    _Alignas(8) unsigned char track[2][QS_TRACK_BYTES]; /* alloc, free (debug.c's) */
+    _Alignas(8) unsigned char track[2][QS_TRACK_BYTES]; /* alloc, free (track.c's) */
 };
 
 static unsigned nr_slots = QS_GUARD_DEFAULT_SLOTS;

@@ -320,7 +320,7 @@ static int set_front_locked(qslab_cache *c, const char *value, size_t vlen)
     }
     if (f == c->front)
         return 0;
-    if (c->debug) { /* its layout is the debug front end's (debug.c) */
+    if (c->debug) { /* its layout is the debug front end's (debug/slot.c) */
         qs_warn("tune %s front=%s refused: the cache has debug flags and stays on the debug "
                 "front end", c->name, val);
         errno = EINVAL;

@@ -1,5 +1,5 @@
 /*
- * Debug caches (src/debug/debug.c): each misuse of the matrix in docs/debugging.md
+ * Debug caches (src/debug/): each misuse of the matrix in docs/debugging.md
  * gets its report, whose first line is checked exactly, then the fatal
  * handler (here a recording one, which returns: nothing may be corrupted
  * afterwards).  Also: QSLAB_DEBUG's syntax, repair mode, tracing, owner

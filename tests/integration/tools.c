@@ -1,6 +1,6 @@
 /*
  * valgrind's memcheck and ASan see inside qslab's caches (debug flag V,
- * src/debug/debug.c): a use after free, an overflow into the red zone, a read of
+ * src/debug/slot.c, flags.c): a use after free, an overflow into the red zone, a read of
  * uninitialised object bytes and a leaked object are reported by the tool,
  * with the object's allocation and free stacks.
  *   - under valgrind (every cache gets V automatically): this program runs

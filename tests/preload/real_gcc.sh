@@ -9,8 +9,8 @@
 # Four sources, not all of them: the largest ones and the malloc shim, chosen
 # for their size and spread of code (cc1 allocates most on long functions
 # and many inlined helpers).  Every source also compiles on qslab in
-# preload_self_build, which runs in every mode as this test does; compiling
-# all of them here again cost 35 s a mode (7 modes in make test).
+# preload_self_build (in the SLQB modes; this test runs in every mode);
+# compiling all of them here again cost 35 s a mode (7 modes in make test).
 #
 # The glibc side depends on the compilers and their input only, not on the
 # mode the suite runs in (QSLAB_OWNER, QSLAB_FRONT): it is built once per
@@ -25,8 +25,8 @@ workdir gcc
 check_preload_active
 cd "$PRELOAD_BIN"
 mkdir -p "$WORK/glibc" "$WORK/qslab"
-srcs=("$QSLAB_SOURCE_DIR"/src/front/slqb/queue.c "$QSLAB_SOURCE_DIR"/src/front/slab/slab.c
-      "$QSLAB_SOURCE_DIR"/src/debug/debug.c "$QSLAB_SOURCE_DIR"/src/malloc/malloc.c)
+srcs=("$QSLAB_SOURCE_DIR"/src/core/page.c "$QSLAB_SOURCE_DIR"/src/front/slqb/queue.c
+      "$QSLAB_SOURCE_DIR"/src/debug/guard.c "$QSLAB_SOURCE_DIR"/src/malloc/malloc.c)
 for s in "${srcs[@]}"; do [ -f "$s" ] || fail "source $s not found (update real_gcc.sh's list)"; done
 cflags=(-std=gnu11 -O2 -g -fPIC -Wall -frandom-seed=qslab -I "$QSLAB_SOURCE_DIR/include" -I "$QSLAB_SOURCE_DIR/src")
 

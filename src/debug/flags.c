@@ -1,0 +1,173 @@
+/*
+ * flags.c - which caches the debug front end serves, with which of SLUB's
+ * debug flags (F Z P U T, qslab's R and V): the cache's own flags
+ * (QSLAB_RED_ZONE ...), the environment's QSLAB_DEBUG in SLUB's slub_debug
+ * syntax (qs_debug_flags_for), memcheck's V, and the flags as letters
+ * ("FZPU": the reports, the statistics, the `debug` tunable).
+ *
+ * Apart from the checks (slot.c): this runs when a cache is made or a debug
+ * twin is asked for (api/cache.c, twin.c), never on an object's way.
+ */
+#define _GNU_SOURCE
+#include "debug/debug_int.h"
+
+#include <string.h>
+
+unsigned qs_debug_letter(char ch)
+{
+    switch (ch | 0x20) {
+    case 'f':
+        return QS_DBG_F;
+    case 'z':
+        return QS_DBG_Z;
+    case 'p':
+        return QS_DBG_P;
+    case 'u':
+        return QS_DBG_U;
+    case 't':
+        return QS_DBG_T;
+    case 'r':
+        return QS_DBG_R;
+    case 'v':
+        return QS_DBG_V;
+    default:
+        return 0;
+    }
+}
+
+/* Does `name` match the pattern [p, p+len) (a trailing '*': a prefix)? */
+static bool name_matches(const char *name, const char *p, size_t len)
+{
+    if (len && p[len - 1] == '*')
+        return strncmp(name, p, len - 1) == 0;
+    return strlen(name) == len && strncmp(name, p, len) == 0;
+}
+
+/*
+ * QSLAB_DEBUG, as SLUB's slub_debug:  block (';' block)*
+ *   block := flags (',' cache)*       flags: letters of FZPUTR, '-' (none),
+ *                                     or nothing (FZPU)
+ *   cache := a name; a trailing '*' matches every name with that prefix
+ * A block without names sets the flags of every cache; a block naming the
+ * cache (the first one that does) wins over it.  The cache's own flags are
+ * added, unless the block says '-'.
+ */
+#define QS_DEBUG_OFF 0x80000000u /* QSLAB_DEBUG said '-' */
+static unsigned flags_for(const char *name, unsigned long flags);
+
+unsigned qs_debug_flags_for(const char *name, unsigned long flags)
+{
+    return qs_debug_final(flags_for(name, flags));
+}
+
+static unsigned own_flags(unsigned long flags)
+{
+    return (flags & QSLAB_CONSISTENCY_CHECKS ? QS_DBG_F : 0) |
+           (flags & QSLAB_RED_ZONE ? QS_DBG_Z : 0) | (flags & QSLAB_POISON ? QS_DBG_P : 0) |
+           (flags & QSLAB_STORE_USER ? QS_DBG_U : 0) | (flags & QSLAB_TRACE ? QS_DBG_T : 0) |
+           (flags & QSLAB_DEBUG_REPAIR ? QS_DBG_R : 0);
+}
+
+unsigned qs_debug_flags_own(unsigned long flags)
+{
+    return qs_debug_final(own_flags(flags));
+}
+
+static unsigned flags_for(const char *name, unsigned long flags)
+{
+    unsigned own = own_flags(flags);
+    const char *v = qs_os_getenv("QSLAB_DEBUG");
+    if (!v)
+        return own;
+    static int warned;
+    int all = -1, mine = -1; /* -1: not said; else flags, or -2 for '-' */
+    for (const char *b = v; *b;) {
+        const char *end = strchr(b, ';');
+        if (!end)
+            end = b + strlen(b);
+        const char *comma = memchr(b, ',', (size_t)(end - b));
+        const char *fend = comma ? comma : end;
+        int fl = 0;
+        if (fend == b) {
+            fl = QS_DBG_F | QS_DBG_Z | QS_DBG_P | QS_DBG_U;
+        } else {
+            for (const char *f = b; f < fend; f++) {
+                if (*f == '-') {
+                    fl = -2;
+                    break;
+                }
+                unsigned l = qs_debug_letter(*f);
+                if (!l && *f != ' ' && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+                    qs_warn("QSLAB_DEBUG: unknown flag '%s' ignored (flags: F Z P U T R V, -)", f);
+                fl |= (int)l;
+            }
+        }
+        if (!comma) {
+            all = fl;
+        } else if (mine == -1) {
+            for (const char *n = comma + 1; n < end;) {
+                const char *ne = memchr(n, ',', (size_t)(end - n));
+                if (!ne)
+                    ne = end;
+                if (ne > n && name_matches(name, n, (size_t)(ne - n))) {
+                    mine = fl;
+                    break;
+                }
+                n = ne + (ne < end);
+            }
+        }
+        b = *end ? end + 1 : end;
+    }
+    int env = mine != -1 ? mine : all;
+    if (env == -2)
+        return QS_DEBUG_OFF; /* not even V under memcheck */
+    unsigned d = own | (env > 0 ? (unsigned)env : 0);
+    return d;
+}
+
+/* The flags a cache gets: under valgrind every cache tells memcheck about
+ * its objects (V); with V, the tools check red zones and poison better
+ * than qslab can (they see the access, not its trace), so Z and P are
+ * theirs. */
+/* Is the program running under valgrind's memcheck (not another tool:
+ * callgrind counts qslab's own instructions)?  Memcheck answers a check of
+ * a byte it was told is inaccessible; the other tools answer 0. */
+static bool under_memcheck(void)
+{
+    static int known; /* 0 unknown, 1 no, 2 yes */
+    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (k)
+        return k == 2;
+    bool yes = false;
+#ifdef QS_HAVE_VALGRIND
+    if (RUNNING_ON_VALGRIND) {
+        static char probe[8];
+        VALGRIND_MAKE_MEM_NOACCESS(probe, 1);
+        yes = VALGRIND_CHECK_MEM_IS_ADDRESSABLE(probe, 1) != 0;
+        VALGRIND_MAKE_MEM_DEFINED(probe, 1);
+    }
+#endif
+    __atomic_store_n(&known, yes ? 2 : 1, __ATOMIC_RELAXED);
+    return yes;
+}
+
+unsigned qs_debug_final(unsigned d)
+{
+    if (d != QS_DEBUG_OFF && under_memcheck())
+        d |= QS_DBG_V;
+    if (d == QS_DEBUG_OFF)
+        return 0;
+    if (d & QS_DBG_V)
+        d &= ~(unsigned)(QS_DBG_Z | QS_DBG_P);
+    return d;
+}
+
+void qs_debug_flags_str(unsigned debug, char *out)
+{
+    static const char letters[] = "FZPUTRV";
+    int k = 0;
+    for (int i = 0; i < 7; i++)
+        if (debug & (1u << i))
+            out[k++] = letters[i];
+    out[k] = '\0';
+}
