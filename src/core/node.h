@@ -1,0 +1,48 @@
+/*
+ * core/node.h - NUMA topology and the per-(cache, node) lists (node.c): the
+ * empty-slab FIFO, the purger, objects of node-owned slabs.  Part of
+ * core/internal.h, which includes it where the types it needs are defined.
+ */
+#ifndef QSLAB_CORE_NODE_H
+#define QSLAB_CORE_NODE_H
+
+#ifndef QSLAB_INTERNAL_H
+#error "core/node.h is part of core/internal.h: include that"
+#endif
+
+/* ---- node.c ---- */
+void qs_node_topology_init(void);
+int qs_node_of_cpu(int cpu);
+void qs_node_init(struct qs_node *n, int id);
+/* Put empty slabs (linked by ->next) on node n's FIFO; release by policy. */
+void qs_node_put_empty(qslab_cache *c, struct qs_queue *q, struct qs_node *n, struct qs_slab *list);
+void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab *list,
+                              struct qs_slab **release);
+/* Take slabs with free objects from node n into q's ownership (returned as
+ * a list linked by ->next).  Takes partial slabs, then empty ones. */
+struct qs_slab *qs_node_take(qslab_cache *c, struct qs_queue *q, struct qs_node *n, unsigned want);
+void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list, size_t *bytes);
+struct qs_slab *qs_node_fifo_detach(struct qs_node *n); /* n->lock held (or n's cache gone) */
+extern unsigned long *const qs_node_reclaims; /* node.c's retention reclaims (atomic) */
+size_t qs_node_shrink(qslab_cache *c, struct qs_queue *q, struct qs_node *n);
+/* The newest empty slab of n's FIFO, taken off it (NULL: none). */
+struct qs_slab *qs_node_take_empty(struct qs_node *n);
+size_t qs_node_sweep(bool all);
+void qs_node_purger_forked(void);
+void qs_node_purger_start(void);
+void qs_node_purger_start_wanted(void);
+extern int qs_purger_wanted; /* a purger is wanted and none runs yet */
+void qs_purger_kick(void);
+void qs_node_purger_want(void); /* record the wish (any context) */
+/* At a point where starting a thread is safe (see node.c): start the
+ * purger if it is wanted. */
+static inline void qs_purger_check(void)
+{
+    if (unlikely(__atomic_load_n(&qs_purger_wanted, __ATOMIC_RELAXED)))
+        qs_purger_kick();
+}
+void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node);
+/* Free obj of node-owned slab s (a cache without owners: debug.c) */
+void qs_node_free(qslab_cache *c, struct qs_slab *s, void *obj);
+
+#endif /* QSLAB_CORE_NODE_H */

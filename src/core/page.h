@@ -1,0 +1,177 @@
+/*
+ * core/page.h - the page layer (page.c): chunks and their headers, the unit
+ * map from a pointer to its slab descriptor, slabs handed out and given
+ * back, warm slots, large blocks.  Part of core/internal.h, which includes
+ * it where the types it needs are defined.
+ */
+#ifndef QSLAB_CORE_PAGE_H
+#define QSLAB_CORE_PAGE_H
+
+#ifndef QSLAB_INTERNAL_H
+#error "core/page.h is part of core/internal.h: include that"
+#endif
+
+/* ---- page.c ---- */
+enum { QS_CHUNK_SLABS = 1, QS_CHUNK_LARGE = 2 };
+#define QS_CHUNK_MAGIC 0x51534c42u /* "QSLB" */
+
+struct qs_chunk {
+    uint32_t magic;
+    uint8_t kind;
+    uint8_t order;
+    uint16_t node;
+    uint32_t nr_slots;           /* descriptors: slots of the whole chunk */
+    uint32_t first_slot;         /* slots below it hold the header */
+    uint32_t nr_free, next_unused;
+    char *data;                  /* slot i starts at data + (i << (page shift + order)) */
+    size_t map_size;             /* bytes mapped at the chunk's start */
+    struct qs_slab *free_slots;  /* returned slots (slab->next) */
+    struct qs_chunk *next, *prev; /* pool->avail */
+    struct qs_chunk *all_next, *all_prev; /* every slab chunk of the pool */
+    /* large blocks */
+    char *large_ptr;   /* the user's pointer */
+    size_t large_size; /* bytes usable from large_ptr */
+    struct qs_slab slabs[] __attribute__((aligned(QS_CACHELINE)));
+};
+#define QS_CHUNK_HDR_SLABS 128 /* offset of slabs[] in a chunk */
+
+/* The unit map: one byte per 4 MiB unit of the user address space.
+ *   0        the unit is not qslab's
+ *   1        a chunk header starts at the unit's first byte (a chunk of
+ *            several units, or a large block)
+ *   2..127   the chunk's header is k-1 units back (127: at least 126 back;
+ *            step back and read again)
+ *   0x80 | s a chunk of one unit, its header at the unit's start, cut into
+ *            slabs of 2^s bytes (s = page shift + order, at most 21); slot i
+ *            starts at i << s from the chunk and has descriptor slabs[i]
+ * The last form lets the free path find a slab descriptor from the pointer
+ * and this byte alone, without reading the chunk header.  A static array
+ * (32 MiB of BSS on x86-64, untouched pages cost nothing; mapped in ASan
+ * builds: page.c), so the lookup is one load at a constant base. */
+#if defined(__aarch64__)
+#define QS_VA_BITS 48
+#else
+#define QS_VA_BITS 47
+#endif
+#define QS_UNITS ((size_t)1 << (QS_VA_BITS - QS_CHUNK_SHIFT))
+#define QS_UNIT_FAR_MAX 127
+#define QS_UNIT_SLABS 0x80
+#ifdef QS_HAVE_ASAN
+extern uint8_t *qs_unit_map; /* mapped at load instead: page.c */
+#else
+extern uint8_t qs_unit_map[QS_UNITS];
+#endif
+struct qs_chunk *qs_chunk_of_far(size_t unit, unsigned k);
+
+static inline struct qs_chunk *qs_chunk_of(const void *p)
+{
+    uintptr_t u = (uintptr_t)p;
+    if (unlikely(u >> QS_VA_BITS))
+        return NULL;
+    unsigned k = __atomic_load_n(&qs_unit_map[u >> QS_CHUNK_SHIFT], __ATOMIC_ACQUIRE);
+    if (likely(k >= QS_UNIT_SLABS || k == 1))
+        return (struct qs_chunk *)(u & ~(uintptr_t)(QS_CHUNK_SIZE - 1));
+    if (k == 0)
+        return NULL;
+    return qs_chunk_of_far(u >> QS_CHUNK_SHIFT, k);
+}
+
+/* The descriptor of p's slot when p lies in a one-unit slab chunk; NULL for
+ * anything else (not ours, a large block, a chunk of slabs of 4 MiB and
+ * more: the caller takes qs_chunk_of's general path).  The descriptor may
+ * be a header slot's or a free slot's (span 0): check qs_slab_valid_obj. */
+static inline struct qs_slab *qs_slab_fast(const void *p)
+{
+    uintptr_t u = (uintptr_t)p;
+    if (unlikely(u >> QS_VA_BITS))
+        return NULL;
+    unsigned k = __atomic_load_n(&qs_unit_map[u >> QS_CHUNK_SHIFT], __ATOMIC_ACQUIRE);
+    if (unlikely(k < QS_UNIT_SLABS))
+        return NULL;
+    struct qs_slab *slabs = (struct qs_slab *)((u & ~(uintptr_t)(QS_CHUNK_SIZE - 1)) + QS_CHUNK_HDR_SLABS);
+    return &slabs[(u & (QS_CHUNK_SIZE - 1)) >> (k & 63)]; /* x86 masks the count: one shr */
+}
+
+/* Slab descriptor of the slot that holds p, or NULL (header, past the end). */
+struct qs_slab *qs_slab_lookup(const void *p); /* any slab chunk (page.c); NULL: none */
+static inline struct qs_slab *qs_chunk_slab(struct qs_chunk *ch, const void *p)
+{
+    /* a p below data wraps to a huge index */
+    uintptr_t i = ((uintptr_t)p - (uintptr_t)ch->data) >> (QS_PAGE_SHIFT + ch->order);
+    if (unlikely(i >= ch->nr_slots || i < ch->first_slot))
+        return NULL;
+    return &ch->slabs[i];
+}
+_Static_assert(__builtin_offsetof(struct qs_chunk, slabs) == QS_CHUNK_HDR_SLABS, "chunk header size");
+
+struct qs_slab *qs_page_alloc_slab(int node, unsigned order); /* NULL: ENOMEM */
+size_t qs_page_free_slab(struct qs_slab *s);       /* kept warm (below); bytes given back */
+size_t qs_page_free_slab_now(struct qs_slab *s); /* one slab, given back now */
+size_t qs_page_free_slabs(struct qs_slab *list); /* a ->next list, adjacent ones in one madvise */
+/* Empty slabs no cache keeps (a ->next list): resident as warm slots for
+ * the next slabs of their pools, any cache's, up to QS_WARM_LIMIT (the
+ * rest given back at once: the bytes the OS took); a destroyed cache's up
+ * to qs_page_retain_cap() (page.c: the retention rule) */
+size_t qs_page_keep_slabs(struct qs_slab *list);
+size_t qs_page_keep_empties(struct qs_slab *list); /* a FIFO's: empty since empty_ms */
+size_t qs_page_keep_destroyed(struct qs_slab *list);
+size_t qs_page_retain_cap(void); /* max(floor, slab bytes / QS_RETAIN_FRACTION) */
+void qs_page_set_reclaim(void (*fn)(int node, unsigned order)); /* node.c's, at start-up */
+/* Give back warm slots kept QS_WARM_MS (all: every one); bytes the OS took */
+size_t qs_page_sweep_warm(bool all);
+extern size_t *const qs_page_warm_bytes;        /* atomic: bytes of warm slots */
+extern size_t *const qs_page_slab_bytes;        /* atomic: bytes of slabs handed to caches */
+extern unsigned long *const qs_page_warm_trims; /* atomic: cuts to the retention cap */
+#define QS_WARM_MS 1000                     /* a warm slot goes back after this */
+#define QS_WARM_LIMIT ((size_t)1 << 30)     /* at most this many bytes warm */
+#define QS_RETAIN_FRACTION 16               /* kept empty: at most 1/16 of slab bytes ... */
+#define QS_RETAIN_FLOOR ((size_t)1 << 20)   /* ... or this, when the process grows */
+/* Push every slab of a ->next list onto *all (lists gathered for one
+ * qs_page_free_slabs call) */
+static inline void qs_slabs_gather(struct qs_slab **all, struct qs_slab *list)
+{
+    while (list) {
+        struct qs_slab *next = list->next;
+        list->next = *all;
+        *all = list;
+        list = next;
+    }
+}
+struct qs_chunk *qs_page_map_large(size_t size, size_t align);
+void qs_page_unmap_large(struct qs_chunk *ch);
+struct qs_chunk *qs_page_remap_large(struct qs_chunk *ch, size_t size);
+/* Give-backs the kernel refused, and the bytes kept for it (page.c) */
+struct qs_page_failures {
+    unsigned long decommit, unmap;
+    size_t decommit_bytes, unmap_bytes;
+};
+void qs_page_failures(struct qs_page_failures *f);
+void qs_page_unmap_refused(size_t bytes); /* meta.c: a refused unmap, counted */
+static inline size_t qs_slab_bytes(unsigned order)
+{
+    return QS_PAGE_SIZE << order;
+}
+/* c's slabs hold one block each (blocks over half a slab: the big kmalloc
+ * classes).  No owner keeps such a slab or block for c while it is free:
+ * SLUB's active slab and SLAB's arrays are bypassed (slub.c, front/slab/slab.c),
+ * and an empty slab goes to its node's FIFO, under the retention rule. */
+static inline bool qs_one_per_slab(const qslab_cache *c)
+{
+    return c->slot_size > qs_slab_bytes(__atomic_load_n(&c->order, __ATOMIC_RELAXED)) / 2;
+}
+/* SLAB: what an owner's array of c holds at most: slab_limit, or nothing
+ * while a debug twin takes the allocations (twin.c) or c's slabs hold one
+ * block each. */
+static inline uint32_t qs_slab_array_limit(const qslab_cache *c)
+{
+    if (__atomic_load_n(&c->dbg_alloc, __ATOMIC_RELAXED) || qs_one_per_slab(c))
+        return 0;
+    return __atomic_load_n(&c->slab_limit, __ATOMIC_RELAXED);
+}
+void qs_page_lock_all(bool lock);
+/* Call fn on every slab descriptor in use (cache set), pool by pool under
+ * the pool's lock (rank 3: fn takes no lock; validation of quiescent
+ * caches, which cannot otherwise find SLUB's full slabs). */
+void qs_page_walk(void (*fn)(struct qs_slab *s, void *arg), void *arg);
+
+#endif /* QSLAB_CORE_PAGE_H */
