@@ -25,7 +25,7 @@
  * Every size up to 32 MiB is served by a cache, never passed through to
  * the page layer: the seeds show what SLUB's pass-through of 4,696-byte
  * allocations cost netperf.  Larger requests are mapped directly (kind
- * LARGE chunks in page.c, page-granular: at most a page less a byte of
+ * LARGE chunks in core/large.c, page-granular: at most a page less a byte of
  * waste), counted in qslab_large_stats, and resized with mremap (in place
  * when the address space allows, otherwise moved without copying).  The
  * class of a size is computed in fastpath.h (qs_kmalloc_index: two tables

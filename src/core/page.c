@@ -12,7 +12,7 @@
  * their own, several units long (header page, then the slab).  Slabs start
  * on a multiple of their size, so power-of-two objects are naturally
  * aligned.  Large blocks (kmalloc above 32 MiB) are chunks of kind LARGE
- * with one block.
+ * with one block (large.c, which also holds the fault injection).
  *
  * The unit map (internal.h) has a byte per 4 MiB unit of the address space:
  * 0 for units that are not qslab's, the slab shift for one-unit slab
@@ -110,7 +110,7 @@ static size_t round_up(size_t v, size_t a)
  * descriptors (internal.h); other chunks get back-distances.  Entries are
  * published with release stores after the header is written; a chunk's
  * units are its own, so no lock is needed. */
-static void map_set(struct qs_chunk *ch, size_t size, bool clear)
+void qs_page_map_set(struct qs_chunk *ch, size_t size, bool clear)
 {
     size_t first = (uintptr_t)ch >> QS_CHUNK_SHIFT, n = size >> QS_CHUNK_SHIFT;
     if (!clear && n == 1 && ch->kind == QS_CHUNK_SLABS) {
@@ -207,6 +207,11 @@ void qs_page_unmap_refused(size_t bytes)
     count_failure(&failures.unmap, &failures.unmap_bytes, bytes);
 }
 
+void qs_page_decommit_refused(size_t bytes)
+{
+    count_failure(&failures.decommit, &failures.decommit_bytes, bytes);
+}
+
 /* Bytes in slabs handed out; past QS_PURGER_AT the purger is wanted. */
 static size_t slab_bytes;
 size_t *const qs_page_slab_bytes = &slab_bytes; /* observe.c: the root points here */
@@ -243,7 +248,7 @@ static struct qs_chunk *chunk_new(int node, unsigned order)
     ch->nr_free = nr - first;
     ch->data = (char *)ch + off;
     ch->map_size = size;
-    map_set(ch, size, false);
+    qs_page_map_set(ch, size, false);
     __atomic_fetch_add(&chunk_bytes, size, __ATOMIC_RELAXED);
     __atomic_fetch_add(&slot_bytes, chunk_slot_bytes(ch), __ATOMIC_RELAXED);
     return ch;
@@ -605,7 +610,7 @@ out:
 static QS_NOINLINE void chunk_keep(struct qs_page_pool *p, struct qs_chunk *ch)
 {
     count_failure(&failures.unmap, &failures.unmap_bytes, ch->map_size);
-    map_set(ch, ch->map_size, false);
+    qs_page_map_set(ch, ch->map_size, false);
     qs_lock_acquire(&p->lock);
     pool_add_free_chunk(p, ch);
     qs_lock_release(&p->lock);
@@ -667,7 +672,7 @@ static void slot_return(struct qs_slab *s)
     }
     qs_lock_release(&p->lock);
     if (unmap) {
-        map_set(unmap, unmap->map_size, true);
+        qs_page_map_set(unmap, unmap->map_size, true);
         size_t mapped = unmap->map_size, slots = chunk_slot_bytes(unmap);
         if (unlikely(qs_os_unmap(unmap, mapped) != 0)) {
             chunk_keep(p, unmap);
@@ -780,107 +785,4 @@ void qs_page_walk(void (*fn)(struct qs_slab *s, void *arg), void *arg)
                         fn(&ch->slabs[i], arg);
             qs_lock_release(&p->lock);
         }
-}
-
-static size_t large_offset(size_t align)
-{
-    return align > QS_PAGE_SIZE ? align : QS_PAGE_SIZE;
-}
-
-struct qs_chunk *qs_page_map_large(size_t size, size_t align)
-{
-    size_t off = large_offset(align);
-    if (size > ((size_t)1 << 46) - off)
-        return NULL;
-    size_t map = round_up(off + size, QS_CHUNK_SIZE);
-    size_t malign = align > QS_CHUNK_SIZE ? align : QS_CHUNK_SIZE;
-    struct qs_chunk *ch = qs_os_map_aligned(map, malign);
-    if (!ch)
-        return NULL;
-    ch->magic = QS_CHUNK_MAGIC;
-    ch->kind = QS_CHUNK_LARGE;
-    ch->map_size = map;
-    ch->large_ptr = (char *)ch + off;
-    ch->large_size = map - off;
-    map_set(ch, map, false);
-    return ch;
-}
-
-void qs_page_unmap_large(struct qs_chunk *ch)
-{
-    size_t size = ch->map_size;
-    map_set(ch, size, true);
-    if (likely(qs_os_unmap(ch, size) == 0))
-        return;
-    /* refused: the block is free and no longer qslab's (its units are
-     * clear, so a second free is reported), but its range stays mapped;
-     * its pages at least go back, if the kernel takes them */
-    count_failure(&failures.unmap, &failures.unmap_bytes, size);
-    if (qs_os_decommit(ch, size) != 0)
-        count_failure(&failures.decommit, &failures.decommit_bytes, size);
-}
-
-/* Resize a large block to hold `size` bytes: in place if the address space
- * allows, else moved (page tables, not bytes) to a new aligned range.
- * Returns the (possibly new) chunk, or NULL with the old one intact. */
-struct qs_chunk *qs_page_remap_large(struct qs_chunk *ch, size_t size)
-{
-    size_t off = (size_t)(ch->large_ptr - (char *)ch);
-    if (size > ((size_t)1 << 46) - off)
-        return NULL;
-    size_t map = round_up(off + size, QS_CHUNK_SIZE);
-    size_t old = ch->map_size;
-    if (map == old)
-        return ch;
-    if (map < old) {
-        struct qs_chunk *tail = (struct qs_chunk *)((char *)ch + map);
-        map_set(tail, old - map, true);
-        if (unlikely(qs_os_unmap(tail, old - map) != 0)) {
-            /* refused: the block keeps its size (a realloc that shrinks
-             * may keep the bigger block) */
-            count_failure(&failures.unmap, &failures.unmap_bytes, old - map);
-            map_set(ch, old, false);
-            return ch;
-        }
-    } else if (qs_os_remap_inplace(ch, old, map) == 0) {
-        map_set(ch, map, false);
-    } else {
-        size_t malign = off > QS_CHUNK_SIZE ? off : QS_CHUNK_SIZE;
-        struct qs_chunk *dst = qs_os_map_aligned(map, malign);
-        if (!dst)
-            return NULL;
-        if (qs_os_remap_to(ch, old, dst, old) != 0) {
-            if (qs_os_unmap(dst, map) != 0) /* never qslab's: left mapped */
-                count_failure(&failures.unmap, &failures.unmap_bytes, map);
-            errno = ENOMEM;
-            return NULL;
-        }
-        map_set(ch, old, true); /* the old range is gone (moved) */
-        ch = dst;
-        ch->large_ptr = (char *)ch + off;
-        map_set(ch, map, false);
-    }
-    ch->map_size = map;
-    ch->large_size = map - off;
-    return ch;
-}
-
-/* ---- fault injection (os.h; the API of qslab.h) ---- */
-
-QSLAB_EXPORT int qslab_fault_inject(unsigned long nth, unsigned flags)
-{
-    if (flags & ~(QSLAB_FAULT_RELEASE | QSLAB_FAULT_EVERY)) {
-        errno = EINVAL;
-        return -1;
-    }
-    qs_init(); /* start-up's own requests are not the caller's to count */
-    int kind = flags & QSLAB_FAULT_RELEASE ? QS_OS_FAULT_RELEASE : QS_OS_FAULT_MAP;
-    qs_os_fault_arm(kind, nth, (flags & QSLAB_FAULT_EVERY) != 0);
-    return 0;
-}
-
-QSLAB_EXPORT unsigned long qslab_fault_injected(unsigned flags)
-{
-    return qs_os_fault_injected(flags & QSLAB_FAULT_RELEASE ? QS_OS_FAULT_RELEASE
-                                                            : QS_OS_FAULT_MAP);
 }

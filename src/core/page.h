@@ -146,7 +146,10 @@ struct qs_page_failures {
     size_t decommit_bytes, unmap_bytes;
 };
 void qs_page_failures(struct qs_page_failures *f);
-void qs_page_unmap_refused(size_t bytes); /* meta.c: a refused unmap, counted */
+void qs_page_unmap_refused(size_t bytes); /* meta.c, large.c: a refused unmap, counted */
+void qs_page_decommit_refused(size_t bytes); /* large.c: a refused decommit, counted */
+/* Mark the units of [ch, ch + size) as chunk ch's (clear: nobody's) */
+void qs_page_map_set(struct qs_chunk *ch, size_t size, bool clear);
 static inline size_t qs_slab_bytes(unsigned order)
 {
     return QS_PAGE_SIZE << order;

@@ -1,0 +1,118 @@
+/*
+ * large.c - blocks past the kmalloc classes (32 MiB): a chunk of kind LARGE
+ * each, mapped, unmapped and resized (mremap) here, entered in the unit
+ * map like the page layer's chunks (page.c); and fault injection of the
+ * OS's give-backs for tests (qslab_fault_inject).
+ */
+#include "core/internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+static size_t round_up(size_t v, size_t a)
+{
+    return (v + a - 1) & ~(a - 1);
+}
+
+static size_t large_offset(size_t align)
+{
+    return align > QS_PAGE_SIZE ? align : QS_PAGE_SIZE;
+}
+
+struct qs_chunk *qs_page_map_large(size_t size, size_t align)
+{
+    size_t off = large_offset(align);
+    if (size > ((size_t)1 << 46) - off)
+        return NULL;
+    size_t map = round_up(off + size, QS_CHUNK_SIZE);
+    size_t malign = align > QS_CHUNK_SIZE ? align : QS_CHUNK_SIZE;
+    struct qs_chunk *ch = qs_os_map_aligned(map, malign);
+    if (!ch)
+        return NULL;
+    ch->magic = QS_CHUNK_MAGIC;
+    ch->kind = QS_CHUNK_LARGE;
+    ch->map_size = map;
+    ch->large_ptr = (char *)ch + off;
+    ch->large_size = map - off;
+    qs_page_map_set(ch, map, false);
+    return ch;
+}
+
+void qs_page_unmap_large(struct qs_chunk *ch)
+{
+    size_t size = ch->map_size;
+    qs_page_map_set(ch, size, true);
+    if (likely(qs_os_unmap(ch, size) == 0))
+        return;
+    /* refused: the block is free and no longer qslab's (its units are
+     * clear, so a second free is reported), but its range stays mapped;
+     * its pages at least go back, if the kernel takes them */
+    qs_page_unmap_refused(size);
+    if (qs_os_decommit(ch, size) != 0)
+        qs_page_decommit_refused(size);
+}
+
+/* Resize a large block to hold `size` bytes: in place if the address space
+ * allows, else moved (page tables, not bytes) to a new aligned range.
+ * Returns the (possibly new) chunk, or NULL with the old one intact. */
+struct qs_chunk *qs_page_remap_large(struct qs_chunk *ch, size_t size)
+{
+    size_t off = (size_t)(ch->large_ptr - (char *)ch);
+    if (size > ((size_t)1 << 46) - off)
+        return NULL;
+    size_t map = round_up(off + size, QS_CHUNK_SIZE);
+    size_t old = ch->map_size;
+    if (map == old)
+        return ch;
+    if (map < old) {
+        struct qs_chunk *tail = (struct qs_chunk *)((char *)ch + map);
+        qs_page_map_set(tail, old - map, true);
+        if (unlikely(qs_os_unmap(tail, old - map) != 0)) {
+            /* refused: the block keeps its size (a realloc that shrinks
+             * may keep the bigger block) */
+            qs_page_unmap_refused(old - map);
+            qs_page_map_set(ch, old, false);
+            return ch;
+        }
+    } else if (qs_os_remap_inplace(ch, old, map) == 0) {
+        qs_page_map_set(ch, map, false);
+    } else {
+        size_t malign = off > QS_CHUNK_SIZE ? off : QS_CHUNK_SIZE;
+        struct qs_chunk *dst = qs_os_map_aligned(map, malign);
+        if (!dst)
+            return NULL;
+        if (qs_os_remap_to(ch, old, dst, old) != 0) {
+            if (qs_os_unmap(dst, map) != 0) /* never qslab's: left mapped */
+                qs_page_unmap_refused(map);
+            errno = ENOMEM;
+            return NULL;
+        }
+        qs_page_map_set(ch, old, true); /* the old range is gone (moved) */
+        ch = dst;
+        ch->large_ptr = (char *)ch + off;
+        qs_page_map_set(ch, map, false);
+    }
+    ch->map_size = map;
+    ch->large_size = map - off;
+    return ch;
+}
+
+/* ---- fault injection (os.h; the API of qslab.h) ---- */
+
+QSLAB_EXPORT int qslab_fault_inject(unsigned long nth, unsigned flags)
+{
+    if (flags & ~(QSLAB_FAULT_RELEASE | QSLAB_FAULT_EVERY)) {
+        errno = EINVAL;
+        return -1;
+    }
+    qs_init(); /* start-up's own requests are not the caller's to count */
+    int kind = flags & QSLAB_FAULT_RELEASE ? QS_OS_FAULT_RELEASE : QS_OS_FAULT_MAP;
+    qs_os_fault_arm(kind, nth, (flags & QSLAB_FAULT_EVERY) != 0);
+    return 0;
+}
+
+QSLAB_EXPORT unsigned long qslab_fault_injected(unsigned flags)
+{
+    return qs_os_fault_injected(flags & QSLAB_FAULT_RELEASE ? QS_OS_FAULT_RELEASE
+                                                            : QS_OS_FAULT_MAP);
+}
