@@ -2,7 +2,8 @@
  * front/slqb/slqb.h - what the SLQB front end's files share among
  * themselves: queue.c (refills, flushes, routing, the owner's slow paths),
  * remote.c (remote frees in batches, inboxes), budget.c (the owner budget,
- * grants, stashes) and cpu.c (per-CPU queues' slow paths).  The slow paths
+ * grants, stashes), cpu.c (per-CPU queues' slow paths) and misuse.c (bad
+ * frees: second frees, bad words and links).  The slow paths
  * other layers call are declared in core/internal.h.
  */
 #ifndef QSLAB_SLQB_H
@@ -24,8 +25,8 @@ struct qs_batch *slqb_batch_for(qslab_cache *c, struct qs_queue *q, struct qs_ba
 void slqb_send_pending(qslab_cache *c, struct qs_queue *q, bool taken); /* remote.c */
 unsigned slqb_claim_into(qslab_cache *c, struct qs_queue *q, void **dst, unsigned room); /* remote.c */
 void slqb_percpu_fb_open(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj); /* remote.c */
-void slqb_slab_put_twice(qslab_cache *c, struct qs_slab *s, void *obj); /* queue.c */
-void slqb_put_twice_report(qslab_cache *c, struct qs_queue *q, void *obj); /* queue.c */
+void slqb_slab_put_twice(qslab_cache *c, struct qs_slab *s, void *obj); /* misuse.c */
+void slqb_put_twice_report(qslab_cache *c, struct qs_queue *q, void *obj); /* misuse.c */
 struct qs_batch *slqb_pending_find(qslab_cache *c, struct qs_queue *q, struct qs_list *to); /* remote.c */
 void slqb_send_batch(qslab_cache *c, struct qs_queue *q, struct qs_batch *b); /* remote.c */
 /* Flush up to n objects from the top of a CPU's queue q home (q->lock
