@@ -51,11 +51,6 @@ static void id_free(unsigned id)
     id_bits[id / 64] &= ~(1ULL << (id % 64));
 }
 
-static size_t round_up(size_t v, size_t a)
-{
-    return (v + a - 1) & ~(a - 1);
-}
-
 /* Per-cache link secrets: one getrandom per process, then splitmix64 over a
  * counter (start-up makes 25 caches; 25 system calls saved). */
 static uint64_t cache_secret(void)
@@ -97,11 +92,11 @@ bool qs_cache_setup_debug(qslab_cache *c, const char *name, size_t size, size_t 
     c->debug = (uint8_t)(debug >= 0 ? (unsigned)debug : qs_debug_flags_for(name, flags));
     size_t link_off, slot;
     for (;;) {
-        link_off = ctor ? round_up(size, 8) : 0;
+        link_off = ctor ? qs_round_up(size, 8) : 0;
         slot = ctor ? link_off + sizeof(uintptr_t) : size;
         if (slot < sizeof(uintptr_t))
             slot = sizeof(uintptr_t);
-        slot = round_up(slot, align);
+        slot = qs_round_up(slot, align);
         c->red_left = 0;
         bool laid = !c->debug || qs_debug_layout(c, size, align, &slot, &link_off);
         if (laid && slot + c->red_left <= qs_slab_bytes(QS_MAX_ORDER) && slot <= UINT32_MAX)

@@ -105,6 +105,12 @@
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define QS_NOINLINE __attribute__((noinline, cold))
 
+/* v rounded up to a multiple of a (a power of two). */
+static inline size_t qs_round_up(size_t v, size_t a)
+{
+    return (v + a - 1) & ~(a - 1);
+}
+
 /* Debug tiers: QSLAB_DEBUG (cheap asserts), QSLAB_DEBUG_EXPENSIVE (walkers). */
 #ifndef QSLAB_DEBUG
 #define QSLAB_DEBUG 0

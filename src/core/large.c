@@ -9,11 +9,6 @@
 #include <errno.h>
 #include <string.h>
 
-static size_t round_up(size_t v, size_t a)
-{
-    return (v + a - 1) & ~(a - 1);
-}
-
 static size_t large_offset(size_t align)
 {
     return align > QS_PAGE_SIZE ? align : QS_PAGE_SIZE;
@@ -24,7 +19,7 @@ struct qs_chunk *qs_page_map_large(size_t size, size_t align)
     size_t off = large_offset(align);
     if (size > ((size_t)1 << 46) - off)
         return NULL;
-    size_t map = round_up(off + size, QS_CHUNK_SIZE);
+    size_t map = qs_round_up(off + size, QS_CHUNK_SIZE);
     size_t malign = align > QS_CHUNK_SIZE ? align : QS_CHUNK_SIZE;
     struct qs_chunk *ch = qs_os_map_aligned(map, malign);
     if (!ch)
@@ -60,7 +55,7 @@ struct qs_chunk *qs_page_remap_large(struct qs_chunk *ch, size_t size)
     size_t off = (size_t)(ch->large_ptr - (char *)ch);
     if (size > ((size_t)1 << 46) - off)
         return NULL;
-    size_t map = round_up(off + size, QS_CHUNK_SIZE);
+    size_t map = qs_round_up(off + size, QS_CHUNK_SIZE);
     size_t old = ch->map_size;
     if (map == old)
         return ch;

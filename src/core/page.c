@@ -100,11 +100,6 @@ void qs_page_lock_all(bool lock)
             (lock ? qs_lock_acquire : qs_lock_release)(&pools[n][o].lock);
 }
 
-static size_t round_up(size_t v, size_t a)
-{
-    return (v + a - 1) & ~(a - 1);
-}
-
 /* Mark the units of [ch, ch + size) as belonging to chunk ch (or to nobody,
  * when clear).  A one-unit slab chunk gets the byte that locates its slab
  * descriptors (internal.h); other chunks get back-distances.  Entries are
@@ -152,8 +147,8 @@ static void chunk_layout(unsigned order, uint32_t *nr, uint32_t *first, size_t *
          * (sb + a unit) / 64 bytes do */
         *nr = 1;
         *first = 0;
-        *data_off = round_up(QS_PAGE_SIZE + (sb + QS_CHUNK_SIZE) / 64, QS_PAGE_SIZE);
-        *map_size = round_up(*data_off + sb, QS_CHUNK_SIZE);
+        *data_off = qs_round_up(QS_PAGE_SIZE + (sb + QS_CHUNK_SIZE) / 64, QS_PAGE_SIZE);
+        *map_size = qs_round_up(*data_off + sb, QS_CHUNK_SIZE);
         return;
     }
     uint32_t n = (uint32_t)(QS_CHUNK_SIZE / sb);
@@ -161,7 +156,7 @@ static void chunk_layout(unsigned order, uint32_t *nr, uint32_t *first, size_t *
      * offset alone: those of the header's and the free bits' slots stay
      * zero, span 0), then the free bits: in the header's slots when they
      * have room, else in the unit's last 64 KiB, whose slots go */
-    size_t hdr = round_up(sizeof(struct qs_chunk) + n * sizeof(struct qs_slab), QS_PAGE_SIZE);
+    size_t hdr = qs_round_up(sizeof(struct qs_chunk) + n * sizeof(struct qs_slab), QS_PAGE_SIZE);
     *first = (uint32_t)((hdr + sb - 1) / sb);
     bool at_end = qs_fbits_off[order] == QS_CHUNK_SIZE - QS_FBITS_BYTES;
     *nr = at_end ? (uint32_t)((QS_CHUNK_SIZE - QS_FBITS_BYTES) / sb) : n;

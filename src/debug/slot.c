@@ -59,11 +59,6 @@ static void tools_usable(void *p, size_t n)
 #endif
 }
 
-static size_t round_up(size_t v, size_t a)
-{
-    return (v + a - 1) & ~(a - 1);
-}
-
 bool qs_debug_layout(qslab_cache *c, size_t size, size_t align, size_t *slot, size_t *link_off)
 {
     unsigned d = c->debug;
@@ -71,13 +66,13 @@ bool qs_debug_layout(qslab_cache *c, size_t size, size_t align, size_t *slot, si
     if (align < 16 && size >= 16)
         align = 16;
     bool red = d & (QS_DBG_Z | QS_DBG_V); /* V: red zones the tools guard */
-    size_t red_left = red ? round_up(QS_RED_MIN, align) : 0;
-    size_t link = round_up(size, 8) + (red ? QS_RED_MIN : 0);
+    size_t red_left = red ? qs_round_up(QS_RED_MIN, align) : 0;
+    size_t link = qs_round_up(size, 8) + (red ? QS_RED_MIN : 0);
     size_t end = link + sizeof(uintptr_t);
     c->track_off = (uint32_t)end;
     if (d & QS_DBG_U)
         end += 2 * sizeof(struct qs_track);
-    size_t s = round_up(end + red_left, align);
+    size_t s = qs_round_up(end + red_left, align);
     if (s > UINT32_MAX || red_left > UINT32_MAX)
         return false;
     c->red_left = (uint32_t)red_left;
