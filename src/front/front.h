@@ -114,6 +114,9 @@ struct qs_front {
     void (*give_back)(qslab_cache *c, struct qs_queue *q, void *const *objs, unsigned long n);
     /* objects in a slab of `order` (NULL: slab bytes / slot size) */
     unsigned (*objs_per_slab)(const qslab_cache *c, unsigned order);
+    /* the slabinfo line's "tunables" of c: limit, batchcount, sharedfactor
+     * (NULL: SLQB's hiwater and freebatch, and 0) */
+    void (*slabinfo_tunables)(const qslab_cache *c, unsigned long out[3]);
 };
 
 extern const struct qs_front qs_front_slqb, qs_front_slob, qs_front_slub, qs_front_slab,

@@ -146,7 +146,9 @@ QSLAB_EXPORT void qslab_slabinfo(int fd)
     for (qslab_cache *c = qs_caches; c; c = c->next) {
         struct qslab_cache_stats st;
         fill(c, &st);
-        bool slab = c->front == QS_FRONT_SLAB; /* SLAB's own: limit, batchcount, shared */
+        unsigned long tun[3] = {QS_LOAD(c->hiwater), QS_LOAD(c->freebatch), 0};
+        if (qs_front_of(c)->slabinfo_tunables) /* SLAB's own: limit, batchcount, shared */
+            qs_front_of(c)->slabinfo_tunables(c, tun);
         char fl[8] = "";
         if (c->debug) /* every slab of the cache is a debug slab */
             qs_debug_flags_str(c->debug, fl);
@@ -154,9 +156,9 @@ QSLAB_EXPORT void qslab_slabinfo(int fd)
             .name = c->name,
             .front = qs_front_of(c)->name,
             .st = &st,
-            .limit = slab ? QS_LOAD(c->slab_limit) : QS_LOAD(c->hiwater),
-            .batchcount = slab ? QS_LOAD(c->slab_batch) : QS_LOAD(c->freebatch),
-            .sharedfactor = slab ? QS_LOAD(c->slab_shared) : 0,
+            .limit = tun[0],
+            .batchcount = tun[1],
+            .sharedfactor = tun[2],
             .debug = fl,
         };
         b.len += qs_slabinfo_line(out + b.len, b.cap - b.len, &row);

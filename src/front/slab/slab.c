@@ -321,6 +321,14 @@ static void slab_free(qslab_cache *c, struct qs_slab *s, void *obj)
     th_free(c, s, obj);
 }
 
+/* /proc/slabinfo's tunables columns are SLAB's own */
+static void slab_slabinfo_tunables(const qslab_cache *c, unsigned long out[3])
+{
+    out[0] = QS_LOAD(c->slab_limit);
+    out[1] = QS_LOAD(c->slab_batch);
+    out[2] = QS_LOAD(c->slab_shared);
+}
+
 const struct qs_front qs_front_slab = {
     .name = "slab",
     .what = "per-owner arrays, a shared array and alien arrays per node (SLAB)",
@@ -337,4 +345,5 @@ const struct qs_front qs_front_slab = {
     .give_back = slabfe_slab_give_back,
     .objs_per_slab = slabfe_slab_objs_per_slab,
     .tuned = slabfe_slab_tuned,
+    .slabinfo_tunables = slab_slabinfo_tunables,
 };
