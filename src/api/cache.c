@@ -27,7 +27,7 @@
 
 qs_lock qs_global;
 qslab_cache *qs_caches;
-static qslab_cache **caches_tail = &qs_caches; /* the last cache's next (qs_global) */
+qslab_cache **qs_caches_tail = &qs_caches;
 qslab_cache *qs_cache_by_id[QS_MAX_CACHES];
 volatile int qs_initialized;
 
@@ -65,16 +65,11 @@ static uint64_t cache_secret(void)
     return z ^ (z >> 31);
 }
 
-bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align, unsigned long flags,
-                    void (*ctor)(void *), bool is_kmalloc)
-{
-    return qs_cache_setup_debug(c, name, size, align, flags, ctor, is_kmalloc, -1);
-}
-
 /* debug: the cache's QS_DBG_* flags, or -1 for those its flags and
- * QSLAB_DEBUG give it (a debug twin's are its tunable's: twin.c) */
-bool qs_cache_setup_debug(qslab_cache *c, const char *name, size_t size, size_t align,
-                          unsigned long flags, void (*ctor)(void *), bool is_kmalloc, int debug)
+ * QSLAB_DEBUG give it (a debug twin's are its tunable's: twin.c, through
+ * qs_api_hooks.cache_setup, core/hooks.h) */
+static bool cache_setup(qslab_cache *c, const char *name, size_t size, size_t align,
+                        unsigned long flags, void (*ctor)(void *), bool is_kmalloc, int debug)
 {
     if (size > qs_slab_bytes(QS_MAX_ORDER)) { /* no slab can hold it */
         errno = EINVAL;
@@ -159,9 +154,9 @@ bool qs_cache_setup_debug(qslab_cache *c, const char *name, size_t size, size_t 
     __atomic_store_n(&qs_cache_by_id[c->id], c, __ATOMIC_RELEASE);
     /* append, so that slabinfo lists caches in creation order */
     c->next = NULL;
-    c->pprev = caches_tail;
-    *caches_tail = c;
-    caches_tail = &c->next;
+    c->pprev = qs_caches_tail;
+    *qs_caches_tail = c;
+    qs_caches_tail = &c->next;
     if (c->twin_of) { /* a debug twin: after its cache's others (twin.c) */
         qslab_cache **tp = &c->twin_of->twins;
         while (*tp)
@@ -175,12 +170,23 @@ bool qs_cache_setup_debug(qslab_cache *c, const char *name, size_t size, size_t 
     return true;
 }
 
+bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align, unsigned long flags,
+                    void (*ctor)(void *), bool is_kmalloc)
+{
+    return cache_setup(c, name, size, align, flags, ctor, is_kmalloc, -1);
+}
+
 void qs_init_slow(void)
 {
     static qs_lock init_lock;
     qs_lock_acquire(&init_lock);
     if (!qs_initialized) {
         qs_observe_ready();
+        /* the calls of the layers below into debug, observe and this one
+         * (core/hooks.h): before anything that could need them */
+        qs_debug_hooks_register();
+        qs_observe_hooks_register();
+        qs_api_hooks.cache_setup = cache_setup;
         qs_node_topology_init();
         qs_owner_kind_init();
         qs_owner_budget_default(); /* before QSLAB_TUNE's owner_budget (the first cache) */
@@ -338,10 +344,8 @@ static QS_NOINLINE void cache_free_other(qslab_cache *c, void *obj)
         qs_free_fast(c, s, obj);
     else if (s && s->cache && s->cache->twin_of == c && qs_slab_valid_obj(s, obj))
         qs_free_fast(s->cache, s, obj); /* of its debug twin (twin.c) */
-    else if (s && qs_front_of(s->cache)->free_to) /* SLOB: pages every cache shares */
-        qs_front_of(s->cache)->free_to(c, s, obj);
-    else
-        qs_bad_free(c, obj);
+    else if (!(s && qs_front_of(s->cache)->free_to && qs_front_of(s->cache)->free_to(c, s, obj)))
+        qs_bad_free(c, obj); /* SLOB frees, or reports, what is in its shared pages */
 }
 
 QSLAB_EXPORT void qslab_cache_free(qslab_cache *c, void *obj)
@@ -387,18 +391,6 @@ static unsigned long live_objects(qslab_cache *c) /* qs_global held */
     unsigned long sum[QS_STAT_NR];
     qs_stats_sum(c, sum);
     return sum[QS_ALLOC_FAST] + sum[QS_ALLOC_SLOW] - sum[QS_FREE_FAST] - sum[QS_FREE_SLOW];
-}
-
-/* Off qs_caches (qs_global held) */
-void qs_cache_unlist(qslab_cache *c)
-{
-    *c->pprev = c->next;
-    if (c->next)
-        c->next->pprev = c->pprev;
-    else
-        caches_tail = c->pprev;
-    c->next = NULL;
-    c->pprev = NULL;
 }
 
 /* Off every list, its id free (qs_global held, inside qs_observe_begin/end) */

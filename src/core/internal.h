@@ -2,11 +2,14 @@
  * internal.h - qslab's core structures.  Read this comment first.
  *
  * LAYERS (docs/design.md, "Layers"; a folder of src/ each, lowest first; a
- * layer includes only its own and lower layers' headers: scripts/check-layers)
+ * layer includes only its own and lower layers' headers: scripts/check-layers;
+ * where one calls a higher layer, it calls through a table of core/hooks.h
+ * that the higher layer fills in)
  *   os/       the only code that calls the OS (contract: os/os.h)
  *   core/     meta.c (qslab's own structures), page.c (4 MiB chunks cut into
  *             slabs, the unit map, large blocks), slab.c (objects in a slab),
- *             node.c (NUMA, per-node lists, empty FIFO), report.c (messages)
+ *             node.c (NUMA, per-node lists, empty FIFO), report.c (messages),
+ *             hooks.[ch] (the calls up the layers, which those layers fill in)
  *   owner/    owner.c (who owns a queue: a CPU or a thread), percpu.[ch]
  *             (restartable sequences)
  *   front/    front.[ch] (the interface, the registry), fastpath.h (the inline
@@ -584,8 +587,7 @@ enum {
     QS_DBG_V = 64, /* tell valgrind's memcheck and ASan about objects (automatic
                       under valgrind); qslab's own Z and P checks then stay off */
 };
-extern bool qs_debug_tools; /* a cache with V exists: slabs leaving say so */
-void qs_debug_slab_released(struct qs_slab *s); /* its memory usable again */
+/* qs_debug_tools, qs_debug_hooks.slab_released: core/hooks.h */
 void qs_debug_large(void *p, size_t size, bool alloc); /* large blocks, to the tools */
 
 /* Per-thread owner (TLS). */
@@ -673,7 +675,11 @@ extern int qs_nr_nodes;          /* nodes qslab uses (real or fake) */
 extern bool qs_multi_node;       /* qs_nr_nodes > 1 */
 extern bool qs_real_numa;        /* bind slabs with mbind */
 extern qs_lock qs_global;
+/* The cache list, in creation order, and the live caches by id (qs_global;
+ * defined with the caches' set-up and destroy, api/cache.c) */
 extern qslab_cache *qs_caches;
+extern qslab_cache **qs_caches_tail; /* the last cache's next */
+extern qslab_cache *qs_cache_by_id[QS_MAX_CACHES];
 extern __thread struct qs_owner qs_self __attribute__((tls_model("initial-exec")));
 extern struct qs_queue qs_no_queue; /* "no queue" for the fast paths (fastpath.h) */
 extern volatile int qs_initialized;
@@ -683,6 +689,18 @@ static inline void qs_init(void)
 {
     if (unlikely(!__atomic_load_n(&qs_initialized, __ATOMIC_ACQUIRE)))
         qs_init_slow();
+}
+
+/* Off qs_caches (qs_global held): a cache destroyed, SLOB's arena */
+static inline void qs_cache_unlist(qslab_cache *c)
+{
+    *c->pprev = c->next;
+    if (c->next)
+        c->next->pprev = c->pprev;
+    else
+        qs_caches_tail = c->pprev;
+    c->next = NULL;
+    c->pprev = NULL;
 }
 
 /* ---- report.c ---- */
@@ -700,6 +718,11 @@ void qs_fatal(const char *fmt, ...);
 void qs_warn(const char *fmt, ...);
 void qs_vformat(struct qs_buf *b, const char *fmt, __builtin_va_list ap);
 void qs_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn));
+/* While b is set, qs_warn appends the calling thread's messages to b (each
+ * "qslab: ...\n") instead of writing them to stderr; NULL restores stderr.
+ * The control thread (observe/control_cmd.c) captures qslab_tune's
+ * refusals and qslab_cache_validate's problems this way. */
+void qs_warn_capture(struct qs_buf *b);
 
 qslab_fatal_fn qs_fatal_handler(void);  /* report.c: the user's, or NULL */
 
@@ -772,6 +795,46 @@ static inline void qs_queue_nr_set(struct qs_queue *q, unsigned nr)
     QS_STORE(q->moved, q->moved + (unsigned long)nr - QS_TOP_NR(t));
     QS_STORE(q->top, (t & ~QS_TOP_NR_MASK) | nr);
     __atomic_store_n(&q->nr_seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+/* The readers' side: one queue's counters, as read (a consistent pair of
+ * top and moved: the reader retried while nr_seq was odd or moved), by the
+ * library (qs_stats_sum, front.c: atomic loads under qs_global) or by the
+ * reader of another process (tools/: process_vm_readv). */
+struct qs_queue_raw {
+    unsigned long stat[QS_STAT_NR];
+    unsigned long moved;
+    uint64_t top, fb;
+    uint32_t fb_base;
+    uint64_t sl_pops, sl_pushes; /* SLUB's exact fast counters */
+};
+
+/* Add one queue's events to sum[QS_STAT_NR].  queues: the cache's front
+ * end has SLQB's queues (free_fast derived); otherwise its fast counters
+ * are exact.  *pops_seen, *pops_raw: the fast pops accumulated so far and
+ * the raw count of `top` then (pops wrap at 2^43); updated (the in-process
+ * reader stores them back, an outside reader keeps the target's). */
+static inline void qs_calc_queue(const struct qs_queue_raw *r, bool queues, unsigned long *pops_seen,
+                                 uint64_t *pops_raw, unsigned long *sum)
+{
+    unsigned long st[QS_STAT_NR];
+    for (int i = 0; i < QS_STAT_NR; i++)
+        st[i] = r->stat[i];
+    if (!queues) { /* counted as they happen (slub.c) */
+        st[QS_ALLOC_FAST] += r->sl_pops;
+        st[QS_FREE_FAST] += r->sl_pushes;
+    } else {
+        uint64_t raw = QS_TOP_POPS(r->top);
+        *pops_seen += (raw - *pops_raw) & (((uint64_t)1 << (64 - QS_TOP_SHIFT)) - 1);
+        *pops_raw = raw;
+        st[QS_ALLOC_FAST] += *pops_seen;
+        unsigned long nr = QS_TOP_NR(r->top);
+        st[QS_FREE_FAST] = nr + st[QS_ALLOC_FAST] + st[QS_ALLOC_SLOW] - st[QS_NODE_ALLOC] - r->moved;
+        if (r->fb && QS_FB_N(r->fb) >= r->fb_base)
+            st[QS_FREE_FAST] += QS_FB_N(r->fb) - r->fb_base;
+    }
+    for (int i = 0; i < QS_STAT_NR; i++)
+        sum[i] += st[i];
 }
 
 /* How many objects q may hold: its grant from the owner budget, at most

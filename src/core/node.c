@@ -29,7 +29,7 @@
  * purger until it keeps empty slabs again.
  */
 #include "front/front.h"
-#include "debug/debug.h"
+#include "core/hooks.h"
 
 #include <errno.h>
 
@@ -572,7 +572,7 @@ void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node)
     /* a debug cache checks the object (under the lock: its validation
      * walks slabs under it too); one that fails is kept out of use,
      * counted as allocated (debug/slot.c), and another is taken */
-    bool quarantined = obj && unlikely(c->debug) && !qs_debug_alloc_locked(c, s, obj);
+    bool quarantined = obj && unlikely(c->debug) && !qs_debug_hooks.alloc_locked(c, s, obj);
     if (!s->freelist && !qs_slab_growable(c, s)) {
         qs_list_del(&n->list, s);
         qs_list_add(&n->list, s, QS_SLAB_FULL);

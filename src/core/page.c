@@ -49,6 +49,7 @@
  * written only by whoever maps or unmaps that chunk.
  */
 #include "core/internal.h"
+#include "core/hooks.h"
 
 #include <errno.h>
 #include <string.h>
@@ -617,7 +618,7 @@ static void slab_leave(struct qs_slab *s)
 {
     __atomic_sub_fetch(&slab_bytes, qs_slab_bytes(s->order), __ATOMIC_RELAXED);
     if (unlikely(qs_debug_tools)) /* valgrind or ASan saw its objects: usable again */
-        qs_debug_slab_released(s);
+        qs_debug_hooks.slab_released(s);
     __atomic_store_n(&s->cache, NULL, __ATOMIC_RELAXED);
     __atomic_store_n(&s->span, 0, __ATOMIC_RELAXED); /* no pointer is its object now */
     __atomic_store_n(&s->state, (uint8_t)QS_SLAB_FREE, __ATOMIC_RELAXED); /* qs_page_walk */

@@ -1,13 +1,15 @@
 /*
  * report.c - messages without stdio (the allocator may be running inside
- * malloc), the replaceable fatal handler, and a lock's slow path.
+ * malloc), a thread's warnings captured when it asks (qs_warn_capture: the
+ * control channel's answers), the replaceable fatal handler, and a lock's
+ * slow path.
  */
-#include "observe/control.h"
+#include "core/internal.h"
 
 #include <stdarg.h>
 
 static qslab_fatal_fn fatal_handler;
-/* qs_warn's text, captured instead of written (control.h): one thread's own */
+/* qs_warn's text, captured instead of written (qs_warn_capture): one thread's own */
 static __thread struct qs_buf *warn_capture __attribute__((tls_model("initial-exec")));
 
 void qs_warn_capture(struct qs_buf *b)

@@ -24,7 +24,7 @@
  * node lock for node-owned slabs.
  */
 #include "core/internal.h"
-#include "debug/debug.h"
+#include "core/hooks.h"
 
 #include <string.h>
 
@@ -373,7 +373,7 @@ static uint32_t slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
     else
         born_in_order(c, s, s->base + (size_t)n * size, k, dst, p, fbits);
     if (unlikely(c->debug)) /* red zones, poison, tracks (debug/slot.c) */
-        qs_debug_born(c, s->base + (size_t)n * size, k);
+        qs_debug_hooks.born(c, s->base + (size_t)n * size, k);
     s->inuse += p;
     *placed = p;
     s->objects = n + k;

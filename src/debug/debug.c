@@ -22,8 +22,11 @@
  * walk never sees a half-written red zone.  The bytes of an allocated
  * object belong to its user: only their red zones are read.
  *
- * THE FILES.  This one holds the front end's hooks and the walks over a
- * debug cache's objects (validation, the purger's tick); the rest of the
+ * THE FILES.  This one holds the front end's hooks, the walks over a
+ * debug cache's objects (validation, the purger's tick) and the
+ * registration of the debug layer's calls from the layers below
+ * (qs_debug_hooks, core/hooks.h: the whole layer's, guard.c's and
+ * twin.c's included); the rest of the
  * debug front end is, by what it does (their shared header: debug_int.h):
  *   flags.c   which caches, with which flags: QSLAB_DEBUG (slub_debug)
  *   slot.c    the slot layout, red zones, poison, the checks under the
@@ -128,6 +131,26 @@ static size_t debug_shrink(qslab_cache *c)
 static unsigned debug_objs_per_slab(const qslab_cache *c, unsigned order)
 {
     return (unsigned)((qs_slab_bytes(order) - c->red_left) / c->slot_size);
+}
+
+/* ---- the calls of the layers below into this one (core/hooks.h) ---- */
+
+/* qs_init_slow, first thing: before any cache is made or any slow path
+ * runs, so no hook is ever called while NULL (core/hooks.h) */
+void qs_debug_hooks_register(void)
+{
+    qs_debug_hooks = (struct qs_debug_hooks){
+        .born = qs_debug_born,
+        .alloc_locked = qs_debug_alloc_locked,
+        .free_locked = qs_debug_free_locked,
+        .bad_link = qs_debug_bad_link,
+        .guard_alloc = qs_guard_alloc,
+        .guard_armed_free = qs_guard_armed_free,
+        .twin_queue_knobs = qs_twin_queue_knobs,
+        .twin_take = qs_twin_take,
+        .twin_alloc = qs_twin_alloc,
+        .slab_released = qs_debug_slab_released,
+    };
 }
 
 const struct qs_front qs_front_debug = {

@@ -7,12 +7,18 @@
 #define QSLAB_DEBUG_H
 
 #include "core/internal.h"
+#include "core/hooks.h" /* qs_guard_on, qs_twin_divert */
 
 #pragma GCC visibility push(hidden)
 
+/* Fill qs_debug_hooks (core/hooks.h), the calls of the layers below into
+ * this one: qs_init_slow, first thing (debug.c) */
+void qs_debug_hooks_register(void);
+void qs_debug_slab_released(struct qs_slab *s); /* its memory usable again (page.c's hook) */
+
 /* ---- guard.c (QSLAB_GUARD_SAMPLE: docs/debugging.md) ---- */
 extern unsigned long qs_guard_rate;   /* QSLAB_GUARD_SAMPLE's N; 0: none (start-up) */
-extern int qs_guard_on;               /* sampling anywhere (N, or a cache's guard_sample) */
+/* qs_guard_on (core/hooks.h): sampling anywhere (N, or a cache's guard_sample) */
 void qs_guard_enable(void);           /* a cache's guard_sample was set */
 #define QS_GUARD_MAX_RATE 1000000000UL
 extern uintptr_t qs_guard_lo, qs_guard_hi; /* the pool's range, once mapped */
@@ -72,16 +78,8 @@ qslab_cache *qs_twin_next(const qslab_cache *c, const qslab_cache *after);
 void qs_twin_queue_knobs(qslab_cache *c, struct qs_queue *q);
 void *qs_twin_alloc(qslab_cache *t, int node); /* an allocation of c's twin t */
 qslab_cache *qs_twin_take(qslab_cache *c, qslab_cache *t); /* qs_twin_divert's queue test */
-/* The twin that takes this allocation of c, or NULL: c has none, or the
- * caller's own (thread) queue still holds objects, which it hands out
- * first.  A CPU's queues were emptied when the twin came (twin.c). */
-static inline qslab_cache *qs_twin_divert(qslab_cache *c)
-{
-    qslab_cache *t = __atomic_load_n(&c->dbg_alloc, __ATOMIC_ACQUIRE);
-    if (likely(t == NULL))
-        return NULL;
-    return qs_twin_take(c, t);
-}
+/* qs_twin_divert(c), the twin that takes this allocation of c, or NULL:
+ * in core/hooks.h, as the slow paths below this layer call it too */
 
 #pragma GCC visibility pop
 

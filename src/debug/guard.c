@@ -55,7 +55,7 @@
 #define QS_GUARD_FILL 0xfb /* the bytes of a data page around its object */
 
 unsigned long qs_guard_rate;
-int qs_guard_on;
+/* qs_guard_on, the slow paths' flag, is core's (core/hooks.h): set here */
 static int guard_enabled;
 uintptr_t qs_guard_lo, qs_guard_hi;
 

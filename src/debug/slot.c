@@ -40,8 +40,6 @@
 
 #define QS_RED_MIN 16 /* right red zone past the object's 8-byte padding */
 
-bool qs_debug_tools;
-
 /* [p, p+n) is not the program's to touch (red zones, free objects) */
 static void tools_noaccess(void *p, size_t n)
 {

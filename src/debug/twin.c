@@ -36,17 +36,16 @@
  * A twin lives until its cache is destroyed.
  *
  * Concurrency: tunes of `debug` are serialised by twin_lock (a twin is made
- * outside qs_global, which qs_cache_setup takes).  dbg_alloc is published
- * with a release store after the twin is fully made and listed; the slow
- * paths load it with acquire.  A slow path that read the old value makes
- * one allocation of the old kind; nothing depends on which.  The twin's
- * memory is never freed while its cache lives, so a stale pointer stays
- * valid.
+ * outside qs_global, which making a cache takes: qs_api_hooks.cache_setup,
+ * the API's set-up).  dbg_alloc is published with a release store after the
+ * twin is fully made and listed; the slow paths load it with acquire.  A
+ * slow path that read the old value makes one allocation of the old kind;
+ * nothing depends on which.  The twin's memory is never freed while its
+ * cache lives, so a stale pointer stays valid.
  */
 #include "front/fastpath.h"
 #include "front/front.h"
 #include "debug/debug.h"
-#include "api/api.h"
 
 #include <errno.h>
 #include <string.h>
@@ -189,9 +188,9 @@ int qs_twin_tune(qslab_cache *c, const char *value, size_t vlen)
         char fl[8], name[QS_NAME_MAX];
         qs_debug_flags_str(d, fl);
         twin_name(name, c->name, fl);
-        t->twin_of = c; /* before qs_cache_setup lists it */
-        if (!qs_cache_setup_debug(t, name, c->obj_size, c->align, c->flags, c->ctor, c->is_kmalloc,
-                                  (int)d)) {
+        t->twin_of = c; /* before cache_setup lists it */
+        if (!qs_api_hooks.cache_setup(t, name, c->obj_size, c->align, c->flags, c->ctor, c->is_kmalloc,
+                                 (int)d)) {
             int e = errno;
             qs_meta_free(t, sizeof(*t));
             qs_lock_release(&twin_lock);

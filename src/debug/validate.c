@@ -15,7 +15,6 @@
 #include "front/fastpath.h"
 #include "front/front.h"
 #include "debug/debug.h"
-#include "observe/stats.h"
 
 void qs_walk_problem(struct qs_walk *w, const char *what, const void *where)
 {

@@ -60,8 +60,10 @@ struct qs_front {
     void (*free)(qslab_cache *c, struct qs_slab *s, void *obj);
     /* qslab_cache_free(expected, obj) where obj lies in slab s of a cache
      * of this front end other than `expected` (SLOB: pages shared by every
-     * cache): free it or report it */
-    void (*free_to)(qslab_cache *expected, struct qs_slab *s, void *obj);
+     * cache): free it or report it and return true; or return false, s
+     * being none of the front end's shared memory, for the caller to
+     * report obj (qs_bad_free) */
+    bool (*free_to)(qslab_cache *expected, struct qs_slab *s, void *obj);
     /* usable bytes of obj, an object of slab s (kmalloc: the block's) */
     size_t (*usable)(struct qs_slab *s, const void *obj);
     /* shrink: give back what the front end keeps for cache c; bytes */
@@ -129,6 +131,10 @@ int qs_front_find(const char *name, size_t len); /* QS_FRONT_*, or -1 */
 unsigned qs_front_objs_per_slab(const qslab_cache *c, unsigned order);
 /* The default order of c's slabs under front end f. */
 unsigned qs_front_order(const qslab_cache *c, int f);
+/* c's event counters, its queues' and its orphan ones, summed into
+ * sum[QS_STAT_NR] (qs_global held): for the statistics (stats.c), tune,
+ * validation (validate.c) and destroy's live objects (cache.c) */
+void qs_stats_sum(qslab_cache *c, unsigned long *sum);
 
 static inline const struct qs_front *qs_front_of(const qslab_cache *c)
 {

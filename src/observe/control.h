@@ -82,12 +82,6 @@ extern qslab_cache *qs_ctl_pinned;
  * constructor: a point where starting a thread is safe). */
 void qs_control_init(void);
 
-/* report.c: while b is set, qs_warn appends the calling thread's messages
- * to b (each "qslab: ...\n") instead of writing them to stderr; NULL
- * restores stderr.  The control thread captures qslab_tune's refusals and
- * qslab_cache_validate's problems this way. */
-void qs_warn_capture(struct qs_buf *b);
-
 /* stats.c: the figures of caches gathered under qs_global (so no cache is
  * destroyed while it is read): the cache named `name`, or every cache
  * (name NULL).  Fills out[0..max) in list order; returns how many caches

@@ -5,9 +5,12 @@
  * the generation (observe.h: bumped under qs_global where the cache list, a
  * queue list or an owner table changes), the front ends' names (at the
  * first cache) and the objects-per-slab table (written under qs_global at
- * create and tune).  Nothing here runs on an allocation or free path.
+ * create and tune).  Nothing here runs on an allocation or free path (the
+ * seqlock's hooks only where a queue or a CPU's owner is made, and at a
+ * thread's exit).
  */
 #include "observe/observe.h"
+#include "core/hooks.h"
 #include "front/front.h"
 
 /* Objects per slab by cache id: the one figure of a cache that depends on
@@ -63,6 +66,27 @@ QSLAB_EXPORT struct qs_observe_root qslab_observe_root = {
 void qs_observe_ready(void)
 {
     __atomic_store_n(&qslab_observe_root.ready, 1, __ATOMIC_RELEASE);
+}
+
+/* qs_observe_begin and end for the layers below (core/hooks.h) */
+static void observe_begin_hook(void)
+{
+    qs_observe_begin();
+}
+
+static void observe_end_hook(void)
+{
+    qs_observe_end();
+}
+
+/* qs_init_slow, first thing: before any queue is attached or owner made,
+ * so the owner layer never calls them while NULL (core/hooks.h) */
+void qs_observe_hooks_register(void)
+{
+    qs_observe_hooks = (struct qs_observe_hooks){
+        .begin = observe_begin_hook,
+        .end = observe_end_hook,
+    };
 }
 
 void qs_observe_cache(const qslab_cache *c)

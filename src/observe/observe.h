@@ -126,6 +126,9 @@ static inline void qs_observe_end(void)
 /* The library runs, so it is relocated: the root's addresses hold
  * (`ready`; qs_init_slow, first thing). */
 void qs_observe_ready(void);
+/* Fill qs_observe_hooks (core/hooks.h: qs_observe_begin and end for the
+ * owner layer): qs_init_slow, first thing */
+void qs_observe_hooks_register(void);
 /* Publish what the reader cannot compute for cache c (objects per slab of
  * its front end at its order): at create, and after every tune. */
 void qs_observe_cache(const qslab_cache *c);

@@ -6,7 +6,9 @@
  *   qslab_stats_report  SLUB "slabinfo -AD" style: most active caches first
  * Counters live in the queues (one writer each, relaxed stores); queues are
  * never freed while their cache lives, so a sum over cache->queues under
- * qs_global sees every event, including those of exited threads.
+ * qs_global sees every event, including those of exited threads (the sum
+ * of a cache's counters, qs_stats_sum, is front.c's: validation takes it
+ * too).
  */
 #include "observe/control.h"
 #include "front/front.h"
@@ -18,37 +20,6 @@
 #include <stddef.h>
 #include <string.h>
 #include <unistd.h>
-
-void qs_stats_sum(qslab_cache *c, unsigned long *sum)
-{
-    memset(sum, 0, sizeof(unsigned long) * QS_STAT_NR);
-    bool queues = qs_front_of(c)->queues;
-    for (struct qs_queue *q = c->queues; q; q = q->all_next) {
-        struct qs_queue_raw r;
-        /* the seqcount pairs nr with moved (qs_queue_nr_set); an owner busy
-         * in its slow paths gets a few tries, then its last reading */
-        for (int tries = 0;; tries++) {
-            unsigned seq = __atomic_load_n(&q->nr_seq, __ATOMIC_ACQUIRE);
-            r.moved = QS_LOAD(q->moved);
-            for (int i = 0; i < QS_STAT_NR; i++)
-                r.stat[i] = QS_LOAD(q->stat[i]);
-            r.top = QS_LOAD(q->top); /* after the slow pops: undercount, never over */
-            r.fb = QS_LOAD(q->fb); /* a CPU's open batch: fast frees not counted yet */
-            r.fb_base = QS_LOAD(q->fb_base);
-            __atomic_thread_fence(__ATOMIC_ACQUIRE);
-            if ((!(seq & 1) && QS_LOAD(q->nr_seq) == seq) || tries >= 1000)
-                break;
-        }
-        r.sl_pops = QS_LOAD(q->sl.pops);
-        r.sl_pushes = QS_LOAD(q->sl.pushes);
-        /* fast pops count in top and wrap at 2^43: accumulate what moved
-         * since the last reading (exact while every queue is read at least
-         * once per 2^43 of its allocations; the purger reads them all) */
-        qs_calc_queue(&r, queues, &q->pops_seen, &q->pops_raw, sum);
-    }
-    for (int i = 0; i < QS_STAT_NR; i++)
-        sum[i] += QS_LOAD(c->orphan_stat[i]);
-}
 
 static void fill(qslab_cache *c, struct qslab_cache_stats *st)
 {

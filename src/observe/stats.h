@@ -9,7 +9,6 @@
 #pragma GCC visibility push(hidden)
 
 /* ---- stats.c ---- */
-void qs_stats_sum(qslab_cache *c, unsigned long *sum); /* qs_global held */
 void qs_stats_at_exit(void);
 void qs_stats_init(void);
 void qs_stats_totals(struct qs_totals *t);

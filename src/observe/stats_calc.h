@@ -5,8 +5,10 @@
  * process_vm_readv).  Only the gathering differs (in process, a plain
  * memcpy of live queues would be a data race for TSan and would skip the
  * inbox lock); what is computed from the values, and the /proc/slabinfo
- * line, are these functions.  No libc beyond string.h: the library calls
- * them from inside malloc.
+ * line, are these functions, and a queue's contribution, qs_calc_queue,
+ * which is core's (core/internal.h, beside the counters it reads: the
+ * in-process sum, qs_stats_sum, is the front layer's).  No libc beyond
+ * string.h: the library calls them from inside malloc.
  */
 #ifndef QSLAB_STATS_CALC_H
 #define QSLAB_STATS_CALC_H
@@ -14,43 +16,6 @@
 #include "core/internal.h"
 
 #include <string.h>
-
-/* One queue's counters, as read (a consistent pair of top and moved: the
- * reader retried while nr_seq was odd or moved). */
-struct qs_queue_raw {
-    unsigned long stat[QS_STAT_NR];
-    unsigned long moved;
-    uint64_t top, fb;
-    uint32_t fb_base;
-    uint64_t sl_pops, sl_pushes; /* SLUB's exact fast counters */
-};
-
-/* Add one queue's events to sum[QS_STAT_NR].  queues: the cache's front
- * end has SLQB's queues (free_fast derived); otherwise its fast counters
- * are exact.  *pops_seen, *pops_raw: the fast pops accumulated so far and
- * the raw count of `top` then (pops wrap at 2^43); updated (the in-process
- * reader stores them back, an outside reader keeps the target's). */
-static inline void qs_calc_queue(const struct qs_queue_raw *r, bool queues, unsigned long *pops_seen,
-                                 uint64_t *pops_raw, unsigned long *sum)
-{
-    unsigned long st[QS_STAT_NR];
-    memcpy(st, r->stat, sizeof(st));
-    if (!queues) { /* counted as they happen (slub.c) */
-        st[QS_ALLOC_FAST] += r->sl_pops;
-        st[QS_FREE_FAST] += r->sl_pushes;
-    } else {
-        uint64_t raw = QS_TOP_POPS(r->top);
-        *pops_seen += (raw - *pops_raw) & (((uint64_t)1 << (64 - QS_TOP_SHIFT)) - 1);
-        *pops_raw = raw;
-        st[QS_ALLOC_FAST] += *pops_seen;
-        unsigned long nr = QS_TOP_NR(r->top);
-        st[QS_FREE_FAST] = nr + st[QS_ALLOC_FAST] + st[QS_ALLOC_SLOW] - st[QS_NODE_ALLOC] - r->moved;
-        if (r->fb && QS_FB_N(r->fb) >= r->fb_base)
-            st[QS_FREE_FAST] += QS_FB_N(r->fb) - r->fb_base;
-    }
-    for (int i = 0; i < QS_STAT_NR; i++)
-        sum[i] += st[i];
-}
 
 /* The event fields of *st from the summed counters (queues' and orphan
  * ones); the caller zeroed *st and fills the rest (empty_slabs,

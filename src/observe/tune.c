@@ -15,7 +15,6 @@
 #include "front/front.h"
 #include "observe/observe.h"
 #include "debug/debug.h"
-#include "observe/stats.h"
 #include "observe/tune.h"
 
 #include <errno.h>

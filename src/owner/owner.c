@@ -23,9 +23,8 @@
  * reads its own slots without a lock.
  */
 #include "core/internal.h"
-#include "observe/observe.h"
+#include "core/hooks.h"
 #include "owner/percpu.h"
-#include "debug/debug.h"
 #include "owner/owner.h"
 
 #include <string.h>
@@ -138,10 +137,10 @@ static struct qs_owner *cpu_owner(int cpu)
     o->tid = -1;
     o->node = qs_node_of_cpu(cpu);
     o->state = 1;
-    qs_observe_begin(); /* an owner table changes (observe.h) */
+    qs_observe_hooks.begin(); /* an owner table changes (observe/observe.h) */
     __atomic_store_n(&qs_cpu_owners[cpu], o, __ATOMIC_RELEASE);
     __atomic_store_n(&qs_cpu_tables[cpu], ids, __ATOMIC_RELEASE);
-    qs_observe_end();
+    qs_observe_hooks.end();
     return o;
 }
 
@@ -257,10 +256,10 @@ struct qs_queue *qs_queue_attach(qslab_cache *c)
         if (!q)
             goto out;
         q->cache = c;
-        qs_observe_begin(); /* the cache's queue list changes (observe.h) */
+        qs_observe_hooks.begin(); /* the cache's queue list changes (observe/observe.h) */
         q->all_next = c->queues;
         c->queues = q;
-        qs_observe_end();
+        qs_observe_hooks.end();
     }
     q->owner = o;
     q->node = o->node;
@@ -297,7 +296,7 @@ struct qs_queue *qs_queue_attach(qslab_cache *c)
     if (slab)
         QS_STORE(q->park, q->limit);
     if ((slqb || slab) && QS_LOAD(c->dbg_alloc)) /* a debug twin takes the allocations (twin.c) */
-        qs_twin_queue_knobs(c, q);
+        qs_debug_hooks.twin_queue_knobs(c, q);
     qs_lock_acquire(&q->inbox.lock);
     q->inbox.dead = 0;
     qs_lock_release(&q->inbox.lock);
@@ -312,7 +311,7 @@ static void owner_exit(void *arg)
     struct qs_owner *o = &qs_self;
     o->state = 2; /* exiting: e.g. no purger start from under qs_global */
     qs_lock_acquire(&qs_global);
-    qs_observe_begin(); /* the owner's queues retire (observe.h) */
+    qs_observe_hooks.begin(); /* the owner's queues retire (observe/observe.h) */
     for (unsigned i = 0; i < o->cap; i++) {
         struct qs_queue *q = o->slots[i];
         if (!q)
@@ -328,7 +327,7 @@ static void owner_exit(void *arg)
     unsigned cap = o->cap;
     __atomic_store_n(&o->cap, 0, __ATOMIC_RELEASE);
     o->slots = NULL;
-    qs_observe_end();
+    qs_observe_hooks.end();
     qs_lock_release(&qs_global);
     qs_meta_free(slots, cap * sizeof(*slots));
     /* the slabs this thread gave back are on the empty FIFOs: make sure the

@@ -116,9 +116,9 @@
  */
 #include "front/fastpath.h"
 #include "front/front.h"
+#include "core/hooks.h"
 #include "front/slob/slob.h"
 #include "owner/owner.h"
-#include "api/api.h"
 
 #include <errno.h>
 #include <string.h>
@@ -387,12 +387,12 @@ static void slob_free(qslab_cache *c, struct qs_slab *s, void *obj)
         big_free(c, s, obj);
 }
 
-static void slob_free_to(qslab_cache *expected, struct qs_slab *s, void *obj)
+static bool slob_free_to(qslab_cache *expected, struct qs_slab *s, void *obj)
 {
-    if (s->cache == &qs_slob_arena)
-        page_free(expected, s, obj);
-    else
-        qs_bad_free(expected, obj);
+    if (s->cache != &qs_slob_arena)
+        return false; /* a big object's slab: the caller reports obj */
+    page_free(expected, s, obj);
+    return true;
 }
 
 static size_t slob_usable(struct qs_slab *s, const void *obj)
@@ -416,7 +416,7 @@ void qs_slob_setup(void)
 {
     slob_secret = qs_os_random64();
     qslab_cache *a = &qs_slob_arena;
-    if (!qs_cache_setup(a, "slob-pages", SLOB_UNIT, SLOB_UNIT, 0, NULL, false)) {
+    if (!qs_api_hooks.cache_setup(a, "slob-pages", SLOB_UNIT, SLOB_UNIT, 0, NULL, false, -1)) {
         qs_warn("cannot set up the SLOB arena");
         qs_os_abort();
     }

@@ -8,7 +8,7 @@
 #include "front/front.h"
 #include "front/slqb/slqb.h"
 #include "owner/owner.h"
-#include "debug/debug.h"
+#include "core/hooks.h"
 
 #include <errno.h>
 
@@ -259,7 +259,7 @@ void qs_percpu_free_slow(qslab_cache *c, struct qs_slab *s, void *obj, int why)
      * next allocation is a slow one (the sample); no push */
     bool armed = unlikely(QS_LOAD(q->guard_armed) != 0);
     if (armed)
-        qs_guard_armed_free(c, q);
+        qs_debug_hooks.guard_armed_free(c, q);
     for (int tries = 0; !armed && tries < 2; tries++) {
         unsigned nr = QS_TOP_NR(QS_LOAD(q->top));
         /* a miss (more of the owner budget): our own object at the limit,

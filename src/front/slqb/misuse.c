@@ -9,7 +9,7 @@
  */
 #include "front/fastpath.h"
 #include "front/slqb/slqb.h"
-#include "debug/debug.h"
+#include "core/hooks.h"
 
 /* obj, going onto slab s's free list, is on it already (its free bit,
  * internal.h): it was freed again while it sat there, and that second free
@@ -76,7 +76,7 @@ QS_NOINLINE void slqb_put_twice_report(qslab_cache *c, struct qs_queue *q, void 
 void qs_report_bad_link(qslab_cache *c, struct qs_queue *q, void *obj)
 {
     if (c->debug) { /* no queues, no stamps: the link word was overwritten */
-        qs_debug_bad_link(c, obj);
+        qs_debug_hooks.bad_link(c, obj);
         return;
     }
     uintptr_t w = *qs_link(c, obj);

@@ -40,7 +40,7 @@
  */
 #include "front/fastpath.h"
 #include "front/front.h"
-#include "debug/debug.h"
+#include "core/hooks.h"
 #include "owner/owner.h"
 #include "front/slqb/slqb.h"
 
@@ -320,7 +320,7 @@ void qs_free_full(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *o
     if (unlikely(QS_LOAD(q->guard_armed))) {
         /* the guard sampler armed us (guard.c): empty the queue, so that
          * the next allocation is a slow one (the sample); no push */
-        qs_guard_armed_free(c, q);
+        qs_debug_hooks.guard_armed_free(c, q);
     } else if (unlikely(nr < hw)) {
         if (nr >= q->grant) /* a miss: more of the owner budget */
             slqb_grant_grow(c, q);
@@ -536,7 +536,7 @@ void *qs_alloc_slow(qslab_cache *c)
 {
     qs_init();
     if (unlikely(QS_LOAD(qs_guard_on))) {
-        void *g = qs_guard_alloc(c, 0);
+        void *g = qs_debug_hooks.guard_alloc(c, 0);
         if (g)
             return g;
     }
@@ -549,7 +549,7 @@ void *qs_alloc_slow_unsampled(qslab_cache *c)
     qs_purger_check(); /* a safe point to start the purger (node.c) */
     qslab_cache *t = qs_twin_divert(c);
     if (unlikely(t != NULL)) /* debugging turned on in use (twin.c) */
-        return qs_twin_alloc(t, QSLAB_NUMA_NO_NODE);
+        return qs_debug_hooks.twin_alloc(t, QSLAB_NUMA_NO_NODE);
     if (unlikely(c->front != QS_FRONT_SLQB)) /* no queues: front.h */
         return qs_front_of(c)->alloc(c, QSLAB_NUMA_NO_NODE);
     if (qs_percpu())

@@ -9,7 +9,7 @@
 #include "front/front.h"
 #include "front/slqb/slqb.h"
 #include "owner/owner.h"
-#include "debug/debug.h"
+#include "core/hooks.h"
 
 #include <errno.h>
 
@@ -77,7 +77,7 @@ void qs_node_free(qslab_cache *c, struct qs_slab *s, void *obj)
         qs_free_direct(c, obj);
         return;
     }
-    if (c->debug && !qs_debug_free_locked(c, s, obj)) {
+    if (c->debug && !qs_debug_hooks.free_locked(c, s, obj)) {
         qs_lock_release(&n->lock);
         return;
     }

@@ -1,0 +1,111 @@
+/*
+ * core/hooks.h - the calls that go up the layers.  A lower layer (core,
+ * owner, front) never includes a higher layer's header; where it must
+ * reach up, it calls through a table of function pointers declared here,
+ * which the higher layer fills in.  One table a layer that is called up to:
+ *   qs_debug_hooks    the debug layer (debug/debug.c qs_debug_hooks_register):
+ *                     the debug front end's checks under the node lock, new
+ *                     objects' red zones and poison, guarded samples, twins
+ *   qs_observe_hooks  the observe layer (observe/observe.c
+ *                     qs_observe_hooks_register): the seqlock of the root
+ *                     structure around changes of the owner tables
+ *   qs_api_hooks      the API layer (api/cache.c qs_init_slow): making a
+ *                     cache as qslab_cache_create does, for SLOB's arena
+ *                     and debug twins
+ * Every hook sits on a slow path behind a test the caller made already (a
+ * debug cache, an armed queue, sampling on, a twin): none is on a fast path.
+ *
+ * WHEN THEY ARE SET.  qs_init_slow (api/cache.c) registers the tables
+ * first thing, under its lock, before the owner kind, the front ends and
+ * the kmalloc caches are set up, and before qs_initialized is stored (with
+ * release).  Every call of a hook comes after qs_init (a cache is made, a
+ * queue attached, a slow allocation taken only after it) or is about a
+ * cache, queue, object or flag made after it: so the hooks are never NULL
+ * when called, and they are not checked.  They never change after, and a
+ * fork's child inherits them.
+ */
+#ifndef QSLAB_CORE_HOOKS_H
+#define QSLAB_CORE_HOOKS_H
+
+#include "core/internal.h"
+
+#pragma GCC visibility push(hidden)
+
+struct qs_debug_hooks {
+    /* core/slab.c: a debug cache's n new objects from `first` (red zones,
+     * poison, tracks): qs_debug_born */
+    void (*born)(qslab_cache *c, char *first, uint32_t n);
+    /* under the node lock, a debug cache's object leaving (core/node.c) or
+     * joining (front/slqb/remote.c) its slab's free list; false: reported,
+     * keep it out: qs_debug_alloc_locked, qs_debug_free_locked */
+    bool (*alloc_locked)(qslab_cache *c, struct qs_slab *s, void *obj);
+    bool (*free_locked)(qslab_cache *c, struct qs_slab *s, void *obj);
+    /* front/slqb/misuse.c: a debug cache's corrupt free-list link:
+     * qs_debug_bad_link */
+    void (*bad_link)(qslab_cache *c, void *obj);
+    /* front/slqb/queue.c, while qs_guard_on: a guarded sample or NULL:
+     * qs_guard_alloc */
+    void *(*guard_alloc)(qslab_cache *c, size_t size);
+    /* front/slqb/queue.c and cpu.c, a slow free while q->guard_armed: empty
+     * q: qs_guard_armed_free */
+    void (*guard_armed_free)(qslab_cache *c, struct qs_queue *q);
+    /* owner/owner.c, a queue attached while c has a debug twin:
+     * qs_twin_queue_knobs */
+    void (*twin_queue_knobs)(qslab_cache *c, struct qs_queue *q);
+    /* qs_twin_divert below: qs_twin_take; and the twin's allocation:
+     * qs_twin_alloc */
+    qslab_cache *(*twin_take)(qslab_cache *c, qslab_cache *t);
+    void *(*twin_alloc)(qslab_cache *t, int node);
+    /* core/page.c, while qs_debug_tools: slab s leaves its cache, its memory
+     * is usable again for valgrind and ASan: qs_debug_slab_released */
+    void (*slab_released)(struct qs_slab *s);
+};
+extern struct qs_debug_hooks qs_debug_hooks;
+
+struct qs_observe_hooks {
+    /* owner/owner.c, qs_global held: open (odd) and close (even) a change
+     * of an owner table or a queue list: qs_observe_begin, qs_observe_end */
+    void (*begin)(void);
+    void (*end)(void);
+};
+extern struct qs_observe_hooks qs_observe_hooks;
+
+struct qs_api_hooks {
+    /* Make c a cache as qslab_cache_create does: its layout (debug: QS_DBG_*
+     * flags, or -1 for those its flags and QSLAB_DEBUG give it), tunables,
+     * id, its place in the cache list and in the observe root; false with
+     * errno set.  That reaches every layer up to the API's (api/cache.c
+     * cache_setup); SLOB's arena (front/slob/slob.c) and debug twins
+     * (debug/twin.c) are made through it. */
+    bool (*cache_setup)(qslab_cache *c, const char *name, size_t size, size_t align,
+                        unsigned long flags, void (*ctor)(void *), bool is_kmalloc, int debug);
+};
+extern struct qs_api_hooks qs_api_hooks;
+
+/* Guarded sampling is on anywhere (QSLAB_GUARD_SAMPLE, or a cache's
+ * guard_sample): the slow allocation paths then ask the guard sampler
+ * (qs_debug_hooks.guard_alloc).  Written by debug/guard.c
+ * (qs_guard_enable), read by the slow paths; kept here, in core, so that
+ * the front ends below the debug layer can test it. */
+extern int qs_guard_on;
+
+/* A cache with the V flag exists (valgrind's or ASan's view of objects):
+ * slabs leaving their cache tell the tools (qs_debug_hooks.slab_released).
+ * Written by debug/slot.c, read by core/page.c: kept here for the same
+ * reason as qs_guard_on. */
+extern bool qs_debug_tools;
+
+/* The twin that takes this allocation of c, or NULL: c has none, or the
+ * caller's own (thread) queue still holds objects, which it hands out
+ * first.  A CPU's queues were emptied when the twin came (debug/twin.c). */
+static inline qslab_cache *qs_twin_divert(qslab_cache *c)
+{
+    qslab_cache *t = __atomic_load_n(&c->dbg_alloc, __ATOMIC_ACQUIRE);
+    if (likely(t == NULL))
+        return NULL;
+    return qs_debug_hooks.twin_take(c, t);
+}
+
+#pragma GCC visibility pop
+
+#endif /* QSLAB_CORE_HOOKS_H */
