@@ -22,9 +22,9 @@
  *   api/      cache.c (object caches, start-up), kmalloc.c, fork.c
  *   malloc/   the malloc drop-in
  * This header holds the types and helpers every layer shares, and through
- * core/page.h, core/slab.h, core/node.h and core/queue.h (parts of it,
- * included where their types are defined) the core's prototypes and the
- * queues' slow paths (front/slqb/); each other layer declares its own in
+ * core/lock.h, core/page.h, core/slab.h, core/node.h and core/queue.h
+ * (parts of it, included where their types are defined) the lock, the
+ * core's prototypes and the queues' slow paths (front/slqb/); each other layer declares its own in
  * its headers (owner/owner.h, debug/debug.h, observe/stats.h,
  * observe/tune.h, api/api.h, ...).
  *
@@ -179,39 +179,7 @@ static inline size_t qs_round_up(size_t v, size_t a)
 #endif
 #endif
 
-/* ---- locks (lock.c is this header: a test-and-test-and-set spinlock that
- * yields the CPU after a short spin, so it behaves with more threads than
- * cores) ---- */
-#if defined(__x86_64__) || defined(__i386__)
-#define qs_cpu_relax() __builtin_ia32_pause()
-#elif defined(__aarch64__)
-#define qs_cpu_relax() __asm__ __volatile__("yield")
-#else
-#define qs_cpu_relax() ((void)0)
-#endif
-typedef struct {
-    int v;
-} qs_lock;
-void qs_lock_slow(qs_lock *l);
-static inline void qs_lock_acquire(qs_lock *l)
-{
-    if (likely(!__atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE)))
-        return;
-    qs_lock_slow(l);
-}
-static inline bool qs_lock_try(qs_lock *l)
-{
-    return !__atomic_load_n(&l->v, __ATOMIC_RELAXED) && !__atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE);
-}
-static inline void qs_lock_release(qs_lock *l)
-{
-    __atomic_store_n(&l->v, 0, __ATOMIC_RELEASE);
-}
-
-/* relaxed single-writer counters */
-#define QS_LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
-#define QS_STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
-#define QS_ADD(x, n) QS_STORE(x, QS_LOAD(x) + (n))
+#include "core/lock.h"
 
 /* ---- statistics: one X-macro list ---- */
 #define QS_STATS(X)                                                                                \
