@@ -25,11 +25,8 @@
 #include <errno.h>
 #include <string.h>
 
-qs_lock qs_global;
-qslab_cache *qs_caches;
-qslab_cache **qs_caches_tail = &qs_caches;
-qslab_cache *qs_cache_by_id[QS_MAX_CACHES];
-volatile int qs_initialized;
+/* qs_global, the cache list, qs_cache_by_id and qs_initialized, which
+ * every layer uses: core/caches.c */
 
 static uint64_t id_bits[QS_MAX_CACHES / 64];
 
@@ -176,6 +173,16 @@ bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align,
     return cache_setup(c, name, size, align, flags, ctor, is_kmalloc, -1);
 }
 
+/* The entry points a user's code calls to allocate or free: a direct call
+ * of one of them is the user's frame of a debug track (debug/track.c) */
+static const uintptr_t entry_points[] = {
+    (uintptr_t)&qslab_cache_alloc,  (uintptr_t)&qslab_cache_alloc_node,
+    (uintptr_t)&qslab_cache_free,   (uintptr_t)&qslab_malloc,
+    (uintptr_t)&qslab_malloc_node,  (uintptr_t)&qslab_calloc,
+    (uintptr_t)&qslab_realloc,      (uintptr_t)&qslab_aligned_alloc,
+    (uintptr_t)&qslab_free,         (uintptr_t)&qslab_cache_destroy,
+};
+
 void qs_init_slow(void)
 {
     static qs_lock init_lock;
@@ -186,7 +193,13 @@ void qs_init_slow(void)
          * (core/hooks.h): before anything that could need them */
         qs_debug_hooks_register();
         qs_observe_hooks_register();
-        qs_api_hooks.cache_setup = cache_setup;
+        qs_api_hooks = (struct qs_api_hooks){
+            .cache_setup = cache_setup,
+            .cache_shrink = qslab_cache_shrink,
+            .trim = qslab_trim,
+            .entries = entry_points,
+            .nr_entries = sizeof(entry_points) / sizeof(entry_points[0]),
+        };
         qs_node_topology_init();
         qs_owner_kind_init();
         qs_owner_budget_default(); /* before QSLAB_TUNE's owner_budget (the first cache) */
@@ -524,12 +537,7 @@ QSLAB_EXPORT qslab_cache *qslab_cache_find(const char *name)
     if (!name)
         return NULL;
     qs_init();
-    qs_lock_acquire(&qs_global);
-    qslab_cache *c = qs_caches;
-    while (c && strcmp(c->name, name) != 0)
-        c = c->next;
-    qs_lock_release(&qs_global);
-    return c;
+    return qs_cache_find(name);
 }
 
 QSLAB_EXPORT int qslab_num_nodes(void)

@@ -46,7 +46,7 @@
 #include <errno.h>
 #include <string.h>
 
-qslab_cache qs_kmalloc_caches[QS_KMALLOC_CLASSES];
+/* qs_kmalloc_caches, which the layers below use too: core/caches.c */
 
 /* (size + 7) >> 3 -> class, for sizes up to 1 KiB (one load on the common
  * path).  The two tables differ only for sizes 0..8: kmalloc's smallest
@@ -127,14 +127,10 @@ static inline unsigned kmalloc_index(size_t size)
     return qs_kmalloc_index(size, qs_kmalloc_small_index);
 }
 
-/* Large blocks' counters (relaxed atomics; read racily, by
- * qslab_large_stats and from outside through the observe root), and the
- * same by size bucket: bucket b holds mappings of [2^(SHIFT0+b),
- * 2^(SHIFT0+b+1)) bytes, the last one everything bigger.  The layout is
- * the observe root's contract (observe.h: large, large_buckets). */
-static struct qs_large_counters large;
-void *const qs_large_counters = &large; /* observe.c: the root points here */
-
+/* Large blocks' counters (qs_large, core/large.c: the observe layer reads
+ * them too), kept here by the large paths with relaxed atomics; by size
+ * bucket too: bucket b holds mappings of [2^(SHIFT0+b), 2^(SHIFT0+b+1))
+ * bytes, the last one everything bigger. */
 static unsigned large_bucket(size_t map_size)
 {
     unsigned b = (unsigned)(63 - __builtin_clzl(map_size | 1));
@@ -175,10 +171,10 @@ void *qs_large_alloc(size_t size, size_t align)
         errno = ENOMEM;
         return NULL;
     }
-    __atomic_fetch_add(&large.alloc, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&large.live, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&large.live_bytes, ch->map_size, __ATOMIC_RELAXED);
-    struct qs_large_bucket *b = &large.bucket[large_bucket(ch->map_size)];
+    __atomic_fetch_add(&qs_large.alloc, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&qs_large.live, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&qs_large.live_bytes, ch->map_size, __ATOMIC_RELAXED);
+    struct qs_large_bucket *b = &qs_large.bucket[large_bucket(ch->map_size)];
     __atomic_fetch_add(&b->alloc, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&b->live, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&b->live_bytes, ch->map_size, __ATOMIC_RELAXED);
@@ -191,27 +187,23 @@ static void large_free(struct qs_chunk *ch)
 {
     if (unlikely(qs_debug_tools))
         qs_debug_large(ch->large_ptr, 0, false);
-    __atomic_fetch_add(&large.free, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_sub(&large.live, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_sub(&large.live_bytes, ch->map_size, __ATOMIC_RELAXED);
-    struct qs_large_bucket *b = &large.bucket[large_bucket(ch->map_size)];
+    __atomic_fetch_add(&qs_large.free, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_sub(&qs_large.live, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_sub(&qs_large.live_bytes, ch->map_size, __ATOMIC_RELAXED);
+    struct qs_large_bucket *b = &qs_large.bucket[large_bucket(ch->map_size)];
     __atomic_fetch_sub(&b->live, 1, __ATOMIC_RELAXED);
     __atomic_fetch_sub(&b->live_bytes, ch->map_size, __ATOMIC_RELAXED);
     qs_page_unmap_large(ch);
 }
 
-QSLAB_EXPORT void qslab_large_stats(struct qslab_large_stats *st)
-{
-    st->alloc = __atomic_load_n(&large.alloc, __ATOMIC_RELAXED);
-    st->free = __atomic_load_n(&large.free, __ATOMIC_RELAXED);
-    st->live = __atomic_load_n(&large.live, __ATOMIC_RELAXED);
-    st->live_bytes = __atomic_load_n(&large.live_bytes, __ATOMIC_RELAXED);
-}
-
 /* qs_kmalloc_alloc's slow path: the queue is empty (or missing), or its
- * top object does not look free (qs_queue_pop reports it). */
+ * top object does not look free (qs_queue_pop reports it).  The program's
+ * first allocation comes here (before start-up every queue is the empty
+ * qs_no_queue), perhaps before qslab's constructor (the malloc drop-in),
+ * so this starts the library up; the slow paths it calls run after. */
 QS_NOINLINE void *qs_kmalloc_slow(unsigned i, size_t size)
 {
+    qs_init();
     qslab_cache *c = &qs_kmalloc_caches[i];
     if (unlikely(QS_LOAD(qs_guard_on))) { /* QSLAB_GUARD_SAMPLE (guard.c) */
         void *g = qs_guard_alloc(c, size);
@@ -219,15 +211,11 @@ QS_NOINLINE void *qs_kmalloc_slow(unsigned i, size_t size)
             return g;
     }
     qslab_cache *t = qs_twin_divert(c);
-    if (unlikely(t != NULL)) { /* debugging turned on in use (twin.c) */
-        qs_init();
+    if (unlikely(t != NULL)) /* debugging turned on in use (twin.c) */
         return qs_twin_alloc(t, QSLAB_NUMA_NO_NODE);
-    }
     const struct qs_front *fe = qs_front_of(c);
-    if (unlikely(fe->alloc != NULL)) { /* slow paths of its own: front.h */
-        qs_init();
+    if (unlikely(fe->alloc != NULL)) /* slow paths of its own: front.h */
         return fe->kmalloc ? fe->kmalloc(c, size, 0) : fe->alloc(c, QSLAB_NUMA_NO_NODE);
-    }
     if (qs_percpu())
         return qs_alloc_slow_unsampled(c);
     struct qs_queue *q = qs_queue_of(c);
@@ -406,10 +394,10 @@ QSLAB_EXPORT void *qslab_realloc(void *p, size_t size)
             errno = ENOMEM;
             return NULL;
         }
-        __atomic_fetch_add(&large.live_bytes, nch->map_size - before, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&qs_large.live_bytes, nch->map_size - before, __ATOMIC_RELAXED);
         /* the block may change bucket: out of the old one, into the new */
-        struct qs_large_bucket *ob = &large.bucket[large_bucket(before)],
-                               *nb = &large.bucket[large_bucket(nch->map_size)];
+        struct qs_large_bucket *ob = &qs_large.bucket[large_bucket(before)],
+                               *nb = &qs_large.bucket[large_bucket(nch->map_size)];
         __atomic_fetch_sub(&ob->live, 1, __ATOMIC_RELAXED);
         __atomic_fetch_sub(&ob->live_bytes, before, __ATOMIC_RELAXED);
         __atomic_fetch_add(&nb->live, 1, __ATOMIC_RELAXED);

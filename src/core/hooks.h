@@ -11,7 +11,9 @@
  *                     structure around changes of the owner tables
  *   qs_api_hooks      the API layer (api/cache.c qs_init_slow): making a
  *                     cache as qslab_cache_create does, for SLOB's arena
- *                     and debug twins
+ *                     and debug twins; shrink and trim, for the control
+ *                     channel's requests; the entry points' addresses, for
+ *                     the debug tracks' call sites
  * Every hook sits on a slow path behind a test the caller made already (a
  * debug cache, an armed queue, sampling on, a twin): none is on a fast path.
  *
@@ -79,6 +81,15 @@ struct qs_api_hooks {
      * (debug/twin.c) are made through it. */
     bool (*cache_setup)(qslab_cache *c, const char *name, size_t size, size_t align,
                         unsigned long flags, void (*ctor)(void *), bool is_kmalloc, int debug);
+    /* observe/control_cmd.c, the control channel's `shrink` and `trim`:
+     * qslab_cache_shrink, qslab_trim */
+    size_t (*cache_shrink)(qslab_cache *c);
+    size_t (*trim)(void);
+    /* debug/track.c: the addresses of the entry points a user's code calls
+     * (qslab_malloc, qslab_cache_alloc, ...): a direct call of one of them
+     * is the user's frame of a track */
+    const uintptr_t *entries;
+    unsigned nr_entries;
 };
 extern struct qs_api_hooks qs_api_hooks;
 

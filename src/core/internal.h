@@ -9,6 +9,8 @@
  *   core/     meta.c (qslab's own structures), page.c (4 MiB chunks cut into
  *             slabs, the unit map, large blocks), slab.c (objects in a slab),
  *             node.c (NUMA, per-node lists, empty FIFO), report.c (messages),
+ *             large.c (large blocks), caches.c (the global lock, the cache
+ *             list, the kmalloc caches: state every layer shares),
  *             hooks.[ch] (the calls up the layers, which those layers fill in)
  *   owner/    owner.c (who owns a queue: a CPU or a thread), percpu.[ch]
  *             (restartable sequences)
@@ -19,7 +21,8 @@
  *   debug/    debug.c, flags.c, slot.c, track.c, bugs.c (the debug front end),
  *             twin.c, guard.c, validate.c
  *   observe/  stats.c, observe.[ch], tune.c, control.[ch]
- *   api/      cache.c (object caches, start-up), kmalloc.c, fork.c
+ *   api/      cache.c (object caches, start-up), kmalloc.c, fork.c, entry.c
+ *             (the entry points whose work lies below)
  *   malloc/   the malloc drop-in
  * This header holds the types and helpers every layer shares, and through
  * core/lock.h, core/page.h, core/slab.h, core/node.h and core/queue.h
@@ -604,6 +607,7 @@ struct qs_owner {
 #define QS_OWNER_BUDGET_MAX ((unsigned long)1 << 30)
 extern unsigned long qs_owner_budget;
 void qs_owner_budget_default(void); /* start-up, before the first cache */
+void qs_owner_budget_stats(struct qslab_budget_stats *st); /* after start-up */
 
 /* ---- owner kinds (owner.c) ----
  * QS_OWNER_THREAD: a queue belongs to a thread (qs_self, TLS); its fast
@@ -642,16 +646,32 @@ static inline bool qs_percpu(void)
 extern int qs_nr_nodes;          /* nodes qslab uses (real or fake) */
 extern bool qs_multi_node;       /* qs_nr_nodes > 1 */
 extern bool qs_real_numa;        /* bind slabs with mbind */
+extern __thread struct qs_owner qs_self __attribute__((tls_model("initial-exec")));
+extern struct qs_queue qs_no_queue; /* "no queue" for the fast paths (fastpath.h) */
+/* Defined in core/caches.c (with qs_kmalloc_caches): the global lock; the
+ * cache list, in creation order, and the live caches by id (qs_global;
+ * linked and unlinked by the caches' set-up and destroy, api/cache.c);
+ * start-up has run (stored with release by qs_init_slow; qs_init). */
 extern qs_lock qs_global;
-/* The cache list, in creation order, and the live caches by id (qs_global;
- * defined with the caches' set-up and destroy, api/cache.c) */
 extern qslab_cache *qs_caches;
 extern qslab_cache **qs_caches_tail; /* the last cache's next */
 extern qslab_cache *qs_cache_by_id[QS_MAX_CACHES];
-extern __thread struct qs_owner qs_self __attribute__((tls_model("initial-exec")));
-extern struct qs_queue qs_no_queue; /* "no queue" for the fast paths (fastpath.h) */
+/* The first cache named `name` in the list, or NULL (takes qs_global; caches.c) */
+qslab_cache *qs_cache_find(const char *name);
 extern volatile int qs_initialized;
 
+/* START-UP runs on first use: a program's first call into qslab may be
+ * any entry point, and the malloc drop-in's first malloc may come before
+ * qslab's constructor.  qs_init_slow (api/cache.c) sets up every layer,
+ * the tables of core/hooks.h first, so it is the API layer's; and so are
+ * its triggers, qs_init at the entry points that may be a first call and
+ * need it (api/cache.c; api/kmalloc.c, where qs_kmalloc_slow takes the
+ * first allocation; api/entry.c, the entry points whose work lies below;
+ * the drop-in's mallinfo).  What they call in the layers below may count
+ * on start-up having run.  The trigger cannot be a hook of core/hooks.h:
+ * qs_init_slow fills those in, and a pointer set by a constructor would
+ * still be NULL for a malloc before it.  Below the API layer, only
+ * owner/owner.c still calls qs_init (qslab_owner_info, qs_queue_attach). */
 void qs_init_slow(void);
 static inline void qs_init(void)
 {
@@ -713,13 +733,16 @@ void qs_fork_init(void);
 /* ---- kmalloc.c ---- */
 #define QS_KMALLOC_CLASSES 177
 #define QS_KMALLOC_MAX ((size_t)32 << 20)
+/* the classes' caches: defined in core/caches.c, set up by
+ * api/kmalloc.c's qs_kmalloc_init */
 extern qslab_cache qs_kmalloc_caches[QS_KMALLOC_CLASSES];
 
 /* ---- stats.c ---- */
 /* Totals over every cache, for mallinfo and friends. */
-/* Large blocks' counters (kmalloc.c), read from outside through the
- * observe root too: totals, and by size bucket (bucket b: mappings of
- * [2^(SHIFT0 + b), 2^(SHIFT0 + b + 1)) bytes; the last, anything bigger). */
+/* Large blocks' counters (qs_large: defined in core/large.c, counted by
+ * api/kmalloc.c), read from outside through the observe root too: totals,
+ * and by size bucket (bucket b: mappings of [2^(SHIFT0 + b),
+ * 2^(SHIFT0 + b + 1)) bytes; the last, anything bigger). */
 #define QS_LARGE_BUCKET_SHIFT0 22 /* 4 MiB: the smallest mapping (one chunk) */
 #define QS_LARGE_BUCKETS 16       /* up to 128 GiB, then one for the rest */
 struct qs_large_bucket {
@@ -731,6 +754,7 @@ struct qs_large_counters {
     size_t live_bytes;
     struct qs_large_bucket bucket[QS_LARGE_BUCKETS];
 };
+extern struct qs_large_counters qs_large;
 
 struct qs_totals {
     size_t slab_bytes;   /* objects' slots in all slabs (num_objs * slot) */

@@ -1,13 +1,29 @@
 /*
  * large.c - blocks past the kmalloc classes (32 MiB): a chunk of kind LARGE
  * each, mapped, unmapped and resized (mremap) here, entered in the unit
- * map like the page layer's chunks (page.c); and fault injection of the
- * OS's give-backs for tests (qslab_fault_inject).
+ * map like the page layer's chunks (page.c); and their counters, with
+ * their reader qslab_large_stats.
  */
 #include "core/internal.h"
 
 #include <errno.h>
 #include <string.h>
+
+/* Large blocks' counters (internal.h), counted by the API layer's large
+ * paths (api/kmalloc.c: relaxed atomics), read racily by qslab_large_stats,
+ * the statistics (observe/stats.c) and from outside through the observe
+ * root, whose contract their layout is (observe.h: large, large_buckets). */
+struct qs_large_counters qs_large;
+void *const qs_large_counters = &qs_large; /* observe.c: the root points here */
+
+/* Before start-up: zeros, which is right (no large block yet). */
+QSLAB_EXPORT void qslab_large_stats(struct qslab_large_stats *st)
+{
+    st->alloc = __atomic_load_n(&qs_large.alloc, __ATOMIC_RELAXED);
+    st->free = __atomic_load_n(&qs_large.free, __ATOMIC_RELAXED);
+    st->live = __atomic_load_n(&qs_large.live, __ATOMIC_RELAXED);
+    st->live_bytes = __atomic_load_n(&qs_large.live_bytes, __ATOMIC_RELAXED);
+}
 
 static size_t large_offset(size_t align)
 {
@@ -90,24 +106,4 @@ struct qs_chunk *qs_page_remap_large(struct qs_chunk *ch, size_t size)
     ch->map_size = map;
     ch->large_size = map - off;
     return ch;
-}
-
-/* ---- fault injection (os.h; the API of qslab.h) ---- */
-
-QSLAB_EXPORT int qslab_fault_inject(unsigned long nth, unsigned flags)
-{
-    if (flags & ~(QSLAB_FAULT_RELEASE | QSLAB_FAULT_EVERY)) {
-        errno = EINVAL;
-        return -1;
-    }
-    qs_init(); /* start-up's own requests are not the caller's to count */
-    int kind = flags & QSLAB_FAULT_RELEASE ? QS_OS_FAULT_RELEASE : QS_OS_FAULT_MAP;
-    qs_os_fault_arm(kind, nth, (flags & QSLAB_FAULT_EVERY) != 0);
-    return 0;
-}
-
-QSLAB_EXPORT unsigned long qslab_fault_injected(unsigned flags)
-{
-    return qs_os_fault_injected(flags & QSLAB_FAULT_RELEASE ? QS_OS_FAULT_RELEASE
-                                                            : QS_OS_FAULT_MAP);
 }

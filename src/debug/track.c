@@ -131,15 +131,8 @@ static bool after_call(uintptr_t a, int m, uintptr_t *target)
 /* qslab's entry points: a direct call to one of them is the user's. */
 static bool entry_point(uintptr_t t)
 {
-    static const uintptr_t entries[] = {
-        (uintptr_t)&qslab_cache_alloc,  (uintptr_t)&qslab_cache_alloc_node,
-        (uintptr_t)&qslab_cache_free,   (uintptr_t)&qslab_malloc,
-        (uintptr_t)&qslab_malloc_node,  (uintptr_t)&qslab_calloc,
-        (uintptr_t)&qslab_realloc,      (uintptr_t)&qslab_aligned_alloc,
-        (uintptr_t)&qslab_free,         (uintptr_t)&qslab_cache_destroy,
-    };
-    for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++)
-        if (t == entries[i])
+    for (unsigned i = 0; i < qs_api_hooks.nr_entries; i++) /* (api/cache.c) */
+        if (t == qs_api_hooks.entries[i])
             return true;
     return false;
 }

@@ -192,6 +192,7 @@ MALLOC_EXPORT int __posix_memalign(void **out, size_t align, size_t size)
 
 static void totals(struct qs_totals *t)
 {
+    qs_init(); /* mallinfo may be the program's first call */
     qs_stats_totals(t);
 }
 

@@ -508,9 +508,8 @@ static void stop_locked(void)
     ctl.running = false;
 }
 
-QSLAB_EXPORT int qslab_control_start(void)
+int qs_control_start(void)
 {
-    qs_init();
     pthread_once(&ctl_once, ctl_register_fork);
     pthread_mutex_lock(&ctl_lock);
     int r = start_locked();
@@ -540,7 +539,7 @@ void qs_control_init(void)
         qs_warn("QSLAB_CONTROL=%s ignored (1 starts the control channel)", v);
         return;
     }
-    (void)qslab_control_start(); /* a failure said why on stderr */
+    (void)qs_control_start(); /* a failure said why on stderr */
 }
 
 /* At exit (and at dlclose of libqslab.so, which must not leave the thread

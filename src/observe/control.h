@@ -81,6 +81,9 @@ extern qslab_cache *qs_ctl_pinned;
 /* Start the channel at start-up when QSLAB_CONTROL=1 (cache.c's
  * constructor: a point where starting a thread is safe). */
 void qs_control_init(void);
+/* qslab_control_start (qslab.h), after start-up (its entry point, which
+ * starts the library up: api/entry.c) */
+int qs_control_start(void);
 
 /* stats.c: the figures of caches gathered under qs_global (so no cache is
  * destroyed while it is read): the cache named `name`, or every cache

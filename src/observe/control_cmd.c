@@ -8,6 +8,8 @@
 #define _GNU_SOURCE
 #include "observe/control.h"
 #include "observe/control_int.h"
+#include "observe/tune.h"
+#include "core/hooks.h"
 #include "front/front.h"
 
 #include <errno.h>
@@ -151,8 +153,8 @@ static const char *value_str(const char *attr, unsigned long v, char *buf, size_
 static void do_set(struct server *s, struct client *c, const struct qs_ctl_req *r)
 {
     unsigned long before = 0, after = 0;
-    bool all = strcmp(r->cache, "*") == 0; /* (qslab_tune walks them under qs_global) */
-    /* qslab_tune finds the cache by name: the first of that name, which
+    bool all = strcmp(r->cache, "*") == 0; /* (qs_tune walks them under qs_global) */
+    /* qs_tune finds the cache by name: the first of that name, which
      * stays linked, and first, while pinned (a cache made later of the same
      * name is appended).  None: answered here, not found later by name
      * when it may be unpinned. */
@@ -161,12 +163,12 @@ static void do_set(struct server *s, struct client *c, const struct qs_ctl_req *
         ctl_out_printf(c, "error: no cache named %s\n", r->cache);
         return;
     }
-    bool had = !all && qslab_tune_get(r->cache, r->attr, &before) == 0;
+    bool had = !all && qs_tune_get(r->cache, r->attr, &before) == 0;
     capture_begin(s);
-    int rc = qslab_tune(r->cache, r->attr, r->value);
+    int rc = qs_tune(r->cache, r->attr, r->value);
     int e = errno;
     qs_warn_capture(NULL);
-    if (had && rc == 0 && qslab_tune_get(r->cache, r->attr, &after) != 0)
+    if (had && rc == 0 && qs_tune_get(r->cache, r->attr, &after) != 0)
         had = false;
     unpin();
     if (rc != 0) {
@@ -190,7 +192,7 @@ static void do_get(struct client *c, const struct qs_ctl_req *r)
 {
     unsigned long v;
     qslab_cache *k = pin(r->cache);
-    int rc = k ? qslab_tune_get(r->cache, r->attr, &v) : -1;
+    int rc = k ? qs_tune_get(r->cache, r->attr, &v) : -1;
     unpin();
     char buf[24];
     if (rc == 0)
@@ -213,10 +215,10 @@ static void do_shrink(struct client *c, const struct qs_ctl_req *r)
             ctl_out_printf(c, "error: no cache named %s\n", r->cache);
             return;
         }
-        bytes = qslab_cache_shrink(k);
+        bytes = qs_api_hooks.cache_shrink(k);
         unpin();
     } else {
-        bytes = qslab_trim();
+        bytes = qs_api_hooks.trim();
     }
     ctl_out_printf(c, "freed %zu bytes\nok\n", bytes);
 }

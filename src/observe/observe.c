@@ -18,7 +18,7 @@
 static uint32_t obs_objs_per_slab[QS_MAX_CACHES];
 
 /* Globals of other files the root points to (one line each there). */
-extern void *const qs_large_counters;   /* kmalloc.c */
+extern void *const qs_large_counters;   /* core/large.c */
 extern size_t *const qs_page_chunk_bytes; /* page.c */
 extern size_t *const qs_page_slot_bytes;  /* page.c */
 extern size_t *const qs_meta_mapped_bytes; /* meta.c */

@@ -87,7 +87,7 @@ struct qs_observe_root {
     const int *nr_cpu_ids;             /* &qs_nr_cpu_ids */
     const int *front_default;          /* &qs_front_default */
     const uint32_t *objs_per_slab;     /* [max_caches], by cache id */
-    void *const *large;                /* -> kmalloc.c's struct qs_large_counters */
+    void *const *large;                /* -> core/large.c's qs_large */
     size_t *const *page_slab_bytes;    /* -> page.c's bytes of slabs handed out */
     size_t *const *page_chunk_bytes;   /* -> page.c's bytes of slab chunks mapped */
     size_t *const *page_slot_bytes;    /* -> page.c's bytes of those chunks' slots */

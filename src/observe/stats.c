@@ -2,8 +2,12 @@
  * stats.c - statistics gathered from the queues' counters, and the reports
  * built on them (one gatherer, thin front ends):
  *   qslab_cache_stats   one cache, as a struct
- *   qslab_slabinfo      /proc/slabinfo version 2.1 text
- *   qslab_stats_report  SLUB "slabinfo -AD" style: most active caches first
+ *   qs_slabinfo         /proc/slabinfo version 2.1 text (qslab_slabinfo)
+ *   qs_stats_report     SLUB "slabinfo -AD" style: most active caches first
+ *                       (qslab_stats_report)
+ *   qs_stats_json       every counter as JSON (qslab_stats_json)
+ * The reports' entry points are the API layer's (api/entry.c), which
+ * starts the library up first: everything here runs after start-up.
  * Counters live in the queues (one writer each, relaxed stores); queues are
  * never freed while their cache lives, so a sum over cache->queues under
  * qs_global sees every event, including those of exited threads (the sum
@@ -107,11 +111,10 @@ static void line_done(int fd, struct qs_buf *b)
         flush_line(fd, b);
 }
 
-QSLAB_EXPORT void qslab_slabinfo(int fd)
+void qs_slabinfo(int fd)
 {
     char out[QS_REPORT_BUF];
     struct qs_buf b = {out, 0, sizeof(out)};
-    qs_init();
     qs_buf_str(&b, QS_SLABINFO_HEADER);
     qs_lock_acquire(&qs_global);
     for (qslab_cache *c = qs_caches; c; c = c->next) {
@@ -144,11 +147,10 @@ static unsigned pct(unsigned long part, unsigned long whole)
     return whole ? (unsigned)(part * 100 / whole) : 0;
 }
 
-QSLAB_EXPORT void qslab_stats_report(int fd)
+void qs_stats_report(int fd)
 {
     char out[QS_REPORT_BUF];
     struct qs_buf b = {out, 0, sizeof(out)};
-    qs_init();
     qs_buf_str(&b, "Name                   Objects      Alloc       Free %Fast   Remote  Batches   "
                    "Claims  Slabs O Front\n");
     qs_lock_acquire(&qs_global);
@@ -270,7 +272,6 @@ QSLAB_EXPORT void qslab_stats_report(int fd)
 void qs_stats_totals(struct qs_totals *t)
 {
     memset(t, 0, sizeof(*t));
-    qs_init();
     qs_lock_acquire(&qs_global);
     for (qslab_cache *c = qs_caches; c; c = c->next) {
         struct qslab_cache_stats st;
@@ -313,7 +314,7 @@ void qs_stats_init(void)
 void qs_stats_at_exit(void)
 {
     if (stats_fd >= 0)
-        qslab_stats_report(stats_fd);
+        qs_stats_report(stats_fd);
 }
 
 /* control.c's snapshot (control.h): under qs_global, so that a cache being
@@ -321,7 +322,6 @@ void qs_stats_at_exit(void)
 size_t qs_stats_collect(const char *name, struct qs_ctl_cache *out, size_t max)
 {
     size_t n = 0;
-    qs_init();
     qs_lock_acquire(&qs_global);
     for (qslab_cache *c = qs_caches; c; c = c->next) {
         if (name && strcmp(c->name, name) != 0)
@@ -476,17 +476,11 @@ static void jw_cache(struct jw *w, qslab_cache *c, const struct qslab_cache_stat
     jw_raw(w, "}}");
 }
 
-extern void *const qs_large_counters; /* kmalloc.c: struct qs_large_counters */
 extern size_t *const qs_page_chunk_bytes, *const qs_page_slot_bytes; /* page.c */
 extern size_t *const qs_meta_mapped_bytes;                          /* meta.c */
 
-QSLAB_EXPORT int qslab_stats_json(int fd)
+int qs_stats_json(int fd)
 {
-    if (fd < 0) {
-        errno = EBADF;
-        return -1;
-    }
-    qs_init();
     struct jw w = {.fd = fd};
     jw_raw(&w, "{");
     jw_key(&w, "pid", true);
@@ -520,7 +514,7 @@ QSLAB_EXPORT int qslab_stats_json(int fd)
     jw_kv(&w, "live", ls.live);
     jw_kv(&w, "live_bytes", ls.live_bytes);
     jw_raw(&w, ", \"buckets\": [");
-    const struct qs_large_counters *lc = qs_large_counters;
+    const struct qs_large_counters *lc = &qs_large;
     for (unsigned b = 0; b < QS_LARGE_BUCKETS; b++) { /* as qslabinfo --json: every bucket */
         const struct qs_large_bucket *k = &lc->bucket[b];
         uint64_t lo = (uint64_t)1 << (QS_LARGE_BUCKET_SHIFT0 + b);

@@ -8,10 +8,15 @@
 
 #pragma GCC visibility push(hidden)
 
-/* ---- stats.c ---- */
+/* ---- stats.c ---- (qs_stats_init at start-up, the others after it) */
 void qs_stats_at_exit(void);
 void qs_stats_init(void);
 void qs_stats_totals(struct qs_totals *t);
+/* qslab_slabinfo, qslab_stats_report, qslab_stats_json (qslab.h; their
+ * entry points: api/entry.c); qs_stats_json: fd >= 0 */
+void qs_slabinfo(int fd);
+void qs_stats_report(int fd);
+int qs_stats_json(int fd);
 
 #pragma GCC visibility pop
 

@@ -420,9 +420,8 @@ static int set_one(qslab_cache *c, int t, const char *value, size_t vlen)
     return r;
 }
 
-QSLAB_EXPORT int qslab_tune(const char *cache, const char *attr, const char *value)
+int qs_tune(const char *cache, const char *attr, const char *value)
 {
-    qs_init();
     if (!cache || !attr || !value) {
         errno = EINVAL;
         return -1;
@@ -457,7 +456,7 @@ QSLAB_EXPORT int qslab_tune(const char *cache, const char *attr, const char *val
         qs_lock_release(&qs_global);
         return r;
     }
-    qslab_cache *c = qslab_cache_find(cache);
+    qslab_cache *c = qs_cache_find(cache);
     if (!c) {
         qs_warn("tune: no cache named %s", cache);
         errno = EINVAL;
@@ -466,19 +465,18 @@ QSLAB_EXPORT int qslab_tune(const char *cache, const char *attr, const char *val
     return set_one(c, t, value, strlen(value));
 }
 
-QSLAB_EXPORT int qslab_tune_get(const char *cache, const char *attr, unsigned long *out)
+int qs_tune_get(const char *cache, const char *attr, unsigned long *out)
 {
-    qs_init();
     if (!cache || !attr || !out) {
         errno = EINVAL;
         return -1;
     }
     int t = find_tunable(attr, strlen(attr));
-    if (t == T_OWNER_BUDGET && (strcmp(cache, "*") == 0 || qslab_cache_find(cache))) {
+    if (t == T_OWNER_BUDGET && (strcmp(cache, "*") == 0 || qs_cache_find(cache))) {
         *out = QS_LOAD(qs_owner_budget); /* the process's: the same for every cache */
         return 0;
     }
-    qslab_cache *c = qslab_cache_find(cache);
+    qslab_cache *c = qs_cache_find(cache);
     if (t < 0 || !c) {
         errno = EINVAL;
         return -1;

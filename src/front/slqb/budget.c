@@ -214,12 +214,12 @@ void slqb_grant_grow(qslab_cache *c, struct qs_queue *q)
     qs_queue_limit_set(q);
 }
 
-/* qslab_budget_stats (qslab.h): every owner's figures, under qs_global:
- * what each owner's queues and stashes hold is summed in its budget_held
- * (the reader's scratch), then the maxima are taken. */
-QSLAB_EXPORT void qslab_budget_stats(struct qslab_budget_stats *st)
+/* qslab_budget_stats (qslab.h; its entry point, which starts the library
+ * up first: api/entry.c): every owner's figures, under qs_global: what
+ * each owner's queues and stashes hold is summed in its budget_held (the
+ * reader's scratch), then the maxima are taken. */
+void qs_owner_budget_stats(struct qslab_budget_stats *st)
 {
-    qs_init();
     __builtin_memset(st, 0, sizeof(*st));
     st->budget = QS_LOAD(qs_owner_budget);
     st->steals = __atomic_load_n(&budget_steals, __ATOMIC_RELAXED);

@@ -531,10 +531,12 @@ static bool queue_refill(qslab_cache *c, struct qs_queue *q)
 }
 
 
-/* QSLAB_GUARD_SAMPLE (guard.c): a slow allocation may be a guarded sample */
+/* QSLAB_GUARD_SAMPLE (guard.c): a slow allocation may be a guarded sample.
+ * Both slow allocations run after start-up: c exists (qslab_cache_create
+ * and qslab_cache_find start the library up; the kmalloc classes' slow
+ * path, qs_kmalloc_slow, starts it up first: api/kmalloc.c). */
 void *qs_alloc_slow(qslab_cache *c)
 {
-    qs_init();
     if (unlikely(QS_LOAD(qs_guard_on))) {
         void *g = qs_debug_hooks.guard_alloc(c, 0);
         if (g)
@@ -545,7 +547,6 @@ void *qs_alloc_slow(qslab_cache *c)
 
 void *qs_alloc_slow_unsampled(qslab_cache *c)
 {
-    qs_init();
     qs_purger_check(); /* a safe point to start the purger (node.c) */
     qslab_cache *t = qs_twin_divert(c);
     if (unlikely(t != NULL)) /* debugging turned on in use (twin.c) */
