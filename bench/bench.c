@@ -31,6 +31,20 @@ void bench_die(const char *fmt, ...)
     exit(1);
 }
 
+void bench_all_allocated(void *const *objs, long n, const char *fmt, ...)
+{
+    char what[256];
+    va_list ap;
+
+    for (long i = 0; i < n; i++)
+        if (!objs[i]) {
+            va_start(ap, fmt);
+            vsnprintf(what, sizeof(what), fmt, ap);
+            va_end(ap);
+            bench_die("%s failed", what);
+        }
+}
+
 double bench_now(void)
 {
     struct timespec ts;
@@ -199,6 +213,20 @@ static _Noreturn void usage_exit(const char *usage)
 {
     fprintf(stderr, "usage: %s %s\n", bench_name, usage);
     exit(2);
+}
+
+bool bench_take_flag(int *argc, char **argv, const char *flag)
+{
+    bool seen = false;
+
+    for (int i = 1; i < *argc; i++)
+        if (strcmp(argv[i], flag) == 0) {
+            seen = true;
+            memmove(&argv[i], &argv[i + 1], sizeof(*argv) * (size_t)(*argc - i));
+            (*argc)--;
+            i--;
+        }
+    return seen;
 }
 
 void bench_parse(int argc, char **argv, const struct bench_opt *opts, int nopts, const char *usage)

@@ -20,9 +20,12 @@
 #ifndef BENCH_H
 #define BENCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <x86intrin.h>
+
+#include "../tests/xorshift.h"
 
 #define NOINLINE __attribute__((noinline))
 
@@ -81,15 +84,11 @@ void bench_unmap(void *p, size_t bytes);
 /* Median of v[0..n-1] (reorders v). */
 double bench_median(double *v, int n);
 
-/* xorshift64*: deterministic pseudo-random numbers, one state per thread. */
+/* xorshift64*: deterministic pseudo-random numbers, one state per thread
+ * (tests/xorshift.h, the tests' too). */
 static inline uint64_t bench_rand(uint64_t *state)
 {
-    uint64_t x = *state;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *state = x;
-    return x * 0x2545F4914F6CDD1DULL;
+    return xorshift64s(state);
 }
 
 /* A barrier for threads pinned to distinct CPUs: spins, then yields the CPU,
@@ -116,6 +115,9 @@ struct bench_opt {
     const char **str; /* string option, or NULL */
 };
 void bench_parse(int argc, char **argv, const struct bench_opt *opts, int nopts, const char *usage);
+/* A flag that takes no value (e.g. "--list"), before bench_parse: removes
+ * each occurrence from argv (*argc shrinks); whether there was one. */
+bool bench_take_flag(int *argc, char **argv, const char *flag);
 
 /* The result line: bench_result("alloc", 12.5); ...; bench_result_end().
  * bench_result_str adds a word (a name: no spaces, no '='), for drivers that
@@ -126,6 +128,10 @@ void bench_result_end(void);
 
 /* Print "bench_<name>: message" on stderr and exit 1. */
 _Noreturn void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* After a timed loop filled objs[0..n): if one is NULL, die with "<the
+ * allocation, fmt ...> failed". */
+void bench_all_allocated(void *const *objs, long n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Name used in messages, set from argv[0] by bench_parse. */
 extern const char *bench_name;
 

@@ -28,7 +28,8 @@
  *
  * bench_slub's method otherwise: the main thread pinned to the first CPU it
  * may run on, TSC ticks around each loop (bench.h), objects never touched.
- * The loops are alloc_free_pairs, alloc_objs and free_objs, as in slub.c, so
+ * The loops are alloc_free_pairs, alloc_objs and free_objs (cacheloops.h,
+ * shared with bench_fronts), as in slub.c, so
  * `valgrind --tool=callgrind --toggle-collect='alloc_free_pairs*'` counts the
  * pair loop alone (see docs/benchmarks.md, "Debugging costs").
  *
@@ -49,6 +50,7 @@
  */
 #define _GNU_SOURCE
 #include "bench.h"
+#include "cacheloops.h"
 
 #include <errno.h>
 #include <qslab.h>
@@ -125,14 +127,8 @@ static qslab_cache *make_cache(int k, const char *what, long size)
     return c;
 }
 
-static void destroy_cache(qslab_cache *c)
-{
-    if (qslab_cache_destroy(c) != 0)
-        bench_die("qslab_cache_destroy(%s) failed", qslab_cache_name(c));
-}
-
 /* ------------------------------------------------------------------------
- * The patterns (slub.c's, with the cache API) */
+ * The patterns (slub.c's, with the cache API: cacheloops.h) */
 
 enum test { PAIR, BATCH, NR_TESTS };
 static const char *const test_name[NR_TESTS] = {"pair", "batch"};
@@ -144,48 +140,14 @@ struct ticks {
     uint64_t alloc, free;
 };
 
-static NOINLINE uint64_t alloc_objs(qslab_cache *c)
-{
-    uint64_t t0 = tsc_begin();
-    for (long i = 0; i < nr_objs; i++)
-        objs[i] = qslab_cache_alloc(c);
-    uint64_t t1 = tsc_end();
-
-    for (long i = 0; i < nr_objs; i++)
-        if (!objs[i])
-            bench_die("qslab_cache_alloc(%s) failed", qslab_cache_name(c));
-    return t1 - t0;
-}
-
-static NOINLINE uint64_t free_objs(qslab_cache *c)
-{
-    uint64_t t0 = tsc_begin();
-    for (long i = 0; i < nr_objs; i++)
-        qslab_cache_free(c, objs[i]);
-    uint64_t t1 = tsc_end();
-    return t1 - t0;
-}
-
-static NOINLINE uint64_t alloc_free_pairs(qslab_cache *c)
-{
-    uint64_t t0 = tsc_begin();
-    for (long i = 0; i < nr_objs; i++) {
-        void *p = qslab_cache_alloc(c);
-        escape(p);
-        qslab_cache_free(c, p);
-    }
-    uint64_t t1 = tsc_end();
-    return t1 - t0;
-}
-
 static struct ticks run_once(enum test t, qslab_cache *c)
 {
     struct ticks tk = {0, 0};
     if (t == PAIR) {
-        tk.alloc = alloc_free_pairs(c);
+        tk.alloc = alloc_free_pairs(c, nr_objs);
     } else {
-        tk.alloc = alloc_objs(c);
-        tk.free = free_objs(c);
+        tk.alloc = alloc_objs(c, objs, nr_objs);
+        tk.free = free_objs(c, objs, nr_objs);
     }
     return tk;
 }
@@ -239,15 +201,7 @@ static char out_buf[1 << 14]; /* stdout's buffer, set before any measurement */
 int main(int argc, char **argv)
 {
     const char *configs_arg = NULL, *sizes_arg = "64,1024", *tests_arg = NULL;
-    bool list = false;
-
-    for (int i = 1; i < argc; i++) /* --list takes no value */
-        if (strcmp(argv[i], "--list") == 0) {
-            list = true;
-            memmove(&argv[i], &argv[i + 1], sizeof(*argv) * (size_t)(argc - i));
-            argc--;
-            i--;
-        }
+    bool list = bench_take_flag(&argc, argv, "--list");
     const struct bench_opt opts[] = {
         {"configs", NULL, &configs_arg}, {"sizes", NULL, &sizes_arg},  {"tests", NULL, &tests_arg},
         {"objs", &nr_objs, NULL},        {"rounds", &nr_rounds, NULL},

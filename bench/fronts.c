@@ -104,6 +104,8 @@
  */
 #define _GNU_SOURCE
 #include "bench.h"
+#include "cacheloops.h"
+#include "patterns.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -240,132 +242,58 @@ static NOINLINE void touch_stack(void)
 }
 
 /* ------------------------------------------------------------------------
- * The slub_test patterns (slub.c's, with the cache API) */
+ * The slub_test patterns (patterns.h, slub.c's, with the cache API's loops
+ * of cacheloops.h; a peak sample when every object of a round is
+ * allocated, in every pattern) */
 
-enum test { BATCH, PAIR, BATCH_ALL, PAIR_ALL, REMOTE, RING, HACKBENCH, NR_TESTS };
+enum { HACKBENCH = NR_PATTERNS, NR_TESTS }; /* the tests: the patterns, then hackbench */
 
 static const char *const test_name[NR_TESTS] = {
     "batch", "pair", "batch_all", "pair_all", "remote", "ring", "hackbench",
 };
 
-struct worker {
-    pthread_t tid;
-    int id;
-    void **objs; /* the objects this thread allocated (bench_map memory) */
-    uint64_t alloc_ticks, free_ticks;
-    long allocs, frees; /* operations timed in this round */
-};
-
-static enum test test;
 static qslab_cache *cache; /* the cache under test */
 static long size;          /* its object size */
 static long nr_objs = 10000, nr_rounds = 5, nr_cpus;
-static int round_cpus; /* workers taking part: 1 or nr_cpus */
-static struct worker *workers;
-static struct bench_barrier barrier;
+static void start_round(void);
+static void worker_alloc(struct worker *w);
+static void worker_free(struct worker *w, struct worker *owner);
+static void worker_pairs(struct worker *w);
+/* the pattern under test; pt.cpus: workers taking part, 1 or nr_cpus */
+static struct patterns pt = {.alloc_objs = worker_alloc,
+                             .free_objs = worker_free,
+                             .alloc_free_pairs = worker_pairs,
+                             .sample_peak = sample_peak,
+                             .sample_all = 1,
+                             .start_round = start_round};
 
-static NOINLINE void alloc_objs(struct worker *w)
+static void worker_alloc(struct worker *w)
 {
-    void **objs = w->objs;
-    qslab_cache *c = cache;
-    uint64_t t0 = tsc_begin();
-    for (long i = 0; i < nr_objs; i++)
-        objs[i] = qslab_cache_alloc(c);
-    uint64_t t1 = tsc_end();
-
-    for (long i = 0; i < nr_objs; i++)
-        if (!objs[i])
-            bench_die("qslab_cache_alloc(%s) failed", qslab_cache_name(c));
-    if (test == REMOTE || test == RING)
+    w->alloc_ticks += alloc_objs(cache, w->objs, nr_objs);
+    if (pt.pattern == REMOTE || pt.pattern == RING)
         for (long i = 0; i < nr_objs; i++)
-            *(volatile long *)objs[i] = i;
-    w->alloc_ticks += t1 - t0;
+            *(volatile long *)w->objs[i] = i;
     w->allocs += nr_objs;
 }
 
 /* Free the objects `owner` allocated; the time counts for the caller `w`. */
-static NOINLINE void free_objs(struct worker *w, struct worker *owner)
+static void worker_free(struct worker *w, struct worker *owner)
 {
-    void **objs = owner->objs;
-    qslab_cache *c = cache;
-    uint64_t t0 = tsc_begin();
-    for (long i = 0; i < nr_objs; i++)
-        qslab_cache_free(c, objs[i]);
-    uint64_t t1 = tsc_end();
-
-    w->free_ticks += t1 - t0;
+    w->free_ticks += free_objs(cache, owner->objs, nr_objs);
     w->frees += nr_objs;
 }
 
-static NOINLINE void alloc_free_pairs(struct worker *w)
+static void worker_pairs(struct worker *w)
 {
-    qslab_cache *c = cache;
-    uint64_t t0 = tsc_begin();
-    for (long i = 0; i < nr_objs; i++) {
-        void *p = qslab_cache_alloc(c);
-        escape(p);
-        qslab_cache_free(c, p);
-    }
-    uint64_t t1 = tsc_end();
-
-    w->alloc_ticks += t1 - t0; /* the pair's cost is booked as "alloc" */
+    w->alloc_ticks += alloc_free_pairs(cache, nr_objs); /* the pair's cost is booked as "alloc" */
     w->allocs += nr_objs;
-}
-
-/* One round of the pattern, as seen by worker w; every worker taking part
- * calls it.  As slub.c's, with a peak sample (untimed, between barriers)
- * when every object of the round is allocated. */
-static void round_step(struct worker *w)
-{
-    int n = round_cpus;
-
-    bench_barrier_wait(&barrier);
-    switch (test) {
-    case BATCH:
-    case BATCH_ALL:
-        alloc_objs(w);
-        bench_barrier_wait(&barrier);
-        if (w->id == 0)
-            sample_peak();
-        bench_barrier_wait(&barrier);
-        free_objs(w, w);
-        break;
-    case PAIR:
-    case PAIR_ALL:
-        alloc_free_pairs(w);
-        bench_barrier_wait(&barrier);
-        if (w->id == 0)
-            sample_peak(); /* what the pairs left in queues and slabs */
-        break;
-    case REMOTE:
-        if (w->id != 0)
-            alloc_objs(w);
-        bench_barrier_wait(&barrier);
-        if (w->id == 0) {
-            sample_peak(); /* untimed; the others wait at the last barrier */
-            for (int i = 1; i < n; i++)
-                free_objs(w, &workers[i]);
-        }
-        break;
-    case RING:
-        alloc_objs(w);
-        bench_barrier_wait(&barrier);
-        if (w->id == 0)
-            sample_peak();
-        bench_barrier_wait(&barrier); /* untimed */
-        free_objs(w, &workers[(w->id + n - 1) % n]);
-        break;
-    default:
-        break;
-    }
-    bench_barrier_wait(&barrier);
 }
 
 static void job_round(void *self)
 {
     struct worker *w = self;
-    if (w->id < round_cpus)
-        round_step(w);
+    if (w->id < pt.cpus)
+        round_step(&pt, w);
 }
 
 /* The "after" step: each worker that took part flushes its queue of the
@@ -374,11 +302,11 @@ static void job_round(void *self)
 static void job_shrink(void *self)
 {
     struct worker *w = self;
-    if (w->id >= round_cpus)
+    if (w->id >= pt.cpus)
         return;
     for (int pass = 0; pass < 2; pass++) {
         qslab_cache_shrink(cache);
-        bench_barrier_wait(&barrier);
+        bench_barrier_wait(&pt.barrier);
     }
 }
 
@@ -397,23 +325,18 @@ static void *worker_main(void *arg)
     }
 }
 
-/* Run one round on every worker taking part (the main thread is worker 0). */
-static void run_round(void)
+/* patterns.h's start of a round: the other workers taking part wake up. */
+static void start_round(void)
 {
-    for (int i = 0; i < round_cpus; i++) {
-        workers[i].alloc_ticks = workers[i].free_ticks = 0;
-        workers[i].allocs = workers[i].frees = 0;
-    }
-    if (round_cpus > 1)
+    if (pt.cpus > 1)
         chan_post(&worker_chan, job_round);
-    round_step(&workers[0]);
 }
 
 static void shrink_workers(void)
 {
-    if (round_cpus > 1)
+    if (pt.cpus > 1)
         chan_post(&worker_chan, job_shrink);
-    job_shrink(&workers[0]);
+    job_shrink(&pt.workers[0]);
 }
 
 /* ------------------------------------------------------------------------
@@ -435,33 +358,17 @@ static void result_mem(struct mem after)
     bench_result("rss_after_kib", (double)(after.rss - test_mem.base.rss));
 }
 
-static void run_pattern(enum test t, const char *front)
+static void run_pattern(enum pattern t, const char *front)
 {
-    test = t;
-    round_cpus = (t == BATCH || t == PAIR) ? 1 : (int)nr_cpus;
-    bench_barrier_init(&barrier, (unsigned)round_cpus);
+    pt.pattern = t;
+    pt.cpus = (t == BATCH || t == PAIR) ? 1 : (int)nr_cpus;
+    bench_barrier_init(&pt.barrier, (unsigned)pt.cpus);
 
     double *alloc_c = bench_map(sizeof(double) * 3 * (size_t)nr_rounds);
     double *free_c = alloc_c + nr_rounds, *faults = free_c + nr_rounds;
 
     track_begin(&test_mem);
-    run_round(); /* warm-up */
-    for (long r = 0; r < nr_rounds; r++) {
-        long flt = bench_minflt();
-        run_round();
-        faults[r] = (double)(bench_minflt() - flt);
-
-        uint64_t at = 0, ft = 0;
-        long an = 0, fn = 0;
-        for (int i = 0; i < round_cpus; i++) {
-            at += workers[i].alloc_ticks;
-            ft += workers[i].free_ticks;
-            an += workers[i].allocs;
-            fn += workers[i].frees;
-        }
-        alloc_c[r] = an ? (double)at / (double)an : 0;
-        free_c[r] = fn ? (double)ft / (double)fn : 0;
-    }
+    measure_rounds(&pt, nr_rounds, alloc_c, free_c, faults);
     shrink_workers();
     struct mem after = mem_now();
 
@@ -469,15 +376,11 @@ static void run_pattern(enum test t, const char *front)
     if (t == BATCH)
         live = 1;
     else if (t == BATCH_ALL || t == RING)
-        live = round_cpus;
+        live = pt.cpus;
     else if (t == REMOTE)
-        live = round_cpus - 1;
-    double a = bench_median(alloc_c, (int)nr_rounds), f = bench_median(free_c, (int)nr_rounds);
+        live = pt.cpus - 1;
     result_head(test_name[t], front, size);
-    bench_result("alloc", a);
-    bench_result("free", f);
-    bench_result("total", a + f);
-    bench_result("minflt", bench_median(faults, (int)nr_rounds));
+    result_costs(alloc_c, free_c, faults, nr_rounds);
     bench_result("live_kib", (double)live * (double)nr_objs * (double)size / 1024);
     result_mem(after);
     bench_result_end();
@@ -722,12 +625,6 @@ static qslab_cache *make_cache(const char *front, const char *what, long bytes)
     return c;
 }
 
-static void destroy_cache(qslab_cache *c)
-{
-    if (qslab_cache_destroy(c) != 0)
-        bench_die("qslab_cache_destroy(%s) failed", qslab_cache_name(c));
-}
-
 /* The front ends the library accepts, in front_names order: a probe cache
  * for each, kept for the warm-up. */
 static qslab_cache *probe[NR_FRONTS];
@@ -764,7 +661,7 @@ static void job_warm_worker(void *self)
 {
     (void)self;
     warm_probes();
-    bench_barrier_wait(&barrier);
+    bench_barrier_wait(&pt.barrier);
 }
 
 static void job_warm_hb(void *self)
@@ -776,8 +673,8 @@ static void job_warm_hb(void *self)
 
 static void warm_up(bool hackbench)
 {
-    round_cpus = (int)nr_cpus;
-    bench_barrier_init(&barrier, (unsigned)nr_cpus);
+    pt.cpus = (int)nr_cpus;
+    bench_barrier_init(&pt.barrier, (unsigned)nr_cpus);
     if (nr_cpus > 1)
         chan_post(&worker_chan, job_warm_worker);
     job_warm_worker(NULL);
@@ -810,16 +707,8 @@ int main(int argc, char **argv)
 {
     const char *fronts_arg = NULL, *sizes_arg = "64,256,1024,4096", *tests_arg = NULL;
     const char *ipc = "pipe";
-    bool list = false;
+    bool list = bench_take_flag(&argc, argv, "--list"); /* bench_parse handles the rest */
 
-    /* --list takes no value; bench_parse handles the rest */
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--list") == 0) {
-            list = true;
-            memmove(&argv[i], &argv[i + 1], sizeof(*argv) * (size_t)(argc - i));
-            argc--;
-            i--;
-        }
     const struct bench_opt opts[] = {
         {"fronts", NULL, &fronts_arg},      {"sizes", NULL, &sizes_arg},
         {"tests", NULL, &tests_arg},        {"objs", &nr_objs, NULL},
@@ -934,16 +823,16 @@ int main(int argc, char **argv)
                     bench_die("pthread_create failed");
             }
     }
-    workers = bench_map(sizeof(*workers) * (size_t)nr_cpus);
+    pt.workers = bench_map(sizeof(*pt.workers) * (size_t)nr_cpus);
     for (int i = 0; i < nr_cpus; i++) {
-        workers[i].id = i;
-        workers[i].objs = bench_map(sizeof(void *) * (size_t)nr_objs);
-        memset(workers[i].objs, 0, sizeof(void *) * (size_t)nr_objs); /* fault it in */
+        pt.workers[i].id = i;
+        pt.workers[i].objs = bench_map(sizeof(void *) * (size_t)nr_objs);
+        memset(pt.workers[i].objs, 0, sizeof(void *) * (size_t)nr_objs); /* fault it in */
     }
     bench_pin(0);
     touch_stack();
     for (int i = 1; i < nr_cpus; i++)
-        if (pthread_create(&workers[i].tid, NULL, worker_main, &workers[i]) != 0)
+        if (pthread_create(&pt.workers[i].tid, NULL, worker_main, &pt.workers[i]) != 0)
             bench_die("pthread_create failed");
     warm_up(run[HACKBENCH]);
 
@@ -962,7 +851,7 @@ int main(int argc, char **argv)
                 bench_die("front end %s refused for cache f-%s-%s", front, front, what);
             for (int t = 0; t < HACKBENCH; t++)
                 if (run[t])
-                    run_pattern((enum test)t, front);
+                    run_pattern((enum pattern)t, front);
             if (run[HACKBENCH])
                 run_hackbench(front);
             destroy_cache(cache);
@@ -986,7 +875,7 @@ int main(int argc, char **argv)
 
     chan_post(&worker_chan, NULL);
     for (int i = 1; i < nr_cpus; i++)
-        pthread_join(workers[i].tid, NULL);
+        pthread_join(pt.workers[i].tid, NULL);
     if (run[HACKBENCH]) {
         chan_post(&hb_chan, NULL);
         for (int i = 0; i < nr_hb; i++)

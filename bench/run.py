@@ -77,6 +77,21 @@ PEERS = {
 }
 
 
+def run_env(overrides, preload=None):
+    """This process's environment without LD_PRELOAD, then `preload` as
+    LD_PRELOAD (if any) and the overrides (name -> value; None: unset)."""
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if preload:
+        env["LD_PRELOAD"] = preload
+    for k, v in overrides.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    return env
+
+
 class Contender:
     """One column of a table: an allocator, the driver arguments it gets, and
     the environment it runs in (env: name -> value, None to unset).
@@ -102,16 +117,7 @@ class Contender:
 
     def environ(self):
         """The environment of this contender's runs."""
-        env = dict(os.environ)
-        env.pop("LD_PRELOAD", None)
-        if self.preload:
-            env["LD_PRELOAD"] = self.preload
-        for k, v in self.env.items():
-            if v is None:
-                env.pop(k, None)
-            else:
-                env[k] = v
-        return env
+        return run_env(self.env, self.preload)
 
     def describe(self):
         env = " ".join(f"{k}={v}" for k, v in self.env.items() if v is not None)
@@ -551,14 +557,7 @@ class SharedRun:
         self.mem_labels = {}    # (test, size) -> row of the memory table
 
     def environ(self):
-        env = dict(os.environ)
-        env.pop("LD_PRELOAD", None)
-        for k, v in self.env.items():
-            if v is None:
-                env.pop(k, None)
-            else:
-                env[k] = v
-        return env
+        return run_env(self.env)
 
     def wanted(self):
         """bench_fronts's tests for the member tests."""
@@ -584,8 +583,7 @@ class SharedRun:
             errors.append(f"{self.key}: {e}")
             return
         if p.returncode != 0:
-            msg = (p.stderr.strip().splitlines() or [""])[-1]
-            errors.append(f"{self.key}: exit {p.returncode} ({msg}): {' '.join(cmd)}")
+            errors.append(f"{self.key}: " + exit_error(p.returncode, p.stderr, cmd))
             return
         got = {}
         try:
@@ -610,13 +608,7 @@ class SharedRun:
 
     def parse(self, line, got):
         """One "result test=T front=F [size=S] key=value ..." line into got."""
-        fields = dict(tok.partition("=")[::2] for tok in line.split()[1:])
-        test, front = fields.pop("test"), fields.pop("front")
-        nums = {}
-        for key, value in fields.items():
-            nums[key] = float(value)
-            if not math.isfinite(nums[key]):
-                raise RunError(f"not a finite number: {key}={value}")
+        test, front, nums = result_words(line, "test", "front")
         if test == "front":  # the front end's whole run
             nums["anon_after_kib"] = nums["anon_kept_kib"]
             got[("fronts.memory", "whole run", front)] = nums
@@ -767,6 +759,27 @@ def parse_result(text):
     raise RunError("no result line")
 
 
+def result_words(line, *names):
+    """A "result name=word ... key=number ..." line of a driver that prints
+    several: the words of `names` (KeyError if one is missing), then a dict
+    of the other keys' numbers."""
+    fields = dict(tok.partition("=")[::2] for tok in line.split()[1:])
+    words = [fields.pop(n) for n in names]
+    nums = {}
+    for key, value in fields.items():
+        nums[key] = float(value)
+        if not math.isfinite(nums[key]):
+            raise RunError(f"not a finite number: {key}={value}")
+    return words + [nums]
+
+
+def exit_error(returncode, stderr, cmd):
+    """What a driver's failed run says: its exit status, its last line on
+    stderr, its command."""
+    msg = (stderr.strip().splitlines() or [""])[-1]
+    return f"exit {returncode} ({msg}): {' '.join(cmd)}"
+
+
 def start(bin_dir, test, case, cont):
     exe = os.path.join(bin_dir, "bench_" + test.driver)
     cmd = [exe] + case.args + cont.extra_args
@@ -782,8 +795,7 @@ def finish(cmd, proc, test, timeout):
         proc.communicate()
         raise RunError(f"timed out after {timeout} s: {' '.join(cmd)}")
     if proc.returncode != 0:
-        msg = (err.strip().splitlines() or [""])[-1]
-        raise RunError(f"exit {proc.returncode} ({msg}): {' '.join(cmd)}")
+        raise RunError(exit_error(proc.returncode, err, cmd))
     result = parse_result(out)
     for m in test.metrics:
         keys = m.split or ()
@@ -822,11 +834,8 @@ def inproc_cmd(bin_dir, test, order):
     the variables any contender sets are unset, then set per contender by
     bench_inproc (--env) while it loads that allocator."""
     cmd = [os.path.join(bin_dir, "bench_inproc")] + test.inproc + ["--result"]
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
+    env = run_env({k: None for c in order for k in c.env})
     for c in order:
-        for k in c.env:
-            env.pop(k, None)
         cmd += ["--name", c.name]
         for k, v in c.env.items():
             if v is not None:
@@ -844,8 +853,7 @@ def run_inproc(bin_dir, test, order, timeout):
     except subprocess.TimeoutExpired:
         raise RunError(f"timed out after {timeout} s: {' '.join(cmd)}")
     if r.returncode != 0:
-        msg = (r.stderr.strip().splitlines() or [""])[-1]
-        raise RunError(f"exit {r.returncode} ({msg}): {' '.join(cmd)}")
+        raise RunError(exit_error(r.returncode, r.stderr, cmd))
     by_x = {c.x: c for c in test.cases}
     got = {}
     for line in r.stdout.splitlines():
@@ -1095,6 +1103,15 @@ def wrap(text, indent):
 MEMORY_TOLERANCE = 0.01
 
 
+def target_lines(lines, desc, ok, miss, what):
+    """A target's lines of the report: met or MISSED, how many of `what`
+    met it, and where it was missed."""
+    status = "met   " if not miss else "MISSED"
+    lines.append(f"  {status} {desc}: {len(ok)}/{len(ok) + len(miss)} {what}")
+    if miss:
+        lines.extend(wrap("missed at: " + ", ".join(miss), 9))
+
+
 def targets(tests, columns, samples):
     """The suite's targets, measured and reported, never asserted."""
     by_key = {t.key: t for t in tests}
@@ -1116,10 +1133,7 @@ def targets(tests, columns, samples):
             (ok if met else miss).append(f"{case.label} ({r:.2f} vs {peer.name})")
         if not ok and not miss:
             return
-        status = "met   " if not miss else "MISSED"
-        lines.append(f"  {status} {desc}: {len(ok)}/{len(ok) + len(miss)} {what}")
-        if miss:
-            lines.extend(wrap("missed at: " + ", ".join(miss), 9))
+        target_lines(lines, desc, ok, miss, what)
 
     mem = 1 + MEMORY_TOLERANCE
     from_256 = lambda c: c.x is not None and c.x >= 256
@@ -1177,6 +1191,14 @@ def write_csvs(out, tests, columns, samples):
                                     "" if r is None else f"{r:.4f}"])
 
 
+def draw(gnuplot, script, png, made):
+    """Run gnuplot on the script's lines; png's name into made if it drew."""
+    r = subprocess.run([gnuplot], input="\n".join(script) + "\n", text=True,
+                       capture_output=True, timeout=60)
+    if r.returncode == 0:
+        made.append(os.path.basename(png))
+
+
 def plot(out, tests, columns, samples):
     """One PNG per table with gnuplot: lines over size/threads, else bars."""
     gnuplot = shutil.which("gnuplot")
@@ -1227,10 +1249,7 @@ def plot(out, tests, columns, samples):
                 plots = [f"'{dat}' using {i + 3}:xtic(1) title '{c.name}'"
                          for i, c in enumerate(cols)]
             script.append("plot " + ", ".join(plots))
-            r = subprocess.run([gnuplot], input="\n".join(script) + "\n", text=True,
-                               capture_output=True, timeout=60)
-            if r.returncode == 0:
-                made.append(os.path.basename(png))
+            draw(gnuplot, script, png, made)
     made += plot_programs(out, tests, columns, samples, gnuplot, term)
     return f"plots: {len(made)} PNG files in {out}"
 
@@ -1338,13 +1357,7 @@ class DebugRun(SharedRun):
 
     def parse(self, line, got):
         """One "result test=T config=C size=S key=value ..." line into got."""
-        fields = dict(tok.partition("=")[::2] for tok in line.split()[1:])
-        test, config = fields.pop("test"), fields.pop("config")
-        nums = {}
-        for key, value in fields.items():
-            nums[key] = float(value)
-            if not math.isfinite(nums[key]):
-                raise RunError(f"not a finite number: {key}={value}")
+        test, config, nums = result_words(line, "test", "config")
         got[(f"debug.{test}", str(int(nums["size"])), config)] = nums
 
 
@@ -1652,6 +1665,13 @@ def grid(number, title, notes, row_title, rows, heads, groups=None):
     return lines
 
 
+def median_row(name, cells, fmt):
+    """A grid row: each cell's median (in format fmt, "-" for none) and the
+    widest spread."""
+    return (name, [format(x.median, fmt) if x else "-" for x in cells],
+            max((x.spread for x in cells if x), default=None))
+
+
 def programs_report(tests, columns, samples, number, notes, mismatches, compared):
     """The section: header, tables, calloc's tables, its targets."""
     lines = [""] + PROGRAMS_HEADER + [f"   {n}" for n in notes]
@@ -1673,11 +1693,8 @@ def programs_report(tests, columns, samples, number, notes, mismatches, compared
         peak = program_cells(ptests, cols, samples, PROGRAM_PEAK)
         glibc = next((c for c in cols if c.name == "glibc"), None)
 
-        rows = []
-        for t in ptests:
-            row = [peak.get((t.key, c.name)) for c in cols]
-            rows.append((label(t), [f"{x.median:.1f}" if x else "-" for x in row],
-                         max((x.spread for x in row if x), default=None)))
+        rows = [median_row(label(t), [peak.get((t.key, c.name)) for c in cols], ".1f")
+                for t in ptests]
         lines += [""] + grid(f"{number}{next(letters)}.", "programs: peak RSS (MiB), lower is "
                              "better", ["the program's process (redis: the server's VmHWM before "
                                         "its shutdown); median over the rounds"],
@@ -1722,11 +1739,8 @@ def programs_report(tests, columns, samples, number, notes, mismatches, compared
                              {len(subj) - 1})
 
         wall = program_cells(ptests, cols, samples, PROGRAM_WALL)
-        rows = []
-        for t in ptests:
-            row = [wall.get((t.key, c.name)) for c in cols]
-            rows.append((label(t), [f"{x.median:.2f}" if x else "-" for x in row],
-                         max((x.spread for x in row if x), default=None)))
+        rows = [median_row(label(t), [wall.get((t.key, c.name)) for c in cols], ".2f")
+                for t in ptests]
         lines += [""] + grid(f"{number}{next(letters)}.", "programs: wall time (s), lower is "
                              "better", ["from the fork to the exit (redis: the server's whole "
                                         "life, start-up and fill included); on a shared VM, "
@@ -1739,8 +1753,7 @@ def programs_report(tests, columns, samples, number, notes, mismatches, compared
                 continue
             row = [used.get((t.key, c.name)) for c in cols]
             g = used.get((t.key, "glibc"))
-            rows = [("MiB", [f"{x.median:.1f}" if x else "-" for x in row],
-                     max((x.spread for x in row if x), default=None))]
+            rows = [median_row("MiB", row, ".1f")]
             if g:
                 rows.append(("/ glibc", [f"{x.median / g.median:.2f}" if x else "-"
                                          for x in row], None))
@@ -1765,12 +1778,6 @@ def programs_targets(ptests, ct, columns, samples):
     lines = [f"Targets for the programs (medians of peak RSS; 'at most' strict, "
              f"'no larger than' within {MEMORY_TOLERANCE * 100:.0f}%)"]
 
-    def report(desc, ok, miss, what):
-        status = "met   " if not miss else "MISSED"
-        lines.append(f"  {status} {desc}: {len(ok)}/{len(ok) + len(miss)} {what}")
-        if miss:
-            lines.extend(wrap("missed at: " + ", ".join(miss), 9))
-
     label = lambda t: t.key.split(".", 1)[1]
     if ptests:
         cols = columns[ptests[0].key]
@@ -1785,8 +1792,8 @@ def programs_targets(ptests, ct, columns, samples):
                 r = x.median / best.median
                 (ok if r <= PROGRAM_LIMIT else miss).append(f"{label(t)} ({r:.2f} vs {peer.name})")
         if ok or miss:
-            report(f"{q.name}: each program's peak RSS at most {PROGRAM_LIMIT:.2f}x the smallest "
-                   "peer's", ok, miss, "programs")
+            target_lines(lines, f"{q.name}: each program's peak RSS at most {PROGRAM_LIMIT:.2f}x "
+                         "the smallest peer's", ok, miss, "programs")
         rs = [peak[(t.key, q.name)].median / peak[(t.key, "glibc")].median for t in ptests
               if (t.key, q.name) in peak and (t.key, "glibc") in peak]
         if rs:
@@ -1804,7 +1811,7 @@ def programs_targets(ptests, ct, columns, samples):
                     r = x.median / y.median
                     (ok if r <= tol else miss).append(f"{label(t)} ({r:.2f})")
             if ok or miss:
-                report(desc, ok, miss, "programs")
+                target_lines(lines, desc, ok, miss, "programs")
 
         against("qslab-slob", "glibc", "qslab-slob: peak RSS no larger than glibc's")
         against("qslab-slub", q.name, f"qslab-slub: peak RSS no larger than SLQB's ({q.name})")
@@ -1824,8 +1831,9 @@ def programs_targets(ptests, ct, columns, samples):
                 x = cell(samples, ct, big, c, faults)
                 if x:
                     (ok if x.median <= limit else miss).append(f"{c.name} ({x.median:.0f})")
-            report(f"a 9 MiB calloc faults no more pages than glibc's + {CALLOC_HANDFUL} "
-                   f"({g.median:.0f} + {CALLOC_HANDFUL})", ok, miss, "qslab columns")
+            target_lines(lines, f"a 9 MiB calloc faults no more pages than glibc's + "
+                         f"{CALLOC_HANDFUL} ({g.median:.0f} + {CALLOC_HANDFUL})", ok, miss,
+                         "qslab columns")
         ok, miss = [], []
         blocks_kib = float(small.args[1]) * 64 / 1024
         for c in subj:
@@ -1834,9 +1842,9 @@ def programs_targets(ptests, ct, columns, samples):
                 (ok if x.median <= CALLOC_WRITTEN_SHARE * blocks_kib else miss).append(
                     f"{c.name} ({x.median:.0f} KiB)")
         if ok or miss:
-            report(f"callocs of {small.label.split(' (')[0]} from fresh slabs write nothing "
-                   f"(pages written at most {CALLOC_WRITTEN_SHARE * 100:.0f}% of the blocks' "
-                   f"{blocks_kib:,.0f} KiB)", ok, miss, "qslab columns")
+            target_lines(lines, f"callocs of {small.label.split(' (')[0]} from fresh slabs write "
+                         f"nothing (pages written at most {CALLOC_WRITTEN_SHARE * 100:.0f}% of the "
+                         f"blocks' {blocks_kib:,.0f} KiB)", ok, miss, "qslab columns")
     return lines
 
 
@@ -1883,10 +1891,7 @@ def plot_programs(out, tests, columns, samples, gnuplot, term):
                   f"{progs.SAMPLE_S * 1000:.0f} ms (the run with the median peak)\"",
                   "set key outside right top", "set grid", "set xlabel 'seconds'",
                   "set ylabel 'RSS (MiB)'", "set yrange [0:*]", "plot " + ", ".join(plots)]
-        r = subprocess.run([gnuplot], input="\n".join(script) + "\n", text=True,
-                           capture_output=True, timeout=60)
-        if r.returncode == 0:
-            made.append(os.path.basename(png))
+        draw(gnuplot, script, png, made)
     if ptests:
         cols = columns[ptests[0].key]
         peak = program_cells(ptests, cols, samples, PROGRAM_PEAK)
@@ -1909,10 +1914,7 @@ def plot_programs(out, tests, columns, samples, gnuplot, term):
                       "set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2",
                       "plot " + ", ".join(f"'{dat}' using {i + 2}:xtic(1) title '{c.name}'"
                                           for i, c in enumerate(cols))]
-            r = subprocess.run([gnuplot], input="\n".join(script) + "\n", text=True,
-                               capture_output=True, timeout=60)
-            if r.returncode == 0:
-                made.append(os.path.basename(png))
+            draw(gnuplot, script, png, made)
     return made
 
 

@@ -36,32 +36,20 @@
  */
 #define _GNU_SOURCE
 #include "bench.h"
+#include "patterns.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum pattern { BATCH, PAIR, BATCH_ALL, PAIR_ALL, REMOTE, RING, NR_PATTERNS };
-
 static const char *const pattern_name[NR_PATTERNS] = {
     "batch", "pair", "batch_all", "pair_all", "remote", "ring",
 };
 
-/* One thread's part of a round.  ticks are summed over the measured loop. */
-struct worker {
-    pthread_t tid;
-    int id;
-    void **objs; /* the N objects this thread allocated (bench_map memory) */
-    uint64_t alloc_ticks, free_ticks;
-    long allocs, frees; /* operations timed in this round */
-};
-
-static enum pattern pattern;
+static struct patterns pt; /* the pattern, its workers and their barrier */
 static size_t size;
 static long nr_objs = 10000, nr_rounds = 5, nr_cpus;
-static struct worker *workers;
-static struct bench_barrier barrier;
 
 static NOINLINE void alloc_objs(struct worker *w)
 {
@@ -71,10 +59,8 @@ static NOINLINE void alloc_objs(struct worker *w)
         objs[i] = malloc(size);
     uint64_t t1 = tsc_end();
 
-    for (long i = 0; i < nr_objs; i++)
-        if (!objs[i])
-            bench_die("malloc(%zu) failed", size);
-    if (pattern == REMOTE || pattern == RING)
+    bench_all_allocated(objs, nr_objs, "malloc(%zu)", size);
+    if (pt.pattern == REMOTE || pt.pattern == RING)
         for (long i = 0; i < nr_objs; i++)
             *(volatile long *)objs[i] = i;
     w->alloc_ticks += t1 - t0;
@@ -122,47 +108,6 @@ static void sample_peak(void)
         peak_anon = anon;
 }
 
-/* One round of the pattern, as seen by worker w; every worker calls it. */
-static void round_step(struct worker *w)
-{
-    int n = (int)nr_cpus;
-
-    bench_barrier_wait(&barrier);
-    switch (pattern) {
-    case BATCH:
-    case BATCH_ALL:
-        alloc_objs(w);
-        bench_barrier_wait(&barrier);
-        free_objs(w, w);
-        break;
-    case PAIR:
-    case PAIR_ALL:
-        alloc_free_pairs(w);
-        break;
-    case REMOTE:
-        if (w->id != 0)
-            alloc_objs(w);
-        bench_barrier_wait(&barrier);
-        if (w->id == 0) {
-            sample_peak(); /* untimed; the others wait at the last barrier */
-            for (int i = 1; i < n; i++)
-                free_objs(w, &workers[i]);
-        }
-        break;
-    case RING:
-        alloc_objs(w);
-        bench_barrier_wait(&barrier);
-        if (w->id == 0)
-            sample_peak();
-        bench_barrier_wait(&barrier); /* untimed */
-        free_objs(w, &workers[(w->id + n - 1) % n]);
-        break;
-    default:
-        break;
-    }
-    bench_barrier_wait(&barrier);
-}
-
 static _Atomic int stop;
 
 static void *worker_main(void *arg)
@@ -171,22 +116,17 @@ static void *worker_main(void *arg)
 
     bench_pin(w->id);
     while (1) {
-        bench_barrier_wait(&barrier); /* a round starts, or the run ends */
+        bench_barrier_wait(&pt.barrier); /* a round starts, or the run ends */
         if (stop)
             return NULL;
-        round_step(w);
+        round_step(&pt, w);
     }
 }
 
-/* Run one round on every worker (the main thread is worker 0). */
-static void run_round(void)
+/* patterns.h's start of a round: the workers wait at the barrier. */
+static void start_round(void)
 {
-    for (int i = 0; i < nr_cpus; i++) {
-        workers[i].alloc_ticks = workers[i].free_ticks = 0;
-        workers[i].allocs = workers[i].frees = 0;
-    }
-    bench_barrier_wait(&barrier);
-    round_step(&workers[0]);
+    bench_barrier_wait(&pt.barrier);
 }
 
 int main(int argc, char **argv)
@@ -201,65 +141,50 @@ int main(int argc, char **argv)
     bench_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
                 "--test batch|pair|batch_all|pair_all|remote|ring --size BYTES "
                 "[--objs N] [--rounds N] [--cpus N]");
-    pattern = NR_PATTERNS;
+    pt.pattern = NR_PATTERNS;
     for (int i = 0; test && i < NR_PATTERNS; i++)
         if (strcmp(test, pattern_name[i]) == 0)
-            pattern = i;
-    if (pattern == NR_PATTERNS || size_arg <= 0 || nr_objs <= 0 || nr_rounds <= 0)
+            pt.pattern = i;
+    if (pt.pattern == NR_PATTERNS || size_arg <= 0 || nr_objs <= 0 || nr_rounds <= 0)
         bench_die("need --test with a known pattern, --size, and positive counts");
     size = (size_t)size_arg;
 
-    if (pattern == BATCH || pattern == PAIR)
+    if (pt.pattern == BATCH || pt.pattern == PAIR)
         nr_cpus = 1;
     else if (nr_cpus == 0)
         nr_cpus = bench_ncpus();
-    if ((pattern == REMOTE || pattern == RING) && nr_cpus < 2)
-        bench_die("%s needs at least 2 CPUs", pattern_name[pattern]);
+    if ((pt.pattern == REMOTE || pt.pattern == RING) && nr_cpus < 2)
+        bench_die("%s needs at least 2 CPUs", pattern_name[pt.pattern]);
 
-    workers = bench_map(sizeof(*workers) * (size_t)nr_cpus);
-    bench_barrier_init(&barrier, (unsigned)nr_cpus);
+    pt.cpus = (int)nr_cpus;
+    pt.alloc_objs = alloc_objs;
+    pt.free_objs = free_objs;
+    pt.alloc_free_pairs = alloc_free_pairs;
+    pt.sample_peak = sample_peak;
+    pt.start_round = start_round;
+    pt.workers = bench_map(sizeof(*pt.workers) * (size_t)nr_cpus);
+    bench_barrier_init(&pt.barrier, (unsigned)nr_cpus);
     for (int i = 0; i < nr_cpus; i++) {
-        workers[i].id = i;
-        workers[i].objs = bench_map(sizeof(void *) * (size_t)nr_objs);
+        pt.workers[i].id = i;
+        pt.workers[i].objs = bench_map(sizeof(void *) * (size_t)nr_objs);
     }
     bench_pin(0);
     for (int i = 1; i < nr_cpus; i++)
-        if (pthread_create(&workers[i].tid, NULL, worker_main, &workers[i]) != 0)
+        if (pthread_create(&pt.workers[i].tid, NULL, worker_main, &pt.workers[i]) != 0)
             bench_die("pthread_create failed");
 
     double *alloc_c = bench_map(sizeof(double) * 3 * (size_t)nr_rounds);
     double *free_c = alloc_c + nr_rounds, *faults = free_c + nr_rounds;
-
-    run_round(); /* warm-up */
-    for (long r = 0; r < nr_rounds; r++) {
-        long flt = bench_minflt();
-        run_round();
-        faults[r] = (double)(bench_minflt() - flt);
-
-        uint64_t at = 0, ft = 0;
-        long an = 0, fn = 0;
-        for (int i = 0; i < nr_cpus; i++) {
-            at += workers[i].alloc_ticks;
-            ft += workers[i].free_ticks;
-            an += workers[i].allocs;
-            fn += workers[i].frees;
-        }
-        alloc_c[r] = an ? (double)at / (double)an : 0;
-        free_c[r] = fn ? (double)ft / (double)fn : 0;
-    }
+    measure_rounds(&pt, nr_rounds, alloc_c, free_c, faults);
 
     stop = 1;
-    bench_barrier_wait(&barrier);
+    bench_barrier_wait(&pt.barrier);
     for (int i = 1; i < nr_cpus; i++)
-        pthread_join(workers[i].tid, NULL);
+        pthread_join(pt.workers[i].tid, NULL);
 
-    double a = bench_median(alloc_c, (int)nr_rounds), f = bench_median(free_c, (int)nr_rounds);
-    bench_result("alloc", a);
-    bench_result("free", f);
-    bench_result("total", a + f);
-    bench_result("minflt", bench_median(faults, (int)nr_rounds));
+    result_costs(alloc_c, free_c, faults, nr_rounds);
     bench_result("peak_rss_kib", (double)bench_peak_rss_kib());
-    if (pattern == REMOTE || pattern == RING) {
+    if (pt.pattern == REMOTE || pt.pattern == RING) {
         bench_result("peak_sampled_kib", (double)peak_sampled);
         bench_result("peak_anon_kib", (double)peak_anon);
     }

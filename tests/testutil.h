@@ -13,6 +13,11 @@
  *   tu_expect_report()     run an operation, check its report's first line and
  *                          the fatal handler's call (or that none came)
  *   tu_reexec()            run this executable again with one variable set
+ *   tu_spawn_self()        the same, after a setup of the caller's in the child
+ *   tu_wait(pid)           a child's exit status, or 128 + its signal
+ *   tu_now(), tu_now_ms(), tu_sleep_ms()  CLOCK_MONOTONIC time, a sleep
+ *   tu_cmp_ptr             qsort's comparison of pointers, by address
+ *   tu_sorted_dups(v, n)   objects handed out twice, for long arrays
  *   tu_kmalloc_class(n)    the kmalloc class of n bytes, from the documented
  *                          rule (kmalloc.c), not from the library's tables
  *   tu_pin_one_cpu()       keep the calling thread on one CPU: with per-CPU
@@ -36,7 +41,10 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "xorshift.h"
 
 /* Sanitizer builds run fewer iterations (gcc defines the __SANITIZE_ macros,
  * clang answers __has_feature). */
@@ -134,6 +142,50 @@ static inline const char *tu_addr(char buf[32], const void *p)
     return buf;
 }
 
+/* qsort's comparison of two void * elements, by address. */
+static inline int tu_cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Seconds, and milliseconds, on CLOCK_MONOTONIC. */
+static inline double tu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+static inline uint64_t tu_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Sleep ms milliseconds, signals or not. */
+static inline void tu_sleep_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* How many of v[0..n) are non-NULL and equal to the one before them in
+ * address order (objects handed out twice), by a sorted copy: for arrays
+ * too long for tu_dups' pairs. */
+static inline int tu_sorted_dups(void *const *v, int n)
+{
+    void **s = calloc((size_t)n + 1, sizeof *s);
+    int d = 0;
+    memcpy(s, v, sizeof *s * (size_t)n);
+    qsort(s, (size_t)n, sizeof *s, tu_cmp_ptr);
+    for (int i = 1; i < n; i++)
+        d += s[i] && s[i] == s[i - 1];
+    free(s);
+    return d;
+}
+
 /* How many pairs of a[0..n) are equal (objects handed out twice). */
 static inline int tu_dups(void *const *a, int n)
 {
@@ -144,7 +196,6 @@ static inline int tu_dups(void *const *a, int n)
     return d;
 }
 
-/* Deterministic pseudo-random numbers (xorshift64*), one state per thread. */
 /* The kmalloc class of n bytes (n <= 32 MiB): 8, then 16 bytes apart up to
  * 128, then eight classes per power of two, 2^k/8 apart. */
 static inline size_t tu_kmalloc_class(size_t n)
@@ -160,14 +211,10 @@ static inline size_t tu_kmalloc_class(size_t n)
     return (n + step - 1) / step * step;
 }
 
+/* Deterministic pseudo-random numbers (xorshift64*), one state per thread. */
 static inline uint64_t tu_rand(uint64_t *s)
 {
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1DULL;
+    return xorshift64s(s);
 }
 static inline uint64_t tu_seed(uint64_t n)
 {
@@ -399,31 +446,52 @@ static inline int tu_expect_report_at(const char *file, int line, char *buf, siz
 
 /* ---- re-executing this program --------------------------------------------- */
 
+/* Wait for child pid: its exit status, or 128 + the signal that ended it. */
+static inline int tu_wait(pid_t pid)
+{
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Fork a child that calls setup(arg) (if not NULL), then runs
+ * /proc/self/exe with argv[1] = mode.  Returns its pid, or -1. */
+static inline pid_t tu_spawn_self(const char *mode, void (*setup)(void *), void *arg)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (setup)
+            setup(arg);
+        char *argv[] = {(char *)"reexec", (char *)mode, NULL};
+        execv("/proc/self/exe", argv);
+        perror("execv /proc/self/exe");
+        _exit(127);
+    }
+    return pid;
+}
+
+/* tu_reexec's setup: the variable arg[0] set to arg[1] (NULL: removed). */
+static inline void tu_setenv_setup(void *arg)
+{
+    const char *const *nv = arg;
+    if (nv[1])
+        setenv(nv[0], nv[1], 1);
+    else
+        unsetenv(nv[0]);
+}
+
 /*
  * Run /proc/self/exe with argv[1] = mode and the environment variable `name`
  * set to `value` (NULL: removed).  Returns the exit status, or 128 + signal.
  */
 static inline int tu_reexec(const char *mode, const char *name, const char *value)
 {
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        if (value)
-            setenv(name, value, 1);
-        else
-            unsetenv(name);
-        char *argv[] = {(char *)"reexec", (char *)mode, NULL};
-        execv("/proc/self/exe", argv);
-        perror("execv /proc/self/exe");
-        _exit(127);
-    }
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    const char *nv[2] = {name, value};
+    pid_t pid = tu_spawn_self(mode, tu_setenv_setup, nv);
+    return pid < 0 ? -1 : tu_wait(pid);
 }
 
 /* Pin the calling thread to the first CPU it may use; returns that CPU.

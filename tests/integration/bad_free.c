@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <qslab.h>
 
+#include "../cacheutil.h"
 #include "../front.h"
 #include "../testutil.h"
 
@@ -18,37 +19,11 @@ static void ctor48(void *obj)
     memset(obj, 0x5a, 48);
 }
 
-static int cmp_ptr(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* The cache still works: n fresh objects, all distinct, no handler call. */
+/* The cache still works: 300 fresh objects, all distinct, no handler call
+ * (C's written with its constructor's pattern). */
 static void check_sane(qslab_cache *c, size_t size, const char *when)
 {
-    enum { N = 300 };
-    void *objs[N];
-    int nulls = 0, dups = 0;
-    for (int i = 0; i < N; i++) {
-        objs[i] = qslab_cache_alloc(c);
-        if (!objs[i])
-            nulls++;
-        else
-            memset(objs[i], c == C ? 0x5a : i, size);
-    }
-    void *sorted[N];
-    memcpy(sorted, objs, sizeof objs);
-    qsort(sorted, N, sizeof sorted[0], cmp_ptr);
-    for (int i = 1; i < N; i++)
-        if (sorted[i] && sorted[i] == sorted[i - 1])
-            dups++;
-    for (int i = 0; i < N; i++)
-        if (objs[i])
-            qslab_cache_free(c, objs[i]);
-    CHECKF(nulls == 0 && dups == 0, "after %s: %d NULL, %d duplicate objects", when, nulls, dups);
-    CHECKF(tu_capture_calls() == 0, "after %s: handler called: %s", when, tu_fatal_msg);
-    tu_capture_reset();
+    tc_check_sane(c, 300, size, c == C ? 0x5a : -1, when);
 }
 
 /* A free loads nothing from the object (no store-forwarding stall on the
@@ -69,28 +44,14 @@ static void reuse_expect(qslab_cache *c, int n, const void *p, const char *what,
         CHECKF(tu_capture_calls() == 0, "%s: report at reuse after a double free already reported: %s", name,
                tu_fatal_msg);
     tu_capture_reset();
-    void **sorted = calloc((size_t)n, sizeof *v);
-    memcpy(sorted, v, (size_t)n * sizeof *v);
-    qsort(sorted, (size_t)n, sizeof *v, cmp_ptr);
-    int dups = 0, nulls = 0;
-    for (int i = 0; i < n; i++) {
-        nulls += !sorted[i];
-        dups += i && sorted[i] && sorted[i] == sorted[i - 1];
-    }
+    int dups = tu_sorted_dups(v, n), nulls = 0;
+    for (int i = 0; i < n; i++)
+        nulls += !v[i];
     CHECKF(!dups && !nulls, "%s: %d objects handed out twice, %d NULL", name, dups, nulls);
     for (int i = 0; i < n; i++)
         if (v[i])
             qslab_cache_free(c, v[i]);
     free(v);
-    free(sorted);
-}
-
-static unsigned long active(qslab_cache *c)
-{
-    struct qslab_cache_stats st;
-    if (qslab_cache_stats(c, &st))
-        return (unsigned long)-1;
-    return st.active_objs;
 }
 
 static void test_handler_setting(void)
@@ -127,17 +88,17 @@ static void test_not_qslab(void)
 static void test_interior(void)
 {
     char s[32];
-    unsigned long before = active(A);
+    unsigned long before = tc_active(A);
     char *p = qslab_cache_alloc(A);
     CHECK(p != NULL);
     qslab_cache_free(A, p + 8);
     tu_check_fatal("interior pointer", tu_addr(s, p + 8), "t-bad-alpha");
     qslab_free(p + 8);
     tu_check_fatal("interior pointer", tu_addr(s, p + 8), "t-bad-alpha");
-    CHECKF(active(A) == before + 1, "the ignored frees freed something: active %lu", active(A));
+    CHECKF(tc_active(A) == before + 1, "the ignored frees freed something: active %lu", tc_active(A));
     qslab_cache_free(A, p); /* the real free still works */
     CHECK(tu_capture_calls() == 0);
-    CHECK(active(A) == before);
+    CHECK(tc_active(A) == before);
 
     char *q = qslab_malloc(120); /* kmalloc-128 */
     CHECK(q != NULL);
@@ -264,11 +225,11 @@ static void test_use_after_free(void)
 static void test_wrong_cache(void)
 {
     char s[32];
-    unsigned long a0 = active(A), b0 = active(B);
+    unsigned long a0 = tc_active(A), b0 = tc_active(B);
     void *p = qslab_cache_alloc(A);
     qslab_cache_free(B, p);
     tu_check_fatal("belongs to cache", tu_addr(s, p), "t-bad-alpha", "t-bad-beta");
-    CHECK(active(A) == a0 + 1 && active(B) == b0);
+    CHECK(tc_active(A) == a0 + 1 && tc_active(B) == b0);
     qslab_cache_free(A, p);
     CHECK(tu_capture_calls() == 0);
 
@@ -287,7 +248,7 @@ static void test_wrong_cache(void)
     void *t = qslab_cache_alloc(B);
     qslab_free(t);
     CHECK(tu_capture_calls() == 0);
-    CHECK(active(B) == b0);
+    CHECK(tc_active(B) == b0);
     check_sane(A, 64, "wrong-cache frees");
     check_sane(B, 64, "wrong-cache frees");
 }
@@ -295,13 +256,13 @@ static void test_wrong_cache(void)
 static void test_double_free(qslab_cache *c, size_t size, const char *name)
 {
     char s[32];
-    unsigned long before = active(c);
+    unsigned long before = tc_active(c);
 
     void *p = qslab_cache_alloc(c);
     qslab_cache_free(c, p);
     qslab_cache_free(c, p);
     tu_check_fatal("double free", tu_addr(s, p), name);
-    CHECKF(active(c) == before, "%s: active %lu, expected %lu", name, active(c), before);
+    CHECKF(tc_active(c) == before, "%s: active %lu, expected %lu", name, tc_active(c), before);
     check_sane(c, size, "an immediate double free");
 
     void *a = qslab_cache_alloc(c), *b = qslab_cache_alloc(c), *d = qslab_cache_alloc(c);
@@ -339,7 +300,7 @@ static void test_double_free(qslab_cache *c, size_t size, const char *name)
                    name, j, i, g[j], g[i]);
     for (int i = 0; i < 4; i++)
         qslab_cache_free(c, g[i]);
-    CHECKF(active(c) == before, "%s: active %lu, expected %lu", name, active(c), before);
+    CHECKF(tc_active(c) == before, "%s: active %lu, expected %lu", name, tc_active(c), before);
     check_sane(c, size, "a delayed double free");
 
     /* A double free through qslab_free() too. */
@@ -347,7 +308,7 @@ static void test_double_free(qslab_cache *c, size_t size, const char *name)
     qslab_free(p);
     qslab_free(p);
     tu_check_fatal("double free", tu_addr(s, p), name);
-    CHECK(active(c) == before);
+    CHECK(tc_active(c) == before);
     check_sane(c, size, "a double free through qslab_free");
 }
 
@@ -378,7 +339,7 @@ static void test_double_free_kmalloc(void)
     else
         tu_check_fatal("double free", tu_addr(s, y), "kmalloc-32");
     tu_capture_reset();
-    qsort(v, N, sizeof v[0], cmp_ptr);
+    qsort(v, N, sizeof v[0], tu_cmp_ptr);
     int dups = 0;
     for (int i = 1; i < N; i++)
         dups += v[i] == v[i - 1];
@@ -433,7 +394,7 @@ static void *free_in_thread(void *p)
 static void test_double_free_remote(void)
 {
     char s[32];
-    unsigned long before = active(A);
+    unsigned long before = tc_active(A);
     void *p = qslab_cache_alloc(A);
     pthread_t t;
     pthread_create(&t, NULL, free_in_thread, p);
@@ -449,7 +410,7 @@ static void test_double_free_remote(void)
         qslab_cache_shrink(A);
         reuse_expect(A, 300, p, "double free", "t-bad-alpha");
     }
-    CHECKF(active(A) == before, "active %lu, expected %lu", active(A), before);
+    CHECKF(tc_active(A) == before, "active %lu, expected %lu", tc_active(A), before);
     check_sane(A, 64, "a double free after a free in another thread");
 }
 
@@ -476,7 +437,7 @@ int main(void)
     test_double_free_large();
     test_double_free_remote();
 
-    CHECK(active(A) == 0 && active(B) == 0 && active(C) == 0);
+    CHECK(tc_active(A) == 0 && tc_active(B) == 0 && tc_active(C) == 0);
     CHECK(qslab_cache_destroy(A) == 0);
     CHECK(qslab_cache_destroy(B) == 0);
     CHECK(qslab_cache_destroy(C) == 0);

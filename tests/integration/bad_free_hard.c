@@ -10,44 +10,11 @@
 #include <pthread.h>
 #include <sys/syscall.h>
 
+#include "../cacheutil.h"
 #include "../front.h"
 #include "../testutil.h"
 
 static qslab_cache *A;
-
-static int cmp_ptr(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* n fresh objects: none NULL, none twice, no handler call; all freed. */
-static void check_sane(qslab_cache *c, int n, const char *when)
-{
-    void **v = calloc((size_t)n, sizeof *v);
-    int nulls = 0, dups = 0;
-    for (int i = 0; i < n; i++)
-        nulls += (v[i] = qslab_cache_alloc(c)) == NULL;
-    void **s = calloc((size_t)n, sizeof *s);
-    memcpy(s, v, sizeof *v * (size_t)n);
-    qsort(s, (size_t)n, sizeof *s, cmp_ptr);
-    for (int i = 1; i < n; i++)
-        dups += s[i] && s[i] == s[i - 1];
-    for (int i = 0; i < n; i++)
-        if (v[i])
-            qslab_cache_free(c, v[i]);
-    CHECKF(nulls == 0 && dups == 0, "after %s: %d NULL, %d handed out twice", when, nulls, dups);
-    CHECKF(tu_capture_calls() == 0, "after %s: handler called: %s", when, tu_fatal_msg);
-    tu_capture_reset();
-    free(v);
-    free(s);
-}
-
-static unsigned long active(qslab_cache *c)
-{
-    struct qslab_cache_stats st;
-    return qslab_cache_stats(c, &st) ? (unsigned long)-1 : st.active_objs;
-}
 
 /* The handler was called once, with a one-line message holding the address.
  * (Which words describe these cases is not part of the contract.) */
@@ -88,8 +55,8 @@ static void test_double_free_after_flush(void)
         tu_check_fatal("double free", tu_addr(s, a), "t-hard");
         for (int i = 0; i < n; i++)
             qslab_cache_free(A, v[i]);
-        CHECK(active(A) == 0);
-        check_sane(A, n, "a double free after a queue flush");
+        CHECK(tc_active(A) == 0);
+        tc_check_sane(A, n, 0, 0, "a double free after a queue flush");
         free(v);
         return;
     }
@@ -100,8 +67,8 @@ static void test_double_free_after_flush(void)
     } else {
         tu_check_fatal("double free", tu_addr(s, a), "t-hard");
     }
-    CHECK(active(A) == 0);
-    check_sane(A, n, "a double free after a queue flush");
+    CHECK(tc_active(A) == 0);
+    tc_check_sane(A, n, 0, 0, "a double free after a queue flush");
     free(v);
 }
 
@@ -134,8 +101,8 @@ static void test_never_allocated_slot(void)
                 CHECKF(g[i] != g[j], "slot never handed out: %p handed out twice", g[i]);
         for (int i = 0; i < N; i++)
             qslab_cache_free(c, g[i]);
-        CHECK(active(c) == 1);
-        check_sane(c, 500, "a free of a slot never handed out");
+        CHECK(tc_active(c) == 1);
+        tc_check_sane(c, 500, 0, 0, "a free of a slot never handed out");
     }
     qslab_cache_free(c, p);
     CHECK(tu_capture_calls() == 0);
@@ -160,7 +127,7 @@ static void test_double_free_after_shrink(void)
     check_reported(v[199], "double free after shrink");
     qslab_free(v[100]);
     check_reported(v[100], "qslab_free after shrink");
-    check_sane(c, 500, "a double free after shrink");
+    tc_check_sane(c, 500, 0, 0, "a double free after shrink");
     qslab_cache_free(c, keep);
     CHECK(qslab_cache_destroy(c) == 0);
 }
@@ -185,9 +152,9 @@ static void test_slab_tail(void)
         qslab_free(tail);
         check_reported(tail, "qslab_free of a slab's tail");
     }
-    CHECK(active(c) == 1);
+    CHECK(tc_active(c) == 1);
     qslab_cache_free(c, p);
-    check_sane(c, 100, "frees of a slab's tail");
+    tc_check_sane(c, 100, 0, 0, "frees of a slab's tail");
     CHECK(qslab_cache_destroy(c) == 0);
 }
 
@@ -232,7 +199,7 @@ static void test_double_free_remote_batch(int home)
     }
     char s[32];
     qslab_cache_shrink(A); /* every queue empty: the other CPU's queue fills to park */
-    unsigned long before = active(A);
+    unsigned long before = tc_active(A);
     for (int i = 0; i < REMOTE_N; i++)
         remote_objs[i] = qslab_cache_alloc(A);
     pthread_t t;
@@ -241,9 +208,9 @@ static void test_double_free_remote_batch(int home)
     pthread_join(t, &r);
     CHECK(r == NULL);
     tu_check_fatal("double free", tu_addr(s, remote_objs[REMOTE_N - 1]), "t-hard");
-    CHECKF(active(A) == before, "active %lu, expected %lu", active(A), before);
+    CHECKF(tc_active(A) == before, "active %lu, expected %lu", tc_active(A), before);
     qslab_cache_shrink(A);
-    check_sane(A, REMOTE_N, "a double free in a remote batch");
+    tc_check_sane(A, REMOTE_N, 0, 0, "a double free in a remote batch");
     CHECK(qslab_cache_validate(A) == 0);
 }
 

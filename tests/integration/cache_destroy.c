@@ -6,15 +6,10 @@
 #include <pthread.h>
 #include <qslab.h>
 
+#include "../cacheutil.h"
 #include "../testutil.h"
 
 #define NTHREADS 16
-
-static unsigned long active(qslab_cache *c)
-{
-    struct qslab_cache_stats st;
-    return qslab_cache_stats(c, &st) ? (unsigned long)-1 : st.active_objs;
-}
 
 static void test_busy(void)
 {
@@ -39,7 +34,7 @@ static void test_busy(void)
 
     /* The cache is intact and usable. */
     CHECK(qslab_cache_find("t-destroy-busy") == c);
-    CHECK(active(c) == LIVE);
+    CHECK(tc_active(c) == LIVE);
     void *more[500];
     for (int i = 0; i < 500; i++) {
         more[i] = qslab_cache_alloc(c);
@@ -48,7 +43,7 @@ static void test_busy(void)
     }
     for (int i = 0; i < 500; i++)
         qslab_cache_free(c, more[i]);
-    CHECK(active(c) == LIVE);
+    CHECK(tc_active(c) == LIVE);
 
     /* One left: still refused. */
     for (int i = 0; i < LIVE - 1; i++)
@@ -124,13 +119,13 @@ static void test_after_threads(void)
     tu_stderr_end(err, sizeof err);
     CHECKF(r == -1 && e == EBUSY, "%d errno %d", r, e);
     CHECKF(strstr(err, "t-destroy-threads") && strstr(err, "1024"), "report: \"%s\"", err);
-    CHECK(active(tc) == NTHREADS * 64);
+    CHECK(tc_active(tc) == NTHREADS * 64);
 
     /* Free them here, from a thread that allocated none of them. */
     for (int i = 0; i < NTHREADS; i++)
         for (int k = 0; k < 64; k++)
             qslab_cache_free(tc, handoff[i][k]);
-    CHECK(active(tc) == 0);
+    CHECK(tc_active(tc) == 0);
     CHECK(qslab_cache_destroy(tc) == 0);
 }
 
@@ -161,11 +156,11 @@ static void test_cross_exit(void)
     }
     for (int i = 0; i < 8; i++)
         pthread_join(t[i], NULL);
-    CHECK(active(tc) == 800);
+    CHECK(tc_active(tc) == 800);
     for (int i = 0; i < 8; i++)
         for (int k = 0; k < 100; k++)
             qslab_cache_free(tc, objs[i][k]);
-    CHECK(active(tc) == 0);
+    CHECK(tc_active(tc) == 0);
     CHECK(qslab_cache_destroy(tc) == 0);
 }
 

@@ -34,18 +34,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "../cacheutil.h"
 #include "../front.h"
 #include "../testutil.h"
 
 #define MAX_OBJS 8192
-
-static struct qslab_cache_stats stats(qslab_cache *c)
-{
-    struct qslab_cache_stats st;
-    memset(&st, 0, sizeof st);
-    CHECK(qslab_cache_stats(c, &st) == 0);
-    return st;
-}
 
 static unsigned long get_random(const char *name)
 {
@@ -132,7 +125,7 @@ static void ctor(void *p)
 static unsigned run_slabs(qslab_cache *c, const char *what, unsigned slabs, int want, int flip_at)
 {
     static void *v[4 * MAX_OBJS];
-    struct qslab_cache_stats st = stats(c);
+    struct qslab_cache_stats st = tc_stats(c);
     unsigned n = st.objs_per_slab, first_asc = 0;
     size_t slot = st.slot_size;
     unsigned long base = st.new_slab;
@@ -152,7 +145,7 @@ static unsigned run_slabs(qslab_cache *c, const char *what, unsigned slabs, int 
                 return 0;
             }
             /* new_slab: slab k was taken at its first object, no other */
-            unsigned long ns = stats(c).new_slab;
+            unsigned long ns = tc_stats(c).new_slab;
             if (ns != base + k + 1 && bad_count++ < 3)
                 tu_fail("%s: slab %u object %u: new_slab %lu, want %lu", what, k, i, ns,
                         base + k + 1);
@@ -234,7 +227,7 @@ static void front_end(const char *front)
     __atomic_store_n(&ctor_calls, 0, __ATOMIC_RELAXED);
     c = make(name, 40, front, 1, ctor);
     if (c) {
-        struct qslab_cache_stats st = stats(c);
+        struct qslab_cache_stats st = tc_stats(c);
         unsigned n = st.objs_per_slab;
         static void *v[MAX_OBJS];
         unsigned bad = 0;
@@ -245,7 +238,7 @@ static void front_end(const char *front)
         CHECKF(bad == 0, "%s ctor: %u objects not constructed", front, bad);
         CHECKF(__atomic_load_n(&ctor_calls, __ATOMIC_RELAXED) == n,
                "%s ctor: %u constructor calls for a slab of %u", front, ctor_calls, n);
-        CHECK(stats(c).new_slab == 1);
+        CHECK(tc_stats(c).new_slab == 1);
         snprintf(what, sizeof what, "%s ctor", front);
         one_slab(what, v, n, st.slot_size);
         unsigned a = ascending(v, n);

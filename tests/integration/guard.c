@@ -15,40 +15,44 @@
 
 static char out[16384];
 
+struct child {
+    int pipefd[2];
+    const char *const *env;
+};
+
+/* run()'s child before its exec: no core file, stderr into the pipe, the
+ * guard variables only as env sets them. */
+static void child_setup(void *arg)
+{
+    struct child *ch = arg;
+    struct rlimit nocore = {0, 0};
+    setrlimit(RLIMIT_CORE, &nocore);
+    close(ch->pipefd[0]);
+    dup2(ch->pipefd[1], 2);
+    close(ch->pipefd[1]);
+    unsetenv("QSLAB_GUARD_SAMPLE");
+    unsetenv("QSLAB_GUARD_SLOTS");
+    for (int i = 0; ch->env && ch->env[i]; i++)
+        putenv((char *)ch->env[i]);
+}
+
 /* Run this program with argv[1] = mode and the given environment
  * ("NAME=value" strings, NULL-terminated); its stderr into out.  Returns
  * the exit status, or 128 + the signal. */
 static int run(const char *mode, const char *const *env)
 {
-    int pipefd[2];
-    if (pipe(pipefd))
+    struct child ch = {.env = env};
+    if (pipe(ch.pipefd))
         return -1;
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0)
+    pid_t pid = tu_spawn_self(mode, child_setup, &ch);
+    close(ch.pipefd[1]);
+    if (pid < 0) {
+        close(ch.pipefd[0]);
         return -1;
-    if (pid == 0) {
-        struct rlimit nocore = {0, 0};
-        setrlimit(RLIMIT_CORE, &nocore);
-        close(pipefd[0]);
-        dup2(pipefd[1], 2);
-        close(pipefd[1]);
-        unsetenv("QSLAB_GUARD_SAMPLE");
-        unsetenv("QSLAB_GUARD_SLOTS");
-        for (int i = 0; env && env[i]; i++)
-            putenv((char *)env[i]);
-        char *argv[] = {(char *)"guard", (char *)mode, NULL};
-        execv("/proc/self/exe", argv);
-        _exit(127);
     }
-    close(pipefd[1]);
-    tu_read_all(pipefd[0], out, sizeof out);
-    close(pipefd[0]);
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    tu_read_all(ch.pipefd[0], out, sizeof out);
+    close(ch.pipefd[0]);
+    return tu_wait(pid);
 }
 
 static const char *const every[] = {"QSLAB_GUARD_SAMPLE=1", NULL};

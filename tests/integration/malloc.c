@@ -5,24 +5,14 @@
 
 #include "../testutil.h"
 
-static int cmp_ptr(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void test_zero_size(void)
 {
     enum { N = 100 };
     void *p[N];
-    int nulls = 0, dups = 0;
+    int nulls = 0;
     for (int i = 0; i < N; i++)
         nulls += (p[i] = qslab_malloc(0)) == NULL;
-    void *s[N];
-    memcpy(s, p, sizeof p);
-    qsort(s, N, sizeof s[0], cmp_ptr);
-    for (int i = 1; i < N; i++)
-        dups += s[i] && s[i] == s[i - 1];
+    int dups = tu_sorted_dups(p, N);
     CHECKF(nulls == 0, "%d of %d qslab_malloc(0) returned NULL", nulls, N);
     CHECKF(dups == 0, "qslab_malloc(0) returned the same pointer %d times", dups);
     for (int i = 0; i < N; i++)

@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "../cacheutil.h"
 #include "../front.h"
 #include "../testutil.h"
 
@@ -44,30 +45,8 @@ static qslab_cache *make(const char *name, size_t size, size_t align, void (*cto
     return c;
 }
 
-static struct qslab_cache_stats stats(qslab_cache *c)
-{
-    struct qslab_cache_stats st;
-    memset(&st, 0, sizeof st);
-    CHECK(qslab_cache_stats(c, &st) == 0);
-    return st;
-}
-
-static unsigned long active(qslab_cache *c)
-{
-    struct qslab_cache_stats st;
-    return qslab_cache_stats(c, &st) ? (unsigned long)-1 : st.active_objs;
-}
-
 #define validate(c, when)                                                                          \
     CHECKF(qslab_cache_validate(c) == 0, "validate %s %s (see above)", qslab_cache_name(c), when)
-
-static unsigned long get(const char *cache, const char *attr)
-{
-    unsigned long v = 0xdeadbeef;
-    if (qslab_tune_get(cache, attr, &v) != 0)
-        return 0xdeadbeef;
-    return v;
-}
 
 static int cpu_mode(void)
 {
@@ -78,47 +57,6 @@ static int cpu_mode(void)
 
 /* CPUs this process may use (the main thread is never pinned). */
 static int ncpus;
-
-static int cmp_ptr(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* n fresh objects: none NULL, none twice, no handler call; all freed. */
-static void check_sane(qslab_cache *c, int n, const char *when)
-{
-    void **v = calloc((size_t)n, sizeof *v), **s = calloc((size_t)n, sizeof *s);
-    int nulls = 0, dups = 0;
-    for (int i = 0; i < n; i++)
-        nulls += (v[i] = qslab_cache_alloc(c)) == NULL;
-    memcpy(s, v, sizeof *v * (size_t)n);
-    qsort(s, (size_t)n, sizeof *s, cmp_ptr);
-    for (int i = 1; i < n; i++)
-        dups += s[i] && s[i] == s[i - 1];
-    for (int i = 0; i < n; i++)
-        if (v[i])
-            qslab_cache_free(c, v[i]);
-    CHECKF(nulls == 0 && dups == 0, "after %s: %d NULL, %d handed out twice", when, nulls, dups);
-    CHECKF(tu_capture_calls() == 0, "after %s: handler called: %s", when, tu_fatal_msg);
-    tu_capture_reset();
-    free(v);
-    free(s);
-}
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(unsigned ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
 
 /* Pin the calling thread to `cpu`; 0 or -1. */
 static int pin_to(int cpu)
@@ -236,11 +174,11 @@ static void test_selection(void)
         return;
     CHECK(qslab_tune("t-slab-sel", "front", "slab") == 0);
     CHECK(tf_is(c, "slab"));
-    CHECK(get("t-slab-sel", "front") == 3);
+    CHECK(tc_get("t-slab-sel", "front") == 3);
     CHECK(qslab_tune("t-slab-sel", "front", "slqb") == 0 && tf_is(c, "slqb") &&
-          get("t-slab-sel", "front") == 0);
+          tc_get("t-slab-sel", "front") == 0);
     CHECK(qslab_tune("t-slab-sel", "front", "3") == 0); /* by number */
-    CHECKF(tf_is(c, "slab") && get("t-slab-sel", "front") == 3, "front=3: %s",
+    CHECKF(tf_is(c, "slab") && tc_get("t-slab-sel", "front") == 3, "front=3: %s",
            qslab_cache_front(c));
     CHECK(qslab_tune("t-slab-sel", "front", "slub") == 0 && tf_is(c, "slub"));
     CHECK(qslab_tune("t-slab-sel", "front", "slab") == 0 && tf_is(c, "slab"));
@@ -263,7 +201,7 @@ static void test_selection(void)
     CHECKF(r == -1 && errno == EINVAL && strstr(err, "allocated already") &&
                strstr(err, "stays slab"),
            "front after the first allocation: %d \"%s\"", r, err);
-    CHECK(tf_is(c, "slab") && get("t-slab-sel", "front") == 3);
+    CHECK(tf_is(c, "slab") && tc_get("t-slab-sel", "front") == 3);
     CHECK(qslab_tune("t-slab-sel", "front", "slab") == 0); /* the same: fine */
     qslab_cache_free(c, p);
     validate(c, "after selection");
@@ -274,7 +212,7 @@ static void test_selection(void)
     if (env && strcmp(env, "slab") == 0) {
         CHECK(strcmp(tf_kmalloc_front(), "slab") == 0);
         qslab_cache *d = qslab_cache_create("t-slab-sel-env", 24, 0, 0, NULL);
-        CHECK(d && tf_is(d, "slab") && get("t-slab-sel-env", "front") == 3);
+        CHECK(d && tf_is(d, "slab") && tc_get("t-slab-sel-env", "front") == 3);
         if (d)
             CHECK(qslab_cache_destroy(d) == 0);
     }
@@ -290,10 +228,11 @@ static void check_defaults(const char *name, size_t size, int line)
     qslab_cache *c = make(name, size, 0, NULL);
     if (!c)
         return;
-    struct qslab_cache_stats st = stats(c);
+    struct qslab_cache_stats st = tc_stats(c);
     unsigned long lim = expected_limit(st.slot_size),
                   shared = st.slot_size <= 4096 && ncpus > 1 ? 8 : 0;
-    unsigned long l = get(name, "limit"), b = get(name, "batchcount"), s = get(name, "shared");
+    unsigned long l = tc_get(name, "limit"), b = tc_get(name, "batchcount"),
+                  s = tc_get(name, "shared");
     tu_check(l == lim && b == (lim + 1) / 2 && s == shared, __FILE__, line,
              "SLAB defaults (enable_cpucache)",
              "%s (slot %zu, %d CPUs): limit %lu batchcount %lu shared %lu, expected %lu %lu %lu",
@@ -328,36 +267,14 @@ static void test_defaults(void)
     refused(__LINE__, cache, attr, value, __VA_ARGS__, (const char *)NULL)
 static void refused(int line, const char *cache, const char *attr, const char *value, ...)
 {
-    unsigned long before = get(cache, attr);
     char err[2048];
-    tu_stderr_begin();
-    errno = 0;
-    int r = qslab_tune(cache, attr, value);
-    int e = errno;
-    tu_stderr_end(err, sizeof err);
-    tu_check(r == -1 && e == EINVAL, __FILE__, line, "tune refused",
-             "qslab_tune(\"%s\", \"%s\", \"%s\") = %d errno %d", cache, attr, value, r, e);
+    tc_refused_at(__FILE__, line, cache, attr, value, err, sizeof err);
     va_list ap;
     va_start(ap, value);
     for (const char *s; (s = va_arg(ap, const char *)) != NULL;)
         tu_check(strstr(err, s) != NULL, __FILE__, line, "refusal explained",
                  "%s %s=%s: \"%s\" not in \"%s\"", cache, attr, value, s, err);
     va_end(ap);
-    tu_check(get(cache, attr) == before, __FILE__, line, "refused value not applied",
-             "%s %s: %lu -> %lu", cache, attr, before, get(cache, attr));
-}
-
-#define ACCEPTED(cache, attr, value, expect) accepted(__LINE__, cache, attr, value, expect)
-static void accepted(int line, const char *cache, const char *attr, const char *value,
-                     unsigned long expect)
-{
-    errno = 0;
-    int r = qslab_tune(cache, attr, value);
-    tu_check(r == 0, __FILE__, line, "tune accepted",
-             "qslab_tune(\"%s\", \"%s\", \"%s\") = %d errno %d", cache, attr, value, r, errno);
-    unsigned long v = get(cache, attr);
-    tu_check(v == expect, __FILE__, line, "value reads back", "%s %s = %lu, expected %lu", cache,
-             attr, v, expect);
 }
 
 /* Allocate and free n objects of c with contents checked; 1 if all went well. */
@@ -385,7 +302,7 @@ static int exercise(qslab_cache *c, int n)
                 qslab_cache_free(c, v[i]);
     }
     free(v);
-    return ok && active(c) == 0 && qslab_cache_validate(c) == 0;
+    return ok && tc_active(c) == 0 && qslab_cache_validate(c) == 0;
 }
 
 /* The slabinfo line of cache `name`: its columns, 0 if not found. */
@@ -427,7 +344,8 @@ static void test_tunables(void)
     if (!c)
         return;
     unsigned long shared = ncpus > 1 ? 8 : 0;
-    CHECK(get(N, "limit") == 120 && get(N, "batchcount") == 60 && get(N, "shared") == shared);
+    CHECK(tc_get(N, "limit") == 120 && tc_get(N, "batchcount") == 60 &&
+          tc_get(N, "shared") == shared);
     CHECK(exercise(c, 500));
 
     REFUSED(N, "batchcount", "121", "batchcount=121 refused", "1..120");
@@ -436,25 +354,26 @@ static void test_tunables(void)
     REFUSED(N, "batchcount", "0", "1..120");
     REFUSED(N, "limit", "abc", "limit=abc refused");
     REFUSED(N, "shared", "-1", "0..64");
-    CHECK(get(N, "limit") == 120 && get(N, "batchcount") == 60 && get(N, "shared") == shared);
+    CHECK(tc_get(N, "limit") == 120 && tc_get(N, "batchcount") == 60 &&
+          tc_get(N, "shared") == shared);
     CHECK(exercise(c, 500));
 
-    ACCEPTED(N, "limit", "200", 200);
-    ACCEPTED(N, "batchcount", "121", 121); /* fine now */
-    ACCEPTED(N, "shared", "64", 64);
+    tc_accepted(N, "limit", "200", 200);
+    tc_accepted(N, "batchcount", "121", 121); /* fine now */
+    tc_accepted(N, "shared", "64", 64);
     CHECK(exercise(c, 2000));
     REFUSED(N, "limit", "120", "121..");
-    ACCEPTED(N, "batchcount", "1", 1);
-    ACCEPTED(N, "limit", "1", 1);
-    ACCEPTED(N, "shared", "0", 0);
+    tc_accepted(N, "batchcount", "1", 1);
+    tc_accepted(N, "limit", "1", 1);
+    tc_accepted(N, "shared", "0", 0);
     CHECK(exercise(c, 500));
-    ACCEPTED(N, "limit", "77", 77);
-    ACCEPTED(N, "batchcount", "30", 30);
-    ACCEPTED(N, "shared", "3", 3);
+    tc_accepted(N, "limit", "77", 77);
+    tc_accepted(N, "batchcount", "30", 30);
+    tc_accepted(N, "shared", "3", 3);
     CHECK(exercise(c, 700));
 
     struct slabinfo_line L;
-    struct qslab_cache_stats st = stats(c);
+    struct qslab_cache_stats st = tc_stats(c);
     if (slabinfo_of(N, &L)) {
         CHECKF(L.limit == 77 && L.batch == 30 && L.shared == 3,
                "slabinfo tunables %lu %lu %lu, tuned 77 30 3", L.limit, L.batch, L.shared);
@@ -467,9 +386,9 @@ static void test_tunables(void)
                "slabinfo %lu/%lu objects, %lu slabs; stats %lu/%lu, %lu", L.active, L.num, L.nslabs,
                st.active_objs, st.num_objs, st.num_slabs);
     }
-    ACCEPTED(N, "limit", "120", 120);
-    ACCEPTED(N, "batchcount", "60", 60);
-    ACCEPTED(N, "shared", "8", 8);
+    tc_accepted(N, "limit", "120", 120);
+    tc_accepted(N, "batchcount", "60", 60);
+    tc_accepted(N, "shared", "8", 8);
     if (slabinfo_of(N, &L))
         CHECKF(L.limit == 120 && L.batch == 60 && L.shared == 8 && strcmp(L.front, "slab") == 0,
                "slabinfo tunables %lu %lu %lu front %s", L.limit, L.batch, L.shared, L.front);
@@ -480,7 +399,7 @@ static void test_tunables(void)
     /* SLAB's tunables on another front end: accepted, not shown */
     qslab_cache *q = qslab_cache_create("t-slab-tune-slqb", 100, 0, 0, NULL);
     if (q && qslab_tune("t-slab-tune-slqb", "front", "slqb") == 0) {
-        ACCEPTED("t-slab-tune-slqb", "limit", "300", 300);
+        tc_accepted("t-slab-tune-slqb", "limit", "300", 300);
         if (slabinfo_of("t-slab-tune-slqb", &L))
             CHECKF(L.limit != 300 && strcmp(L.front, "slqb") == 0,
                    "slqb cache's slabinfo: limit %lu front %s", L.limit, L.front);
@@ -498,15 +417,15 @@ static void test_free_slabs_reported(void)
     qslab_cache *c = make(N, 256, 0, NULL);
     if (!c)
         return;
-    ACCEPTED(N, "batchcount", "1", 1);
-    ACCEPTED(N, "limit", "1", 1);
-    ACCEPTED(N, "shared", "0", 0);
-    struct qslab_cache_stats st = stats(c);
+    tc_accepted(N, "batchcount", "1", 1);
+    tc_accepted(N, "limit", "1", 1);
+    tc_accepted(N, "shared", "0", 0);
+    struct qslab_cache_stats st = tc_stats(c);
     unsigned per = st.objs_per_slab;
     void **v = calloc(2 * per, sizeof *v);
     for (unsigned i = 0; i < 2 * per; i++)
         v[i] = qslab_cache_alloc(c);
-    st = stats(c);
+    st = tc_stats(c);
     CHECKF(st.num_slabs == 2, "%u objects of %u per slab: %lu slabs", 2 * per, per, st.num_slabs);
     uintptr_t mask = ~(uintptr_t)(slab_bytes(st.order) - 1);
     /* free every object of v[0]'s slab, then one more so the array (limit
@@ -527,7 +446,7 @@ static void test_free_slabs_reported(void)
         qslab_cache_free(c, v[other]);
         v[other] = NULL;
     }
-    st = stats(c);
+    st = tc_stats(c);
     CHECKF(st.num_slabs == 2, "a free slab under free_limit is kept: %lu slabs", st.num_slabs);
     CHECKF(st.empty_slabs == 1, "stats: %lu slabs, %lu empty; one slab is free (SLAB's slabs_free)",
            st.num_slabs, st.empty_slabs);
@@ -541,7 +460,7 @@ static void test_free_slabs_reported(void)
             qslab_cache_free(c, v[i]);
     free(v);
     qslab_cache_shrink(c);
-    st = stats(c);
+    st = tc_stats(c);
     CHECKF(st.num_slabs == 0 && st.active_objs == 0, "after shrink: %lu slabs %lu active",
            st.num_slabs, st.active_objs);
     CHECK(qslab_cache_destroy(c) == 0);
@@ -553,19 +472,19 @@ static void check_layout(const char *name, size_t size, unsigned tuned_order, in
     qslab_cache *c = make(name, size, 0, NULL);
     if (!c)
         return;
-    struct qslab_cache_stats st = stats(c);
+    struct qslab_cache_stats st = tc_stats(c);
     unsigned want = expected_order(st.slot_size);
-    CHECKF(st.order == want && get(name, "order") == want,
+    CHECKF(st.order == want && tc_get(name, "order") == want,
            "%s: slot %zu, order %u (tunable %lu), expected %u", name, st.slot_size, st.order,
-           get(name, "order"), want);
+           tc_get(name, "order"), want);
     CHECKF(st.objs_per_slab == layout_of(st.slot_size, want).num,
            "%s: %u objects per slab at order %u, expected %u", name, st.objs_per_slab, want,
            layout_of(st.slot_size, want).num);
     if (tuned_order != ~0u) {
         char v[16];
         snprintf(v, sizeof v, "%u", tuned_order);
-        ACCEPTED(name, "order", v, tuned_order);
-        st = stats(c);
+        tc_accepted(name, "order", v, tuned_order);
+        st = tc_stats(c);
         want = tuned_order;
         CHECKF(st.order == want && st.objs_per_slab == layout_of(st.slot_size, want).num,
                "%s: tuned order %u: stats order %u, %u objects per slab, expected %u", name,
@@ -592,7 +511,7 @@ static void check_layout(const char *name, size_t size, unsigned tuned_order, in
             for (size_t k = 0; k < size4; k++)
                 v[i][k] = i ^ (uint32_t)k << 20;
         }
-        st = stats(c);
+        st = tc_stats(c);
         CHECKF(st.num_objs == st.num_slabs * L.num && st.num_slabs >= 2,
                "%s: %lu objects in %lu slabs of %u", name, st.num_objs, st.num_slabs, L.num);
         for (unsigned i = 0; i < n; i += 2) /* every other one: index entries written */
@@ -614,7 +533,7 @@ static void check_layout(const char *name, size_t size, unsigned tuned_order, in
             if (v[i])
                 qslab_cache_free(c, v[i]);
         free(v);
-        check_sane(c, (int)(n < 3000 ? n : 3000), "a layout check");
+        tc_check_sane(c, (int)(n < 3000 ? n : 3000), 0, 0, "a layout check");
         validate(c, "after the layout check");
     }
     CHECK(qslab_cache_destroy(c) == 0);
@@ -653,17 +572,17 @@ static void *array_thread(void *arg)
         fprintf(stderr, "slab: could not pin the array thread\n");
     enum { N = 1000 };
     static void *v[N];
-    const unsigned long limit = get(r->name, "limit"), batch = get(r->name, "batchcount"),
-                        shared = get(r->name, "shared");
-    struct qslab_cache_stats a = stats(c), b;
+    const unsigned long limit = tc_get(r->name, "limit"), batch = tc_get(r->name, "batchcount"),
+                        shared = tc_get(r->name, "shared");
+    struct qslab_cache_stats a = tc_stats(c), b;
     unsigned long maxq = 0;
     for (int i = 0; i < N; i++) {
         v[i] = qslab_cache_alloc(c);
-        b = stats(c);
+        b = tc_stats(c);
         if (b.queued_objs > maxq)
             maxq = b.queued_objs;
     }
-    b = stats(c);
+    b = tc_stats(c);
     CHECKF(b.alloc - a.alloc == N && b.active_objs == N, "%lu allocations counted, %lu active",
            b.alloc - a.alloc, b.active_objs);
     CHECKF(b.refill - a.refill >= N / batch && b.refill - a.refill <= N,
@@ -672,7 +591,7 @@ static void *array_thread(void *arg)
     a = b;
     for (int i = 0; i < N; i++) {
         qslab_cache_free(c, v[i]);
-        b = stats(c);
+        b = tc_stats(c);
         if (b.queued_objs > maxq)
             maxq = b.queued_objs;
     }
@@ -690,7 +609,7 @@ static void *array_thread(void *arg)
     a = b;
     for (int i = 0; i < N; i++)
         v[i] = qslab_cache_alloc(c);
-    b = stats(c);
+    b = tc_stats(c);
     if (shared)
         CHECKF(b.claim - a.claim >= 1 && b.claim - a.claim <= b.refill - a.refill,
                "shared %lu: %lu refills, %lu from the shared array", shared, b.refill - a.refill,
@@ -705,10 +624,10 @@ static void *array_thread(void *arg)
         qslab_cache_free(c, v[i]);
 
     /* limit lowered while the array is full: the array keeps to it */
-    b = stats(c);
+    b = tc_stats(c);
     CHECKF(b.queued_objs > 20, "array holds %lu before the tune", b.queued_objs);
     CHECK(qslab_tune(r->name, "batchcount", "10") == 0 && qslab_tune(r->name, "limit", "20") == 0);
-    b = stats(c);
+    b = tc_stats(c);
     /* mm/slab.c do_tune_cpucache swaps in new arrays and frees the old
      * ones' objects: the new limit holds at once */
     CHECKF(b.queued_objs <= 20, "limit lowered to 20: the array still holds %lu", b.queued_objs);
@@ -717,7 +636,7 @@ static void *array_thread(void *arg)
     maxq = 0;
     for (int i = 0; i < 100; i++) {
         qslab_cache_free(c, v[i]);
-        b = stats(c);
+        b = tc_stats(c);
         if (b.queued_objs > maxq)
             maxq = b.queued_objs;
     }
@@ -734,7 +653,7 @@ static void *array_thread(void *arg)
     for (int i = 0; i < N; i++) {
         qslab_cache_free(c, v[i]);
         if (i % 10 == 0) {
-            b = stats(c);
+            b = tc_stats(c);
             if (b.queued_objs > maxq)
                 maxq = b.queued_objs;
         }
@@ -742,7 +661,7 @@ static void *array_thread(void *arg)
     CHECKF(maxq <= 300 && maxq > 120, "limit 300: queued_objs at most %lu", maxq);
     validate(c, "after raising limit");
     qslab_cache_shrink(c);
-    b = stats(c);
+    b = tc_stats(c);
     CHECKF(b.num_slabs == 0 && b.queued_objs == 0 && b.active_objs == 0,
            "after shrink: %lu slabs, %lu queued, %lu active", b.num_slabs, b.queued_objs,
            b.active_objs);
@@ -754,12 +673,12 @@ static void test_array(void)
     struct array_run r = {make("t-slab-array", 128, 0, NULL), "t-slab-array"};
     if (!r.c)
         return;
-    CHECK(get(r.name, "limit") == 120 && get(r.name, "batchcount") == 60);
+    CHECK(tc_get(r.name, "limit") == 120 && tc_get(r.name, "batchcount") == 60);
     pthread_t t;
     pthread_create(&t, NULL, array_thread, &r);
     pthread_join(t, NULL);
     validate(r.c, "after the array thread");
-    CHECK(active(r.c) == 0 && qslab_cache_destroy(r.c) == 0);
+    CHECK(tc_active(r.c) == 0 && qslab_cache_destroy(r.c) == 0);
 }
 
 /* ---- colouring ---- */
@@ -768,7 +687,7 @@ static void check_colours(const char *name, size_t size, unsigned nslabs_want)
     qslab_cache *c = make(name, size, 0, NULL);
     if (!c)
         return;
-    struct qslab_cache_stats st = stats(c);
+    struct qslab_cache_stats st = tc_stats(c);
     struct layout L = layout_of(st.slot_size, st.order);
     size_t sb = slab_bytes(st.order);
     unsigned ncolours = (unsigned)(L.colour / 64 + 1);
@@ -782,7 +701,7 @@ static void check_colours(const char *name, size_t size, unsigned nslabs_want)
      * object's offset: its colour */
     void **s = calloc(n, sizeof *s);
     memcpy(s, v, n * sizeof *v);
-    qsort(s, n, sizeof *s, cmp_ptr);
+    qsort(s, n, sizeof *s, tu_cmp_ptr);
     size_t colours[256];
     unsigned nfull = 0, bad = 0;
     for (unsigned i = 0; i < n;) {
@@ -876,7 +795,7 @@ static void test_ctor(void)
     __atomic_store_n(&ctor_calls, 0, __ATOMIC_RELAXED);
     for (int round = 0; round < 4; round++) {
         unsigned long born0 = ctor_calls;
-        struct qslab_cache_stats a = stats(c);
+        struct qslab_cache_stats a = tc_stats(c);
         int ctor_state = 0, ours = 0, other = 0;
         for (int i = 0; i < N; i++) {
             v[i] = qslab_cache_alloc(c);
@@ -889,7 +808,7 @@ static void test_ctor(void)
             else
                 other++;
         }
-        struct qslab_cache_stats b = stats(c);
+        struct qslab_cache_stats b = tc_stats(c);
         unsigned long born = ctor_calls - born0;
         CHECKF(ctor_calls == b.new_slab * b.objs_per_slab,
                "round %d: the constructor ran %lu times for %lu slabs of %u objects", round,
@@ -916,7 +835,7 @@ static void test_ctor(void)
         }
         validate(c, "after a ctor round");
     }
-    CHECK(active(c) == 0);
+    CHECK(tc_active(c) == 0);
     CHECK(qslab_cache_destroy(c) == 0);
 }
 
@@ -946,13 +865,13 @@ static void test_other_thread(void)
         pthread_t t;
         pthread_create(&t, NULL, free_all_thread, &a);
         pthread_join(t, NULL);
-        struct qslab_cache_stats st = stats(c);
+        struct qslab_cache_stats st = tc_stats(c);
         CHECKF(st.active_objs == 0 && st.alloc == st.free, "round %d: %lu active", round,
                st.active_objs);
         if (qslab_num_nodes() == 1)
             CHECKF(st.remote_free == 0, "one node: %lu frees went to alien arrays", st.remote_free);
         validate(c, "after frees by another thread");
-        check_sane(c, 600, "frees by another thread");
+        tc_check_sane(c, 600, 0, 0, "frees by another thread");
     }
     CHECK(qslab_cache_destroy(c) == 0);
 }
@@ -1011,7 +930,7 @@ static void *alien_thread(void *arg)
     validate(c, "after node allocations");
 
     /* the other node's objects, freed here: alien arrays of 12 */
-    struct qslab_cache_stats a = stats(c), b;
+    struct qslab_cache_stats a = tc_stats(c), b;
     for (int i = 0; i < N; i++) {
         v[i] = qslab_cache_alloc_node(c, other);
         if (!v[i] || qslab_object_node(v[i]) != other)
@@ -1020,14 +939,14 @@ static void *alien_thread(void *arg)
         else
             memset(v[i], 0x5a, 96);
     }
-    b = stats(c);
+    b = tc_stats(c);
     CHECKF(b.node_alloc - a.node_alloc == N && b.alloc - a.alloc == N,
            "%d node allocations: %lu counted, %lu allocs", N, b.node_alloc - a.node_alloc,
            b.alloc - a.alloc);
     a = b;
     for (int i = 0; i < N; i++)
         qslab_cache_free(c, v[i]);
-    b = stats(c);
+    b = tc_stats(c);
     CHECKF(b.remote_free - a.remote_free == N,
            "%d frees of node %d's objects on node %d: remote_free %lu", N, other, me,
            b.remote_free - a.remote_free);
@@ -1050,7 +969,7 @@ static void *alien_thread(void *arg)
 
     /* the alien arrays are drained by shrink: every slab goes back */
     qslab_cache_shrink(c);
-    b = stats(c);
+    b = tc_stats(c);
     CHECKF(b.num_slabs == 0 && b.active_objs == 0 && b.queued_objs == 0,
            "after shrink: %lu slabs, %lu active, %lu queued", b.num_slabs, b.active_objs,
            b.queued_objs);
@@ -1069,18 +988,18 @@ static void *alien_thread(void *arg)
     if (cpu1 >= 0) {
         for (int i = 0; i < N; i++)
             v[i] = qslab_cache_alloc(c);
-        a = stats(c);
+        a = tc_stats(c);
         struct alien_run r = {c, v, N, cpu1, -1};
         pthread_t t;
         pthread_create(&t, NULL, alien_helper, &r);
         pthread_join(t, NULL);
-        b = stats(c);
+        b = tc_stats(c);
         CHECKF(r.node != me && b.remote_free - a.remote_free == N,
                "a thread on node %d freed %d objects of node %d: remote_free %lu", r.node, N, me,
                b.remote_free - a.remote_free);
         CHECK(b.active_objs == 0);
         validate(c, "after another node's thread freed ours");
-        check_sane(c, 500, "frees from another node");
+        tc_check_sane(c, 500, 0, 0, "frees from another node");
     } else {
         fprintf(stderr,
                 "slab: no allowed CPU on another node: alien frees by another thread skipped\n");
@@ -1095,13 +1014,13 @@ static void *alien_thread(void *arg)
     qslab_cache_free(c, y);
     qslab_cache_free(c, x);
     tu_check_fatal("double free", tu_addr(s, x), "t-slab-alien");
-    CHECK(active(c) == 0);
+    CHECK(tc_active(c) == 0);
     validate(c, "after a double free into an alien array");
-    check_sane(c, 300, "a double free into an alien array");
+    tc_check_sane(c, 300, 0, 0, "a double free into an alien array");
     qslab_set_fatal_handler(NULL);
 
     qslab_cache_shrink(c);
-    CHECK(active(c) == 0 && stats(c).num_slabs == 0);
+    CHECK(tc_active(c) == 0 && tc_stats(c).num_slabs == 0);
     CHECK(qslab_cache_destroy(c) == 0);
     return NULL;
 }
@@ -1119,7 +1038,7 @@ static void test_alien(void)
  * or NULL. */
 static void *alloc_in_slab_of(qslab_cache *c, void *keep)
 {
-    struct qslab_cache_stats st = stats(c);
+    struct qslab_cache_stats st = tc_stats(c);
     uintptr_t mask = ~(uintptr_t)(slab_bytes(st.order) - 1);
     int n = 1000;
     void **v = calloc((size_t)n, sizeof *v), *got = NULL;
@@ -1137,25 +1056,58 @@ static void *alloc_in_slab_of(qslab_cache *c, void *keep)
     free(v);
     return got;
 }
+/* A 64-byte SLAB cache for misuse: the fatal handler capturing. */
+static qslab_cache *make_misused(const char *name)
+{
+    qslab_cache *c = make(name, 64, 0, NULL);
+    if (c) {
+        qslab_set_fatal_handler(tu_fatal_capture);
+        tu_capture_reset();
+    }
+    return c;
+}
+
+/* A double free of p (cache N): reported at once, or, where it was queued
+ * unchecked (a CPU's blind push), before p is handed out twice among n
+ * allocations, which are freed again. */
+#define double_free_caught(c, N, p, n, what) double_free_caught_at(__LINE__, c, N, p, n, what)
+static void double_free_caught_at(int line, qslab_cache *c, const char *N, void *p, int n,
+                                  const char *what)
+{
+    char s[32];
+    if (tu_capture_calls()) {
+        tu_check_fatal_at(__FILE__, line, "double free", tu_addr(s, p), N, (const char *)NULL);
+        return;
+    }
+    int times = 0;
+    void **v = calloc((size_t)n, sizeof *v);
+    for (int i = 0; i < n; i++)
+        times += (v[i] = qslab_cache_alloc(c)) == p;
+    tu_check(times <= 1, __FILE__, line, "times <= 1", "%s owner: p handed out %d times after %s",
+             cpu_mode() ? "CPU" : "thread", times, what);
+    tu_check_fatal_at(__FILE__, line, "double free", tu_addr(s, p), N, (const char *)NULL);
+    for (int i = 0; i < n; i++)
+        qslab_cache_free(c, v[i]);
+    free(v);
+}
+
 static void test_double_free(void)
 {
     char s[32];
     const char *N = "t-slab-bad";
-    qslab_cache *c = make(N, 64, 0, NULL);
+    qslab_cache *c = make_misused(N);
     if (!c)
         return;
-    unsigned long limit = get(N, "limit");
-    qslab_set_fatal_handler(tu_fatal_capture);
-    tu_capture_reset();
+    unsigned long limit = tc_get(N, "limit");
 
     /* at once */
     void *p = qslab_cache_alloc(c);
     qslab_cache_free(c, p);
     qslab_cache_free(c, p);
     tu_check_fatal("double free", tu_addr(s, p), N);
-    CHECK(active(c) == 0);
+    CHECK(tc_active(c) == 0);
     validate(c, "after an immediate double free");
-    check_sane(c, 300, "an immediate double free");
+    tc_check_sane(c, 300, 0, 0, "an immediate double free");
 
     /* after other frees: at once (a thread's array: the free loads the
      * word), or before p is handed out twice (a CPU's fast path pushes
@@ -1169,29 +1121,17 @@ static void test_double_free(void)
     for (int i = 0; i < K; i++)
         qslab_cache_free(c, o[i]);
     qslab_cache_free(c, p);
-    if (!tu_capture_calls()) {
-        int n = (int)(2 * limit + 10), times = 0;
-        void **v = calloc((size_t)n, sizeof *v);
-        for (int i = 0; i < n; i++)
-            times += (v[i] = qslab_cache_alloc(c)) == p;
-        CHECKF(times <= 1, "p handed out %d times after its double free", times);
-        tu_check_fatal("double free", tu_addr(s, p), N);
-        for (int i = 0; i < n; i++)
-            qslab_cache_free(c, v[i]);
-        free(v);
-    } else {
-        tu_check_fatal("double free", tu_addr(s, p), N);
-    }
-    CHECK(active(c) == 0);
+    double_free_caught(c, N, p, (int)(2 * limit + 10), "its double free");
+    CHECK(tc_active(c) == 0);
     validate(c, "after a double free behind other frees");
-    check_sane(c, 300, "a double free behind other frees");
+    tc_check_sane(c, 300, 0, 0, "a double free behind other frees");
 
     /* through qslab_free */
     p = qslab_cache_alloc(c);
     qslab_cache_free(c, p);
     qslab_free(p);
     tu_check_fatal("double free", tu_addr(s, p), N);
-    CHECK(active(c) == 0);
+    CHECK(tc_active(c) == 0);
 
     /* after the object went back to its slab (shrink), its slab kept
      * alive by a neighbour: at once where the free loads the word (a
@@ -1208,27 +1148,13 @@ static void test_double_free(void)
             qslab_cache_free(c, p);
         else
             qslab_free(p);
-        if (!tu_capture_calls()) {
-            int n = (int)(2 * limit + 70), times = 0;
-            void **v = calloc((size_t)n, sizeof *v);
-            for (int i = 0; i < n; i++)
-                times += (v[i] = qslab_cache_alloc(c)) == p;
-            CHECKF(times <= 1,
-                   "%s owner: p handed out %d times after its double free into its slab",
-                   cpu_mode() ? "CPU" : "thread", times);
-            tu_check_fatal("double free", tu_addr(s, p), N);
-            for (int i = 0; i < n; i++)
-                qslab_cache_free(c, v[i]);
-            free(v);
-        } else {
-            tu_check_fatal("double free", tu_addr(s, p), N);
-        }
+        double_free_caught(c, N, p, (int)(2 * limit + 70), "its double free into its slab");
     }
-    CHECK(active(c) == 1);
+    CHECK(tc_active(c) == 1);
     validate(c, "after double frees into a slab");
     qslab_cache_free(c, keep);
-    CHECK(active(c) == 0);
-    check_sane(c, 500, "double frees into a slab");
+    CHECK(tc_active(c) == 0);
+    tc_check_sane(c, 500, 0, 0, "double frees into a slab");
     validate(c, "after double frees");
     CHECK(tu_capture_calls() == 0);
     qslab_set_fatal_handler(NULL);
@@ -1237,17 +1163,25 @@ static void test_double_free(void)
 
 enum { PART_L = 16, PART_M = 3 * PART_L }; /* the tuned limit; the objects held */
 
+struct parted {
+    const char *name;
+    void (*body)(qslab_cache *c, const char *N, void *p); /* run once p's double free is parted */
+};
+
 /* In a thread pinned to one CPU (so one array sees every step), with limit
  * PART_L and batchcount 4: p and o[PART_M] allocated, every array emptied,
  * then p freed, PART_L - 2 others, p again (the array full), and one more:
  * a flush moves a batch holding one of p's two entries to the shared array
  * (a CPU's array flushes its top batch, where the second free sits; a
- * thread's its bottom one, the first free). */
-static qslab_cache *part_double_free(const char *name, void **pp, void **o)
+ * thread's its bottom one, the first free).  Then the body; then the rest
+ * of o freed. */
+static void *parted_thread(void *arg)
 {
-    qslab_cache *c = qslab_cache_find(name);
+    const struct parted *pt = arg;
+    qslab_cache *c = qslab_cache_find(pt->name);
+    void *o[PART_M];
     pin_to(nth_cpu(0));
-    void *p = *pp = qslab_cache_alloc(c);
+    void *p = qslab_cache_alloc(c);
     for (int i = 0; i < PART_M; i++)
         o[i] = qslab_cache_alloc(c);
     qslab_cache_shrink(c); /* every array and the shared one empty */
@@ -1256,40 +1190,46 @@ static qslab_cache *part_double_free(const char *name, void **pp, void **o)
         qslab_cache_free(c, o[i]);
     qslab_cache_free(c, p);                 /* PART_L: full */
     qslab_cache_free(c, o[PART_L - 2]);     /* a flush, one of p's entries in it */
-    return c;
+    pt->body(c, pt->name, p);
+    for (int i = PART_L - 1; i < PART_M; i++)
+        qslab_cache_free(c, o[i]);
+    return NULL;
 }
 
-/* A SLAB cache tuned for part_double_free, and fn run on it in a thread
- * (the fatal handler capturing); the cache, or NULL. */
-static qslab_cache *run_parted(const char *name, void *(*fn)(void *))
+/* A SLAB cache tuned for parted_thread, which runs body on it (the fatal
+ * handler capturing); then nothing is live (the body freed everything),
+ * the cache validates and works after `what`.  The cache, or NULL. */
+static qslab_cache *run_parted(const char *name, void (*body)(qslab_cache *, const char *, void *),
+                               const char *what)
 {
-    qslab_cache *c = make(name, 64, 0, NULL);
+    qslab_cache *c = make_misused(name);
     if (!c)
         return NULL;
     CHECK(qslab_tune(name, "batchcount", "4") == 0 && qslab_tune(name, "limit", "16") == 0 &&
           qslab_tune(name, "shared", "8") == 0);
-    qslab_set_fatal_handler(tu_fatal_capture);
-    tu_capture_reset();
+    struct parted pt = {name, body};
     pthread_t t;
-    CHECK(pthread_create(&t, NULL, fn, (void *)name) == 0);
+    CHECK(pthread_create(&t, NULL, parted_thread, &pt) == 0);
     pthread_join(t, NULL);
+    char after[128];
+    snprintf(after, sizeof after, "after %s", what);
+    CHECKF(tc_active(c) == 0, "active %lu %s, everything freed", tc_active(c), after);
+    validate(c, after);
+    tc_check_sane(c, 300, 0, 0, what);
+    qslab_set_fatal_handler(NULL);
     return c;
 }
 
-/* A double free whose two entries a flush parts (part_double_free): the
+/* A double free whose two entries a flush parts (parted_thread): the
  * program gets the object from the entry left in the array and writes it,
  * then a refill claims the other entry.  It must be reported, never handed
  * out again (a refill hands its last object out unchecked: fuzz bug 8). */
-static void *double_free_shared_thread(void *arg)
+static void double_free_shared_body(qslab_cache *c, const char *N, void *p)
 {
     char s[32];
-    const char *N = arg;
-    enum { L = PART_L, M = PART_M };
-    void *o[M], *p;
-    qslab_cache *c = part_double_free(N, &p, o);
     CHECKF(tu_capture_calls() == 0 || strstr(tu_fatal_msg, "double free"),
            "unexpected report: %s", tu_fatal_msg);
-    int n = 2 * L + M, times = 0;
+    int n = 2 * PART_L + PART_M, times = 0;
     void **v = calloc((size_t)n, sizeof *v);
     for (int i = 0; i < n; i++) {
         v[i] = qslab_cache_alloc(c);
@@ -1304,10 +1244,7 @@ static void *double_free_shared_thread(void *arg)
     for (int i = 0; i < n; i++)
         if (v[i] && (v[i] != p || times-- == 1))
             qslab_cache_free(c, v[i]);
-    for (int i = L - 1; i < M; i++)
-        qslab_cache_free(c, o[i]);
     free(v);
-    return NULL;
 }
 
 /* The same parting, then a tune that replaces the shared array while the
@@ -1315,13 +1252,10 @@ static void *double_free_shared_thread(void *arg)
  * thread's array) and has written it: the old array's entries go back to
  * their slabs; this one must be reported and left alone, its memory
  * untouched (fuzz bug 9: it was written with the slab mark and freed). */
-static void *double_free_tune_thread(void *arg)
+static void double_free_tune_body(qslab_cache *c, const char *N, void *p)
 {
     char s[32];
-    const char *N = arg;
-    enum { L = PART_L, M = PART_M };
-    void *o[M], *p;
-    qslab_cache *c = part_double_free(N, &p, o);
+    enum { L = PART_L };
     /* take objects until p comes from the entry left in the array */
     void *got[2 * L];
     int n = 0, have = 0;
@@ -1355,33 +1289,21 @@ static void *double_free_tune_thread(void *arg)
     }
     for (int i = 0; i < n; i++)
         qslab_cache_free(c, got[i]);
-    for (int i = L - 1; i < M; i++)
-        qslab_cache_free(c, o[i]);
-    return NULL;
 }
 
 static void test_double_free_shared_tune(void)
 {
-    qslab_cache *c = run_parted("t-slab-bad-tune", double_free_tune_thread);
-    if (!c)
-        return;
     /* the program freed p, which it held, at the end: nothing is left */
-    CHECKF(active(c) == 0, "active %lu after the program freed everything", active(c));
-    validate(c, "after a double free parted by a flush, then a tune");
-    check_sane(c, 300, "a double free parted by a flush, then a tune");
-    qslab_set_fatal_handler(NULL);
+    run_parted("t-slab-bad-tune", double_free_tune_body,
+               "a double free parted by a flush, then a tune");
 }
 
 static void test_double_free_shared(void)
 {
-    qslab_cache *c = run_parted("t-slab-bad-shared", double_free_shared_thread);
-    if (!c)
-        return;
-    CHECKF(active(c) == 0, "active %lu after all were freed", active(c));
-    validate(c, "after a double free parted by a flush to the shared array");
-    check_sane(c, 300, "a double free parted by a flush to the shared array");
-    qslab_set_fatal_handler(NULL);
-    CHECK(qslab_cache_destroy(c) == 0);
+    qslab_cache *c = run_parted("t-slab-bad-shared", double_free_shared_body,
+                                "a double free parted by a flush to the shared array");
+    if (c)
+        CHECK(qslab_cache_destroy(c) == 0);
 }
 
 /* A double free behind other frees, then a shrink: on a CPU's array both
@@ -1392,12 +1314,10 @@ static void test_double_free_then_shrink(void)
 {
     char s[32];
     const char *N = "t-slab-bad-shrink";
-    qslab_cache *c = make(N, 64, 0, NULL);
+    qslab_cache *c = make_misused(N);
     if (!c)
         return;
-    qslab_set_fatal_handler(tu_fatal_capture);
-    tu_capture_reset();
-    struct qslab_cache_stats st = stats(c);
+    struct qslab_cache_stats st = tc_stats(c);
     uintptr_t mask = ~(uintptr_t)(slab_bytes(st.order) - 1);
     void *p = qslab_cache_alloc(c), *z = qslab_cache_alloc(c), *w = qslab_cache_alloc(c);
     CHECKF(((uintptr_t)p & mask) == ((uintptr_t)z & mask) &&
@@ -1414,7 +1334,7 @@ static void test_double_free_then_shrink(void)
            "double free of p %p (z %p) then shrink: handler called %lu times, last \"%s\"", p, z,
            tu_capture_calls(), tu_fatal_msg);
     tu_capture_reset();
-    st = stats(c);
+    st = tc_stats(c);
     CHECKF(st.active_objs == 1 && st.num_slabs == 1, "z still allocated: %lu active, %lu slabs",
            st.active_objs, st.num_slabs);
     validate(c, "after a double free and a shrink");
@@ -1427,8 +1347,8 @@ static void test_double_free_then_shrink(void)
     qslab_cache_free(c, z);
     CHECKF(tu_capture_calls() == 0, "free of z %p, still allocated: \"%s\"", z, tu_fatal_msg);
     tu_capture_reset();
-    CHECK(active(c) == 0);
-    check_sane(c, 300, "a double free and a shrink");
+    CHECK(tc_active(c) == 0);
+    tc_check_sane(c, 300, 0, 0, "a double free and a shrink");
     validate(c, "after a double free and a shrink");
     qslab_set_fatal_handler(NULL);
     CHECK(qslab_cache_destroy(c) == 0);
@@ -1441,12 +1361,10 @@ static void never_allocated(int then_shrink)
 {
     char s[32];
     const char *N = then_shrink ? "t-slab-slot-shrink" : "t-slab-slot";
-    qslab_cache *c = make(N, 64, 0, NULL);
+    qslab_cache *c = make_misused(N);
     if (!c)
         return;
-    qslab_set_fatal_handler(tu_fatal_capture);
-    tu_capture_reset();
-    struct qslab_cache_stats st = stats(c);
+    struct qslab_cache_stats st = tc_stats(c);
     size_t sb = slab_bytes(st.order);
     char *p = qslab_cache_alloc(c);
     char *q = p + st.slot_size;
@@ -1485,7 +1403,7 @@ static void never_allocated(int then_shrink)
             qslab_cache_free(c, g[i]);
     CHECKF(tu_capture_calls() == 0, "frees after: \"%s\"", tu_fatal_msg);
     tu_capture_reset();
-    CHECK(active(c) == 1);
+    CHECK(tc_active(c) == 1);
     unsigned bad = 0;
     for (int i = 0; i < 64 && qslab_object_node(p) >= 0; i++)
         bad += (uint8_t)p[i] != 0x33;
@@ -1495,8 +1413,8 @@ static void never_allocated(int then_shrink)
     CHECKF(tu_capture_calls() == 0, "free of the live neighbour %p: \"%s\"", (void *)p,
            tu_fatal_msg);
     tu_capture_reset();
-    CHECK(active(c) == 0);
-    check_sane(c, 500, "a free of a slot never handed out");
+    CHECK(tc_active(c) == 0);
+    tc_check_sane(c, 500, 0, 0, "a free of a slot never handed out");
     validate(c, "after a free of a slot never handed out");
     qslab_set_fatal_handler(NULL);
     CHECK(qslab_cache_destroy(c) == 0);
@@ -1542,10 +1460,10 @@ static void test_write_after_free(void)
         p[0] = 0x4141414141414141ull;
         qslab_cache_shrink(c);
         tu_check_fatal("free list corruption", tu_addr(s, p), "t-slab-uaf1");
-        check_sane(c, 300, "a write after free into an array's object");
+        tc_check_sane(c, 300, 0, 0, "a write after free into an array's object");
         CHECK(!handed_out(c, p, 300));
         qslab_cache_free(c, keep);
-        CHECK(active(c) == 1); /* p: lost, counted as allocated */
+        CHECK(tc_active(c) == 1); /* p: lost, counted as allocated */
         validate(c, "after a write after free into an array's object");
     }
 
@@ -1561,13 +1479,13 @@ static void test_write_after_free(void)
         qslab_cache_free(c, a);
         qslab_cache_shrink(c);
         tu_check_fatal("free list corruption", tu_addr(s, p), "t-slab-uaf2");
-        struct qslab_cache_stats st = stats(c);
+        struct qslab_cache_stats st = tc_stats(c);
         /* p's slab stays, p in use in it */
         CHECKF(st.num_slabs == 1 && st.active_objs == 1, "after the shrink: %lu slabs, %lu active",
                st.num_slabs, st.active_objs);
-        check_sane(c, 300, "a write after free into a slab's object");
+        tc_check_sane(c, 300, 0, 0, "a write after free into a slab's object");
         CHECK(!handed_out(c, p, 300));
-        CHECK(active(c) == 1);
+        CHECK(tc_active(c) == 1);
         validate(c, "after a write after free into a slab's object");
     }
 
@@ -1590,8 +1508,8 @@ static void test_write_after_free(void)
         for (int i = 0; i < M; i++)
             qslab_cache_free(c, g[i]);
         qslab_cache_free(c, a);
-        check_sane(c, 300, "a write after free found by a refill");
-        CHECK(active(c) == 1);
+        tc_check_sane(c, 300, 0, 0, "a write after free found by a refill");
+        CHECK(tc_active(c) == 1);
         validate(c, "after a write after free found by a refill");
     }
     CHECK(tu_capture_calls() == 0);
@@ -1615,7 +1533,7 @@ static void test_shrink_destroy(void)
             qslab_cache_free(c, v[i]);
             v[i] = NULL;
         }
-    struct qslab_cache_stats st = stats(c);
+    struct qslab_cache_stats st = tc_stats(c);
     size_t sb = slab_bytes(st.order);
     uintptr_t slabs[N / EVERY + 1];
     unsigned ns = 0;
@@ -1629,7 +1547,7 @@ static void test_shrink_destroy(void)
     }
     unsigned long before = st.num_slabs;
     size_t bytes = qslab_cache_shrink(c);
-    st = stats(c);
+    st = tc_stats(c);
     CHECKF(st.num_slabs == ns && st.num_objs == ns * (unsigned long)st.objs_per_slab,
            "after shrink: %lu slabs (%lu before), the %d live objects are in %u", st.num_slabs,
            before, N / EVERY, ns);
@@ -1647,12 +1565,12 @@ static void test_shrink_destroy(void)
     CHECKF(r == -1 && errno == EBUSY && strstr(err, "60 objects still allocated"),
            "destroy with 60 live: %d \"%s\"", r, err);
     CHECK(tf_is(c, "slab"));
-    check_sane(c, 500, "a refused destroy");
+    tc_check_sane(c, 500, 0, 0, "a refused destroy");
     for (int i = 0; i < N; i += EVERY)
         qslab_cache_free(c, v[i]);
     validate(c, "after freeing everything");
     qslab_cache_shrink(c);
-    st = stats(c);
+    st = tc_stats(c);
     CHECKF(st.num_slabs == 0 && st.active_objs == 0, "after the last shrink: %lu slabs, %lu active",
            st.num_slabs, st.active_objs);
     CHECK(qslab_cache_destroy(c) == 0);
@@ -1675,18 +1593,18 @@ static void test_reaper(void)
         v[i] = qslab_cache_alloc(c);
     for (int i = 0; i < N; i++)
         qslab_cache_free(c, v[i]);
-    struct qslab_cache_stats st = stats(c);
+    struct qslab_cache_stats st = tc_stats(c);
     unsigned long s0 = st.num_slabs, q0 = st.queued_objs;
     /* QS_REAP_MS 2000 plus a purger tick of 250 ms: a reap within 2.25 s
      * of any moment, and another one 2 to 2.25 s after it.  Nothing here
      * touches the cache's arrays meanwhile (statistics only). */
     /* the waits end as soon as the reap is seen; their bounds are generous
      * (a loaded machine delays the purger's ticks), not part of the check */
-    uint64_t t0 = now_ms(), t = t0, t1 = 0;
+    uint64_t t0 = tu_now_ms(), t = t0, t1 = 0;
     while (t - t0 < 10000) {
-        sleep_ms(25);
-        t = now_ms();
-        st = stats(c);
+        tu_sleep_ms(25);
+        t = tu_now_ms();
+        st = tc_stats(c);
         if (st.num_slabs < s0)
             break;
     }
@@ -1696,9 +1614,9 @@ static void test_reaper(void)
     t1 = t;
     if (s1 < s0) { /* the next reap: more free slabs and shared objects; idle CPU arrays a fifth */
         while (t - t1 < 10000) {
-            sleep_ms(25);
-            t = now_ms();
-            st = stats(c);
+            tu_sleep_ms(25);
+            t = tu_now_ms();
+            st = tc_stats(c);
             if (st.num_slabs < s1 && (!cpu_mode() || st.queued_objs < q0))
                 break;
         }
@@ -1715,7 +1633,7 @@ static void test_reaper(void)
             q1, st.queued_objs);
     validate(c, "after a reap");
     qslab_cache_shrink(c);
-    CHECK(stats(c).num_slabs == 0);
+    CHECK(tc_stats(c).num_slabs == 0);
     CHECK(qslab_cache_destroy(c) == 0);
 }
 

@@ -40,36 +40,17 @@
  * with every thread on one CPU.
  */
 #define _GNU_SOURCE /* CPU affinity */
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <pthread.h>
 #include <qslab.h>
 #include <sched.h>
-#include <stddef.h>
 #include <stdint.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 
+#include "../cacheutil.h"
+#include "../deny_rseq.h"
 #include "../front.h"
 #include "../testutil.h"
 
 #define PAGE 4096u
-
-static struct qslab_cache_stats stats(qslab_cache *c)
-{
-    struct qslab_cache_stats st;
-    memset(&st, 0, sizeof st);
-    CHECK(qslab_cache_stats(c, &st) == 0);
-    return st;
-}
-
-static unsigned long get(const char *cache, const char *attr)
-{
-    unsigned long v = 0xdeadbeef;
-    if (qslab_tune_get(cache, attr, &v) != 0)
-        return 0xdeadbeef;
-    return v;
-}
 
 static int validate(qslab_cache *c, const char *when)
 {
@@ -105,15 +86,8 @@ static void set(const char *cache, const char *attr, const char *value)
     refused(__LINE__, cache, attr, value, __VA_ARGS__, (const char *)NULL)
 static void refused(int line, const char *cache, const char *attr, const char *value, ...)
 {
-    unsigned long before = get(cache, attr);
     char err[2048];
-    tu_stderr_begin();
-    errno = 0;
-    int r = qslab_tune(cache, attr, value);
-    int e = errno;
-    tu_stderr_end(err, sizeof err);
-    tu_check(r == -1 && e == EINVAL, __FILE__, line, "tune refused",
-             "qslab_tune(\"%s\", \"%s\", \"%s\") = %d errno %d", cache, attr, value, r, e);
+    tc_refused_at(__FILE__, line, cache, attr, value, err, sizeof err);
     tu_check(strstr(err, cache) && strstr(err, attr), __FILE__, line,
              "message names cache and attribute", "\"%s\"", err);
     va_list ap;
@@ -122,41 +96,13 @@ static void refused(int line, const char *cache, const char *attr, const char *v
         tu_check(strstr(err, s) != NULL, __FILE__, line, "message holds expected text",
                  "\"%s\" not in \"%s\"", s, err);
     va_end(ap);
-    tu_check(get(cache, attr) == before, __FILE__, line, "refused value not applied",
-             "%s %s: %lu -> %lu", cache, attr, before, get(cache, attr));
 }
 
-static int cmp_ptr(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* n fresh objects of c: none NULL, all distinct, no handler call; freed. */
+/* 300 fresh objects of c, written: none NULL, all distinct, no handler
+ * call; freed. */
 static void check_sane(qslab_cache *c, size_t size, const char *when)
 {
-    enum { N = 300 };
-    void *objs[N], *sorted[N];
-    int nulls = 0, dups = 0;
-    for (int i = 0; i < N; i++) {
-        objs[i] = qslab_cache_alloc(c);
-        if (!objs[i])
-            nulls++;
-        else
-            memset(objs[i], i, size);
-    }
-    memcpy(sorted, objs, sizeof objs);
-    qsort(sorted, N, sizeof sorted[0], cmp_ptr);
-    for (int i = 1; i < N; i++)
-        dups += sorted[i] && sorted[i] == sorted[i - 1];
-    for (int i = 0; i < N; i++)
-        if (objs[i])
-            qslab_cache_free(c, objs[i]);
-    CHECKF(nulls == 0 && dups == 0, "%s after %s: %d NULL, %d duplicate objects",
-           qslab_cache_name(c), when, nulls, dups);
-    CHECKF(tu_capture_calls() == 0, "%s after %s: handler called: %s", qslab_cache_name(c), when,
-           tu_fatal_msg);
-    tu_capture_reset();
+    tc_check_sane(c, 300, size, -1, when);
 }
 
 /* ---- another thread ---- */
@@ -170,7 +116,7 @@ static void *free_all_in_thread(void *arg)
     (void)arg;
     for (unsigned long i = 0; i < thr_n; i++)
         qslab_cache_free(thr_cache, thr_objs[i]);
-    thr_seen = stats(thr_cache); /* while this thread (and its queue) lives */
+    thr_seen = tc_stats(thr_cache); /* while this thread (and its queue) lives */
     return NULL;
 }
 /* Run fn in a new thread on c's objects objs[0..n) and wait for it. */
@@ -306,10 +252,10 @@ static void test_selection(void)
     if (!c)
         return;
     CHECK(qslab_tune(name, "front", "slub") == 0 && tf_is(c, "slub"));
-    CHECK(get(name, "front") == 2);
-    CHECK(qslab_tune(name, "front", "0") == 0 && tf_is(c, "slqb") && get(name, "front") == 0);
-    CHECK(qslab_tune(name, "front", "2") == 0 && tf_is(c, "slub") && get(name, "front") == 2);
-    CHECK(qslab_tune(name, "front", "slob") == 0 && tf_is(c, "slob") && get(name, "front") == 1);
+    CHECK(tc_get(name, "front") == 2);
+    CHECK(qslab_tune(name, "front", "0") == 0 && tf_is(c, "slqb") && tc_get(name, "front") == 0);
+    CHECK(qslab_tune(name, "front", "2") == 0 && tf_is(c, "slub") && tc_get(name, "front") == 2);
+    CHECK(qslab_tune(name, "front", "slob") == 0 && tf_is(c, "slob") && tc_get(name, "front") == 1);
     CHECK(qslab_tune(name, "front", "slub") == 0 && tf_is(c, "slub"));
     REFUSED(name, "front", "99", "slqb, slub"); /* the message lists the front ends */
     REFUSED(name, "front", "slub2", "slqb, slub");
@@ -320,7 +266,7 @@ static void test_selection(void)
     memset(p, 0x11, 40);
     REFUSED(name, "front", "slqb", "allocated already", "stays slub");
     REFUSED(name, "front", "0", "allocated already", "stays slub");
-    CHECK(tf_is(c, "slub") && get(name, "front") == 2);
+    CHECK(tf_is(c, "slub") && tc_get(name, "front") == 2);
     CHECK(qslab_tune(name, "front", "slub") == 0); /* the same one: nothing to change */
 
     /* slabinfo names it */
@@ -347,24 +293,24 @@ static void test_selection(void)
     if (!c)
         return;
     const char *first = qslab_cache_front(c);
-    unsigned long o_first = get(name2, "order");
+    unsigned long o_first = tc_get(name2, "order");
     CHECK(qslab_tune(name2, "front", "slub") == 0);
-    CHECKF(order_ok(1000, 8, get(name2, "order")),
-           "1000-byte objects under slub: order %lu, calculate_order %u", get(name2, "order"),
+    CHECKF(order_ok(1000, 8, tc_get(name2, "order")),
+           "1000-byte objects under slub: order %lu, calculate_order %u", tc_get(name2, "order"),
            slub_order_for(1000, 8, slub_cpus()));
     if (strcmp(first, "slub") != 0) {
         CHECK(qslab_tune(name2, "front", first) == 0);
-        CHECKF(get(name2, "order") == o_first, "back to %s: order %lu, was %lu", first,
-               get(name2, "order"), o_first);
+        CHECKF(tc_get(name2, "order") == o_first, "back to %s: order %lu, was %lu", first,
+               tc_get(name2, "order"), o_first);
     }
     /* a tuned order is kept */
     CHECK(qslab_tune(name2, "front", "slqb") == 0);
     set(name2, "order", "4");
     CHECK(qslab_tune(name2, "front", "slub") == 0);
-    CHECKF(get(name2, "order") == 4, "a tuned order under slub: %lu", get(name2, "order"));
+    CHECKF(tc_get(name2, "order") == 4, "a tuned order under slub: %lu", tc_get(name2, "order"));
     void *q = qslab_cache_alloc(c);
     CHECK(q != NULL);
-    struct qslab_cache_stats st = stats(c);
+    struct qslab_cache_stats st = tc_stats(c);
     CHECKF(st.order == 4 && st.objs_per_slab == (PAGE << 4) / 1000, "order %u, %u objects",
            st.order, st.objs_per_slab);
     qslab_cache_free(c, q);
@@ -384,16 +330,16 @@ static void test_tunables(void)
         qslab_cache *c = make(name, sizes[i], 0, NULL);
         if (!c)
             continue;
-        struct qslab_cache_stats st = stats(c);
+        struct qslab_cache_stats st = tc_stats(c);
         CHECKF(st.slot_size == sizes[i], "%s: slot %zu", name, st.slot_size);
-        CHECKF(get(name, "cpu_partial") == expect_cpu_partial(st.slot_size),
-               "%s: cpu_partial %lu, expected %lu", name, get(name, "cpu_partial"),
+        CHECKF(tc_get(name, "cpu_partial") == expect_cpu_partial(st.slot_size),
+               "%s: cpu_partial %lu, expected %lu", name, tc_get(name, "cpu_partial"),
                expect_cpu_partial(st.slot_size));
-        CHECKF(get(name, "min_partial") == expect_min_partial(st.slot_size, st.slab_bytes),
-               "%s: min_partial %lu, expected %lu", name, get(name, "min_partial"),
+        CHECKF(tc_get(name, "min_partial") == expect_min_partial(st.slot_size, st.slab_bytes),
+               "%s: min_partial %lu, expected %lu", name, tc_get(name, "min_partial"),
                expect_min_partial(st.slot_size, st.slab_bytes));
-        CHECKF(get(name, "pass_through") == 0, "%s: pass_through %lu", name,
-               get(name, "pass_through"));
+        CHECKF(tc_get(name, "pass_through") == 0, "%s: pass_through %lu", name,
+               tc_get(name, "pass_through"));
         CHECK(qslab_cache_destroy(c) == 0);
     }
 
@@ -409,21 +355,21 @@ static void test_tunables(void)
     REFUSED(name, "pass_through", "2", "0..1");
     REFUSED(name, "pass_through", "yes", "0..1");
     set(name, "cpu_partial", "0");
-    CHECK(get(name, "cpu_partial") == 0);
+    CHECK(tc_get(name, "cpu_partial") == 0);
     set(name, "cpu_partial", "1048576");
-    CHECK(get(name, "cpu_partial") == 1048576);
+    CHECK(tc_get(name, "cpu_partial") == 1048576);
     set(name, "min_partial", "0");
-    CHECK(get(name, "min_partial") == 0);
+    CHECK(tc_get(name, "min_partial") == 0);
     set(name, "min_partial", "1048576");
-    CHECK(get(name, "min_partial") == 1048576);
+    CHECK(tc_get(name, "min_partial") == 1048576);
     set(name, "pass_through", "1");
-    CHECK(get(name, "pass_through") == 1);
+    CHECK(tc_get(name, "pass_through") == 1);
     /* pass_through changes nothing for a cache that is not kmalloc's */
-    struct qslab_cache_stats a = stats(c);
+    struct qslab_cache_stats a = tc_stats(c);
     void *p[40];
     for (int i = 0; i < 40; i++)
         p[i] = qslab_cache_alloc(c);
-    struct qslab_cache_stats b = stats(c);
+    struct qslab_cache_stats b = tc_stats(c);
     CHECKF(b.new_slab - a.new_slab <= 2,
            "pass_through on a 128-byte cache: %lu new slabs for 40 objects",
            b.new_slab - a.new_slab);
@@ -455,8 +401,8 @@ static void test_order(const char *when)
         qslab_cache *c = make(name, sizes[i], 0, NULL);
         if (!c)
             continue;
-        unsigned long o = get(name, "order");
-        size_t slot = stats(c).slot_size; /* the size mm/slub.c's rule sees (s->size) */
+        unsigned long o = tc_get(name, "order");
+        size_t slot = tc_stats(c).slot_size; /* the size mm/slub.c's rule sees (s->size) */
         unsigned want = slub_order_for(slot, 8, ncpu);
         /* the rule's range: from one CPU to every possible one */
         unsigned lo = slub_order_for(slot, 8, 1), hi = slub_order_for(slot, 8, all);
@@ -478,7 +424,7 @@ static void test_order(const char *when)
         /* a slab of that order is what allocation makes */
         void *p = qslab_cache_alloc(c);
         CHECK(p != NULL);
-        struct qslab_cache_stats st = stats(c);
+        struct qslab_cache_stats st = tc_stats(c);
         CHECKF(st.order == o && st.objs_per_slab == slab_bytes((unsigned)o) / slot &&
                    st.num_slabs == 1 && st.num_objs == st.objs_per_slab,
                "%s: order %u, %u objects per slab, %lu slabs, %lu objects", name, st.order,
@@ -490,7 +436,7 @@ static void test_order(const char *when)
     /* an aligned cache: the order holds its alignment */
     qslab_cache *c = make("t-slub-ord-al", 100, 8192, NULL);
     if (c) {
-        unsigned long o = get("t-slub-ord-al", "order");
+        unsigned long o = tc_get("t-slub-ord-al", "order");
         CHECKF(o >= 1, "100-byte objects aligned to 8 KiB: order %lu", o);
         void *p = qslab_cache_alloc(c);
         CHECKF(p && ((uintptr_t)p & 8191) == 0, "object %p not aligned to 8 KiB", p);
@@ -512,11 +458,11 @@ static void test_order_change(void)
     static void *o[N];
     for (int i = 0; i < N / 3; i++)
         o[i] = qslab_cache_alloc(c);
-    struct qslab_cache_stats a = stats(c);
+    struct qslab_cache_stats a = tc_stats(c);
     set(name, "order", "2");
     for (int i = N / 3; i < N; i++)
         o[i] = qslab_cache_alloc(c);
-    struct qslab_cache_stats b = stats(c);
+    struct qslab_cache_stats b = tc_stats(c);
     CHECKF(b.order == 2 && b.objs_per_slab == 64 &&
                b.num_objs - a.num_objs == (b.num_slabs - a.num_slabs) * 64,
            "order 2: %u objects per slab; %lu new objects in %lu new slabs", b.objs_per_slab,
@@ -531,7 +477,7 @@ static void test_order_change(void)
         qslab_cache_free(c, o[i]);
     validate(c, "slabs of two orders, freed");
     qslab_cache_shrink(c);
-    b = stats(c);
+    b = tc_stats(c);
     CHECKF(b.num_slabs == 0 && b.num_objs == 0, "after shrink: %lu slabs, %lu objects", b.num_slabs,
            b.num_objs);
     CHECK(qslab_cache_destroy(c) == 0);
@@ -589,7 +535,7 @@ static void test_contents(void)
 
     /* a new slab: all its objects constructed at once */
     void *first = qslab_cache_alloc(c[1]);
-    struct qslab_cache_stats st = stats(c[1]);
+    struct qslab_cache_stats st = tc_stats(c[1]);
     CHECKF(first && constructed(first), "first ctor object not constructed");
     CHECKF(st.num_slabs == 1 && ctor_calls == st.objs_per_slab && st.num_objs == st.objs_per_slab,
            "SLUB: a new slab's objects are born at once: %lu constructor calls, %u objects per "
@@ -639,7 +585,7 @@ static void test_contents(void)
             for (int i = 0; i < NC; i++)
                 validate(c[i], "in the contents rounds");
     }
-    st = stats(c[1]);
+    st = tc_stats(c[1]);
     CHECKF(st.free_slab == 0 ? ctor_calls == st.num_objs : ctor_calls >= st.num_objs,
            "constructor ran %lu times for %lu objects born (%lu slabs given back)", ctor_calls,
            st.num_objs, st.free_slab);
@@ -652,14 +598,14 @@ static void test_contents(void)
             o[k].p = NULL;
         }
     for (int i = 0; i < NC; i++) {
-        st = stats(c[i]);
+        st = tc_stats(c[i]);
         CHECKF(st.active_objs == 0 && st.alloc == st.free &&
                    st.alloc == st.alloc_fast + st.alloc_slow && st.queued_objs == 0,
                "%s: %lu active, %lu allocs, %lu frees, %lu queued", names[i], st.active_objs,
                st.alloc, st.free, st.queued_objs);
         validate(c[i], "after freeing all");
         qslab_cache_shrink(c[i]);
-        st = stats(c[i]);
+        st = tc_stats(c[i]);
         CHECKF(st.num_slabs == 0 && st.empty_slabs == 0, "%s after shrink: %lu slabs, %lu empty",
                names[i], st.num_slabs, st.empty_slabs);
         validate(c[i], "after shrink");
@@ -674,7 +620,7 @@ static void test_counters(void)
     qslab_cache *c = make("t-slub-cnt", 64, 0, NULL);
     if (!c)
         return;
-    struct qslab_cache_stats a = stats(c), b;
+    struct qslab_cache_stats a = tc_stats(c), b;
     unsigned P = a.objs_per_slab;
     CHECKF(P == 64 && a.order == 0, "64-byte objects: %u per slab, order %u", P, a.order);
     static void *o[5 * 64 + 2];
@@ -683,14 +629,14 @@ static void test_counters(void)
      * rest popped off the owner's list; every free pushed back on it */
     for (unsigned i = 0; i < P; i++)
         o[i] = qslab_cache_alloc(c);
-    b = stats(c);
+    b = tc_stats(c);
     CHECKF(b.alloc == P && b.alloc_slow == 1 && b.alloc_fast == P - 1 && b.new_slab == 1 &&
                b.refill == 1,
            "%u allocations from a new cache: %lu fast, %lu slow, %lu new slabs, %lu refills", P,
            b.alloc_fast, b.alloc_slow, b.new_slab, b.refill);
     for (unsigned i = 0; i < P; i++)
         qslab_cache_free(c, o[P - 1 - i]);
-    b = stats(c);
+    b = tc_stats(c);
     CHECKF(b.free == P && b.free_fast == P && b.free_slow == 0 && b.remote_free == 0 &&
                b.queued_objs == 0,
            "%u frees to the active slab: %lu fast, %lu slow, %lu remote", P, b.free_fast,
@@ -701,13 +647,13 @@ static void test_counters(void)
      * straight to the slab (every such free is "remote" in SLUB) */
     for (unsigned i = 0; i < P + 1; i++)
         o[i] = qslab_cache_alloc(c); /* the first P fill a slab; the last starts another */
-    a = stats(c);
+    a = tc_stats(c);
     CHECKF(a.new_slab == 2 && a.num_slabs == 2, "%lu new slabs, %lu slabs", a.new_slab,
            a.num_slabs);
     for (unsigned i = 0; i < P; i++)
         qslab_cache_free(c, o[i]);
     qslab_cache_free(c, o[P]);
-    b = stats(c);
+    b = tc_stats(c);
     CHECKF(
         b.free_slow - a.free_slow == P && b.remote_free - a.remote_free == P &&
             b.free_fast - a.free_fast == 1 && b.remote_batch == 0,
@@ -721,9 +667,9 @@ static void test_counters(void)
     unsigned n = 4 * P;
     for (unsigned i = 0; i < n + 1; i++)
         o[i] = qslab_cache_alloc(c); /* o[n]: the owner's active slab is not theirs */
-    a = stats(c);
+    a = tc_stats(c);
     run_thread(free_all_in_thread, c, o, n);
-    b = stats(c);
+    b = tc_stats(c);
     CHECKF(b.free - a.free == n && b.free_slow - a.free_slow == n &&
                b.remote_free - a.remote_free == n && b.free_fast == a.free_fast &&
                b.remote_batch == 0 && b.claim == 0,
@@ -735,15 +681,15 @@ static void test_counters(void)
            thr_seen.queued_objs);
     validate(c, "after remote frees");
     /* and the objects are the owner's again, without new slabs */
-    a = stats(c);
+    a = tc_stats(c);
     for (unsigned i = 0; i < n; i++)
         o[i] = qslab_cache_alloc(c);
-    b = stats(c);
+    b = tc_stats(c);
     CHECKF(b.new_slab == a.new_slab, "reallocating what another thread freed: %lu new slabs",
            b.new_slab - a.new_slab);
     for (unsigned i = 0; i < n + 1; i++)
         qslab_cache_free(c, o[i]);
-    b = stats(c);
+    b = tc_stats(c);
     CHECKF(b.active_objs == 0 && b.alloc == b.alloc_fast + b.alloc_slow &&
                b.free == b.free_fast + b.free_slow && b.remote_batch == 0 && b.claim == 0,
            "end: %lu active, %lu batches", b.active_objs, b.remote_batch);
@@ -758,7 +704,7 @@ static void test_counters(void)
  * every slab held, empty_slabs the FIFO's). */
 static unsigned long held(qslab_cache *c)
 {
-    struct qslab_cache_stats st = stats(c);
+    struct qslab_cache_stats st = tc_stats(c);
     return st.num_slabs - st.empty_slabs;
 }
 
@@ -805,7 +751,7 @@ static void test_partial(void)
     qslab_cache *c = make("t-slub-cpup", 256, 0, NULL);
     if (!c)
         return;
-    struct qslab_cache_stats st = stats(c);
+    struct qslab_cache_stats st = tc_stats(c);
     unsigned P = st.objs_per_slab;
     CHECKF(P == 16, "256-byte objects: %u per slab", P);
     if (P != 16)
@@ -847,10 +793,10 @@ static void test_partial(void)
         half[i] = o[2 * i + 1];
     run_thread(free_all_in_thread, c, half, n / 2);
     validate(c, "half of every slab freed by another thread");
-    struct qslab_cache_stats a = stats(c);
+    struct qslab_cache_stats a = tc_stats(c);
     for (unsigned i = 0; i < n / 2; i++)
         o[2 * i + 1] = qslab_cache_alloc(c);
-    struct qslab_cache_stats b = stats(c);
+    struct qslab_cache_stats b = tc_stats(c);
     CHECKF(b.new_slab - a.new_slab <= (unsigned long)owners - 1,
            "refilling half-free slabs: %lu new slabs (%lu slabs, %lu free objects before)",
            b.new_slab - a.new_slab, a.num_slabs, a.num_objs - a.active_objs);
@@ -858,7 +804,7 @@ static void test_partial(void)
         qslab_cache_free(c, o[i]);
     validate(c, "partial slabs refilled and freed");
     qslab_cache_shrink(c);
-    st = stats(c);
+    st = tc_stats(c);
     CHECKF(st.num_slabs == 0 && st.empty_slabs == 0 && st.active_objs == 0,
            "after shrink: %lu slabs, %lu empty", st.num_slabs, st.empty_slabs);
     validate(c, "after shrink");
@@ -874,7 +820,7 @@ static void test_partial(void)
         c = make(name, 256, 0, NULL);
         if (!c)
             return;
-        CHECK(get(name, "min_partial") == 5);
+        CHECK(tc_get(name, "min_partial") == 5);
         set(name, "min_partial", mins[m]);
         set(name, "cpu_partial", "0");
         unsigned long mp = strtoul(mins[m], NULL, 10);
@@ -883,7 +829,7 @@ static void test_partial(void)
             o[i] = qslab_cache_alloc(c);
         for (unsigned i = 0; i < n; i++)
             qslab_cache_free(c, o[i]);
-        st = stats(c);
+        st = tc_stats(c);
         /* the active slab, and what the node kept (kernel rule: an emptied
          * slab goes while the node has min_partial partial slabs, itself
          * included) */
@@ -897,7 +843,7 @@ static void test_partial(void)
         validate(c, "min_partial, everything free");
         /* shrink ignores min_partial (kmem_cache_shrink) */
         size_t bytes = qslab_cache_shrink(c);
-        st = stats(c);
+        st = tc_stats(c);
         CHECKF(st.num_slabs == 0 && st.empty_slabs == 0 && bytes > 0,
                "min_partial %lu after shrink: %lu slabs, %lu empty, %zu bytes given back", mp,
                st.num_slabs, st.empty_slabs, bytes);
@@ -929,7 +875,7 @@ static void test_alloc_node(void)
     enum { N = 300 };
     static void *o[N];
     for (int node = 0; node < nodes; node++) {
-        struct qslab_cache_stats a = stats(c);
+        struct qslab_cache_stats a = tc_stats(c);
         int misplaced = 0;
         for (int i = 0; i < N; i++) {
             o[i] = qslab_cache_alloc_node(c, node);
@@ -938,7 +884,7 @@ static void test_alloc_node(void)
                 memset(o[i], node + 1, 128);
         }
         CHECKF(misplaced == 0, "alloc_node(%d): %d of %d objects elsewhere", node, misplaced, N);
-        struct qslab_cache_stats b = stats(c);
+        struct qslab_cache_stats b = tc_stats(c);
         if (node != here) /* another node's objects: its partial slabs, under its lock */
             CHECKF(b.node_alloc - a.node_alloc == N && b.alloc - a.alloc == N,
                    "alloc_node(%d) from node %d: %lu node allocations of %lu", node, here,
@@ -950,10 +896,10 @@ static void test_alloc_node(void)
             qslab_cache_free(c, o[i]);
         validate(c, "node objects freed");
     }
-    struct qslab_cache_stats st = stats(c);
+    struct qslab_cache_stats st = tc_stats(c);
     CHECK(st.active_objs == 0);
     qslab_cache_shrink(c);
-    st = stats(c);
+    st = tc_stats(c);
     CHECKF(st.num_slabs == 0, "%lu slabs after shrink", st.num_slabs);
     CHECK(qslab_cache_destroy(c) == 0);
 }
@@ -972,9 +918,9 @@ static void test_pass_through(void)
     }
     char s[32];
     set("kmalloc-5120", "pass_through", "1");
-    struct qslab_cache_stats a = stats(k), b;
+    struct qslab_cache_stats a = tc_stats(k), b;
     unsigned char *p = qslab_malloc(5000);
-    b = stats(k);
+    b = tc_stats(k);
     CHECK(p != NULL);
     if (!p)
         return;
@@ -988,7 +934,7 @@ static void test_pass_through(void)
     CHECKF(qslab_object_node(p) >= 0, "node of a pass-through block: %d", qslab_object_node(p));
     validate(k, "a live pass-through block");
     qslab_free(p);
-    b = stats(k);
+    b = tc_stats(k);
     CHECKF(b.free_slab - a.free_slab == 1 && b.free - a.free == 1 && b.num_slabs == a.num_slabs &&
                b.active_objs == a.active_objs,
            "its free: %lu slabs given back, %lu frees", b.free_slab - a.free_slab, b.free - a.free);
@@ -996,13 +942,13 @@ static void test_pass_through(void)
     /* several, written in full, realloc'ed, freed from another thread */
     enum { M = 10 };
     static void *v[M];
-    a = stats(k);
+    a = tc_stats(k);
     for (int i = 0; i < M; i++) { /* 4,865 .. 5,120 bytes: kmalloc-5120's */
         v[i] = qslab_malloc(4880 + (size_t)i * 24);
         if (v[i])
             memset(v[i], i, 4880 + (size_t)i * 24);
     }
-    b = stats(k);
+    b = tc_stats(k);
     CHECKF(b.new_slab - a.new_slab == M, "%d pass-through blocks: %lu new slabs", M,
            b.new_slab - a.new_slab);
     validate(k, "live pass-through blocks");
@@ -1014,7 +960,7 @@ static void test_pass_through(void)
     v[0] = r;
     qslab_free(v[0]);
     run_thread(free_all_in_thread, k, v + 1, M - 1);
-    b = stats(k);
+    b = tc_stats(k);
     CHECKF(b.free_slab - a.free_slab == M && b.active_objs == a.active_objs,
            "%d pass-through blocks freed: %lu slabs given back, %lu active (before %lu)", M,
            b.free_slab - a.free_slab, b.active_objs, a.active_objs);
@@ -1036,10 +982,10 @@ static void test_pass_through(void)
     /* a class of a page or less never passes through */
     set("kmalloc-4096", "pass_through", "1");
     qslab_cache *k4 = qslab_cache_find("kmalloc-4096");
-    a = stats(k4);
+    a = tc_stats(k4);
     for (int i = 0; i < M; i++)
         v[i] = qslab_malloc(4000);
-    b = stats(k4);
+    b = tc_stats(k4);
     CHECKF(b.new_slab - a.new_slab <= 2,
            "kmalloc-4096 with pass_through: %lu new slabs for %d blocks", b.new_slab - a.new_slab,
            M);
@@ -1049,13 +995,13 @@ static void test_pass_through(void)
 
     /* pass_through 0: the class's slabs again */
     set("kmalloc-5120", "pass_through", "0");
-    a = stats(k);
+    a = tc_stats(k);
     for (int i = 0; i < M; i++) {
         v[i] = qslab_malloc(5000);
         if (v[i])
             memset(v[i], i, 5000);
     }
-    b = stats(k);
+    b = tc_stats(k);
     CHECKF(b.new_slab - a.new_slab <= 2 && b.alloc - a.alloc == M,
            "pass_through 0: %lu new slabs for %d blocks of 5000 bytes", b.new_slab - a.new_slab, M);
     for (int i = 0; i < M; i++)
@@ -1067,7 +1013,7 @@ static void test_pass_through(void)
 
 static unsigned long active(qslab_cache *c)
 {
-    return stats(c).active_objs;
+    return tc_stats(c).active_objs;
 }
 
 static void *free_one(void *arg)
@@ -1213,7 +1159,7 @@ static void test_misuse(void)
             o[i] = qslab_cache_alloc(D);
         for (int i = 0; i < P; i++)
             qslab_cache_free(D, o[i]);
-        struct qslab_cache_stats st = stats(D);
+        struct qslab_cache_stats st = tc_stats(D);
         CHECKF(st.empty_slabs == 1 && st.num_slabs == 2,
                "an emptied slab with min_partial 0: %lu empty, %lu slabs", st.empty_slabs,
                st.num_slabs);
@@ -1228,7 +1174,7 @@ static void test_misuse(void)
         validate(D, "double frees into an empty slab");
         qslab_cache_shrink(D);
         CHECKF(tu_capture_calls() == 0, "shrink after the double frees: %s", tu_fatal_msg);
-        st = stats(D);
+        st = tc_stats(D);
         CHECKF(st.num_slabs == 1 && st.empty_slabs == 0, "after shrink: %lu slabs, %lu empty",
                st.num_slabs, st.empty_slabs);
         qslab_cache_free(D, o[3]);
@@ -1254,7 +1200,7 @@ static void test_misuse(void)
         qslab_cache_shrink(U2);
         tu_check_fatal("free list corruption", tu_addr(s, u), "t-slub-uaf2");
         validate(U2, "a write after free found at shrink");
-        struct qslab_cache_stats st = stats(U2);
+        struct qslab_cache_stats st = tc_stats(U2);
         CHECKF(st.num_slabs == 0 && st.active_objs == 0, "after the shrink: %lu slabs, %lu active",
                st.num_slabs, st.active_objs);
         check_sane(U2, 64, "an overwritten list tail");
@@ -1354,14 +1300,14 @@ static void test_retire(void)
     enum { P = 64, N = 3 * P };
     static void *o[N], *more[N];
     run_thread(alloc_some_free_third, c, o, N);
-    struct qslab_cache_stats a = stats(c);
+    struct qslab_cache_stats a = tc_stats(c);
     CHECKF(a.active_objs == N - N / 3 && a.num_slabs == 3,
            "after the thread's exit: %lu live, %lu slabs", a.active_objs, a.num_slabs);
     validate(c, "after an owner's exit with live objects");
     /* its slabs' free objects are ours now, no new slab needed */
     for (int i = 0; i < N / 3; i++)
         more[i] = qslab_cache_alloc(c);
-    struct qslab_cache_stats b = stats(c);
+    struct qslab_cache_stats b = tc_stats(c);
     CHECKF(b.new_slab == a.new_slab, "reusing an exited owner's slabs: %lu new slabs",
            b.new_slab - a.new_slab);
     validate(c, "reusing an exited owner's slabs");
@@ -1372,7 +1318,7 @@ static void test_retire(void)
         qslab_cache_free(c, more[i]);
     validate(c, "everything freed after an owner's exit");
     qslab_cache_shrink(c);
-    b = stats(c);
+    b = tc_stats(c);
     CHECKF(b.num_slabs == 0 && b.active_objs == 0, "after shrink: %lu slabs, %lu live", b.num_slabs,
            b.active_objs);
     CHECK(qslab_cache_destroy(c) == 0);
@@ -1432,7 +1378,7 @@ static void test_after_exit(void)
             pthread_join(t[i], NULL);
     }
     CHECK(late_bad == 0 && late_nkept == LATE_ROUNDS * LATE_PAR * LATE_KEEP);
-    struct qslab_cache_stats st = stats(late_cache);
+    struct qslab_cache_stats st = tc_stats(late_cache);
     CHECKF(st.active_objs == late_nkept,
            "after the threads' exits: %lu live, %u kept by their destructors", st.active_objs,
            late_nkept);
@@ -1443,12 +1389,12 @@ static void test_after_exit(void)
             tu_fail("object %p kept by a late destructor overwritten", (void *)b);
         qslab_cache_free(late_cache, late_kept[i]);
     }
-    st = stats(late_cache);
+    st = tc_stats(late_cache);
     CHECKF(st.active_objs == 0 && st.alloc == st.free, "%lu live, %lu allocs, %lu frees",
            st.active_objs, st.alloc, st.free);
     validate(late_cache, "everything freed after the late destructors");
     qslab_cache_shrink(late_cache);
-    st = stats(late_cache);
+    st = tc_stats(late_cache);
     CHECKF(st.num_slabs == 0, "after shrink: %lu slabs", st.num_slabs);
     pthread_key_delete(late_key);
     CHECK(qslab_cache_destroy(late_cache) == 0);
@@ -1482,23 +1428,18 @@ static void test_destroy_busy(void)
     CHECK(qslab_cache_destroy(c) == 0);
 }
 
-/* membarrier fails with ENOSYS in this process and what it executes
- * (seccomp), as on kernels before 5.10: per-CPU owners cannot take another
- * CPU's queue, and a shrink flushes only the caller's CPU's state
- * (src/front/slub/cachewide.c flush_all) */
-static int deny_membarrier(void)
+/* run_without_membarrier's child before its exec: membarrier fails with
+ * ENOSYS in it (seccomp), as on kernels before 5.10: per-CPU owners cannot
+ * take another CPU's queue, and a shrink flushes only the caller's CPU's
+ * state (src/front/slub/cachewide.c flush_all) */
+static void deny_membarrier(void *arg)
 {
-    struct sock_filter f[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_membarrier, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (unsigned)ENOSYS),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    struct sock_fprog prog = {sizeof f / sizeof f[0], f};
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
-        return -1;
-    return 0;
+    (void)arg;
+    if (deny_syscall(__NR_membarrier, ENOSYS) != 0) {
+        perror("seccomp");
+        _exit(126);
+    }
+    setenv("QSLAB_OWNER", "cpu", 1);
 }
 
 /* This executable again, in mode "nomembarrier", per-CPU owners, with
@@ -1506,26 +1447,8 @@ static int deny_membarrier(void)
  * it); its exit status. */
 static int run_without_membarrier(void)
 {
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        if (deny_membarrier() != 0) {
-            perror("seccomp");
-            _exit(126);
-        }
-        setenv("QSLAB_OWNER", "cpu", 1);
-        char *args[] = {(char *)"reexec", (char *)"nomembarrier", NULL};
-        execv("/proc/self/exe", args);
-        perror("execv /proc/self/exe");
-        _exit(127);
-    }
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    pid_t pid = tu_spawn_self("nomembarrier", deny_membarrier, NULL);
+    return pid < 0 ? -1 : tu_wait(pid);
 }
 
 int main(int argc, char **argv)

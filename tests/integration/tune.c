@@ -4,19 +4,12 @@
  */
 #include <qslab.h>
 
+#include "../cacheutil.h"
 #include "../front.h"
 #include "../testutil.h"
 
 static const char *const attrs[] = {"order", "hiwater", "freebatch", "empty_limit", "empty_decay_ms",
                                     "stash_bytes"};
-
-static unsigned long get(const char *cache, const char *attr)
-{
-    unsigned long v = 0xdeadbeef;
-    if (qslab_tune_get(cache, attr, &v) != 0)
-        return 0xdeadbeef;
-    return v;
-}
 
 /* Allocate and free many objects of the cache; 1 if all went well. */
 static int exercise(const char *cache)
@@ -48,37 +41,17 @@ static int exercise(const char *cache)
 #define REFUSED(cache, attr, value) refused(__LINE__, cache, attr, value)
 static void refused(int line, const char *cache, const char *attr, const char *value)
 {
-    unsigned long before = get(cache, attr);
     char err[2048];
-    tu_stderr_begin();
-    errno = 0;
-    int r = qslab_tune(cache, attr, value);
-    int e = errno;
-    tu_stderr_end(err, sizeof err);
-    tu_check(r == -1 && e == EINVAL, __FILE__, line, "tune refused",
-             "qslab_tune(\"%s\", \"%s\", \"%s\") = %d errno %d", cache, attr, value, r, e);
+    tc_refused_at(__FILE__, line, cache, attr, value, err, sizeof err);
     tu_check(err[0] != '\0', __FILE__, line, "refusal explained on stderr", "qslab_tune(\"%s\", \"%s\", \"%s\")",
              cache, attr, value);
-    tu_check(get(cache, attr) == before, __FILE__, line, "refused value not applied", "%s %s: %lu -> %lu", cache,
-             attr, before, get(cache, attr));
-}
-
-#define ACCEPTED(cache, attr, value, expect) accepted(__LINE__, cache, attr, value, expect)
-static void accepted(int line, const char *cache, const char *attr, const char *value, unsigned long expect)
-{
-    errno = 0;
-    int r = qslab_tune(cache, attr, value);
-    tu_check(r == 0, __FILE__, line, "tune accepted", "qslab_tune(\"%s\", \"%s\", \"%s\") = %d errno %d", cache,
-             attr, value, r, errno);
-    unsigned long v = get(cache, attr);
-    tu_check(v == expect, __FILE__, line, "value reads back", "%s %s = %lu, expected %lu", cache, attr, v, expect);
 }
 
 static void test_order(void)
 {
     const char *k = "kmalloc-8192";
     CHECK(exercise(k));
-    ACCEPTED(k, "order", "3", 3);
+    tc_accepted(k, "order", "3", 3);
     CHECK(exercise(k));
     struct qslab_cache_stats st;
     qslab_cache *c = qslab_cache_find(k);
@@ -99,7 +72,7 @@ static void test_order(void)
     CHECKF(r == -1 && e == EINVAL, "order 99: %d errno %d", r, e);
     CHECKF(strstr(err, "order") != NULL, "message does not name the attribute: \"%s\"", err);
     CHECKF(strpbrk(err, "0123456789") != NULL, "message gives no range: \"%s\"", err);
-    CHECK(get(k, "order") == 3);
+    CHECK(tc_get(k, "order") == 3);
     CHECK(exercise(k));
 
     REFUSED(k, "order", "abc");
@@ -108,7 +81,7 @@ static void test_order(void)
     REFUSED(k, "order", "3abc");
     REFUSED(k, "order", "99999999999999999999999999");
     CHECK(exercise(k));
-    ACCEPTED(k, "order", "2", 2);
+    tc_accepted(k, "order", "2", 2);
     CHECK(exercise(k));
 }
 
@@ -136,13 +109,13 @@ static void test_stash(void)
     CHECK(c != NULL);
     if (!c)
         return;
-    CHECK(get("t-tune-stash", "stash_bytes") == 128 << 10);
+    CHECK(tc_get("t-tune-stash", "stash_bytes") == 128 << 10);
     REFUSED("t-tune-stash", "stash_bytes", "67108865"); /* over 64 MiB */
     REFUSED("t-tune-stash", "stash_bytes", "-1");
-    ACCEPTED("t-tune-stash", "stash_bytes", "0", 0);
+    tc_accepted("t-tune-stash", "stash_bytes", "0", 0);
     /* no stash: every empty slab goes to the node at once, where an
      * empty_limit of 0 gives it back */
-    ACCEPTED("t-tune-stash", "empty_limit", "0", 0);
+    tc_accepted("t-tune-stash", "empty_limit", "0", 0);
     for (int i = 0; i < N; i++)
         objs[i] = qslab_cache_alloc(c);
     for (int i = 0; i < N; i++)
@@ -154,7 +127,7 @@ static void test_stash(void)
     else
         CHECKF(st.empty_slabs == 0, "stash_bytes 0, empty_limit 0: %lu empty slabs kept",
                st.empty_slabs);
-    ACCEPTED("t-tune-stash", "stash_bytes", "4194304", 4194304);
+    tc_accepted("t-tune-stash", "stash_bytes", "4194304", 4194304);
     CHECK(qslab_cache_validate(c) == 0);
     CHECK(qslab_cache_destroy(c) == 0);
 }
@@ -162,33 +135,33 @@ static void test_stash(void)
 static void test_batches(void)
 {
     const char *k = "kmalloc-256";
-    ACCEPTED(k, "freebatch", "16", 16); /* first: freebatch <= hiwater at every step */
-    ACCEPTED(k, "hiwater", "64", 64);
+    tc_accepted(k, "freebatch", "16", 16); /* first: freebatch <= hiwater at every step */
+    tc_accepted(k, "hiwater", "64", 64);
     CHECK(exercise(k));
     REFUSED(k, "hiwater", "15");   /* below freebatch */
     REFUSED(k, "freebatch", "65"); /* above hiwater */
     REFUSED(k, "hiwater", "x");
     CHECK(exercise(k));
-    ACCEPTED(k, "freebatch", "64", 64); /* equal is fine */
+    tc_accepted(k, "freebatch", "64", 64); /* equal is fine */
     CHECK(exercise(k));
-    ACCEPTED(k, "freebatch", "8", 8);
-    ACCEPTED(k, "hiwater", "8", 8);
+    tc_accepted(k, "freebatch", "8", 8);
+    tc_accepted(k, "hiwater", "8", 8);
     CHECK(exercise(k));
-    ACCEPTED(k, "hiwater", "512", 512);
-    ACCEPTED(k, "freebatch", "128", 128);
+    tc_accepted(k, "hiwater", "512", 512);
+    tc_accepted(k, "freebatch", "128", 128);
     CHECK(exercise(k));
 
     /* The other two, with a user cache. */
     qslab_cache *c = qslab_cache_create("t-tune-user", 300, 0, 0, NULL);
     CHECK(c != NULL);
-    ACCEPTED("t-tune-user", "empty_limit", "2", 2);
-    ACCEPTED("t-tune-user", "empty_decay_ms", "250", 250);
+    tc_accepted("t-tune-user", "empty_limit", "2", 2);
+    tc_accepted("t-tune-user", "empty_decay_ms", "250", 250);
     REFUSED("t-tune-user", "empty_limit", "-3");
     REFUSED("t-tune-user", "empty_decay_ms", "ten");
     CHECK(exercise("t-tune-user"));
-    ACCEPTED("t-tune-user", "order", "2", 2);
+    tc_accepted("t-tune-user", "order", "2", 2);
     CHECK(exercise("t-tune-user"));
-    ACCEPTED("t-tune-user", "empty_limit", "0", 0);
+    tc_accepted("t-tune-user", "empty_limit", "0", 0);
     CHECK(exercise("t-tune-user"));
     CHECK(qslab_cache_destroy(c) == 0);
 }
@@ -198,12 +171,12 @@ static void test_all_caches(void)
     qslab_cache *c = qslab_cache_create("t-tune-star", 50, 0, 0, NULL);
     CHECK(c != NULL);
     CHECK(qslab_tune("*", "empty_decay_ms", "500") == 0);
-    CHECK(get("kmalloc-8", "empty_decay_ms") == 500);
-    CHECK(get("kmalloc-96", "empty_decay_ms") == 500);
-    CHECK(get("kmalloc-33554432", "empty_decay_ms") == 500);
-    CHECK(get("t-tune-star", "empty_decay_ms") == 500);
+    CHECK(tc_get("kmalloc-8", "empty_decay_ms") == 500);
+    CHECK(tc_get("kmalloc-96", "empty_decay_ms") == 500);
+    CHECK(tc_get("kmalloc-33554432", "empty_decay_ms") == 500);
+    CHECK(tc_get("t-tune-star", "empty_decay_ms") == 500);
     REFUSED("*", "empty_decay_ms", "soon");
-    CHECK(get("kmalloc-96", "empty_decay_ms") == 500);
+    CHECK(tc_get("kmalloc-96", "empty_decay_ms") == 500);
     CHECK(exercise("t-tune-star"));
     CHECK(exercise("kmalloc-96"));
     CHECK(qslab_cache_destroy(c) == 0);

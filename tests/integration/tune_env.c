@@ -5,15 +5,8 @@
  */
 #include <qslab.h>
 
+#include "../cacheutil.h"
 #include "../testutil.h"
-
-static unsigned long get(const char *cache, const char *attr)
-{
-    unsigned long v = 0xdeadbeef;
-    if (qslab_tune_get(cache, attr, &v) != 0)
-        return 0xdeadbeef;
-    return v;
-}
 
 static void exercise(size_t size)
 {
@@ -26,8 +19,8 @@ static void exercise(size_t size)
     CHECKF(bad == 0, "%d allocations of %zu failed", bad, size);
 }
 
-#define EXPECT(cache, attr, v) CHECKF(get(cache, attr) == (v), "%s %s = %lu, expected %lu", cache, attr, \
-                                      get(cache, attr), (unsigned long)(v))
+#define EXPECT(cache, attr, v) CHECKF(tc_get(cache, attr) == (v), "%s %s = %lu, expected %lu", cache, attr, \
+                                      tc_get(cache, attr), (unsigned long)(v))
 
 /* QSLAB_TUNE="kmalloc-8192:order=3,hiwater=64;*:empty_decay_ms=500" */
 static int child_example(void)
@@ -69,7 +62,7 @@ static int child_override(void)
  * Refused settings change nothing; the program runs. */
 static int child_bad(void)
 {
-    unsigned long order = get("kmalloc-8192", "order");
+    unsigned long order = tc_get("kmalloc-8192", "order");
     CHECKF(order != 99 && order != 0xdeadbeef, "kmalloc-8192 order %lu", order);
     exercise(8192);
     exercise(64);
@@ -84,8 +77,8 @@ static int child_bad(void)
  * test to mean anything. */
 static int child_defaults(void)
 {
-    CHECKF(get("kmalloc-8192", "order") != 0xdeadbeef, "no order for kmalloc-8192");
-    CHECKF(get("kmalloc-8192", "empty_decay_ms") != 500 || get("kmalloc-8192", "order") != 3,
+    CHECKF(tc_get("kmalloc-8192", "order") != 0xdeadbeef, "no order for kmalloc-8192");
+    CHECKF(tc_get("kmalloc-8192", "empty_decay_ms") != 500 || tc_get("kmalloc-8192", "order") != 3,
            "defaults equal the tuned values; pick other values in this test");
     exercise(8192);
     return tu_done();

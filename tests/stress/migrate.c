@@ -20,7 +20,6 @@
 #define _GNU_SOURCE /* CPU affinity, sched_getcpu */
 #include <pthread.h>
 #include <sched.h>
-#include <time.h>
 #include <qslab.h>
 
 #include "../testutil.h"
@@ -32,15 +31,11 @@
 #define XCH 256          /* exchange slots */
 #define BURST 32
 #define OBJ_SIZE 104 /* the test cache */
-#define KM_MIN 16
-#define KM_MAX 512
-
 
 struct worker {
     pthread_t t;
-    int id;
-    unsigned long ops, allocs[2], frees, xfrees, hops, moves, hop_errors, bad, failed;
-    uint64_t seq;
+    struct stamp_tally tl; /* tl.id: the thread's number */
+    unsigned long ops, hops, moves, hop_errors;
     struct obj local[LOCAL];
 };
 
@@ -48,21 +43,9 @@ static qslab_cache *cache;
 static int *cpus, ncpus;
 static cpu_set_t **one_cpu; /* one_cpu[k]: the set of cpus[k] alone */
 static size_t setsize;
+static struct stamp_slot xch[XCH];
 
-static struct {
-    pthread_mutex_t lock;
-    struct obj o;
-} xch[XCH];
-
-/* ---- stamps (stamp.h) ---- */
-
-/* Check o before it is freed; 0 (reported) if its stamp is not intact. */
-static int verify(struct worker *w, const struct obj *o, const char *where)
-{
-    return stamp_verify(o, w->id, &w->bad, where);
-}
-
-/* ---- objects ---- */
+/* ---- objects (stamp.h) ---- */
 
 static int new_object(struct worker *w, uint64_t *seed, int kind, struct obj *o)
 {
@@ -71,17 +54,10 @@ static int new_object(struct worker *w, uint64_t *seed, int kind, struct obj *o)
         o->size = OBJ_SIZE;
         o->p = qslab_cache_alloc(cache);
     } else {
-        o->size = KM_MIN + (uint32_t)(tu_rand(seed) % (KM_MAX - KM_MIN + 1));
+        o->size = stamp_km_size(seed);
         o->p = qslab_malloc(o->size);
     }
-    if (!o->p) {
-        w->failed++;
-        return 0;
-    }
-    w->allocs[kind]++;
-    o->tag = make_tag(w->id, ++w->seq);
-    stamp(o);
-    return 1;
+    return stamp_made(&w->tl, o);
 }
 
 /* Check and free; a broken object is leaked (it is reported). */
@@ -89,14 +65,11 @@ static void free_object(struct worker *w, struct obj *o, const char *where)
 {
     if (!o->p)
         return;
-    if (verify(w, o, where)) {
+    if (stamp_freeing(&w->tl, o, where)) {
         if (o->kind == K_CACHE)
             qslab_cache_free(cache, o->p);
         else
             qslab_free(o->p);
-        w->frees++;
-        if ((int)(o->tag >> 48) - 1 != w->id)
-            w->xfrees++;
     }
     o->p = NULL;
 }
@@ -112,7 +85,7 @@ static void hop(struct worker *w, uint64_t *seed)
     int cpu = cpus[k];
     if (sched_setaffinity(0, setsize, one_cpu[k]) != 0) {
         if (w->hop_errors++ == 0)
-            tu_fail("thread %d: sched_setaffinity(CPU %d): %s", w->id, cpu, strerror(errno));
+            tu_fail("thread %d: sched_setaffinity(CPU %d): %s", w->tl.id, cpu, strerror(errno));
     } else {
         w->hops++;
         if (sched_getcpu() != before)
@@ -127,7 +100,7 @@ static int ops_per_thread;
 static void *run(void *arg)
 {
     struct worker *w = arg;
-    uint64_t seed = tu_seed((uint64_t)w->id + 7000);
+    uint64_t seed = tu_seed((uint64_t)w->tl.id + 7000);
     int until_hop = 1 + (int)(tu_rand(&seed) % 8);
     for (int it = 0; it < ops_per_thread; it++) {
         uint64_t r = tu_rand(&seed);
@@ -142,17 +115,12 @@ static void *run(void *arg)
         } else if (op < 92) { /* swap with the exchange: give ours, take another thread's */
             if (!slot->p && !new_object(w, &seed, kind, slot))
                 continue;
-            unsigned x = (unsigned)((r >> 24) % XCH);
-            struct obj got;
-            pthread_mutex_lock(&xch[x].lock);
-            got = xch[x].o;
-            xch[x].o = *slot;
-            pthread_mutex_unlock(&xch[x].lock);
+            struct obj got = stamp_swap(&xch[(r >> 24) % XCH], *slot);
             slot->p = NULL;
             if (got.p) {
                 if ((r >> 40) % 3) /* mostly freed here: a cross-thread free */
                     free_object(w, &got, "taken from the exchange");
-                else if (verify(w, &got, "kept from the exchange"))
+                else if (stamp_verify(&got, w->tl.id, &w->tl.bad, "kept from the exchange"))
                     *slot = got; /* freed later, by this thread or the next */
             }
         } else { /* a burst, freed in an order of its own */
@@ -181,18 +149,6 @@ static void *run(void *arg)
 }
 
 /* ---- main ---- */
-
-/* the classes the threads' kmalloc sizes land in: kmalloc-16 .. kmalloc-512 */
-#define NKM 24
-
-static size_t km_sizes[NKM];
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 int main(void)
 {
@@ -243,31 +199,20 @@ int main(void)
     CHECK(cache != NULL);
     if (!cache)
         return tu_done();
-    qslab_cache *km[NKM];
-    struct qslab_cache_stats km0[NKM];
-    int nkm = 0;
-    for (size_t s = 16; s <= 512 && nkm < NKM; s = km_sizes[nkm++] + 1)
-        km_sizes[nkm] = tu_kmalloc_class(s);
-    CHECKF(nkm == NKM && km_sizes[NKM - 1] == 512, "%d classes from 16 to 512 bytes", nkm);
-    for (int i = 0; i < NKM; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "kmalloc-%zu", km_sizes[i]);
-        km[i] = qslab_cache_find(name);
-        CHECKF(km[i] != NULL, "no cache %s", name);
-        if (!km[i] || qslab_cache_stats(km[i], &km0[i]) != 0)
-            return tu_done();
-    }
-    for (int i = 0; i < XCH; i++)
-        pthread_mutex_init(&xch[i].lock, NULL);
+    qslab_cache *km[STAMP_NKM];
+    struct qslab_cache_stats km0[STAMP_NKM];
+    if (!stamp_kmalloc_caches(km, km0))
+        return tu_done();
+    stamp_slots_init(xch, XCH);
 
     struct worker *w = calloc((size_t)nthreads, sizeof *w);
     CHECK(w != NULL);
     if (!w)
         return tu_done();
-    double t0 = now();
+    double t0 = tu_now();
     int started = 0;
     for (int i = 0; i < nthreads; i++, started++) {
-        w[i].id = i;
+        w[i].tl.id = i;
         int e = pthread_create(&w[i].t, NULL, run, &w[i]);
         if (e) {
             tu_fail("pthread_create %d of %d: %s", i, nthreads, strerror(e));
@@ -278,39 +223,31 @@ int main(void)
         pthread_join(w[i].t, NULL);
 
     /* Drain the exchange from this thread: more cross-thread frees. */
-    struct worker mainw = {.id = -1};
+    struct worker mainw = {.tl.id = -1};
     for (int i = 0; i < XCH; i++)
         free_object(&mainw, &xch[i].o, "exchange drain");
-    double secs = now() - t0;
+    double secs = tu_now() - t0;
 
-    unsigned long ops = 0, allocs[2] = {0, 0}, frees = mainw.frees, xfrees = mainw.xfrees, hops = 0, moves = 0;
-    unsigned long bad = mainw.bad, failed = 0, hop_errors = 0;
+    struct stamp_tally sum = mainw.tl;
+    unsigned long ops = 0, hops = 0, moves = 0, hop_errors = 0;
     for (int i = 0; i < started; i++) {
+        stamp_tally_add(&sum, &w[i].tl);
         ops += w[i].ops;
-        allocs[0] += w[i].allocs[0];
-        allocs[1] += w[i].allocs[1];
-        frees += w[i].frees;
-        xfrees += w[i].xfrees;
         hops += w[i].hops;
         moves += w[i].moves;
-        bad += w[i].bad;
-        failed += w[i].failed;
         hop_errors += w[i].hop_errors;
     }
-    CHECKF(bad == 0, "%lu objects with a broken stamp", bad);
-    CHECKF(failed == 0, "%lu allocations failed", failed);
+    stamp_tally_check(&sum);
     CHECKF(hop_errors == 0, "%lu sched_setaffinity calls failed", hop_errors);
-    CHECKF(frees == allocs[0] + allocs[1], "%lu frees for %lu allocations", frees, allocs[0] + allocs[1]);
-    CHECKF(xfrees > 0, "no cross-thread free happened");
     if (ncpus > 1)
         CHECKF(hops > 0 && moves > 0, "%lu hops, %lu of them changed CPU", hops, moves);
 
-    stamp_check_end(cache, "t-migrate", allocs[K_CACHE], km, km0, NKM, allocs[K_KMALLOC]);
+    stamp_check_end(cache, "t-migrate", sum.allocs[K_CACHE], km, km0, STAMP_NKM, sum.allocs[K_KMALLOC]);
 
     fprintf(stderr,
             "migrate: %d threads on %d CPUs, %.2f s: %lu ops, %lu cache + %lu kmalloc objects, %lu cross-thread "
             "frees, %lu hops (%lu changed CPU), 0 signals\n",
-            started, ncpus, secs, ops, allocs[K_CACHE], allocs[K_KMALLOC], xfrees, hops, moves);
+            started, ncpus, secs, ops, sum.allocs[K_CACHE], sum.allocs[K_KMALLOC], sum.xfrees, hops, moves);
     free(w);
     for (int k = 0; k < ncpus; k++)
         CPU_FREE(one_cpu[k]);

@@ -47,19 +47,15 @@
 #define BATCH 1000
 #define XCH 256
 #define OBJ_SIZE 72 /* the test cache */
-#define KM_MIN 16
-#define KM_MAX 512
-
 
 struct worker {
     pthread_t t;
-    int id;
+    struct stamp_tally tl; /* tl.id: the thread's number */
     long period_ns;
     unsigned long sigs, in_call; /* written by the signal handler (atomics) */
     int in_qslab;                /* 1 while in a qslab call (atomics: the handler reads it) */
-    unsigned long ops, allocs[2], frees, xfrees, bad, failed, timer_errors;
+    unsigned long ops, timer_errors;
     unsigned long aborts; /* its restartable sequences the kernel restarted */
-    uint64_t seq;
     double secs;
     struct obj batch[BATCH];
 };
@@ -67,11 +63,7 @@ struct worker {
 static qslab_cache *cache;
 static pthread_barrier_t start;
 static int sig;
-
-static struct {
-    pthread_mutex_t lock;
-    struct obj o;
-} xch[XCH];
+static struct stamp_slot xch[XCH];
 
 /* ---- the handler: counts, nothing else ---- */
 
@@ -94,15 +86,7 @@ static void on_tick(int signo)
         __atomic_store_n(&(w)->in_qslab, 0, __ATOMIC_RELAXED);    \
     } while (0)
 
-/* ---- stamps (stamp.h) ---- */
-
-/* Check o before it is freed; 0 (reported) if its stamp is not intact. */
-static int verify(struct worker *w, const struct obj *o, const char *where)
-{
-    return stamp_verify(o, w->id, &w->bad, where);
-}
-
-/* ---- objects ---- */
+/* ---- objects (stamp.h) ---- */
 
 static int new_object(struct worker *w, uint64_t *seed, int kind, struct obj *o)
 {
@@ -111,17 +95,10 @@ static int new_object(struct worker *w, uint64_t *seed, int kind, struct obj *o)
         o->size = OBJ_SIZE;
         IN_QSLAB(w, o->p = qslab_cache_alloc(cache));
     } else {
-        o->size = KM_MIN + (uint32_t)(tu_rand(seed) % (KM_MAX - KM_MIN + 1));
+        o->size = stamp_km_size(seed);
         IN_QSLAB(w, o->p = qslab_malloc(o->size));
     }
-    if (!o->p) {
-        w->failed++;
-        return 0;
-    }
-    w->allocs[kind]++;
-    o->tag = make_tag(w->id, ++w->seq);
-    stamp(o);
-    return 1;
+    return stamp_made(&w->tl, o);
 }
 
 /* Check and free; a broken object is leaked (it is reported). */
@@ -129,23 +106,24 @@ static void free_object(struct worker *w, struct obj *o, const char *where)
 {
     if (!o->p)
         return;
-    if (verify(w, o, where)) {
+    if (stamp_freeing(&w->tl, o, where)) {
         if (o->kind == K_CACHE)
             IN_QSLAB(w, qslab_cache_free(cache, o->p));
         else
             IN_QSLAB(w, qslab_free(o->p));
-        w->frees++;
-        if ((int)(o->tag >> 48) - 1 != w->id)
-            w->xfrees++;
     }
     o->p = NULL;
 }
 
-static double now(void)
+/* A timer (not armed) that sends sig to the calling thread; 0 or -1. */
+static int thread_timer(timer_t *timer)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+    struct sigevent sev;
+    memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = sig;
+    sev.sigev_notify_thread_id = gettid();
+    return timer_create(CLOCK_MONOTONIC, &sev, timer);
 }
 
 /* ---- the worker ---- */
@@ -153,7 +131,7 @@ static double now(void)
 static void *run(void *arg)
 {
     struct worker *w = arg;
-    uint64_t seed = tu_seed((uint64_t)w->id + 9000);
+    uint64_t seed = tu_seed((uint64_t)w->tl.id + 9000);
     me = w;
     sigset_t set;
     sigemptyset(&set);
@@ -161,29 +139,24 @@ static void *run(void *arg)
     pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 
     timer_t timer;
-    struct sigevent sev;
-    memset(&sev, 0, sizeof sev);
-    sev.sigev_notify = SIGEV_THREAD_ID;
-    sev.sigev_signo = sig;
-    sev.sigev_notify_thread_id = gettid();
-    int have_timer = timer_create(CLOCK_MONOTONIC, &sev, &timer) == 0;
+    int have_timer = thread_timer(&timer) == 0;
     if (!have_timer) {
         w->timer_errors++;
-        tu_fail("thread %d: timer_create: %s", w->id, strerror(errno));
+        tu_fail("thread %d: timer_create: %s", w->tl.id, strerror(errno));
     }
     pthread_barrier_wait(&start);
     if (have_timer) {
         struct itimerspec its = {.it_interval = {0, w->period_ns}, .it_value = {0, w->period_ns}};
         if (timer_settime(timer, 0, &its, NULL) != 0) {
             w->timer_errors++;
-            tu_fail("thread %d: timer_settime: %s", w->id, strerror(errno));
+            tu_fail("thread %d: timer_settime: %s", w->tl.id, strerror(errno));
         }
     }
 
-    double t0 = now(), t = t0;
+    double t0 = tu_now(), t = t0;
     for (unsigned long it = 0;; it++) {
         if (it % 64 == 0) {
-            t = now() - t0;
+            t = tu_now() - t0;
             if (t >= MAX_SECONDS ||
                 (t >= RUN_SECONDS && __atomic_load_n(&w->sigs, __ATOMIC_RELAXED) >= MIN_SIGNALS))
                 break;
@@ -214,19 +187,15 @@ static void *run(void *arg)
                         free_object(w, &w->batch[i], "batch");
             }
         } else { /* through the exchange: ours goes in, another thread's is freed here */
-            struct obj o, got;
+            struct obj o;
             if (!new_object(w, &seed, kind, &o))
                 continue;
-            unsigned x = (unsigned)((r >> 24) % XCH);
-            pthread_mutex_lock(&xch[x].lock);
-            got = xch[x].o;
-            xch[x].o = o;
-            pthread_mutex_unlock(&xch[x].lock);
+            struct obj got = stamp_swap(&xch[(r >> 24) % XCH], o);
             free_object(w, &got, "exchange");
         }
         w->ops++;
     }
-    w->secs = now() - t0;
+    w->secs = tu_now() - t0;
     if (have_timer)
         timer_delete(timer);
     struct qslab_owner_info oi;
@@ -249,8 +218,8 @@ static double cpu_now(void)
 static double spin_rate(double cpu, double wall)
 {
     volatile unsigned long steps = 0;
-    double c0 = cpu_now(), t0 = now(), c;
-    while ((c = cpu_now() - c0) < cpu && now() - t0 < wall)
+    double c0 = cpu_now(), t0 = tu_now(), c;
+    while ((c = cpu_now() - c0) < cpu && tu_now() - t0 < wall)
         for (int k = 0; k < 200; k++)
             steps++;
     return c > 0 ? (double)steps / c : 0;
@@ -265,13 +234,8 @@ static long calibrate(double *cost_us)
 {
     static struct worker calw;
     timer_t timer;
-    struct sigevent sev;
-    memset(&sev, 0, sizeof sev);
-    sev.sigev_notify = SIGEV_THREAD_ID;
-    sev.sigev_signo = sig;
-    sev.sigev_notify_thread_id = gettid();
     *cost_us = 0;
-    if (timer_create(CLOCK_MONOTONIC, &sev, &timer) != 0)
+    if (thread_timer(&timer) != 0)
         return 5000; /* the workers will report it */
     me = &calw;
     double base = spin_rate(0.005, 0.05); /* warm up */
@@ -296,11 +260,6 @@ static long calibrate(double *cost_us)
 }
 
 /* ---- main ---- */
-
-/* the classes the threads' kmalloc sizes land in: kmalloc-16 .. kmalloc-512 */
-#define NKM 24
-
-static size_t km_sizes[NKM];
 
 int main(void)
 {
@@ -335,22 +294,11 @@ int main(void)
     /* its sections are what the signals must restart, whatever the
      * kmalloc caches' front end (QSLAB_FRONT=slob has no sections) */
     tf_pin_slqb("t-signals");
-    qslab_cache *km[NKM];
-    struct qslab_cache_stats km0[NKM];
-    int nkm = 0;
-    for (size_t s = 16; s <= 512 && nkm < NKM; s = km_sizes[nkm++] + 1)
-        km_sizes[nkm] = tu_kmalloc_class(s);
-    CHECKF(nkm == NKM && km_sizes[NKM - 1] == 512, "%d classes from 16 to 512 bytes", nkm);
-    for (int i = 0; i < NKM; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "kmalloc-%zu", km_sizes[i]);
-        km[i] = qslab_cache_find(name);
-        CHECKF(km[i] != NULL, "no cache %s", name);
-        if (!km[i] || qslab_cache_stats(km[i], &km0[i]) != 0)
-            return tu_done();
-    }
-    for (int i = 0; i < XCH; i++)
-        pthread_mutex_init(&xch[i].lock, NULL);
+    qslab_cache *km[STAMP_NKM];
+    struct qslab_cache_stats km0[STAMP_NKM];
+    if (!stamp_kmalloc_caches(km, km0))
+        return tu_done();
+    stamp_slots_init(xch, XCH);
 
     struct worker *w = calloc((size_t)nthreads, sizeof *w);
     CHECK(w != NULL);
@@ -358,7 +306,7 @@ int main(void)
         return tu_done();
     pthread_barrier_init(&start, NULL, (unsigned)nthreads);
     for (int i = 0; i < nthreads; i++) {
-        w[i].id = i;
+        w[i].tl.id = i;
         w[i].period_ns = 5000 + (long)(i * 7 % 16) * 1000; /* 5 .. 20 us */
         if (floor_ns > 5000) /* this machine cannot take that: floor .. 1.75 x floor */
             w[i].period_ns = floor_ns + floor_ns * (i % 4) / 4;
@@ -373,23 +321,18 @@ int main(void)
         pthread_join(w[i].t, NULL);
 
     /* Drain the exchange from this thread: more cross-thread frees. */
-    struct worker mainw = {.id = -1};
+    struct worker mainw = {.tl.id = -1};
     for (int i = 0; i < XCH; i++)
         free_object(&mainw, &xch[i].o, "exchange drain");
 
-    unsigned long ops = 0, allocs[2] = {0, 0}, frees = mainw.frees, xfrees = mainw.xfrees, bad = mainw.bad;
-    unsigned long failed = 0, sigs = 0, in_call = 0, smin = (unsigned long)-1, smax = 0;
+    struct stamp_tally sum = mainw.tl;
+    unsigned long ops = 0, sigs = 0, in_call = 0, smin = (unsigned long)-1, smax = 0;
     double secs = 0;
     long pmin = w[0].period_ns, pmax = w[0].period_ns;
     for (int i = 0; i < nthreads; i++) {
         unsigned long s = __atomic_load_n(&w[i].sigs, __ATOMIC_RELAXED);
+        stamp_tally_add(&sum, &w[i].tl);
         ops += w[i].ops;
-        allocs[0] += w[i].allocs[0];
-        allocs[1] += w[i].allocs[1];
-        frees += w[i].frees;
-        xfrees += w[i].xfrees;
-        bad += w[i].bad;
-        failed += w[i].failed;
         sigs += s;
         in_call += __atomic_load_n(&w[i].in_call, __ATOMIC_RELAXED);
         smin = s < smin ? s : smin;
@@ -401,10 +344,7 @@ int main(void)
                w[i].period_ns / 1000, s, w[i].secs, MIN_SIGNALS);
         CHECKF(w[i].timer_errors == 0, "thread %d: timer not set", i);
     }
-    CHECKF(bad == 0, "%lu objects with a broken stamp", bad);
-    CHECKF(failed == 0, "%lu allocations failed", failed);
-    CHECKF(frees == allocs[0] + allocs[1], "%lu frees for %lu allocations", frees, allocs[0] + allocs[1]);
-    CHECKF(xfrees > 0, "no cross-thread free happened");
+    stamp_tally_check(&sum);
     CHECKF(in_call > 0, "of %lu signals none landed inside an allocator call", sigs);
     /* per-CPU queues: signals inside the fast and slow paths' restartable
      * sequences restart them; every thread must have seen that happen */
@@ -426,13 +366,13 @@ int main(void)
     fprintf(stderr, "signals: owner %s; %lu critical sections restarted (at least %lu per thread)\n",
             oi.kind == QSLAB_OWNER_CPU ? "cpu" : "thread", aborts, least);
 
-    stamp_check_end(cache, "t-signals", allocs[K_CACHE], km, km0, NKM, allocs[K_KMALLOC]);
+    stamp_check_end(cache, "t-signals", sum.allocs[K_CACHE], km, km0, STAMP_NKM, sum.allocs[K_KMALLOC]);
 
     fprintf(stderr,
             "signals: %d threads on %d CPUs, %.2f s: %lu ops, %lu cache + %lu kmalloc objects, %lu cross-thread "
             "frees, %lu signals delivered (per thread %lu..%lu, %lu inside an allocator call; timers every "
             "%ld..%ld us, a signal costs ~%.1f us here), 0 hops\n",
-            nthreads, ncpus, secs, ops, allocs[K_CACHE], allocs[K_KMALLOC], xfrees, sigs, smin, smax, in_call,
+            nthreads, ncpus, secs, ops, sum.allocs[K_CACHE], sum.allocs[K_KMALLOC], sum.xfrees, sigs, smin, smax, in_call,
             pmin / 1000, pmax / 1000, cost_us);
     pthread_barrier_destroy(&start);
     free(w);

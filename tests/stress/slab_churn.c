@@ -181,20 +181,6 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static void sleep_ms(unsigned ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static unsigned long get(const char *cache, const char *attr)
 {
     unsigned long v = 0;
@@ -231,7 +217,7 @@ static void *tuner(void *arg)
 {
     uint64_t rnd = tu_seed(777);
     while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
-        sleep_ms(10 + (unsigned)(tu_rand(&rnd) % 40));
+        tu_sleep_ms(10 + (unsigned)(tu_rand(&rnd) % 40));
         uint64_t x = tu_rand(&rnd);
         int ci = (int)(x % NC);
         const char *n = names[ci];
@@ -292,13 +278,13 @@ int main(void)
     }
     pthread_t tt;
     pthread_create(&tt, NULL, tuner, NULL);
-    uint64_t t0 = now_ms();
+    uint64_t t0 = tu_now_ms();
     for (int i = 0; i < NT; i++)
         start(i);
     /* workers come and go: a finished one is joined and replaced while the
      * run lasts */
-    while (now_ms() - t0 < RUN_MS) {
-        sleep_ms(5);
+    while (tu_now_ms() - t0 < RUN_MS) {
+        tu_sleep_ms(5);
         for (int i = 0; i < NT; i++)
             if (slots[i].gen > 0 && !__atomic_load_n(&slots[i].running, __ATOMIC_ACQUIRE)) {
                 pthread_join(slots[i].t, NULL);
@@ -310,7 +296,7 @@ int main(void)
         if (slots[i].gen > 0)
             pthread_join(slots[i].t, NULL);
     pthread_join(tt, NULL);
-    uint64_t ran = now_ms() - t0;
+    uint64_t ran = tu_now_ms() - t0;
 
     /* what was posted after its thread's last drain */
     unsigned long fr[NC] = {0};

@@ -4,11 +4,16 @@
  * thread and a sequence number) and words derived from both, and checked
  * before it is freed, so two owners of one object, or a write by the
  * allocator into a live object, show as a broken stamp at a known offset.
+ * Also what both tests share around them: each thread's tally, the
+ * exchange that passes objects between threads, the kmalloc caches their
+ * sizes land in.  The includer has included qslab.h and testutil.h.
  */
 #ifndef QSLAB_TEST_STAMP_H
 #define QSLAB_TEST_STAMP_H
 
+#include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 enum { K_CACHE, K_KMALLOC };
@@ -119,6 +124,115 @@ static inline int stamp_verify(const struct obj *o, int thread, unsigned long *b
                 (unsigned long long)other, (int)(other >> 48) - 1,
                 (unsigned long long)(other & 0xFFFFFFFFFFFFULL));
     return 0;
+}
+
+/* A kmalloc object's size, drawn from STAMP_KM_MIN..STAMP_KM_MAX bytes. */
+enum { STAMP_KM_MIN = 16, STAMP_KM_MAX = 512 };
+static inline uint32_t stamp_km_size(uint64_t *seed)
+{
+    return STAMP_KM_MIN + (uint32_t)(tu_rand(seed) % (STAMP_KM_MAX - STAMP_KM_MIN + 1));
+}
+
+/* What a thread did with its objects (summed over the threads at the end). */
+struct stamp_tally {
+    int id;       /* the thread's number; -1: the main thread */
+    uint64_t seq; /* the last sequence number it tagged */
+    unsigned long allocs[2], frees, xfrees, bad, failed; /* allocs by kind; xfrees: other threads' */
+};
+
+/* Just after o->p was allocated (NULL: failed) for thread t: tag and stamp
+ * it; 1, or 0 (counted) if the allocation failed. */
+static inline int stamp_made(struct stamp_tally *t, struct obj *o)
+{
+    if (!o->p) {
+        t->failed++;
+        return 0;
+    }
+    t->allocs[o->kind]++;
+    o->tag = make_tag(t->id, ++t->seq);
+    stamp(o);
+    return 1;
+}
+
+/* Just before thread t frees o: 1 if its stamp is intact (the free is
+ * counted), 0 if broken (reported; the caller leaks the object). */
+static inline int stamp_freeing(struct stamp_tally *t, const struct obj *o, const char *where)
+{
+    if (!stamp_verify(o, t->id, &t->bad, where))
+        return 0;
+    t->frees++;
+    if ((int)(o->tag >> 48) - 1 != t->id)
+        t->xfrees++;
+    return 1;
+}
+
+/* sum += t */
+static inline void stamp_tally_add(struct stamp_tally *sum, const struct stamp_tally *t)
+{
+    sum->allocs[0] += t->allocs[0];
+    sum->allocs[1] += t->allocs[1];
+    sum->frees += t->frees;
+    sum->xfrees += t->xfrees;
+    sum->bad += t->bad;
+    sum->failed += t->failed;
+}
+
+/* The threads' sum: no broken stamp, no failed allocation, a free for
+ * every allocation, some of them cross-thread. */
+static inline void stamp_tally_check(const struct stamp_tally *sum)
+{
+    CHECKF(sum->bad == 0, "%lu objects with a broken stamp", sum->bad);
+    CHECKF(sum->failed == 0, "%lu allocations failed", sum->failed);
+    CHECKF(sum->frees == sum->allocs[0] + sum->allocs[1], "%lu frees for %lu allocations", sum->frees,
+           sum->allocs[0] + sum->allocs[1]);
+    CHECKF(sum->xfrees > 0, "no cross-thread free happened");
+}
+
+/* A slot of an exchange through which objects pass between threads. */
+struct stamp_slot {
+    pthread_mutex_t lock;
+    struct obj o;
+};
+
+/* The locks of x[0..n), before the threads start. */
+static inline void stamp_slots_init(struct stamp_slot *x, int n)
+{
+    for (int i = 0; i < n; i++)
+        pthread_mutex_init(&x[i].lock, NULL);
+}
+
+/* Put o into slot x; what the slot held (p NULL: nothing). */
+static inline struct obj stamp_swap(struct stamp_slot *x, struct obj o)
+{
+    pthread_mutex_lock(&x->lock);
+    struct obj got = x->o;
+    x->o = o;
+    pthread_mutex_unlock(&x->lock);
+    return got;
+}
+
+/* The kmalloc caches the objects of STAMP_KM_MIN..STAMP_KM_MAX bytes land
+ * in, kmalloc-16 .. kmalloc-512, into km[], and their statistics now into
+ * km0[]: 1, or 0 (CHECKed) if one cannot be found or read. */
+enum { STAMP_NKM = 24 };
+static inline int stamp_kmalloc_caches(qslab_cache *km[STAMP_NKM],
+                                       struct qslab_cache_stats km0[STAMP_NKM])
+{
+    size_t sizes[STAMP_NKM] = {0};
+    int n = 0;
+    for (size_t s = STAMP_KM_MIN; s <= STAMP_KM_MAX && n < STAMP_NKM; s = sizes[n++] + 1)
+        sizes[n] = tu_kmalloc_class(s);
+    CHECKF(n == STAMP_NKM && sizes[STAMP_NKM - 1] == STAMP_KM_MAX, "%d classes from 16 to 512 bytes",
+           n);
+    for (int i = 0; i < STAMP_NKM; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "kmalloc-%zu", sizes[i]);
+        km[i] = qslab_cache_find(name);
+        CHECKF(km[i] != NULL, "no cache %s", name);
+        if (!km[i] || qslab_cache_stats(km[i], &km0[i]) != 0)
+            return 0;
+    }
+    return 1;
 }
 
 /* The end of a stress run: the test cache counted exactly the threads'

@@ -20,12 +20,6 @@ static qslab_cache *cache;
 static pthread_barrier_t idle_start, idle_end;
 static unsigned long bad;
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static void *worker(void *arg)
 {
     uint64_t seed = tu_seed((uint64_t)(uintptr_t)arg + 7);
@@ -55,7 +49,7 @@ static void *worker(void *arg)
         }
         /* sometimes long enough for the purger to find the stash idle
          * (its tick is 250 ms), sometimes straight on */
-        sleep_ms((long)(tu_rand(&seed) % 4) * 120);
+        tu_sleep_ms((unsigned)(tu_rand(&seed) % 4) * 120);
     }
     pthread_barrier_wait(&idle_start);
     pthread_barrier_wait(&idle_end); /* alive and idle meanwhile */
@@ -84,7 +78,7 @@ int main(void)
         qslab_cache_stats(cache, &st);
         if (st.empty_slabs == 0)
             break;
-        sleep_ms(100);
+        tu_sleep_ms(100);
     }
     CHECKF(st.empty_slabs == 0, "%lu empty slabs still kept by idle threads after 20 s", st.empty_slabs);
     CHECK(qslab_cache_validate(cache) == 0);

@@ -50,12 +50,7 @@ def one_line(r):
 
 
 def parse_own(text):
-    stats = {}
-    for line in text.splitlines():
-        if line.startswith("STATS "):
-            f = line.split()
-            stats[f[1]] = dict(zip(["active_objs", "num_objs", "num_slabs", "empty_slabs",
-                                    "queued_objs", "objs_per_slab"], map(int, f[2:])))
+    stats = toolstest.own_stats(text)
     m = re.search(r"SLABINFO-BEGIN\n(.*)SLABINFO-END\n", text, re.S)
     return stats, m.group(1) if m else ""
 

@@ -27,18 +27,8 @@ import tempfile
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from toolstest import check, start, stop, target_env  # shared by the tools' tests
+from toolstest import check, own_stats, start, stop, target_env  # shared by the tools' tests
 import toolstest
-
-
-def own_stats(text):
-    stats = {}
-    for line in text.splitlines():
-        if line.startswith("STATS "):
-            f = line.split()
-            stats[f[1]] = dict(zip(["active_objs", "num_objs", "num_slabs", "empty_slabs",
-                                    "queued_objs", "objs_per_slab"], map(int, f[2:])))
-    return stats
 
 
 def tool(args, **kw):

@@ -20,6 +20,18 @@ def check(cond, what, detail=""):
               flush=True)
 
 
+def own_stats(text):
+    """The target's own view of its caches: {name: {field: number}} from its
+    "STATS name active num slabs empty queued per-slab" lines."""
+    stats = {}
+    for line in text.splitlines():
+        if line.startswith("STATS "):
+            f = line.split()
+            stats[f[1]] = dict(zip(["active_objs", "num_objs", "num_slabs", "empty_slabs",
+                                    "queued_objs", "objs_per_slab"], map(int, f[2:])))
+    return stats
+
+
 def target_env():
     env = dict(os.environ)
     env["QSLAB_PURGE"] = "0"  # nothing moves while the target waits

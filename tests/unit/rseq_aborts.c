@@ -26,13 +26,6 @@ static void on_tick(int sig)
     ticks++;
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* A per-thread timer: SIGRTMIN at this thread every `us` microseconds. */
 static bool start_timer(long us, timer_t *t)
 {
@@ -55,7 +48,8 @@ static bool start_timer(long us, timer_t *t)
  * the short sections): PHASE_S seconds, longer (up to 2 s) until WANT
  * restarts were seen. */
 #define PHASE(a0)                                                                                  \
-    for (double t0_ = now(); now() - t0_ < PHASE_S || (aborts() - (a0) < WANT && now() - t0_ < 2);) \
+    for (double t0_ = tu_now();                                                                    \
+         tu_now() - t0_ < PHASE_S || (aborts() - (a0) < WANT && tu_now() - t0_ < 2);)              \
         for (int r_ = 0; r_ < 256; r_++)
 
 #define PHASE_S 0.25  /* seconds per phase, at most 2 s until enough restarts */

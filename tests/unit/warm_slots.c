@@ -33,13 +33,6 @@ static bool resident(const void *p)
     return v & 1;
 }
 
-static uint64_t now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
-}
-
 /* A cache of N objects of SIZE bytes made and destroyed: its slabs' starts
  * in mem[] (distinct), how many returned. */
 static unsigned make_and_destroy(const char *name, char **mem, void **one_obj)
@@ -195,12 +188,12 @@ int main(void)
     const char *pv = getenv("QSLAB_PURGE");
     if (!(pv && pv[0] == '0')) {
         n = make_and_destroy("t-warm-c", mem, NULL);
-        uint64_t t0 = now_ms();
+        uint64_t t0 = tu_now_ms();
         CHECK(warm() == n * slab);
         for (;;) {
             usleep(50000);
             size_t w = warm();
-            uint64_t t = now_ms() - t0;
+            uint64_t t = tu_now_ms() - t0;
             if (t < QS_WARM_MS - 50)
                 CHECKF(w == n * slab, "%zu bytes of %zu warm after %llu ms (given back before %d ms)", w,
                        n * slab, (unsigned long long)t, QS_WARM_MS);
@@ -208,7 +201,7 @@ int main(void)
                 break;
         }
         CHECKF(warm() == 0, "%zu bytes warm %llu ms after the destroy", warm(),
-               (unsigned long long)(now_ms() - t0));
+               (unsigned long long)(tu_now_ms() - t0));
         for (unsigned k = 0; k < n; k++)
             CHECKF(!resident(mem[k]), "slab %u (%p) resident after the purger", k, (void *)mem[k]);
     }
