@@ -98,7 +98,7 @@ def meta_round(size):
 
 def slots_bytes(need):
     """A queue's slot array holding `need` pointers: capacity doubling from 32
-    (src/front/slqb/queue.c slqb_slots_grow), plus the NULL sentinel slots[-1]."""
+    (src/owner/owner.c qs_queue_slots_grow), plus the NULL sentinel slots[-1]."""
     cap = 32
     while cap < need:
         cap *= 2

@@ -189,8 +189,8 @@ void qs_init_slow(void)
     qs_lock_acquire(&init_lock);
     if (!qs_initialized) {
         qs_observe_ready();
-        /* the calls of the layers below into debug, observe and this one
-         * (core/hooks.h): before anything that could need them */
+        /* the calls of the layers below into front, debug, observe and
+         * this one (core/hooks.h): before anything that could need them */
         qs_debug_hooks_register();
         qs_observe_hooks_register();
         qs_api_hooks = (struct qs_api_hooks){
@@ -200,6 +200,7 @@ void qs_init_slow(void)
             .entries = entry_points,
             .nr_entries = sizeof(entry_points) / sizeof(entry_points[0]),
         };
+        qs_front_hooks_register();
         qs_node_topology_init();
         qs_owner_kind_init();
         qs_owner_budget_default(); /* before QSLAB_TUNE's owner_budget (the first cache) */
@@ -549,13 +550,7 @@ QSLAB_EXPORT int qslab_num_nodes(void)
 QSLAB_EXPORT int qslab_current_node(void)
 {
     qs_init();
-    if (qs_percpu()) { /* the node of the CPU (and so of the queue) it runs on */
-        int cpu = qs_owner_cpu();
-        return qs_node_of_cpu(cpu >= 0 ? cpu : qs_os_current_cpu());
-    }
-    if (qs_self.state != 1)
-        qs_owner_init();
-    return qs_self.node;
+    return qs_owner_current_node();
 }
 
 QSLAB_EXPORT int qslab_object_node(const void *p)
@@ -585,7 +580,7 @@ QSLAB_EXPORT size_t qslab_trim(void)
             continue;
         qs_queue_empty_out(q->cache, q);
     }
-    size_t bytes = qs_node_sweep(true);
+    size_t bytes = qs_front_tick(true);
     qs_purger_check();
     return bytes;
 }

@@ -1,12 +1,13 @@
 /*
  * entry.c - the entry points of qslab.h whose work is done below the API
  * layer (statistics and reports, tunables, the control channel, the owner
- * budget, fault injection).  Any of them may be a program's first call into
+ * budget, the owner kind, fault injection).  Any of them may be a program's first call into
  * qslab, so each starts the library up (qs_init) and then calls the layer
  * that does the work, which runs after start-up.  Start-up is the API
  * layer's, and so are its triggers (core/internal.h, START-UP).
  */
 #include "observe/control.h"
+#include "owner/owner.h"
 #include "observe/stats.h"
 #include "observe/tune.h"
 
@@ -76,4 +77,10 @@ QSLAB_EXPORT unsigned long qslab_fault_injected(unsigned flags)
 {
     return qs_os_fault_injected(flags & QSLAB_FAULT_RELEASE ? QS_OS_FAULT_RELEASE
                                                             : QS_OS_FAULT_MAP);
+}
+
+QSLAB_EXPORT void qslab_owner_info(struct qslab_owner_info *info)
+{
+    qs_init();
+    qs_owner_info(info);
 }

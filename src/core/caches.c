@@ -14,6 +14,11 @@
  *                      start-up by api/kmalloc.c qs_kmalloc_init)
  *   qs_initialized     start-up has run: stored once, with release, by
  *                      qs_init_slow (api/cache.c), read by qs_init
+ *   qs_self            the calling thread's owner state (initial-exec
+ *                      TLS): its queues by cache id for the fast paths,
+ *                      every one "no queue" until owner/owner.c makes the
+ *                      thread an owner; the last word a slow allocation
+ *                      saw, for calloc
  * Only data lives here, and the one look-up every layer makes (a cache by
  * its name): what is done with the caches lives in the layers that do it.
  */
@@ -27,6 +32,10 @@ qslab_cache **qs_caches_tail = &qs_caches;
 qslab_cache *qs_cache_by_id[QS_MAX_CACHES];
 qslab_cache qs_kmalloc_caches[QS_KMALLOC_CLASSES];
 volatile int qs_initialized;
+__thread struct qs_owner qs_self __attribute__((tls_model("initial-exec"))) = {
+    .fixed = {[0 ... QS_FIXED_SLOTS - 1] = &qs_no_queue},
+    .cpu = -1,
+};
 
 qslab_cache *qs_cache_find(const char *name)
 {

@@ -14,6 +14,10 @@
  *                     and debug twins; shrink and trim, for the control
  *                     channel's requests; the entry points' addresses, for
  *                     the debug tracks' call sites
+ *   qs_front_hooks    the front layer (front/front.c
+ *                     qs_front_hooks_register): the purger's tick, an
+ *                     owner's exit, a destroyed cache's queues, which
+ *                     front ends have queues
  * Every hook sits on a slow path behind a test the caller made already (a
  * debug cache, an armed queue, sampling on, a twin): none is on a fast path.
  *
@@ -92,6 +96,30 @@ struct qs_api_hooks {
     unsigned nr_entries;
 };
 extern struct qs_api_hooks qs_api_hooks;
+
+struct qs_front_hooks {
+    /* core/node.c, the purger's thread, no lock held: its tick, the whole
+     * of it (every cache's idle queues, then core's policy on its nodes,
+     * qs_node_sweep_cache, then the front ends' sweeps); bytes given back:
+     * qs_front_tick */
+    size_t (*tick)(bool all);
+    /* owner/owner.c, an owner's exit, qs_global held: everything q holds
+     * given back (the front end's per-owner state first), its slabs to the
+     * node lists: front.c's, which calls the front end's retire and SLQB's
+     * qs_queue_retire */
+    void (*retire)(qslab_cache *c, struct qs_queue *q);
+    /* owner/owner.c qs_owner_detach_cache, destroy, qs_global held, the
+     * cache quiet: q's grant and stash leave its owner's budget:
+     * qs_queue_budget_drop (nothing for other front ends' queues) */
+    void (*budget_drop)(qslab_cache *c, struct qs_queue *q);
+    /* bit f set (1u << QS_FRONT_*): front end f's caches have queues
+     * (front.h `queues`: SLQB, SLAB), whose fast frees push an object
+     * without loading its word: core/node.c fifo_whole checks their empty
+     * slabs before they go back.  A cache's front end is fixed before its
+     * first slab (tune.c), so c->front read with its slabs is its own. */
+    unsigned queues;
+};
+extern struct qs_front_hooks qs_front_hooks;
 
 /* Guarded sampling is on anywhere (QSLAB_GUARD_SAMPLE, or a cache's
  * guard_sample): the slow allocation paths then ask the guard sampler

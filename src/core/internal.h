@@ -647,7 +647,7 @@ extern int qs_nr_nodes;          /* nodes qslab uses (real or fake) */
 extern bool qs_multi_node;       /* qs_nr_nodes > 1 */
 extern bool qs_real_numa;        /* bind slabs with mbind */
 extern __thread struct qs_owner qs_self __attribute__((tls_model("initial-exec")));
-extern struct qs_queue qs_no_queue; /* "no queue" for the fast paths (fastpath.h) */
+extern struct qs_queue qs_no_queue; /* "no queue" for the fast paths (fastpath.h; slab.c) */
 /* Defined in core/caches.c (with qs_kmalloc_caches): the global lock; the
  * cache list, in creation order, and the live caches by id (qs_global;
  * linked and unlinked by the caches' set-up and destroy, api/cache.c);
@@ -670,8 +670,8 @@ extern volatile int qs_initialized;
  * the drop-in's mallinfo).  What they call in the layers below may count
  * on start-up having run.  The trigger cannot be a hook of core/hooks.h:
  * qs_init_slow fills those in, and a pointer set by a constructor would
- * still be NULL for a malloc before it.  Below the API layer, only
- * owner/owner.c still calls qs_init (qslab_owner_info, qs_queue_attach). */
+ * still be NULL for a malloc before it.  Nothing below the API layer
+ * calls it. */
 void qs_init_slow(void);
 static inline void qs_init(void)
 {

@@ -22,13 +22,16 @@
  * THE PURGER.  A program that frees its working set and then goes quiet
  * touches no FIFO, so the decay would never run.  The first time empty slabs
  * are kept, a detached background thread is started (signals blocked, 64 KiB
- * stack); every QS_PURGE_TICK_MS it applies the policy to every cache and
- * node.  QSLAB_PURGE=0 disables it (then decay runs only on activity).  It
- * takes qs_global, then each node lock, as everyone else does.  Where it is
- * started from matters (see qs_purger_wanted).  After fork the child has no
- * purger until it keeps empty slabs again.
+ * stack); every QS_PURGE_TICK_MS it runs the tick, which is the front
+ * layer's (qs_front_hooks.tick: front/front.c qs_front_tick): every
+ * cache's idle queues (the front ends' `idle` hooks), then the policy on
+ * every node of the cache (qs_node_sweep_cache, here), then the front ends'
+ * own sweeps.  QSLAB_PURGE=0 disables it (then decay runs only on
+ * activity).  It takes qs_global, then each node lock, as everyone else
+ * does.  Where it is started from matters (see qs_purger_wanted).  After
+ * fork the child has no purger until it keeps empty slabs again.
  */
-#include "front/front.h"
+#include "core/internal.h"
 #include "core/hooks.h"
 
 #include <errno.h>
@@ -188,7 +191,7 @@ void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab 
  * slab's release is the kind qslab reports when it can, not always. */
 static bool fifo_whole(const qslab_cache *c, struct qs_slab *s)
 {
-    if (!qs_front_of(c)->queues)
+    if (!(qs_front_hooks.queues >> c->front & 1)) /* front.h `queues` */
         return true;
     const char *obj = s->base;
     for (uint32_t i = 0; i < s->objects; i++, obj += c->slot_size)
@@ -344,88 +347,70 @@ static void *purger_main(void *arg)
     qs_os_thread_name("qslab-purger");
     for (;;) {
         qs_os_sleep_ms(QS_PURGE_TICK_MS);
-        qs_node_sweep(false);
+        qs_front_hooks.tick(false); /* front/front.c qs_front_tick */
     }
     return arg;
 }
 
-/* Give back the empty slabs of every node of every cache: by the policy
- * (all == false, the purger) or all of them (malloc_trim).  Bytes given
- * back.  The slabs are detached under the locks and given back after. */
-size_t qs_node_sweep(bool all)
+/* Core's part of the purger's tick and of malloc_trim (the tick is the
+ * front layer's: front/front.c qs_front_tick, which holds qs_global over
+ * every cache, calls this for each after the cache's queues, and
+ * qs_node_sweep_end once qs_global is released): give back the empty slabs
+ * of every node of c, by the policy at `now` (all == false, the purger) or
+ * all of them (malloc_trim).  The slabs are detached under the node locks
+ * and given back after: those to go back to the OS are pushed on *release
+ * (for qs_node_sweep_end), those the policy took by the limit before their
+ * decay are kept warm here (as in qs_node_release_list); bytes kept warm.
+ * qs_global held (c is alive), no other lock. */
+size_t qs_node_sweep_cache(qslab_cache *c, bool all, uint64_t now, struct qs_slab **release)
 {
-    struct qs_slab *release = NULL;
     size_t bytes = 0;
-    uint64_t now = qs_os_now_ms();
-    qs_lock_acquire(&qs_global);
-    for (qslab_cache *c = qs_caches; c; c = c->next) {
-        for (struct qs_queue *q = c->queues; q; q = q->all_next) {
-            /* a CPU's queue that nobody used for a whole tick (its top did
-             * not move: no fast alloc or free) is emptied from here (queue.c
-             * qs_percpu_empty: taken from its CPU with a membarrier), so an
-             * idle program gives back what it freed, and its slabs go to
-             * their node; a busy one is skipped */
-            if (q->cpu >= 0 && qs_percpu_takeable && qs_front_of(c)->idle_queues) {
-                uint64_t top = QS_LOAD(q->top);
-                if (top == q->idle_top && qs_lock_try(&q->lock)) {
-                    if (QS_TOP_NR(top) || __atomic_load_n(&q->inbox.pending, __ATOMIC_RELAXED) ||
-                        qs_queue_batches_held(q))
-                        qs_percpu_empty(c, q);
-                    /* and its slabs go to the node, where the CPUs still
-                     * at work refill from them: a thread that moved to
-                     * another CPU left them partly free here */
-                    if (qs_front_of(c)->owns_slabs && (q->list.nr_partial || q->list.nr_full))
-                        qs_queue_hand_slabs(c, q);
-                    qs_lock_release(&q->lock);
-                    top = QS_LOAD(q->top);
-                }
-                q->idle_top = top;
-            }
-            qs_queue_steal_idle_stash(c, q);
+    for (int i = 0; i < qs_nr_nodes; i++) {
+        struct qs_node *n = &c->nodes[i];
+        struct qs_slab *mine = NULL;
+        if (!QS_LOAD(n->nr_empty))
+            continue;
+        qs_lock_acquire(&n->lock);
+        if (all) {
+            mine = qs_node_fifo_detach(n);
+        } else {
+            empty_policy_locked(c, n, &mine, now);
         }
-        for (int i = 0; i < qs_nr_nodes; i++) {
-            struct qs_node *n = &c->nodes[i];
-            struct qs_slab *mine = NULL;
-            if (!QS_LOAD(n->nr_empty))
-                continue;
-            qs_lock_acquire(&n->lock);
-            if (all) {
-                mine = qs_node_fifo_detach(n);
-            } else {
-                empty_policy_locked(c, n, &mine, now);
-            }
-            qs_lock_release(&n->lock);
-            /* the sweeper owns no queue: orphan counters; a slab the
-             * policy took by the limit before its decay stays warm (as in
-             * qs_node_release_list) */
-            struct qs_slab *warm = NULL;
-            while (mine) {
-                struct qs_slab *next = mine->next;
-                if (unlikely(fifo_keep(c, mine))) { /* c is alive: qs_global */
-                    mine = next;
-                    continue;
-                }
-                qs_stat(c, NULL, QS_FREE_SLAB, 1);
-                qs_stat(c, NULL, QS_FREE_OBJS, mine->objects);
-                if (!all && qs_ms_age(now, mine->empty_ms) < QS_LOAD(c->empty_decay_ms)) {
-                    mine->next = warm;
-                    warm = mine;
-                } else {
-                    mine->next = release;
-                    release = mine;
-                }
+        qs_lock_release(&n->lock);
+        /* the sweeper owns no queue: orphan counters; a slab the
+         * policy took by the limit before its decay stays warm (as in
+         * qs_node_release_list) */
+        struct qs_slab *warm = NULL;
+        while (mine) {
+            struct qs_slab *next = mine->next;
+            if (unlikely(fifo_keep(c, mine))) { /* c is alive: qs_global */
                 mine = next;
+                continue;
             }
-            if (warm)
-                bytes += qs_page_keep_empties(warm);
+            qs_stat(c, NULL, QS_FREE_SLAB, 1);
+            qs_stat(c, NULL, QS_FREE_OBJS, mine->objects);
+            if (!all && qs_ms_age(now, mine->empty_ms) < QS_LOAD(c->empty_decay_ms)) {
+                mine->next = warm;
+                warm = mine;
+            } else {
+                mine->next = *release;
+                *release = mine;
+            }
+            mine = next;
         }
+        if (warm)
+            bytes += qs_page_keep_empties(warm);
     }
-    qs_lock_release(&qs_global);
-    bytes += qs_page_free_slabs(release);
+    return bytes;
+}
+
+/* The end of a sweep, qs_global released: the slabs qs_node_sweep_cache
+ * pushed on `release` go back to the OS, then the destroyed caches' slabs
+ * kept warm (page.c); bytes given back. */
+size_t qs_node_sweep_end(struct qs_slab *release, bool all)
+{
+    size_t bytes = qs_page_free_slabs(release);
     bytes += qs_page_sweep_warm(all); /* destroyed caches' slabs kept warm (page.c) */
-    for (int f = 0; f < QS_FRONT_NR; f++) /* what the front ends keep of their own */
-        if (qs_fronts[f]->sweep)
-            bytes += qs_fronts[f]->sweep(all);
     return bytes;
 }
 

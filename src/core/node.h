@@ -27,7 +27,13 @@ extern unsigned long *const qs_node_reclaims; /* node.c's retention reclaims (at
 size_t qs_node_shrink(qslab_cache *c, struct qs_queue *q, struct qs_node *n);
 /* The newest empty slab of n's FIFO, taken off it (NULL: none). */
 struct qs_slab *qs_node_take_empty(struct qs_node *n);
-size_t qs_node_sweep(bool all);
+/* The purger's tick and malloc_trim, core's part (the tick is the front
+ * layer's: front/front.c qs_front_tick): c's nodes' empty slabs by the
+ * policy at `now` (all: every one), those to go back pushed on *release,
+ * bytes kept warm (qs_global held); then, qs_global released, *release's
+ * slabs given back: bytes. */
+size_t qs_node_sweep_cache(qslab_cache *c, bool all, uint64_t now, struct qs_slab **release);
+size_t qs_node_sweep_end(struct qs_slab *release, bool all);
 void qs_node_purger_forked(void);
 void qs_node_purger_start(void);
 void qs_node_purger_start_wanted(void);

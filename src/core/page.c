@@ -329,7 +329,7 @@ static void pool_add_free_chunk(struct qs_page_pool *p, struct qs_chunk *ch)
  * past their small limit (node.c), from destroyed caches, and from SLUB's
  * pass-through blocks (qs_page_free_slab).  THE RETENTION RULE bounds them:
  *   - by time: a slot warm for QS_WARM_MS goes back (decommitted, its slot
- *     to its chunk); the purger's tick (qs_node_sweep) and every keep look
+ *     to its chunk); the purger's tick (qs_node_sweep_end) and every keep look
  *     for them; qslab_trim gives back every warm slot at once;
  *   - by the working set: whenever this layer hands out memory that is not
  *     resident (a slot given back before, or a new chunk's), the caches'

@@ -2,7 +2,8 @@
  * core/queue.h - the owners' queues' slow paths, which the SLQB front end
  * implements (front/slqb/) and every layer with queues calls: refill, flush,
  * remote frees, claims, the per-CPU queues' operations; and the arithmetic
- * that turns a queue's raw counters into events (qs_calc_queue).  Part of
+ * of a queue's counters: their seqcount (qs_queue_seq_begin, _end) and what
+ * turns the raw counters into events (qs_calc_queue).  Part of
  * core/internal.h, which includes it where the types it needs are defined.
  */
 #ifndef QSLAB_CORE_QUEUE_H
@@ -20,11 +21,7 @@ size_t qs_slqb_shrink(qslab_cache *c); /* SLQB's shrink: every queue emptied, th
 void qs_queue_flush(qslab_cache *c, struct qs_queue *q, unsigned count);
 void qs_free_full(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
 void qs_queue_drain_stash(qslab_cache *c, struct qs_queue *q);
-void qs_queue_budget_drop(qslab_cache *c, struct qs_queue *q); /* destroy, qs_global held */
-void qs_queue_hand_slabs(qslab_cache *c, struct qs_queue *q);  /* every slab to its node */
-void qs_queue_steal_idle_stash(qslab_cache *c, struct qs_queue *q);
 void qs_queue_send_pending(qslab_cache *c, struct qs_queue *q);
-bool qs_queue_batches_held(const struct qs_queue *q); /* objects in its pending or open batch */
 void qs_free_remote(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
 /* The per-CPU free fast path's other outcomes (fastpath.h QS_PC_*). */
 void qs_percpu_free_slow(qslab_cache *c, struct qs_slab *s, void *obj, int why);
@@ -36,12 +33,7 @@ void qs_queue_empty_out(qslab_cache *c, struct qs_queue *q); /* claim, flush all
  * stash_bytes, at most QS_MAX_STASH_BYTES (and empty_limit slabs). */
 #define QS_STASH_BYTES ((size_t)128 << 10)     /* default */
 #define QS_MAX_STASH_BYTES ((uint32_t)64 << 20)
-void qs_queue_retire(qslab_cache *c, struct qs_queue *q);
 void qs_queue_claim(qslab_cache *c, struct qs_queue *q);
-/* A slow change of a CPU's queue's nr by sections between these two (moved:
- * the net change), for the statistics (queue.c) */
-void qs_queue_seq_begin(struct qs_queue *q);
-void qs_queue_seq_end(struct qs_queue *q, long moved);
 /* Room for n more in a CPU's queue's slots (q->lock held, on q->cpu) */
 bool qs_percpu_reserve(struct qs_queue *q, unsigned n);
 /* The caller's CPU's queue of c, locked (attached if needed); NULL: none */
@@ -62,20 +54,23 @@ void qs_free_direct(qslab_cache *c, void *obj); /* no queue: to its slab's owner
 void qs_free_suspect(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
 void qs_free_other(void *p);
 void qs_queue_corrupt(qslab_cache *c, struct qs_queue *q);
-/* A list walker met obj, whose link is not valid: report it (a double free
- * if it holds the free stamp or 0, else an overwritten free object).  A
- * double free's second free was counted where it was pushed: it is taken
- * out of the counts through q (the caller's queue, or NULL). */
-void qs_report_bad_link(qslab_cache *c, struct qs_queue *q, void *obj);
-bool qs_queue_reserve(struct qs_queue *q, unsigned n); /* room for n more in slots */
 /* A queued object whose word is neither the stamp nor a link: reported;
  * true if it is a second free (its word 0) */
 bool qs_report_unstamped(qslab_cache *c, void *obj);
-void qs_queue_free_slots(struct qs_queue *q);
 /* Route a list of objects (linked, count n) of cache c to their slabs' owners. */
 void *qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned long n);
 /* Route n objects of an array (their links are written on the way). */
 unsigned long qs_route_vec(qslab_cache *c, struct qs_queue *q, void *const *objs, unsigned long n);
+
+/* The writers' side (core/slab.c): a slow change of a CPU's queue's nr by
+ * `moved` (the net change, made by the sections between these two) is
+ * recorded in moved inside the seqcount, as qs_queue_nr_set does for a
+ * thread's queue (the readers below pair nr and moved).  Between the two
+ * with moved = k and no section: k frees counted through q were no frees
+ * (second frees of one object, dropped), out of the derived FREE_FAST
+ * (free_fast = nr + pops - moved): qs_uncount_frees. */
+void qs_queue_seq_begin(struct qs_queue *q);
+void qs_queue_seq_end(struct qs_queue *q, long moved);
 
 /* The readers' side: one queue's counters, as read (a consistent pair of
  * top and moved: the reader retried while nr_seq was odd or moved), by the

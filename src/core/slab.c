@@ -436,6 +436,62 @@ uint32_t qs_slab_list_lost(struct qs_slab *s)
     return lost;
 }
 
+/* "No queue" (internal.h): what the fast paths find where a caller has no
+ * queue of a cache (owner/owner.c hands it out; front/fastpath.h).  Never
+ * written: empty, owns no slab.  Defined here, in core, for
+ * qs_uncount_frees below. */
+struct qs_queue qs_no_queue;
+
+/* A queue's seqcount around a slow change of its nr (core/queue.h). */
+void qs_queue_seq_begin(struct qs_queue *q)
+{
+    QS_STORE(q->nr_seq, q->nr_seq + 1);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+void qs_queue_seq_end(struct qs_queue *q, long moved)
+{
+    QS_STORE(q->moved, q->moved + (unsigned long)moved);
+    __atomic_store_n(&q->nr_seq, q->nr_seq + 1, __ATOMIC_RELEASE);
+}
+
+void qs_uncount_frees(qslab_cache *c, struct qs_queue *q, unsigned long k)
+{
+    if (!k)
+        return;
+    if (q && q != &qs_no_queue) { /* core/queue.h: out of the derived FREE_FAST */
+        qs_queue_seq_begin(q);
+        qs_queue_seq_end(q, (long)k);
+    } else {
+        __atomic_fetch_sub(&c->orphan_stat[QS_FREE_FAST], k, __ATOMIC_RELAXED);
+    }
+}
+
+/* A list walker (this file's, SLQB's) met obj, whose link is not
+ * valid: report it.  A debug cache (no queues, no stamps: the link word
+ * was overwritten) is the debug front end's to report
+ * (qs_debug_hooks.bad_link).  Otherwise a double free if obj's word holds
+ * the free stamp or 0, else an overwritten free object.  A double free's
+ * second free was counted where it was pushed: it is taken out of the
+ * counts through q (the caller's queue, or NULL). */
+void qs_report_bad_link(qslab_cache *c, struct qs_queue *q, void *obj)
+{
+    if (c->debug) { /* no queues, no stamps: the link word was overwritten */
+        qs_debug_hooks.bad_link(c, obj);
+        return;
+    }
+    uintptr_t w = *qs_link(c, obj);
+    /* the stamp: freed again (pushed) while on this list; 0: that second
+     * entry was handed out since (a pop clears the word) */
+    if (w == QS_STAMP(c->secret) || w == 0) {
+        qs_fatal("double free of %p in cache %s (freed again while it was free)", obj, c->name);
+        qs_uncount_frees(c, q, 1);
+    } else {
+        qs_fatal("free list corruption in cache %s: free object %p was overwritten (use after "
+                 "free or double free?)",
+                 c->name, obj);
+    }
+}
+
 void *qs_slab_take_one(qslab_cache *c, struct qs_queue *q, struct qs_slab *s)
 {
     if (!s->freelist && !qs_slab_grow(c, q, s, 1))

@@ -202,8 +202,14 @@ static inline void qs_fbits_clear_slab(const struct qs_slab *s) /* every born ob
     qs_fbits_clear_objs(s, s->base, __atomic_load_n(&s->span, __ATOMIC_RELAXED) / slot, slot);
 }
 /* k frees counted through q (a queue, or NULL/qs_no_queue: the cache's
- * orphan counters) were second frees: out of the counts (queue.c). */
+ * orphan counters) were second frees: out of the counts (slab.c). */
 void qs_uncount_frees(qslab_cache *c, struct qs_queue *q, unsigned long k);
+/* A list walker met obj, whose link is not valid: report it (a double free
+ * if it holds the free stamp or 0, else an overwritten free object; a
+ * debug cache's through qs_debug_hooks.bad_link).  A double free's second
+ * free was counted where it was pushed: it is taken out of the counts
+ * through q (the caller's queue, or NULL).  slab.c */
+void qs_report_bad_link(qslab_cache *c, struct qs_queue *q, void *obj);
 
 /* Free an object to its slab's free list; the caller owns the slab and
  * has set the object's free bit. */

@@ -36,6 +36,7 @@
  */
 #define _GNU_SOURCE
 #include "debug/debug_int.h"
+#include "owner/owner.h"
 
 #include <errno.h>
 
@@ -98,7 +99,7 @@ static size_t debug_sweep(bool all)
 static void *debug_alloc(qslab_cache *c, int node)
 {
     if (node < 0)
-        node = qslab_current_node();
+        node = qs_owner_current_node();
     if (c->debug & (QS_DBG_Z | QS_DBG_P)) /* its walks (debug_sweep) */
         qs_node_purger_want();
     /* a corrupt free list met on the way isolates its slab, and
@@ -139,6 +140,7 @@ static unsigned debug_objs_per_slab(const qslab_cache *c, unsigned order)
  * runs, so no hook is ever called while NULL (core/hooks.h) */
 void qs_debug_hooks_register(void)
 {
+    qs_fronts[QS_FRONT_DEBUG] = &qs_front_debug; /* the debug front end (front.c) */
     qs_debug_hooks = (struct qs_debug_hooks){
         .born = qs_debug_born,
         .alloc_locked = qs_debug_alloc_locked,

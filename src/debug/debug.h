@@ -14,6 +14,7 @@
 /* Fill qs_debug_hooks (core/hooks.h), the calls of the layers below into
  * this one: qs_init_slow, first thing (debug.c) */
 void qs_debug_hooks_register(void);
+extern const struct qs_front qs_front_debug; /* the front end of caches with debug flags */
 void qs_debug_slab_released(struct qs_slab *s); /* its memory usable again (page.c's hook) */
 
 /* ---- guard.c (QSLAB_GUARD_SAMPLE: docs/debugging.md) ---- */

@@ -16,12 +16,6 @@
 #include "front/front.h"
 #include "debug/debug.h"
 
-void qs_walk_problem(struct qs_walk *w, const char *what, const void *where)
-{
-    w->errors++;
-    qs_warn("validate %s: %s at %p", w->c->name, what, where);
-}
-
 /* The objects of a queue's slots: each an object of this cache holding the
  * free stamp (QS_STAMP) or, when a refill put it there, its free-list link. */
 static void walk_vec(struct qs_walk *w, void *const *v, unsigned long n)

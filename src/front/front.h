@@ -35,6 +35,11 @@
  * statistics, validation, fork) call the hooks below after (or instead of)
  * the work on queues, which is empty for a front end without queues.
  * A NULL hook means "nothing beyond the common work".
+ *
+ * The layers below reach the front layer through core/hooks.h's
+ * qs_front_hooks (front.c qs_front_hooks_register): the purger's tick
+ * (qs_front_tick), an owner's exit and a destroyed cache's queues
+ * (owner/owner.c), and which front ends have queues (core/node.c).
  */
 #ifndef QSLAB_FRONT_H
 #define QSLAB_FRONT_H
@@ -43,7 +48,7 @@
 
 #pragma GCC visibility push(hidden)
 
-struct qs_walk; /* validate.c */
+struct qs_walk; /* below */
 
 struct qs_front {
     const char *name; /* as in QSLAB_FRONT and the statistics */
@@ -71,6 +76,13 @@ struct qs_front {
     /* the purger's tick (all: malloc_trim, everything), over the whole
      * front end, once per tick; bytes given back.  No lock held. */
     size_t (*sweep)(bool all);
+    /* the purger's tick (qs_front_tick), for each queue q of c (any
+     * owner's; qs_global held, no other lock), before c's nodes' policy:
+     * give back what an owner that went idle keeps (SLQB: an idle CPU's
+     * queue emptied and its slabs handed to the node, q->lock only tried;
+     * an untouched stash to the node's FIFO).  NULL: nothing (a queue of
+     * another front end never holds a stash: only SLQB's own slabs) */
+    void (*idle)(qslab_cache *c, struct qs_queue *q);
     /* mallinfo's totals: add what the front end holds beyond its caches'
      * objects (SLOB: free space in its pages, kept pages) */
     void (*totals)(struct qs_totals *t);
@@ -98,9 +110,11 @@ struct qs_front {
      * own rules (SLUB, SLAB): validation leaves them to its hook */
     bool own_node_lists;
     /* its caches' owners have SLQB's queues of objects (SLQB, SLAB): the
-     * inline fast paths serve them, the statistics derive free_fast, the
-     * purger empties idle CPUs' queues (SLQB only: `idle_queues`) */
-    bool queues, idle_queues;
+     * inline fast paths serve them, the statistics derive free_fast, empty
+     * slabs are checked before they go back (core/node.c fifo_whole, told
+     * through qs_front_hooks.queues); the purger empties idle CPUs' queues
+     * through the `idle` hook (SLQB only) */
+    bool queues;
     /* its owners own slabs (their queues' lists) and other owners batch
      * frees home to their inboxes (SLQB): the purger hands an idle CPU's
      * slabs to the node, a diverted allocation claims the inbox, the guard
@@ -121,9 +135,8 @@ struct qs_front {
     void (*slabinfo_tunables)(const qslab_cache *c, unsigned long out[3]);
 };
 
-extern const struct qs_front qs_front_slqb, qs_front_slob, qs_front_slub, qs_front_slab,
-    qs_front_debug;
-extern const struct qs_front *const qs_fronts[QS_FRONT_NR];
+extern const struct qs_front qs_front_slqb, qs_front_slob, qs_front_slub, qs_front_slab;
+extern const struct qs_front *qs_fronts[QS_FRONT_NR]; /* [QS_FRONT_DEBUG]: set by the debug layer */
 extern int qs_front_default; /* QSLAB_FRONT, read at start-up */
 void qs_front_init(void);    /* start-up: QSLAB_FRONT */
 int qs_front_find(const char *name, size_t len); /* QS_FRONT_*, or -1 */
@@ -135,18 +148,38 @@ unsigned qs_front_order(const qslab_cache *c, int f);
  * sum[QS_STAT_NR] (qs_global held): for the statistics (stats.c), tune,
  * validation (validate.c) and destroy's live objects (cache.c) */
 void qs_stats_sum(qslab_cache *c, unsigned long *sum);
+/* Start-up (qs_init_slow, with the other layers' tables): fill in
+ * core/hooks.h's qs_front_hooks. */
+void qs_front_hooks_register(void);
+/* The purger's tick (all == false: core/node.c's purger, through
+ * qs_front_hooks.tick) or malloc_trim's (all: qslab_trim): every cache's
+ * queues (the `idle` hooks) and nodes (core's policy, qs_node_sweep_cache),
+ * then every front end's `sweep`; bytes given back.  No lock held. */
+size_t qs_front_tick(bool all);
 
 static inline const struct qs_front *qs_front_of(const qslab_cache *c)
 {
     return qs_fronts[c->front];
 }
 
-/* validate.c's walker, for the front ends' hooks */
+/* The validation walker's state (debug/validate.c walks a cache; the front
+ * ends' validate hooks walk what they hold): a problem found is counted
+ * and reported on stderr by qs_walk_problem (front.c). */
 struct qs_walk {
     qslab_cache *c;
     unsigned long slabs, inuse, queued, errors;
 };
 void qs_walk_problem(struct qs_walk *w, const char *what, const void *where);
+
+/* ---- front/slqb: what front.c's tables take from SLQB ---- */
+void qs_slqb_idle(qslab_cache *c, struct qs_queue *q); /* cpu.c: SLQB's `idle` hook */
+/* An owner's exit (qs_global held): q's objects, batches, inbox and stash
+ * given back, its slabs handed to the node lists (queue.c); the front
+ * end's own per-owner state went first (front.c: its `retire` hook) */
+void qs_queue_retire(qslab_cache *c, struct qs_queue *q);
+/* destroy (qs_global held, the cache quiet): q's grant and stash leave its
+ * owner's budget (budget.c; SLQB's queues only) */
+void qs_queue_budget_drop(qslab_cache *c, struct qs_queue *q);
 
 /* ---- slob.c ---- */
 extern qslab_cache qs_slob_arena; /* the owner of SLOB's shared pages */

@@ -12,15 +12,19 @@
  * destructor ran; it gets no queue again).
  *
  * Lifetime: a queue is made on a thread's first use of a cache and linked on
- * the cache's queue list.  When the thread exits, qs_queue_retire gives its
- * objects back and hands its slabs to the node lists, and the queue goes to
- * the cache's pool for the next new thread.  Queues are freed only when the
+ * the cache's queue list.  When the thread exits, the front layer's retire
+ * (core/hooks.h qs_front_hooks.retire) gives its objects back and hands its
+ * slabs to the node lists, and the queue goes to the cache's pool for the
+ * next new thread.  Queues are freed only when the
  * cache is destroyed, so a stale pointer to a queue (a sender that read a
  * slab's owner just before the handover) still finds a valid inbox.
  *
  * Locking: the slot array is written by its thread under qs_global (growth)
  * and by qslab_cache_destroy under qs_global (clearing a slot); the thread
  * reads its own slots without a lock.
+ *
+ * A queue's own slots (its array of objects, q->slots) are made and grown
+ * here too (qs_queue_slots_grow), for the front ends that fill them.
  */
 #include "core/internal.h"
 #include "core/hooks.h"
@@ -28,8 +32,6 @@
 #include "owner/owner.h"
 
 #include <string.h>
-
-struct qs_queue qs_no_queue; /* never written: empty, owns no slab */
 
 /* ---- owner kinds ---- */
 int qs_owner_kind = QS_OWNER_THREAD;
@@ -172,11 +174,6 @@ int qs_owner_cpu(void)
     return cpu >= 0 && cpu < qs_nr_cpu_ids ? cpu : -1;
 }
 
-__thread struct qs_owner qs_self __attribute__((tls_model("initial-exec"))) = {
-    .fixed = {[0 ... QS_FIXED_SLOTS - 1] = &qs_no_queue},
-    .cpu = -1,
-};
-
 static void owner_exit(void *arg);
 
 void qs_owner_init(void)
@@ -219,9 +216,59 @@ static bool slots_grow(struct qs_owner *o, unsigned id)
     return true;
 }
 
-struct qs_queue *qs_queue_attach(qslab_cache *c)
+/* Room in q's slots for n objects more: the array grows (doubling from 32)
+ * on demand, so a queue costs what it holds, not its hiwater.  The new
+ * slots are installed plainly (a thread's queue, or one nobody else sees
+ * yet) or, `in_section`, by a section on the queue's CPU that copies the
+ * entries and swaps the pointer (percpu.c): fast pushes stay below limit
+ * <= the old capacity meanwhile, so the copy holds them all, and a section
+ * that had loaded the old slots was restarted when ours ran there, so they
+ * can go at once.  False on ENOMEM, or if the caller left q->cpu. */
+bool qs_queue_slots_grow(struct qs_queue *q, unsigned n, bool in_section)
 {
-    qs_init();
+    unsigned nr = QS_TOP_NR(QS_LOAD(q->top));
+    if (nr + n <= q->cap)
+        return true;
+    unsigned cap = q->cap ? q->cap * 2 : 32;
+    while (cap < nr + n)
+        cap *= 2;
+    void **mem = qs_meta_alloc(((size_t)cap + 1) * sizeof(void *));
+    if (!mem)
+        return false;
+    mem[0] = NULL; /* the sentinel slots[-1] */
+    void **old = q->slots;
+    unsigned old_cap = q->cap;
+    if (!in_section) {
+        if (nr)
+            __builtin_memcpy(mem + 1, old, nr * sizeof(void *));
+        q->slots = mem + 1;
+    } else if (qs_percpu_swap_slots(q, mem + 1) != 0) { /* migrated */
+        qs_meta_free(mem, ((size_t)cap + 1) * sizeof(void *));
+        return false;
+    }
+    QS_STORE(q->cap, cap); /* read racily by the statistics (stats.c) */
+    qs_queue_limit_set(q);
+    if (old)
+        qs_meta_free(old - 1, ((size_t)old_cap + 1) * sizeof(void *));
+    return true;
+}
+
+bool qs_queue_reserve(struct qs_queue *q, unsigned n)
+{
+    return qs_queue_slots_grow(q, n, false);
+}
+
+void qs_queue_free_slots(struct qs_queue *q)
+{
+    if (q->slots)
+        qs_meta_free(q->slots - 1, ((size_t)q->cap + 1) * sizeof(void *));
+    q->slots = NULL;
+    QS_STORE(q->cap, 0);
+    QS_STORE(q->limit, 0);
+}
+
+struct qs_queue *qs_queue_attach(qslab_cache *c) /* c exists: start-up has run */
+{
     struct qs_owner *o = &qs_self;
     struct qs_queue *q = NULL;
     int cpu = -1;
@@ -317,7 +364,7 @@ static void owner_exit(void *arg)
         if (!q)
             continue;
         qslab_cache *c = q->cache;
-        qs_queue_retire(c, q);
+        qs_front_hooks.retire(c, q); /* front/front.c: the front end's, then SLQB's queue.c */
         q->owner = NULL;
         q->pool_next = c->pool;
         c->pool = q;
@@ -339,14 +386,26 @@ void qs_owner_detach_cache(qslab_cache *c)
 {
     for (struct qs_queue *q = c->queues; q; q = q->all_next)
         if (q->owner) {
-            qs_queue_budget_drop(c, q);
+            qs_front_hooks.budget_drop(c, q); /* front/slqb/budget.c qs_queue_budget_drop */
             qs_owner_set_slot(q->owner, c->id, NULL);
         }
 }
 
-QSLAB_EXPORT void qslab_owner_info(struct qslab_owner_info *info)
+/* The node of the caller's queues (start-up has run) */
+int qs_owner_current_node(void)
 {
-    qs_init();
+    if (qs_percpu()) { /* the node of the CPU (and so of the queue) it runs on */
+        int cpu = qs_owner_cpu();
+        return qs_node_of_cpu(cpu >= 0 ? cpu : qs_os_current_cpu());
+    }
+    if (qs_self.state != 1)
+        qs_owner_init();
+    return qs_self.node;
+}
+
+/* qslab_owner_info's figures (api/entry.c; start-up has run) */
+void qs_owner_info(struct qslab_owner_info *info)
+{
     info->kind = qs_percpu() ? QSLAB_OWNER_CPU : QSLAB_OWNER_THREAD;
     info->why = qs_owner_why;
     info->nr_cpu_ids = qs_percpu() ? qs_nr_cpu_ids : 0;

@@ -1,6 +1,7 @@
 /*
  * owner/owner.h - who owns a queue (owner.c): making owners, attaching a
- * cache's queue to the caller's owner, the owner the caller would use now.
+ * cache's queue to the caller's owner, the owner the caller would use now,
+ * a queue's slots.
  */
 #ifndef QSLAB_OWNER_H
 #define QSLAB_OWNER_H
@@ -16,6 +17,14 @@ void qs_owner_detach_cache(qslab_cache *c); /* destroy: clear owners' slots (qs_
 void qs_owner_kind_init(void);              /* start-up: QSLAB_OWNER, rseq */
 void qs_owner_cache_added(unsigned id);     /* qs_global held: ids up to id in use */
 int qs_owner_cpu(void);                     /* the caller's CPU (registering rseq), or -1 */
+int qs_owner_current_node(void);            /* qslab_current_node's answer */
+void qs_owner_info(struct qslab_owner_info *info); /* qslab_owner_info's */
+/* A queue's slots: room for n more (grown plainly: a thread's queue, or
+ * one nobody else sees yet); grown by a section on q's CPU (in_section:
+ * q->lock held, cpu.c qs_percpu_reserve); freed (destroy) */
+bool qs_queue_reserve(struct qs_queue *q, unsigned n);
+bool qs_queue_slots_grow(struct qs_queue *q, unsigned n, bool in_section);
+void qs_queue_free_slots(struct qs_queue *q);
 
 
 /* Set the caller's (or an owner's) queue of cache id (qs_global held). */

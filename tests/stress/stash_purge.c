@@ -1,6 +1,6 @@
 /*
  * Threads fill their stashes of empty slabs in bursts and pause between
- * them, so the purger takes idle stashes (queue.c qs_queue_steal_idle_stash)
+ * them, so the purger takes idle stashes (front/slqb/budget.c qs_queue_steal_idle_stash)
  * while other threads add to and refill from theirs.  Objects are stamped
  * and verified.  At the end the threads stay alive and idle: every empty
  * slab they stashed must go back all the same, and the invariant walker

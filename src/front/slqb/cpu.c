@@ -37,7 +37,7 @@
 /* A CPU's queue's slots grow in a section on its CPU (q->lock held). */
 bool qs_percpu_reserve(struct qs_queue *q, unsigned n)
 {
-    return slqb_slots_grow(q, n, true);
+    return qs_queue_slots_grow(q, n, true);
 }
 
 /* Take q from its CPU (q->lock held): its fast paths find qs_no_queue from
@@ -126,6 +126,34 @@ void qs_percpu_empty_all(qslab_cache *c)
             qs_percpu_empty(c, q);
             qs_lock_release(&q->lock);
         }
+}
+
+/* SLQB's `idle` hook (front.h): the purger's tick, for every queue q of c
+ * (qs_global held, q any owner's, a CPU's or a thread's). */
+void qs_slqb_idle(qslab_cache *c, struct qs_queue *q)
+{
+    /* a CPU's queue that nobody used for a whole tick (its top did not
+     * move: no fast alloc or free) is emptied from here (qs_percpu_empty:
+     * taken from its CPU with a membarrier), so an idle program gives back
+     * what it freed, and its slabs go to their node; a busy one is
+     * skipped */
+    if (q->cpu >= 0 && qs_percpu_takeable) {
+        uint64_t top = QS_LOAD(q->top);
+        if (top == q->idle_top && qs_lock_try(&q->lock)) {
+            if (QS_TOP_NR(top) || __atomic_load_n(&q->inbox.pending, __ATOMIC_RELAXED) ||
+                qs_queue_batches_held(q))
+                qs_percpu_empty(c, q);
+            /* and its slabs go to the node, where the CPUs still at work
+             * refill from them: a thread that moved to another CPU left
+             * them partly free here */
+            if (q->list.nr_partial || q->list.nr_full)
+                qs_queue_hand_slabs(c, q);
+            qs_lock_release(&q->lock);
+            top = QS_LOAD(q->top);
+        }
+        q->idle_top = top;
+    }
+    qs_queue_steal_idle_stash(c, q);
 }
 
 /* The caller's CPU's queue of c, locked; NULL if the caller has none (no

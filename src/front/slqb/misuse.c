@@ -2,14 +2,13 @@
  * misuse.c - SLQB's answers to a bad free: a second free of an object that
  * is back on its slab's list (the list repaired, the object put back
  * once), a queued object whose word is neither the free stamp nor a link,
- * a list walker that meets a bad link, and the checked slow path a free
- * takes when the object's word looks free (is it in a queue, a batch, an
- * inbox or its slab's list already?).  docs/design.md, "Free bits", argues
- * the rules.
+ * and the checked slow path a free takes when the object's word looks free
+ * (is it in a queue, a batch, an inbox or its slab's list already?).  A
+ * list walker that meets a bad link reports it with core/slab.c's
+ * qs_report_bad_link.  docs/design.md, "Free bits", argues the rules.
  */
 #include "front/fastpath.h"
 #include "front/slqb/slqb.h"
-#include "core/hooks.h"
 
 /* obj, going onto slab s's free list, is on it already (its free bit,
  * internal.h): it was freed again while it sat there, and that second free
@@ -71,24 +70,6 @@ QS_NOINLINE void slqb_put_twice_report(qslab_cache *c, struct qs_queue *q, void 
 {
     qs_fatal("double free of %p in cache %s (freed again while it was free)", obj, c->name);
     qs_uncount_frees(c, q, 1);
-}
-
-void qs_report_bad_link(qslab_cache *c, struct qs_queue *q, void *obj)
-{
-    if (c->debug) { /* no queues, no stamps: the link word was overwritten */
-        qs_debug_hooks.bad_link(c, obj);
-        return;
-    }
-    uintptr_t w = *qs_link(c, obj);
-    /* the stamp: freed again (pushed) while on this list; 0: that second
-     * entry was handed out since (a pop clears the word) */
-    if (w == QS_STAMP(c->secret) || w == 0) {
-        qs_fatal("double free of %p in cache %s (freed again while it was free)", obj, c->name);
-        qs_uncount_frees(c, q, 1);
-    } else {
-        qs_fatal("free list corruption in cache %s: free object %p was overwritten (use after "
-                 "free or double free?)", c->name, obj);
-    }
 }
 
 /* Report a queued object whose word is neither the free stamp nor a

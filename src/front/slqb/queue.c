@@ -150,35 +150,12 @@ void *qs_route_list(qslab_cache *c, struct qs_queue *q, void *head, unsigned lon
 }
 
 /* k frees pushed on q were no frees (second frees of one object, dropped):
- * take them out of the derived FREE_FAST (free_fast = nr + pops - moved). */
-/* A slow change of q's nr by `delta` (made by the sections between
- * seq_begin and seq_end) is recorded in moved inside the seqcount, as
- * qs_queue_nr_set does for a thread's queue (stats.c pairs nr and moved). */
-void qs_queue_seq_begin(struct qs_queue *q)
-{
-    QS_STORE(q->nr_seq, q->nr_seq + 1);
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-}
-void qs_queue_seq_end(struct qs_queue *q, long moved)
-{
-    QS_STORE(q->moved, q->moved + (unsigned long)moved);
-    __atomic_store_n(&q->nr_seq, q->nr_seq + 1, __ATOMIC_RELEASE);
-}
-
+ * take them out of the derived FREE_FAST (free_fast = nr + pops - moved;
+ * core/queue.h). */
 void slqb_queue_uncount(struct qs_queue *q, unsigned long k)
 {
     qs_queue_seq_begin(q);
     qs_queue_seq_end(q, (long)k);
-}
-
-void qs_uncount_frees(qslab_cache *c, struct qs_queue *q, unsigned long k)
-{
-    if (!k)
-        return;
-    if (q && q != &qs_no_queue)
-        slqb_queue_uncount(q, k);
-    else
-        __atomic_fetch_sub(&c->orphan_stat[QS_FREE_FAST], k, __ATOMIC_RELAXED);
 }
 
 
@@ -254,58 +231,6 @@ void qs_queue_flush(qslab_cache *c, struct qs_queue *q, unsigned count)
     if (twice)
         slqb_queue_uncount(q, twice);
 }
-
-/* Room in q's slots for n objects more: the array grows (doubling from 32)
- * on demand, so a queue costs what it holds, not its hiwater.  The new
- * slots are installed plainly (a thread's queue, or one nobody else sees
- * yet) or, `in_section`, by a section on the queue's CPU that copies the
- * entries and swaps the pointer (percpu.c): fast pushes stay below limit
- * <= the old capacity meanwhile, so the copy holds them all, and a section
- * that had loaded the old slots was restarted when ours ran there, so they
- * can go at once.  False on ENOMEM, or if the caller left q->cpu. */
-bool slqb_slots_grow(struct qs_queue *q, unsigned n, bool in_section)
-{
-    unsigned nr = QS_TOP_NR(QS_LOAD(q->top));
-    if (nr + n <= q->cap)
-        return true;
-    unsigned cap = q->cap ? q->cap * 2 : 32;
-    while (cap < nr + n)
-        cap *= 2;
-    void **mem = qs_meta_alloc(((size_t)cap + 1) * sizeof(void *));
-    if (!mem)
-        return false;
-    mem[0] = NULL; /* the sentinel slots[-1] */
-    void **old = q->slots;
-    unsigned old_cap = q->cap;
-    if (!in_section) {
-        if (nr)
-            __builtin_memcpy(mem + 1, old, nr * sizeof(void *));
-        q->slots = mem + 1;
-    } else if (qs_percpu_swap_slots(q, mem + 1) != 0) { /* migrated */
-        qs_meta_free(mem, ((size_t)cap + 1) * sizeof(void *));
-        return false;
-    }
-    QS_STORE(q->cap, cap); /* read racily by the statistics (stats.c) */
-    qs_queue_limit_set(q);
-    if (old)
-        qs_meta_free(old - 1, ((size_t)old_cap + 1) * sizeof(void *));
-    return true;
-}
-
-bool qs_queue_reserve(struct qs_queue *q, unsigned n)
-{
-    return slqb_slots_grow(q, n, false);
-}
-
-void qs_queue_free_slots(struct qs_queue *q)
-{
-    if (q->slots)
-        qs_meta_free(q->slots - 1, ((size_t)q->cap + 1) * sizeof(void *));
-    q->slots = NULL;
-    QS_STORE(q->cap, 0);
-    QS_STORE(q->limit, 0);
-}
-
 
 /* A free while the queue is at its limit.  Below hiwater, the slots grow
  * and take it.  At hiwater, an object of one of our own slabs goes straight
@@ -641,8 +566,7 @@ void qs_queue_hand_slabs(qslab_cache *c, struct qs_queue *q)
 
 void qs_queue_retire(qslab_cache *c, struct qs_queue *q)
 {
-    if (qs_front_of(c)->retire) /* the front end's per-owner state */
-        qs_front_of(c)->retire(c, q);
+    /* the front end's per-owner state went first (front.c front_retire) */
     qs_queue_send_pending(c, q);
     qs_queue_claim(c, q);
     if (QS_TOP_NR(q->top)) {
