@@ -28,7 +28,7 @@
  * LARGE chunks in core/large.c, page-granular: at most a page less a byte of
  * waste), counted in qslab_large_stats, and resized with mremap (in place
  * when the address space allows, otherwise moved without copying).  The
- * class of a size is computed in fastpath.h (qs_kmalloc_index: two tables
+ * class of a size is computed in api/kmalloc.h (qs_kmalloc_index: two tables
  * up to 32 KiB, then the top bit and the three bits below it); class_size
  * is its inverse, and unit_kmalloc_index checks the two against each other
  * for every size up to 64 KiB and at every class edge, and the waste bound
@@ -38,7 +38,7 @@
  * size), which is what qslab_aligned_alloc relies on (it asks for powers of
  * two only).
  */
-#include "front/fastpath.h"
+#include "api/kmalloc.h"
 #include "front/front.h"
 #include "debug/debug.h"
 #include "api/api.h"

@@ -19,7 +19,7 @@
  */
 
 #define _GNU_SOURCE
-#include "front/fastpath.h"
+#include "api/kmalloc.h"
 #include "observe/stats.h"
 
 #include <errno.h>

@@ -7,7 +7,7 @@
  * (kmalloc.c: less than a ninth, just past each power of two), none from
  * 1 KiB to 8 KiB a sixteenth.
  */
-#include "front/fastpath.h"
+#include "api/kmalloc.h"
 
 #include "../testutil.h"
 

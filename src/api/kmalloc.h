@@ -1,0 +1,152 @@
+/*
+ * api/kmalloc.h - kmalloc's fast paths: a request's class from the tables
+ * (kmalloc.c lists the classes), an allocation from the class's cache
+ * through the owners' queues (front/fastpath.h), the free of a pointer of
+ * any kind.  Inlined into kmalloc.c's entry points and into the drop-in's
+ * malloc and free (src/malloc/), so that those are one call deep; their
+ * slow paths (qs_kmalloc_slow, qs_large_alloc, qs_free_other) are
+ * kmalloc.c's.
+ */
+#ifndef QSLAB_API_KMALLOC_H
+#define QSLAB_API_KMALLOC_H
+
+#include "front/fastpath.h"
+
+#pragma GCC visibility push(hidden)
+
+#define QS_KM_SMALL_MAX 1024
+#define QS_KM_SMALL_ENTRIES (QS_KM_SMALL_MAX / 8 + 1)
+extern const uint8_t qs_kmalloc_small_index[QS_KM_SMALL_ENTRIES];
+extern const uint8_t qs_kmalloc_small_index16[QS_KM_SMALL_ENTRIES];
+#define QS_KM_MID_MAX 32768
+#define QS_KM_MID_ENTRIES (QS_KM_MID_MAX / 64 + 1)
+extern const uint8_t qs_kmalloc_mid_index[QS_KM_MID_ENTRIES];
+void *qs_large_alloc(size_t size, size_t align);
+void qs_free_other(void *p);
+void *qs_kmalloc_slow(unsigned i, size_t size); /* size: for a front end without queues */
+
+#define QS_KM_FINE_FIRST 9  /* 8 .. 128: classes 0..8; then eight per power of two */
+#define QS_KM_STEPS 8       /* classes per power of two from 128 bytes up, */
+#define QS_KM_FINE16_FROM 1024 /* twice as many from 1 KiB */
+#define QS_KM_FINE16_TO 8192   /* to 8 KiB (page buffers and their headers) */
+#define QS_KM_BIG_FIRST 97  /* 36 KiB, the first class past the second table */
+
+/* Class of a request (kmalloc.c lists the classes): a table up to 1 KiB
+ * (`small` is qs_kmalloc_small_index, or ..16 for malloc's 16-byte minimum),
+ * a second one up to 32 KiB (64-byte steps), then from the position of the
+ * top bit and the three bits below it: for 2^(k-1) < size <= 2^k,
+ * (size - 1) >> (k - 4) is 8..15, the eighth of the power of two the size
+ * reaches into.  The first table's case falls through (no taken branch on
+ * the common path). */
+static inline unsigned qs_kmalloc_index(size_t size, const uint8_t *small)
+{
+    if (likely(size <= QS_KM_SMALL_MAX))
+        return small[(size + 7) >> 3];
+    if (likely(size <= QS_KM_MID_MAX))
+        return qs_kmalloc_mid_index[(size + 63) >> 6];
+    unsigned k = (unsigned)(64 - __builtin_clzl(size - 1)); /* 2^(k-1) < size <= 2^k */
+    return QS_KM_BIG_FIRST - QS_KM_STEPS + QS_KM_STEPS * (k - 16) + (unsigned)((size - 1) >> (k - 4));
+}
+
+/* qs_alloc_fast for class i, whose cache id is i (qs_kmalloc_init): the
+ * queue lookup does not wait for the cache's line. */
+static inline void *qs_kmalloc_alloc(unsigned i, size_t size)
+{
+    if (i >= QS_KMALLOC_CLASSES)
+        __builtin_unreachable(); /* (thread owner: classes below 16 KiB at fixed offsets) */
+#if QS_HAVE_PERCPU
+    if (qs_percpu()) {
+        void *obj = qs_percpu_alloc(i, 0); /* no ctor: the link at 0 */
+        return likely(obj != NULL) ? obj : qs_kmalloc_slow(i, size);
+    }
+#endif
+    struct qs_queue *q = qs_queue_fast(i);
+    if (likely(QS_TOP_NR(q->top) != 0)) {
+        void *obj = qs_queue_try_pop(q, QS_ALLOC_FAST, 0); /* no ctor: link at 0 */
+        if (likely(obj != NULL))
+            return obj;
+    }
+    return qs_kmalloc_slow(i, size); /* refill, or report the corrupt link */
+}
+
+#define QS_KM_SMALL_CLASSES 33 /* the first table's: 8 .. 1024 */
+_Static_assert(QS_KM_SMALL_CLASSES <= QS_FIXED_SLOTS, "classes up to 1 KiB at fixed TLS offsets");
+
+/* Up to 1 KiB the class comes from the first table and is one of the
+ * first 33, all at fixed TLS offsets: that path has no bound check on the
+ * class (the thread owner's queue lookup needs one only past them). */
+static inline void *qs_kmalloc(size_t size, const uint8_t *small)
+{
+    if (likely(size <= QS_KM_SMALL_MAX)) {
+        unsigned i = small[(size + 7) >> 3];
+        if (i >= QS_KM_SMALL_CLASSES)
+            __builtin_unreachable();
+        return qs_kmalloc_alloc(i, size);
+    }
+    if (likely(size <= QS_KMALLOC_MAX))
+        return qs_kmalloc_alloc(qs_kmalloc_index(size, small), size);
+    return qs_large_alloc(size, 0);
+}
+
+/* calloc's allocation of class i: the object, and in *fresh whether its
+ * bytes are known zero (born into a queue from memory the OS zeroed and
+ * never handed out: its word was QS_FRESH_WORD, internal.h), which saves
+ * clearing what the program may never touch.  The fast pops read the
+ * popped object's word (it is ours after the commit); the slow paths leave
+ * it in qs_self.last_word (only SLQB's pops write it: anything else, a
+ * guarded sample, a twin's or another front end's object, reads as not
+ * fresh). */
+static inline void *qs_kmalloc_fresh(unsigned i, size_t size, bool *fresh)
+{
+    if (i >= QS_KMALLOC_CLASSES)
+        __builtin_unreachable();
+    uintptr_t want = QS_FRESH_WORD(qs_kmalloc_caches[i].secret);
+#if QS_HAVE_PERCPU
+    if (qs_percpu()) {
+        for (;;) {
+            void *obj = qs_percpu_try_alloc0(i);
+            if (likely((uintptr_t)obj > 1)) {
+                *fresh = *(uintptr_t *)obj == want;
+                *(uintptr_t *)obj = 0; /* ours now */
+                return obj;
+            }
+            if (!obj)
+                break;
+            qs_self.rseq_aborts++;
+        }
+        qs_self.last_word = 0;
+        void *obj = qs_kmalloc_slow(i, size);
+        *fresh = obj && qs_self.last_word == want;
+        return obj;
+    }
+#endif
+    struct qs_queue *q = qs_queue_fast(i);
+    unsigned nr = QS_TOP_NR(q->top);
+    if (likely(nr != 0)) {
+        void *top = q->slots[nr - 1];
+        uintptr_t w = *(uintptr_t *)top;
+        void *obj = qs_queue_try_pop(q, QS_ALLOC_FAST, 0);
+        if (likely(obj != NULL)) {
+            *fresh = w == want;
+            return obj;
+        }
+    }
+    qs_self.last_word = 0;
+    void *obj = qs_kmalloc_slow(i, size);
+    *fresh = obj && qs_self.last_word == want;
+    return obj;
+}
+
+static inline void qs_kfree(void *p)
+{
+    struct qs_slab *s = qs_slab_fast(p); /* NULL for p == NULL */
+    if (likely(s && qs_slab_valid_obj(s, p))) {
+        qs_free_fast(s->cache, s, p);
+        return;
+    }
+    qs_free_other(p); /* NULL, big slabs, large blocks, bad pointers */
+}
+
+#pragma GCC visibility pop
+
+#endif /* QSLAB_API_KMALLOC_H */
