@@ -1,7 +1,8 @@
 /*
- * api/api.h - what the entry points' files (cache.c, kmalloc.c) share:
- * cache set-up (the layers below reach it through core/hooks.h's
- * qs_api_hooks.cache_setup), bad-free reports, kmalloc's start-up.
+ * api/api.h - what the entry points' files (cache.c, kmalloc.c, entry.c,
+ * the drop-in) share: start-up (qs_init), cache set-up (the layers below
+ * reach it through core/hooks.h's qs_api_hooks.cache_setup), bad-free
+ * reports, kmalloc's start-up.
  */
 #ifndef QSLAB_API_H
 #define QSLAB_API_H
@@ -9,6 +10,25 @@
 #include "core/internal.h"
 
 #pragma GCC visibility push(hidden)
+
+/* START-UP runs on first use: a program's first call into qslab may be
+ * any entry point, and the malloc drop-in's first malloc may come before
+ * qslab's constructor.  qs_init_slow (api/cache.c) sets up every layer,
+ * the tables of core/hooks.h first, so it is the API layer's; and so are
+ * its triggers, qs_init at the entry points that may be a first call and
+ * need it (api/cache.c; api/kmalloc.c, where qs_kmalloc_slow takes the
+ * first allocation; api/entry.c, the entry points whose work lies below;
+ * the drop-in's mallinfo).  What they call in the layers below may count
+ * on start-up having run.  The trigger cannot be a hook of core/hooks.h:
+ * qs_init_slow fills those in, and a pointer set by a constructor would
+ * still be NULL for a malloc before it.  Nothing below the API layer
+ * calls it. */
+void qs_init_slow(void);
+static inline void qs_init(void)
+{
+    if (unlikely(!__atomic_load_n(&qs_initialized, __ATOMIC_ACQUIRE)))
+        qs_init_slow();
+}
 
 /* ---- cache.c ---- */
 bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align, unsigned long flags,

@@ -4,8 +4,9 @@
  * budget, the owner kind, fault injection).  Any of them may be a program's first call into
  * qslab, so each starts the library up (qs_init) and then calls the layer
  * that does the work, which runs after start-up.  Start-up is the API
- * layer's, and so are its triggers (core/internal.h, START-UP).
+ * layer's, and so are its triggers (api/api.h, START-UP).
  */
+#include "api/api.h"
 #include "observe/control.h"
 #include "owner/owner.h"
 #include "observe/stats.h"

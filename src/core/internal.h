@@ -660,24 +660,7 @@ extern qslab_cache *qs_cache_by_id[QS_MAX_CACHES];
 qslab_cache *qs_cache_find(const char *name);
 extern volatile int qs_initialized;
 
-/* START-UP runs on first use: a program's first call into qslab may be
- * any entry point, and the malloc drop-in's first malloc may come before
- * qslab's constructor.  qs_init_slow (api/cache.c) sets up every layer,
- * the tables of core/hooks.h first, so it is the API layer's; and so are
- * its triggers, qs_init at the entry points that may be a first call and
- * need it (api/cache.c; api/kmalloc.c, where qs_kmalloc_slow takes the
- * first allocation; api/entry.c, the entry points whose work lies below;
- * the drop-in's mallinfo).  What they call in the layers below may count
- * on start-up having run.  The trigger cannot be a hook of core/hooks.h:
- * qs_init_slow fills those in, and a pointer set by a constructor would
- * still be NULL for a malloc before it.  Nothing below the API layer
- * calls it. */
-void qs_init_slow(void);
-static inline void qs_init(void)
-{
-    if (unlikely(!__atomic_load_n(&qs_initialized, __ATOMIC_ACQUIRE)))
-        qs_init_slow();
-}
+/* Start-up (qs_init, qs_init_slow) is the API layer's: api/api.h, START-UP. */
 
 /* Off qs_caches (qs_global held): a cache destroyed, SLOB's arena */
 static inline void qs_cache_unlist(qslab_cache *c)

@@ -19,6 +19,7 @@
  */
 
 #define _GNU_SOURCE
+#include "api/api.h"
 #include "api/kmalloc.h"
 #include "observe/stats.h"
 
@@ -190,7 +191,7 @@ MALLOC_EXPORT int __posix_memalign(void **out, size_t align, size_t size)
 
 /* ---- statistics in glibc's shapes ---- */
 
-static void totals(struct qs_totals *t)
+static void malloc_totals(struct qs_totals *t)
 {
     qs_init(); /* mallinfo may be the program's first call */
     qs_stats_totals(t);
@@ -201,7 +202,7 @@ MALLOC_EXPORT struct mallinfo2 mallinfo2(void)
     struct qs_totals t;
     struct mallinfo2 mi;
     memset(&mi, 0, sizeof(mi));
-    totals(&t);
+    malloc_totals(&t);
     mi.arena = t.slab_bytes;       /* bytes in slabs */
     mi.ordblks = t.slabs;          /* slabs */
     mi.hblks = t.large_count;      /* directly mapped blocks */
@@ -238,7 +239,7 @@ MALLOC_EXPORT struct mallinfo mallinfo(void)
 MALLOC_EXPORT void malloc_stats(void)
 {
     struct qs_totals t;
-    totals(&t);
+    malloc_totals(&t);
     char text[512];
     struct qs_buf b = {text, 0, sizeof(text)};
     size_t from;
@@ -265,7 +266,7 @@ MALLOC_EXPORT int malloc_info(int options, FILE *fp)
     if (options != 0)
         return EINVAL; /* glibc 2.36 returns the error code, errno untouched */
     struct qs_totals t;
-    totals(&t);
+    malloc_totals(&t);
     fprintf(fp,
             "<malloc version=\"1\">\n"
             "<heap nr=\"0\">\n"
