@@ -79,7 +79,8 @@ static void drop(struct client *c)
         ;
     close(c->fd);
     c->fd = -1;
-    free(c->out);
+    if (c->out)
+        qs_meta_free(c->out, c->outcap);
     c->out = NULL;
     c->outlen = c->outoff = c->outcap = 0;
     c->inlen = 0;
@@ -262,9 +263,10 @@ static void *server_main(void *arg)
             s->cl[i].outoff = s->cl[i].outlen = 0;
             drop(&s->cl[i]);
         }
-    free(s->cap_mem);
-    free(s->snap);
-    free(s);
+    qs_meta_free(s->cap_mem, CAPTURE_BYTES);
+    if (s->snap)
+        qs_meta_free(s->snap, s->snap_max * sizeof(*s->snap));
+    qs_meta_free(s, sizeof(*s));
     return NULL;
 }
 
@@ -421,8 +423,10 @@ static int start_locked(void)
     }
     sweep_stale(dfd);
     close(dfd);
-    struct server *s = calloc(1, sizeof(*s));
-    char *cap = malloc(CAPTURE_BYTES);
+    /* the server's memory is qslab's own (meta.c), not the program's heap:
+     * it never shows in the caches it reports on */
+    struct server *s = qs_meta_alloc(sizeof(*s));
+    char *cap = qs_meta_alloc(CAPTURE_BYTES);
     int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int wake[2] = {-1, -1};
     const char *what = "socket";
@@ -485,8 +489,10 @@ fail:;
         close(wake[0]);
         close(wake[1]);
     }
-    free(cap);
-    free(s);
+    if (cap)
+        qs_meta_free(cap, CAPTURE_BYTES);
+    if (s)
+        qs_meta_free(s, sizeof(*s));
     errno = e;
     return -1;
 }

@@ -30,10 +30,14 @@ static void out_bytes(struct client *c, const char *p, size_t n)
         size_t cap = c->outcap ? c->outcap : 1024;
         while (cap < c->outlen + n)
             cap *= 2;
-        char *m = realloc(c->out, cap);
+        char *m = qs_meta_alloc(cap); /* qslab's own memory, not the program's heap */
         if (!m) {
             c->closing = true;
             return;
+        }
+        if (c->out) {
+            memcpy(m, c->out, c->outlen);
+            qs_meta_free(c->out, c->outcap);
         }
         c->out = m;
         c->outcap = cap;
@@ -122,9 +126,11 @@ static size_t snapshot(struct server *s, const char *name)
         size_t n = qs_stats_collect(name, s->snap, s->snap_max);
         if (n <= s->snap_max)
             return n;
-        struct qs_ctl_cache *m = realloc(s->snap, (n + 16) * sizeof(*m));
+        struct qs_ctl_cache *m = qs_meta_alloc((n + 16) * sizeof(*m));
         if (!m)
             return s->snap_max; /* as many as fit */
+        if (s->snap)
+            qs_meta_free(s->snap, s->snap_max * sizeof(*m));
         s->snap = m;
         s->snap_max = n + 16;
     }
