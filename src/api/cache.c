@@ -119,7 +119,7 @@ static bool cache_setup(qslab_cache *c, const char *name, size_t size, size_t al
     c->link_off = (uint32_t)link_off;
     c->slot_size = (uint32_t)slot;
     c->is_kmalloc = is_kmalloc;
-    c->front = (uint8_t)(c->debug ? QS_FRONT_DEBUG : qs_front_default);
+    qs_front_set(c, c->debug ? QS_FRONT_DEBUG : qs_front_default);
     /* a zero word must not look free: set the top bit */
     c->secret = (uintptr_t)(cache_secret() | (1ULL << 63));
     c->min_order = qs_slab_min_order(slot + c->red_left, align);

@@ -481,6 +481,8 @@ struct qslab_cache {
     bool is_kmalloc;
     uint8_t front;            /* QS_FRONT_*: its front end (front.h), set
                                  before its first allocation */
+    bool keeps_fbits;         /* its slabs keep free bits (core/slab.h):
+                                 set with front (front.c qs_front_set) */
     /* debugging (debug.c): QS_DBG_* flags; a cache with any is served by
      * the debug front end (QS_FRONT_DEBUG), never by the fast paths */
     uint8_t debug;

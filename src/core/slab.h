@@ -130,10 +130,10 @@ extern const uint32_t qs_fbits_off[QS_NR_ORDERS];
 #define QS_FBITS_BYTES (QS_CHUNK_SIZE / 64) /* of a one-unit chunk */
 /* Do c's slabs keep free bits?  SLQB's, the debug front end's and SLOB's
  * big objects' (their lists are linked through the objects); SLUB's and
- * SLAB's keep their own state. */
+ * SLAB's keep their own state (struct qs_front own_free_state). */
 static inline bool qs_keeps_fbits(const qslab_cache *c)
 {
-    return c->front != QS_FRONT_SLUB && c->front != QS_FRONT_SLAB;
+    return c->keeps_fbits;
 }
 /* The free bits of s's chunk, and the chunk (*ch): s is in its header. */
 static inline uint64_t *qs_fbits_of(const struct qs_slab *s, uintptr_t *ch)

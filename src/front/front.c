@@ -38,6 +38,12 @@ const struct qs_front *qs_fronts[QS_FRONT_NR] = {
     [QS_FRONT_SLAB] = &qs_front_slab,
 };
 
+void qs_front_set(qslab_cache *c, int f)
+{
+    c->front = (uint8_t)f;
+    c->keeps_fbits = !qs_fronts[f]->own_free_state;
+}
+
 unsigned qs_front_objs_per_slab(const qslab_cache *c, unsigned order)
 {
     const struct qs_front *f = qs_front_of(c);

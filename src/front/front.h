@@ -109,6 +109,9 @@ struct qs_front {
     /* the nodes' partial and full lists hold slabs under the front end's
      * own rules (SLUB, SLAB): validation leaves them to its hook */
     bool own_node_lists;
+    /* its slabs keep their free objects' state their own way (SLUB's slab
+     * word, SLAB's index arrays): no free bits (core/slab.h) */
+    bool own_free_state;
     /* its caches' owners have SLQB's queues of objects (SLQB, SLAB): the
      * inline fast paths serve them, the statistics derive free_fast, empty
      * slabs are checked before they go back (core/node.c fifo_whole, told
@@ -142,6 +145,9 @@ void qs_front_init(void);    /* start-up: QSLAB_FRONT */
 int qs_front_find(const char *name, size_t len); /* QS_FRONT_*, or -1 */
 #define QS_FRONT_NAMES "slqb, slub, slab, slob" /* for messages */
 unsigned qs_front_objs_per_slab(const qslab_cache *c, unsigned order);
+/* c's front end is f now (before its first allocation), with what the
+ * layers below copy from the front end's properties (keeps_fbits) */
+void qs_front_set(qslab_cache *c, int f);
 /* The default order of c's slabs under front end f. */
 unsigned qs_front_order(const qslab_cache *c, int f);
 /* c's event counters, its queues' and its orphan ones, summed into

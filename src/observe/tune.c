@@ -342,7 +342,7 @@ static int set_front_locked(qslab_cache *c, const char *value, size_t vlen)
             QS_STORE(c->empty_limit, default_empty_limit(QS_LOAD(c->order)));
     }
     const struct qs_front *old = qs_front_of(c), *fe = qs_fronts[f];
-    c->front = (uint8_t)f;
+    qs_front_set(c, f);
     if (old->tuned) /* what the old front end made for c given back (SLAB's arrays) */
         old->tuned(c);
     if (fe->tuned && fe != old) /* and the new one's made */

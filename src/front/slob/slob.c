@@ -420,7 +420,7 @@ void qs_slob_setup(void)
         qs_warn("cannot set up the SLOB arena");
         qs_os_abort();
     }
-    a->front = QS_FRONT_SLOB;
+    qs_front_set(a, QS_FRONT_SLOB);
     /* in no cache list: its pages are every SLOB cache's (slob_report) */
     qs_lock_acquire(&qs_global);
     qs_cache_unlist(a);

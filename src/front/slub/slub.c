@@ -621,4 +621,5 @@ const struct qs_front qs_front_slub = {
     .destroy = slub_destroy,
     .order = slub_order,
     .own_node_lists = true,
+    .own_free_state = true,
 };
