@@ -102,8 +102,8 @@ static bool cache_setup(qslab_cache *c, const char *name, size_t size, size_t al
             return false;
         }
         char want[8], keep[8];
-        qs_debug_flags_str(c->debug, want);
-        qs_debug_flags_str(own, keep);
+        qs_debug_letters(c->debug, want);
+        qs_debug_letters(own, keep);
         qs_warn("cache %s: objects of %u bytes with debug flags %s do not fit in a slab; made "
                 "with %s%s", name, size, want, own ? "flags " : "no debug flags", keep);
         c->debug = (uint8_t)own;

@@ -26,9 +26,9 @@
  *   malloc/   the malloc drop-in
  * This header holds the types and helpers every layer shares, and through
  * core/lock.h, core/page.h, core/slab.h, core/node.h and core/queue.h
- * (parts of it, included where their types are defined) the lock, the
- * core's prototypes and the queues' slow paths (front/slqb/); each other layer declares its own in
- * its headers (owner/owner.h, debug/debug.h, observe/stats.h,
+ * (parts of it, included where their types are defined) the lock and the
+ * core's prototypes; each other layer declares its own in its headers
+ * (owner/owner.h, front/queue.h, debug/debug.h, observe/stats.h,
  * observe/tune.h, api/api.h, ...).
  *
  * STRUCTURES (SLQB's, with a thread as the queue owner)
@@ -560,6 +560,17 @@ enum {
     QS_DBG_V = 64, /* tell valgrind's memcheck and ASan about objects (automatic
                       under valgrind); qslab's own Z and P checks then stay off */
 };
+/* The debug flags' letters (QS_DBG_*, SLUB's) of a cache's `debug` byte,
+ * into out[8]: the statistics, the reports, the tools. */
+static inline void qs_debug_letters(unsigned debug, char *out)
+{
+    static const char letters[] = "FZPUTRV";
+    int k = 0;
+    for (int i = 0; i < 7; i++)
+        if (debug & (1u << i))
+            out[k++] = letters[i];
+    out[k] = '\0';
+}
 /* qs_debug_tools, qs_debug_hooks.slab_released: core/hooks.h */
 void qs_debug_large(void *p, size_t size, bool alloc); /* large blocks, to the tools */
 

@@ -158,7 +158,7 @@ void dbg_report(qslab_cache *c, struct qs_slab *s, const char *obj, const struct
         out(&b);
     }
     char fl[8];
-    qs_debug_flags_str(c->debug, fl);
+    qs_debug_letters(c->debug, fl);
     qs_buf_str(&b, "Object ");
     qs_buf_hex(&b, (uintptr_t)obj);
     qs_buf_str(&b, " (");

@@ -61,7 +61,6 @@ void qs_debug_bad_link(qslab_cache *c, void *obj); /* Freepointer corrupt */
 bool qs_debug_bad_pointer(qslab_cache *c, struct qs_slab *s, const void *p);
 /* destroy with live objects: list where they were allocated (U) */
 void qs_debug_leaks(qslab_cache *c, int fd);
-void qs_debug_flags_str(unsigned debug, char *out); /* QS_DBG_* bits as "FZPU", 8 bytes */
 unsigned qs_debug_letter(char ch);      /* QS_DBG_* of a letter of FZPUTRV; 0: none */
 unsigned qs_debug_flags_own(unsigned long flags); /* from the cache's flags alone */
 unsigned qs_debug_final(unsigned d);    /* the flags a cache with d gets (V under memcheck) */

@@ -161,13 +161,3 @@ unsigned qs_debug_final(unsigned d)
         d &= ~(unsigned)(QS_DBG_Z | QS_DBG_P);
     return d;
 }
-
-void qs_debug_flags_str(unsigned debug, char *out)
-{
-    static const char letters[] = "FZPUTRV";
-    int k = 0;
-    for (int i = 0; i < 7; i++)
-        if (debug & (1u << i))
-            out[k++] = letters[i];
-    out[k] = '\0';
-}

@@ -158,7 +158,7 @@ int qs_twin_tune(qslab_cache *c, const char *value, size_t vlen)
         if (!off && qs_debug_final(d) == c->debug)
             return 0;
         char fl[8];
-        qs_debug_flags_str(c->debug, fl);
+        qs_debug_letters(c->debug, fl);
         return refuse(c, val, EINVAL, "the cache was made with debug flags ", fl,
                       " (its flags or QSLAB_DEBUG), which it keeps");
     }
@@ -186,7 +186,7 @@ int qs_twin_tune(qslab_cache *c, const char *value, size_t vlen)
             return refuse(c, val, ENOMEM, "out of memory for its debug twin", NULL, NULL);
         }
         char fl[8], name[QS_NAME_MAX];
-        qs_debug_flags_str(d, fl);
+        qs_debug_letters(d, fl);
         twin_name(name, c->name, fl);
         t->twin_of = c; /* before cache_setup lists it */
         if (!qs_api_hooks.cache_setup(t, name, c->obj_size, c->align, c->flags, c->ctor, c->is_kmalloc,

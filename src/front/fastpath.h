@@ -17,6 +17,7 @@
 #define QSLAB_FASTPATH_H
 
 #include "core/internal.h"
+#include "front/queue.h"
 #include "owner/percpu.h"
 #include "owner/owner.h"
 

@@ -45,6 +45,7 @@
 #define QSLAB_FRONT_H
 
 #include "core/internal.h"
+#include "front/queue.h"
 
 #pragma GCC visibility push(hidden)
 

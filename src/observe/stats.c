@@ -125,7 +125,7 @@ void qs_slabinfo(int fd)
             qs_front_of(c)->slabinfo_tunables(c, tun);
         char fl[8] = "";
         if (c->debug) /* every slab of the cache is a debug slab */
-            qs_debug_flags_str(c->debug, fl);
+            qs_debug_letters(c->debug, fl);
         struct qs_slabinfo_row row = {
             .name = c->name,
             .front = qs_front_of(c)->name,
@@ -204,7 +204,7 @@ void qs_stats_report(int fd)
         qs_buf_str(&b, qs_front_of(best)->name);
         if (best->debug) {
             char fl[8];
-            qs_debug_flags_str(best->debug, fl);
+            qs_debug_letters(best->debug, fl);
             qs_buf_putc(&b, ' ');
             qs_buf_str(&b, fl);
         }
@@ -420,7 +420,7 @@ static void jw_cache(struct jw *w, qslab_cache *c, const struct qslab_cache_stat
 {
     char fl[8] = "";
     if (c->debug)
-        qs_debug_flags_str(c->debug, fl);
+        qs_debug_letters(c->debug, fl);
     jw_raw(w, "  {");
     jw_key(w, "name", true);
     jw_str(w, c->name);

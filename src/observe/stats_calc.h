@@ -128,16 +128,4 @@ static inline size_t qs_slabinfo_line(char *out, size_t cap, const struct qs_sla
     return b.len;
 }
 
-/* The debug flags' letters (QS_DBG_*, SLUB's) of a cache's `debug` byte,
- * into out[8]. */
-static inline void qs_debug_letters(unsigned debug, char *out)
-{
-    static const char letters[] = "FZPUTRV";
-    int k = 0;
-    for (int i = 0; i < 7; i++)
-        if (debug & (1u << i))
-            out[k++] = letters[i];
-    out[k] = '\0';
-}
-
 #endif /* QSLAB_STATS_CALC_H */
