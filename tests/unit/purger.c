@@ -40,7 +40,9 @@ int main(void)
 {
     qslab_cache *c = qslab_cache_create("t-purge", 2048, 0, 0, NULL);
     tf_pin_slqb("t-purge"); /* SLQB's slabs and stash */
-    CHECK(c && qslab_tune("t-purge", "empty_decay_ms", "100") == 0);
+    /* a long decay while the slabs empty, so that a purger tick between
+     * the frees and the count (a loaded machine) cannot take them yet */
+    CHECK(c && qslab_tune("t-purge", "empty_decay_ms", "60000") == 0);
     for (int i = 0; i < N; i++)
         objs[i] = qslab_cache_alloc(c);
     for (int i = 0; i < N; i++)
@@ -49,7 +51,8 @@ int main(void)
     qslab_cache_stats(c, &st);
     unsigned long kept = st.empty_slabs;
     CHECKF(kept > 0, "no empty slab kept right after the frees (%lu)", kept);
-    /* now do nothing with the cache */
+    /* now a short decay, and do nothing with the cache */
+    CHECK(qslab_tune("t-purge", "empty_decay_ms", "100") == 0);
     for (int waited = 0; waited < 200; waited++) {
         qslab_cache_stats(c, &st);
         if (st.empty_slabs == 0)
