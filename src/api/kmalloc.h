@@ -19,7 +19,7 @@
 extern const uint8_t qs_kmalloc_small_index[QS_KM_SMALL_ENTRIES];
 extern const uint8_t qs_kmalloc_small_index16[QS_KM_SMALL_ENTRIES];
 #define QS_KM_MID_MAX 32768
-#define QS_KM_MID_ENTRIES (QS_KM_MID_MAX / 64 + 1)
+#define QS_KM_MID_ENTRIES (QS_KM_MID_MAX / 32 + 1)
 extern const uint8_t qs_kmalloc_mid_index[QS_KM_MID_ENTRIES];
 void *qs_large_alloc(size_t size, size_t align);
 void qs_free_other(void *p);
@@ -27,13 +27,14 @@ void *qs_kmalloc_slow(unsigned i, size_t size); /* size: for a front end without
 
 #define QS_KM_FINE_FIRST 9  /* 8 .. 128: classes 0..8; then eight per power of two */
 #define QS_KM_STEPS 8       /* classes per power of two from 128 bytes up, */
-#define QS_KM_FINE16_FROM 1024 /* twice as many from 1 KiB */
-#define QS_KM_FINE16_TO 8192   /* to 8 KiB (page buffers and their headers) */
-#define QS_KM_BIG_FIRST 97  /* 36 KiB, the first class past the second table */
+#define QS_KM_FINE32_FROM 1024 /* four times as many from 1 KiB */
+#define QS_KM_FINE32_TO 2048   /* to 2 KiB (a 1 KiB page and its header) */
+#define QS_KM_FINE16_TO 8192   /* then twice as many to 8 KiB (page buffers) */
+#define QS_KM_BIG_FIRST 113 /* 36 KiB, the first class past the second table */
 
 /* Class of a request (kmalloc.c lists the classes): a table up to 1 KiB
  * (`small` is qs_kmalloc_small_index, or ..16 for malloc's 16-byte minimum),
- * a second one up to 32 KiB (64-byte steps), then from the position of the
+ * a second one up to 32 KiB (32-byte steps), then from the position of the
  * top bit and the three bits below it: for 2^(k-1) < size <= 2^k,
  * (size - 1) >> (k - 4) is 8..15, the eighth of the power of two the size
  * reaches into.  The first table's case falls through (no taken branch on
@@ -43,7 +44,7 @@ static inline unsigned qs_kmalloc_index(size_t size, const uint8_t *small)
     if (likely(size <= QS_KM_SMALL_MAX))
         return small[(size + 7) >> 3];
     if (likely(size <= QS_KM_MID_MAX))
-        return qs_kmalloc_mid_index[(size + 63) >> 6];
+        return qs_kmalloc_mid_index[(size + 31) >> 5];
     unsigned k = (unsigned)(64 - __builtin_clzl(size - 1)); /* 2^(k-1) < size <= 2^k */
     return QS_KM_BIG_FIRST - QS_KM_STEPS + QS_KM_STEPS * (k - 16) + (unsigned)((size - 1) >> (k - 4));
 }

@@ -575,7 +575,7 @@ static inline void qs_debug_letters(unsigned debug, char *out)
 void qs_debug_large(void *p, size_t size, bool alloc); /* large blocks, to the tools */
 
 /* Per-thread owner (TLS). */
-#define QS_FIXED_SLOTS 72
+#define QS_FIXED_SLOTS 88
 struct qs_owner {
     /* queues of caches with ids below QS_FIXED_SLOTS (the kmalloc classes
      * up to 5,888 bytes), at fixed offsets in TLS: the fast paths reach their
@@ -727,7 +727,7 @@ void qs_fork_init(void);
 #include "core/queue.h"
 
 /* ---- kmalloc.c ---- */
-#define QS_KMALLOC_CLASSES 177
+#define QS_KMALLOC_CLASSES 193
 #define QS_KMALLOC_MAX ((size_t)32 << 20)
 /* the classes' caches: defined in core/caches.c, set up by
  * api/kmalloc.c's qs_kmalloc_init */

@@ -1,5 +1,5 @@
 /*
- * kmalloc size classes (177, kmalloc.c): the kmalloc-<bytes> caches exist, every qslab_malloc
+ * kmalloc size classes (193, kmalloc.c): the kmalloc-<bytes> caches exist, every qslab_malloc
  * size is served by its class cache (usable size = class size, the cache's
  * counters move by exactly one), and sizes over 32 MiB are mapped directly.
  * Under the SLOB front end a request that fits a page keeps its own size
@@ -16,15 +16,15 @@
 static size_t classes[200];
 static int nclasses;
 
-/* 8, then 16 bytes apart up to 128, then eight per power of two, sixteen
- * from 1 KiB to 8 KiB. */
+/* 8, then 16 bytes apart up to 128, then eight per power of two,
+ * thirty-two from 1 KiB to 2 KiB, sixteen from 2 KiB to 8 KiB. */
 static void build_classes(void)
 {
     static const size_t small[] = {8, 16, 32, 48, 64, 80, 96, 112, 128};
     for (size_t i = 0; i < sizeof small / sizeof small[0]; i++)
         classes[nclasses++] = small[i];
     for (size_t p = 128; p < MAX_CLASS; p *= 2) {
-        size_t n = p >= 1024 && p < 8192 ? 16 : 8;
+        size_t n = p >= 1024 && p < 2048 ? 32 : p >= 2048 && p < 8192 ? 16 : 8;
         for (size_t e = 1; e <= n; e++)
             classes[nclasses++] = p + e * (p / n);
     }
@@ -54,12 +54,12 @@ static void test_caches_exist(void)
     CHECK(qslab_cache_find("kmalloc-8192") != NULL);
     CHECK(qslab_cache_find("kmalloc-33554432") != NULL);
     CHECK(qslab_cache_find("kmalloc-5120") != NULL); /* the seeds' 4,696-byte skb data */
-    CHECK(qslab_cache_find("kmalloc-1088") != NULL); /* a 1,025-byte request's block */
-    CHECK(qslab_cache_find("kmalloc-1344") != NULL); /* SQLite's 1,296-byte page buffers' */
+    CHECK(qslab_cache_find("kmalloc-1056") != NULL); /* a 1,025-byte request's block */
+    CHECK(qslab_cache_find("kmalloc-1312") != NULL); /* SQLite's 1,296-byte page buffers' */
     CHECK(qslab_cache_find("kmalloc-1280") != NULL);
     CHECK(qslab_cache_find("kmalloc-576") != NULL);  /* a 516-byte one's */
     CHECK(qslab_cache_find("kmalloc-18874368") != NULL); /* 16 MiB + 1's: 18 MiB */
-    CHECK(nclasses == 177);
+    CHECK(nclasses == 193);
     CHECK(qslab_cache_find("kmalloc-4") == NULL);
     CHECK(qslab_cache_find("kmalloc-40") == NULL);
     CHECK(qslab_cache_find("kmalloc-136") == NULL);

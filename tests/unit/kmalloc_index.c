@@ -5,7 +5,7 @@
  * minimum) and for the drop-in's malloc (16-byte minimum); and no request
  * from 128 bytes to 32 MiB wastes more than an eighth of its block
  * (kmalloc.c: less than a ninth, just past each power of two), none from
- * 1 KiB to 8 KiB a sixteenth.
+ * 2 KiB to 8 KiB a sixteenth, none from 1 KiB to 2 KiB a thirty-second.
  */
 #include "api/kmalloc.h"
 
@@ -62,17 +62,22 @@ int main(void)
            worst_block - worst_size);
     CHECKF(((worst_size - 1) & (worst_size - 2)) == 0,
            "the worst waste is at %zu, not just past a power of two", worst_size);
-    /* from 1 KiB to 8 KiB, sixteen classes per power of two: less than a
-     * seventeenth wasted (2^k + 1 in a block of 2^k + 2^k/16) */
+    /* from 1 KiB to 2 KiB, thirty-two classes per power of two: less than a
+     * thirty-third wasted (2^k + 1 in a block of 2^k + 2^k/32); from 2 KiB
+     * to 8 KiB, sixteen: less than a seventeenth */
     for (size_t s = 1025; s <= 8192; s++) {
         size_t b = class_bytes(qs_kmalloc_index(s, qs_kmalloc_small_index16));
-        CHECKF((b - s) * 16 < b, "malloc(%zu) gets %zu bytes: a sixteenth or more wasted", s, b);
+        size_t part = s <= 2048 ? 32 : 16;
+        CHECKF((b - s) * part < b, "malloc(%zu) gets %zu bytes: a %zu-th or more wasted", s, b, part);
     }
-    /* classes up to 1 KiB are multiples of 8, up to 32 KiB of 64: the tables' steps */
+    CHECKF(class_bytes(qs_kmalloc_index(1296, qs_kmalloc_small_index16)) == 1312,
+           "SQLite's 1,296-byte page buffer gets %zu bytes",
+           class_bytes(qs_kmalloc_index(1296, qs_kmalloc_small_index16)));
+    /* classes up to 1 KiB are multiples of 8, up to 32 KiB of 32: the tables' steps */
     for (unsigned i = 0; i < QS_KMALLOC_CLASSES; i++) {
         size_t b = class_bytes(i);
         CHECKF(b > 1024 || b % 8 == 0, "kmalloc-%zu is not a multiple of 8", b);
-        CHECKF(b <= 1024 || b > 32768 || b % 64 == 0, "kmalloc-%zu is not a multiple of 64", b);
+        CHECKF(b <= 1024 || b > 32768 || b % 32 == 0, "kmalloc-%zu is not a multiple of 32", b);
         CHECKF(i < 1 || b % 16 == 0, "kmalloc-%zu breaks malloc's 16-byte alignment", b);
     }
     return tu_done();
