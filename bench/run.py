@@ -480,11 +480,13 @@ PASS_THROUGH = "slub+pt"  # the prodcons column: SLUB with pass_through=1 above 
 
 def kmalloc_class_sizes():
     """The kmalloc-<bytes> classes, as src/api/kmalloc.c's class_size(): 8, then
-    16 bytes apart up to 128, then eight per power of two up to 32 MiB."""
+    16 bytes apart up to 128, then eight per power of two up to 32 MiB,
+    thirty-two from 1 to 2 KiB and sixteen from 2 to 8 KiB."""
     sizes = [8, 16, 32, 48, 64, 80, 96, 112, 128]
     p = 128
     while p < 32 << 20:
-        sizes += [p + e * (p // 8) for e in range(1, 9)]
+        n = 32 if 1024 <= p < 2048 else 16 if 2048 <= p < 8192 else 8
+        sizes += [p + e * (p // n) for e in range(1, n + 1)]
         p *= 2
     return sizes
 

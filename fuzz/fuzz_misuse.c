@@ -293,14 +293,32 @@ static size_t kmalloc_size(unsigned b)
     return sizes[b % (sizeof sizes / sizeof sizes[0])];
 }
 
-/* The usable size of a qslab_malloc(size) object (its class's size). */
+/* The class of a qslab_malloc(size) object whose usable size is u: u,
+ * unless the object is alone in its slab (the classes from 20 KiB up),
+ * whose usable size is its slab's room up to the power of two
+ * (api/kmalloc.c kmalloc_room): then the smallest kmalloc-<bytes> cache
+ * that holds size. */
+static size_t class_of_usable(size_t size, size_t u)
+{
+    if (u < 16384 || (u & (u - 1)) || u <= size)
+        return u;
+    for (size_t n = (size + 7) & ~(size_t)7; n < u; n += 8) {
+        char name[32];
+        snprintf(name, sizeof name, "kmalloc-%zu", n);
+        if (qslab_cache_find(name))
+            return n;
+    }
+    return u;
+}
+
+/* The class of a qslab_malloc(size) object. */
 static size_t kmalloc_class(size_t size)
 {
     void *p = qslab_malloc(size);
     FZ_CHECK(p, "qslab_malloc(%zu) failed", size);
     size_t u = qslab_usable_size(p);
     qslab_free(p);
-    return u;
+    return class_of_usable(size, u);
 }
 
 /* A fresh object to misuse: from cache k, or qslab_malloc for k == NC. */
@@ -586,7 +604,7 @@ static void free_two(const struct obj *o, unsigned how, bool second)
 
 static size_t usable_of(const struct obj *o)
 {
-    return o->cache >= 0 ? 0 : qslab_usable_size(o->p);
+    return o->cache >= 0 ? 0 : class_of_usable(o->size, qslab_usable_size(o->p));
 }
 
 static char global_buf[256];

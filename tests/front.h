@@ -42,6 +42,11 @@ static inline int tf_kmalloc_slob(void)
     return tf_slob(qslab_cache_find("kmalloc-64"));
 }
 
+static inline int tf_kmalloc_slab(void)
+{
+    return tf_is(qslab_cache_find("kmalloc-64"), "slab");
+}
+
 /* The kmalloc caches' front end, by name (kmalloc-64's). */
 static inline const char *tf_kmalloc_front(void)
 {

@@ -113,6 +113,10 @@ struct qs_front {
     /* its slabs keep their free objects' state their own way (SLUB's slab
      * word, SLAB's index arrays): no free bits (core/slab.h) */
     bool own_free_state;
+    /* it keeps data past its slabs' objects (SLAB's on-slab index arrays):
+     * a kmalloc block alone in its slab does not grow into the slab's rest
+     * (api/kmalloc.c kmalloc_room) */
+    bool slab_tail_used;
     /* its caches' owners have SLQB's queues of objects (SLQB, SLAB): the
      * inline fast paths serve them, the statistics derive free_fast, empty
      * slabs are checked before they go back (core/node.c fifo_whole, told

@@ -139,6 +139,36 @@ static void test_in_place(void)
     CHECK(qslab_realloc(p, us) == p);
     qslab_free(p);
 
+    /* a block alone in its slab (kmalloc-40960, a 64 KiB slab; kmalloc-20480,
+     * 32 KiB) grows in place up to the power of two of its class, what the
+     * slab has room for: a buffer appended to moves once per power of two
+     * (not under SLAB, which keeps its index arrays past the objects) */
+    static const size_t alone[][2] = {{40000, 65536}, {20000, 32768}};
+    for (size_t i = 0; i < 2 && !slob && !tf_kmalloc_slab(); i++) {
+        size_t req = alone[i][0], pow2 = alone[i][1];
+        p = qslab_malloc(req);
+        CHECK(p != NULL);
+        if (!p)
+            return;
+        us = qslab_usable_size(p);
+        CHECKF(us > pow2 - 1024 && us <= pow2, "malloc(%zu): usable %zu, not the slab's room (%zu)", req,
+               us, pow2);
+        fill(p, 0, req);
+        unsigned char *q = qslab_realloc(p, us);
+        CHECKF(q == p, "realloc of a %zu-byte block alone in its slab to %zu moved", req, us);
+        if (q != p) {
+            qslab_free(q);
+            continue;
+        }
+        fill(p, req, us);
+        CHECK(first_bad(p, us) == us);
+        qslab_free_sized(p, req); /* the request's size is still the object's */
+        p = qslab_malloc(req);
+        q = qslab_realloc(p, us + 1); /* past the room: moves */
+        CHECK(q != NULL && q != p);
+        qslab_free(q);
+    }
+
     size_t big = ((size_t)40 << 20) + 10;
     p = qslab_malloc(big);
     CHECK(p != NULL);

@@ -73,6 +73,13 @@ static void test_caches_exist(void)
  * one near a run's largest block, where the header decides). */
 static int usable_ok(size_t us, size_t size, size_t cls)
 {
+    size_t pow2 = 1;
+    while (pow2 < cls)
+        pow2 *= 2;
+    /* a block alone in its slab: the slab's room, up to the power of two
+     * (not under SLAB: its index arrays may follow the objects) */
+    if (cls >= 16384 && us > cls && us <= pow2 && !tf_kmalloc_slob() && !tf_kmalloc_slab())
+        return 1;
     if (!tf_kmalloc_slob() || size > TF_SLOB_RUN_MAX)
         return us == cls;
     if (size <= TF_SLOB_RUN_MAX - 64)

@@ -342,6 +342,7 @@ const struct qs_front qs_front_slab = {
     .order = slabfe_slab_order,
     .own_node_lists = true,
     .own_free_state = true,
+    .slab_tail_used = true,
     .queues = true,
     .give_back = slabfe_slab_give_back,
     .objs_per_slab = slabfe_slab_objs_per_slab,
