@@ -119,6 +119,11 @@ struct qslab_budget_stats {
     unsigned long peak_max; /* ... the most one owner (gone ones too) has ever had granted */
     unsigned long held_max; /* the most bytes one owner's queues and stashes hold now */
     unsigned long steals;   /* grants taken from a colder queue of the same owner */
+    /* remote frees in transit: objects of other owners' slabs in an owner's
+     * batches on their way home, reserved by each batch at its start */
+    unsigned long transit_budget; /* bytes per owner: a quarter of budget, at least 16 KiB */
+    unsigned long transit_max;    /* the most one owner has reserved now */
+    unsigned long transit_peak;   /* ... the most one owner (gone ones too) ever had */
 };
 void qslab_budget_stats(struct qslab_budget_stats *st);
 

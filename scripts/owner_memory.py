@@ -27,8 +27,10 @@ an owner instead, and "per owner" multiplies by threads.
 SLQB's owner budget (src/front/slqb/budget.c) is per owner, not per cache: the queued
 objects and the stashes of all an owner's SLQB queues together hold at most
 owner_budget bytes (256 KiB by default), so an owner's SLQB figure for a set
-of caches is min(budget, sum of the caches' queue + stash bounds) + their
-remote frees in transit (per cache, outside the budget) + structures.
+of caches is min(budget, sum of the caches' queue + stash bounds) +
+min(transit budget, their remote frees in transit) + structures: each
+pending or open batch reserves its room of the owner's transit budget, a
+quarter of the owner budget (at least 16 KiB).
 """
 
 import argparse
@@ -56,6 +58,15 @@ SLOB_JOB_OBJS = 1024 # scripts/owner_memory_probe.c job_slob: objects per thread
 SLOB_HDR = 8         # src/front/slob/slob.h: a block's header
 GRANT_STEPS = 16     # src/front/slqb/budget.c QS_GRANT_STEPS: a miss asks for budget / 16
 GRANT_BIG = 8        # src/front/slqb/budget.c QS_GRANT_BIG: objects over budget / 8 never queued
+GRANT_OBJ_MAX = 32768  # src/front/slqb/budget.c QS_GRANT_OBJ_MAX: nor over 32 KiB
+TRANSIT_PART = 4     # src/front/slqb/budget.c QS_TRANSIT_PART: transit budget = budget / 4
+TRANSIT_LOW = 16 << 10  # src/front/slqb/budget.c QS_TRANSIT_LOW: at least 16 KiB
+
+
+def transit_budget(budget):
+    """src/front/slqb/budget.c qs_transit_budget: what one owner's batches of remote
+    frees may reserve, over all its caches."""
+    return max(budget // TRANSIT_PART, TRANSIT_LOW)
 FIFO_BYTES = 1 << 30     # src/observe/tune.c default_empty_limit: 1 GiB per node, at least 4 slabs
 RETAIN_FLOOR = 1 << 20   # src/core/internal.h QS_RETAIN_FLOOR: the warm pool's floor
 RETAIN_FRACTION = 8      # src/core/internal.h QS_RETAIN_FRACTION: ... or slab bytes / 8
@@ -179,11 +190,11 @@ def grant_cap(p, budget):
     """The grant an SLQB queue reaches alone in its owner's budget
     (src/front/slqb/budget.c slqb_grant_grow): each miss asks for as much as the queue has
     (doubling from a refill's worth), at most budget / 16 bytes (at least
-    one object; objects over budget / 8 are never queued), the last step
+    one object; objects over budget / 8 or 32 KiB are never queued), the last step
     short of hiwater, while the budget has room.  A queue's objects are at
     most its grant."""
     slot, hw = p["slot"], p["hiwater"]
-    if slot > budget // GRANT_BIG:
+    if slot > budget // GRANT_BIG or slot > GRANT_OBJ_MAX:
         return 0
     most = max(budget // GRANT_STEPS // slot, 1)
     g = 0
@@ -307,6 +318,7 @@ def owner_items(front, caches, sizes, cpus, nodes, owners=None, percpu=True, bud
         for k, v in items.items():  # the budget's item before the transit
             if k == "remote frees in transit":
                 out[BUDGET_ITEM] = min(budget, alone)
+                v = min(transit_budget(budget), v)
             out[k] = v
         items = out
     return items, uncut
@@ -567,10 +579,11 @@ Per owner (one CPU), worst case:
         grant (the objects it may hold: its limit is min(grant, hiwater)) and
         every stash's empty slabs (one slab short of stash_bytes each) come out
         of it.  A queue's grant grows on its misses by budget / 16 (objects over
-        budget / 8 are never queued), taken from the coldest other queue of the
-        owner when the budget is full.  So queued objects + stashes are
-        min(budget, the caches' own bounds summed), however many caches the
-        owner uses; remote frees in transit are per cache, outside the budget.
+        budget / 8 or 32 KiB are never queued), taken from the coldest other
+        queue of the owner when the budget is full.  So queued objects +
+        stashes are min(budget, the caches' own bounds summed), however many
+        caches the owner uses; remote frees in transit likewise within the
+        owner's transit budget, a quarter of it (at least 16 KiB).
   slub  per cache: struct qs_queue + the active slab all free + cpu_partial_slabs
         slabs all free (cpu_partial * 2 / objects per slab, src/front/slub/slabs.c)
   slab  per cache: struct qs_queue + slot array + limit objects + 12 objects per
@@ -614,8 +627,9 @@ used slabs (fragmentation, not a structure), the page layer's slab descriptors
         print_machine(title, c, n, params, sizes, names, b)
     print("""
 owner budgets: CPUs x owner_budget, SLQB's queued objects and stashes of every cache
-together; remote frees in transit: CPUs x caches x (freebatch + 4 x (freebatch - 1))
-objects (an open batch and 4 pending batches per queue), outside the budget.
+together; remote frees in transit: CPUs x min(transit budget, caches x (freebatch + 4 x
+(freebatch - 1)) objects): an open batch and 4 pending batches per queue, each
+reserving its room of the owner's transit budget (owner_budget / 4, at least 16 KiB).
 alien caches: CPUs x caches x ((nodes - 1) x 12 objects + nodes x 13 pointers
 (src/front/slab/shared.c makes one array per node, its own node's unused; the kernel's
 SLAB made nodes - 1)): the crossbar grows with CPUs x nodes, where every other

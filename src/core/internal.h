@@ -305,8 +305,16 @@ struct qs_owner;
 struct qs_batch {
     struct qs_list *to;
     void *head, *tail;
-    unsigned long n;
+    uint32_t n;
+    /* a pending batch (SLQB's, remote.c): the objects its owner's transit
+     * budget has reserved for it (budget.c), posted once it holds that
+     * many (one, if none); 0 for the batches a flush routes through */
+    uint32_t res;
 };
+static inline uint32_t qs_batch_cap(const struct qs_batch *b)
+{
+    return b->res ? b->res : 1;
+}
 
 /* One owner's view of one cache. */
 struct qs_queue {
@@ -341,7 +349,8 @@ struct qs_queue {
      * and fb_to and fb_tail change only while fb is closed. */
     uint64_t fb;
     struct qs_list *fb_to;
-    uint32_t fb_max;  /* freebatch's copy */
+    uint32_t fb_max;  /* the open batch's room, which it reserved of the
+                         transit budget (budget.c); 0 while closed */
     uint32_t fb_base; /* objects in the batch when the lock holder opened
                          it: the rest are fast frees, counted at its close */
     void *fb_tail;
@@ -606,6 +615,10 @@ struct qs_owner {
      * purger takes a quiet thread's stash. */
     unsigned long budget_used;
     unsigned long budget_peak; /* the most budget_used has been (relaxed) */
+    /* Remote frees in transit (budget.c): bytes its SLQB queues' pending
+     * and open batches have reserved, at most qs_transit_budget(); atomic
+     * adds, at a batch's start and its posting */
+    unsigned long transit_used;
     unsigned long budget_held; /* qslab_budget_stats's scratch (qs_global) */
     unsigned budget_hand; /* the slot index the next steal looks at first (relaxed) */
 };
@@ -620,6 +633,7 @@ struct qs_owner {
 #define QS_OWNER_BUDGET_MAX ((unsigned long)1 << 30)
 extern unsigned long qs_owner_budget;
 void qs_owner_budget_default(void); /* start-up, before the first cache */
+unsigned long qs_transit_budget(void); /* budget.c: bytes an owner may hold in remote frees in transit */
 void qs_owner_budget_stats(struct qslab_budget_stats *st); /* after start-up */
 
 /* ---- owner kinds (owner.c) ----

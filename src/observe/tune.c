@@ -405,8 +405,8 @@ static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
         /* the queues' copies (other front ends' queues stay inert: front.h;
          * parking stays off while there is a debug twin: twin.c) */
         QS_STORE(q->park, QS_LOAD(c->dbg_alloc) ? 0 : QS_LOAD(c->park));
-        QS_STORE(q->fb_max, QS_LOAD(c->freebatch));
-    }
+    } /* (an open batch's room, fb_max, is its transit reservation: a new
+       * freebatch bounds the next one opened, front/slqb/remote.c) */
     return 0;
 }
 

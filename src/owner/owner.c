@@ -322,7 +322,7 @@ struct qs_queue *qs_queue_attach(qslab_cache *c) /* c exists: start-up has run *
     uint32_t slab_limit = qs_slab_array_limit(c);
     QS_STORE(q->hiwater, slab ? slab_limit : QS_LOAD(c->hiwater));
     QS_STORE(q->park, slqb ? QS_LOAD(c->park) : 0);
-    QS_STORE(q->fb_max, slqb ? QS_LOAD(c->freebatch) : 0);
+    QS_STORE(q->fb_max, 0); /* set when a batch opens (remote.c) */
     if (slab && q->cap < slab_limit)
         qs_queue_reserve(q, slab_limit); /* or fewer, on ENOMEM: limit is capped by cap */
     if (!q->slots && !qs_queue_reserve(q, 1)) { /* a first few slots; they grow */

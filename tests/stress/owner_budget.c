@@ -11,7 +11,11 @@
  * happened; the same again after the budget is lowered at run time (used
  * and held within the new one once the owners have run), and the tunable
  * refuses what it must (a named cache, not a number, out of range) and
- * changes nothing then.  Every cache validates.
+ * changes nothing then.  Then remote frees in transit: each thread frees
+ * what the one before it allocated, in every cache, so that every owner's
+ * pending and open batches fill; no owner ever reserves more for them
+ * than its transit budget (transit_peak), a quarter of the owner budget,
+ * also after the budget is lowered.  Every cache validates.
  */
 #include <pthread.h>
 #include <unistd.h>
@@ -71,6 +75,49 @@ static void run(void)
     work((void *)(intptr_t)(THREADS - 1));
     for (int i = 0; i < THREADS - 1; i++)
         pthread_join(t[i], NULL);
+}
+
+/* Remote frees: each thread allocates HAND objects of every cache, then
+ * frees what thread i - 1 allocated (another owner's objects: pending
+ * batches, a CPU's open batch), round after round. */
+#define HAND 64
+static void *handed[THREADS][CACHES][HAND];
+static pthread_barrier_t hand_barrier;
+
+static void *hand_work(void *arg)
+{
+    int me = (int)(intptr_t)arg, from = (me + THREADS - 1) % THREADS;
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int c = 0; c < CACHES; c++)
+            for (int i = 0; i < HAND; i++) {
+                handed[me][c][i] = qslab_cache_alloc(caches[c]);
+                CHECKF(handed[me][c][i] != NULL, "cache %d: allocation %d failed", c, i);
+            }
+        pthread_barrier_wait(&hand_barrier);
+        for (int c = 0; c < CACHES; c++)
+            for (int i = 0; i < HAND; i++)
+                qslab_cache_free(caches[c], handed[from][c][i]);
+        pthread_barrier_wait(&hand_barrier);
+        struct qslab_budget_stats st;
+        qslab_budget_stats(&st);
+        if (live_check)
+            CHECKF(st.transit_max <= st.transit_budget,
+                   "an owner reserves %lu bytes for remote frees, transit budget %lu", st.transit_max,
+                   st.transit_budget);
+    }
+    return NULL;
+}
+
+static void run_handed(void)
+{
+    pthread_t t[THREADS - 1];
+    pthread_barrier_init(&hand_barrier, NULL, THREADS);
+    for (int i = 0; i < THREADS - 1; i++)
+        CHECK(pthread_create(&t[i], NULL, hand_work, (void *)(intptr_t)i) == 0);
+    hand_work((void *)(intptr_t)(THREADS - 1));
+    for (int i = 0; i < THREADS - 1; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&hand_barrier);
 }
 
 /* /sys/devices/system/cpu/possible's last CPU + 1, as the library reads it */
@@ -173,14 +220,47 @@ int main(void)
     CHECKF(st.held_max <= st.budget, "an owner holds %lu bytes, budget %lu", st.held_max, st.budget);
     CHECKF(st.used_max <= st.budget, "an owner has %lu bytes granted, budget %lu", st.used_max, st.budget);
 
+    /* remote frees in transit, within a quarter of the budget: at 256 KiB
+     * (a 64 KiB transit budget, which 24 caches' batches of up to freebatch
+     * objects overrun), then at 64 KiB (16 KiB, the least) */
+    CHECK(qslab_tune("*", "owner_budget", "262144") == 0);
+    run_handed();
+    st = stats();
+    CHECKF(st.transit_budget == 65536, "transit budget %lu, owner budget %lu", st.transit_budget, st.budget);
+    CHECKF(st.transit_peak > 0, "no owner reserved anything for remote frees");
+    CHECKF(st.transit_peak <= st.transit_budget, "an owner reserved %lu bytes for remote frees, transit budget %lu",
+           st.transit_peak, st.transit_budget);
+    /* lowered: batches that reserved more before keep it until they are
+     * posted (a trim posts every owner's) */
+    CHECK(qslab_tune("*", "owner_budget", "65536") == 0);
+    live_check = 0;
+    run_handed();
+    qslab_trim();
+    live_check = 1;
+    run_handed();
+    st = stats();
+    CHECKF(st.transit_budget == 16384, "transit budget %lu, owner budget %lu", st.transit_budget, st.budget);
+    CHECKF(st.transit_max <= st.transit_budget, "an owner reserves %lu bytes for remote frees, transit budget %lu",
+           st.transit_max, st.transit_budget);
+
     for (int i = 0; i < CACHES; i++) {
         CHECKF(qslab_cache_validate(caches[i]) == 0, "t-budget-%d does not validate", i);
         struct qslab_cache_stats cs;
         qslab_cache_stats(caches[i], &cs);
         CHECKF(cs.active_objs == 0, "t-budget-%d: %lu objects in use", i, cs.active_objs);
     }
-    for (int i = 0; i < CACHES; i++)
+    /* objects still in batches on their way home are free: their caches
+     * can go, and the batches' reservations go with them (with one cache
+     * left, whose batches a trim posts, no owner reserves anything; the
+     * caches freed first in each round hold the reservations) */
+    run_handed();
+    for (int i = 0; i < CACHES - 1; i++) /* the first ones hold the reservations */
         CHECK(qslab_cache_destroy(caches[i]) == 0);
+    qslab_trim();
+    st = stats();
+    CHECKF(st.transit_max == 0, "an owner reserves %lu bytes for remote frees after the destroys and a trim",
+           st.transit_max);
+    CHECK(qslab_cache_destroy(caches[CACHES - 1]) == 0);
     /* the destroyed caches' grants and stashes left the budgets */
     st = stats();
     CHECKF(st.used == 0, "%lu bytes granted once every cache that used queues is gone", st.used);

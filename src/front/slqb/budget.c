@@ -66,6 +66,54 @@ void qs_owner_budget_default(void)
     unsigned long b = QS_BUDGET_TOTAL / (unsigned long)qs_os_cpu_possible();
     QS_STORE(qs_owner_budget, b < QS_BUDGET_LOW ? QS_BUDGET_LOW : b > QS_BUDGET_HIGH ? QS_BUDGET_HIGH : b);
 }
+/* ---- Remote frees in transit ----
+ * A queue's pending batches and a CPU's open batch hold objects of other
+ * owners' slabs on their way home (remote.c).  Each batch reserves its
+ * room (up to freebatch objects) from its owner's transit budget when it
+ * starts, and gives it back when it is posted: so what an owner holds in
+ * transit over all its caches is at most qs_transit_budget(), a quarter of
+ * the owner budget (at least QS_TRANSIT_LOW), not freebatch x 5 batches x
+ * every cache it frees others' objects of (4.3 MiB a CPU for six caches on
+ * the big machines of docs/fronts.md, where the owner budget is 256 KiB).
+ * A batch that finds the budget spent gets what is left, or none (after
+ * its queue's other pending batches were posted to make room): it is then
+ * posted at once, one object at a time, slower but bounded.  One atomic
+ * add at a batch's start and one at its posting, never per object. */
+#define QS_TRANSIT_PART 4
+#define QS_TRANSIT_LOW ((unsigned long)16 << 10)
+static unsigned long transit_peak; /* the most any owner has reserved (relaxed) */
+
+unsigned long qs_transit_budget(void)
+{
+    unsigned long b = QS_LOAD(qs_owner_budget) / QS_TRANSIT_PART;
+    return b < QS_TRANSIT_LOW ? QS_TRANSIT_LOW : b;
+}
+
+uint32_t slqb_transit_take(qslab_cache *c, struct qs_queue *q, uint32_t want)
+{
+    struct qs_owner *o = q ? q->owner : NULL;
+    if (!o || !want)
+        return 0;
+    unsigned long slot = c->slot_size, max = qs_transit_budget(), k;
+    unsigned long used = __atomic_load_n(&o->transit_used, __ATOMIC_RELAXED);
+    do {
+        unsigned long avail = used < max ? (max - used) / slot : 0;
+        k = want < avail ? want : avail;
+        if (!k)
+            return 0;
+    } while (!__atomic_compare_exchange_n(&o->transit_used, &used, used + k * slot, true,
+                                          __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    if (used + k * slot > QS_LOAD(transit_peak)) /* racy maximum: statistics */
+        QS_STORE(transit_peak, used + k * slot);
+    return (uint32_t)k;
+}
+
+void slqb_transit_put(qslab_cache *c, struct qs_queue *q, uint32_t k)
+{
+    if (k && q && q->owner)
+        __atomic_fetch_sub(&q->owner->transit_used, (unsigned long)k * c->slot_size, __ATOMIC_RELAXED);
+}
+
 static unsigned long budget_steals; /* atomic: steals that found a victim */
 static unsigned long budget_peak;   /* the most any owner has had granted (relaxed) */
 
@@ -232,6 +280,8 @@ void qs_owner_budget_stats(struct qslab_budget_stats *st)
     st->budget = QS_LOAD(qs_owner_budget);
     st->steals = __atomic_load_n(&budget_steals, __ATOMIC_RELAXED);
     st->peak_max = QS_LOAD(budget_peak); /* owners that are gone included */
+    st->transit_budget = qs_transit_budget();
+    st->transit_peak = QS_LOAD(transit_peak);
     qs_lock_acquire(&qs_global);
     for (int pass = 0; pass < 3; pass++)
         for (qslab_cache *c = qs_caches; c; c = c->next)
@@ -250,7 +300,10 @@ void qs_owner_budget_stats(struct qslab_budget_stats *st)
                 }
                 if (o->budget_held == ~0ul) /* counted already */
                     continue;
-                unsigned long used = __atomic_load_n(&o->budget_used, __ATOMIC_RELAXED);
+                unsigned long used = __atomic_load_n(&o->budget_used, __ATOMIC_RELAXED),
+                              transit = __atomic_load_n(&o->transit_used, __ATOMIC_RELAXED);
+                if (transit > st->transit_max)
+                    st->transit_max = transit;
                 st->owners++;
                 st->used += used;
                 if (used > st->used_max)
@@ -263,7 +316,9 @@ void qs_owner_budget_stats(struct qslab_budget_stats *st)
 }
 
 /* q's cache is being destroyed (qs_global held, the cache quiet): q's
- * grant and stash leave its owner's budget with it. */
+ * grant and stash leave its owner's budget with it, and its batches'
+ * reservations the transit budget (the objects they hold are free, and
+ * their slabs go back whole: api/cache.c release_cache). */
 void qs_queue_budget_drop(qslab_cache *c, struct qs_queue *q)
 {
     if (c->front != QS_FRONT_SLQB || !q->owner)
@@ -273,6 +328,12 @@ void qs_queue_budget_drop(qslab_cache *c, struct qs_queue *q)
     QS_STORE(q->grant, 0);
     QS_STORE(q->stash_bytes, 0);
     qs_lock_release(&q->stash_lock);
+    for (unsigned k = 0; k < QS_PENDING; k++) {
+        slqb_transit_put(c, q, q->pending[k].res);
+        q->pending[k].res = 0;
+    }
+    slqb_transit_put(c, q, QS_LOAD(q->fb_max));
+    QS_STORE(q->fb_max, 0);
 }
 
 /* Give q's whole grant back (emptied by shrink, trim, the purger, retire;

@@ -118,15 +118,33 @@ static void send_inbox(qslab_cache *c, struct qs_queue *q, struct qs_batch *b)
 
 void slqb_send_batch(qslab_cache *c, struct qs_queue *q, struct qs_batch *b)
 {
-    if (!b->n)
-        return;
-    if (b->to->node)
-        send_node(c, q, b);
-    else
-        send_inbox(c, q, b);
+    if (b->n) {
+        if (b->to->node)
+            send_node(c, q, b);
+        else
+            send_inbox(c, q, b);
+    }
+    slqb_transit_put(c, q, b->res); /* its transit reservation (budget.c) */
     b->n = 0;
     b->head = b->tail = NULL;
     b->to = NULL;
+    b->res = 0;
+}
+
+/* A pending batch b of q starts: reserve its room, freebatch objects, from
+ * the owner's transit budget (budget.c); past it, post q's other pending
+ * batches to make room, and failing that b gets none and is posted with
+ * its first object (qs_batch_cap). */
+static void pending_start(qslab_cache *c, struct qs_queue *q, struct qs_batch *b)
+{
+    uint32_t want = QS_LOAD(c->freebatch), k = slqb_transit_take(c, q, want);
+    if (k < want) {
+        for (unsigned i = 0; i < QS_PENDING; i++)
+            if (&q->pending[i] != b && q->pending[i].n)
+                slqb_send_batch(c, q, &q->pending[i]);
+        k += slqb_transit_take(c, q, want - k);
+    }
+    b->res = k;
 }
 
 /* The batch of b[0..nb) bound for owner `to`: the open one, else an unused
@@ -163,6 +181,8 @@ QS_NOINLINE struct qs_batch *slqb_pending_find(qslab_cache *c, struct qs_queue *
                                                 struct qs_list *to)
 {
     struct qs_batch *b = slqb_batch_for(c, q, q->pending, QS_PENDING, &q->pending_victim, to);
+    if (!b->n)
+        pending_start(c, q, b);
     q->pending_mru = (unsigned)(b - q->pending);
     return b;
 }
@@ -307,6 +327,8 @@ bool qs_queue_batches_held(const struct qs_queue *q)
 static void pending_merge(qslab_cache *c, struct qs_queue *q, struct qs_batch *b)
 {
     struct qs_batch *p = slqb_batch_for(c, q, q->pending, QS_PENDING, &q->pending_victim, b->to);
+    if (!p->n)
+        pending_start(c, q, p);
     if (p->n) {
         *qs_link(c, b->tail) = qs_enc(c, p->head);
         b->tail = p->tail;
@@ -314,7 +336,7 @@ static void pending_merge(qslab_cache *c, struct qs_queue *q, struct qs_batch *b
     p->head = b->head;
     p->tail = b->tail;
     p->n += b->n;
-    if (p->n >= QS_LOAD(c->freebatch))
+    if (p->n >= qs_batch_cap(p))
         slqb_send_batch(c, q, p);
 }
 
@@ -332,9 +354,11 @@ static void percpu_fb_close(qslab_cache *c, struct qs_queue *q, bool taken)
     unsigned n = QS_FB_N(old);
     /* the fast path's appends are fast frees (free_fast = nr + pops - moved) */
     qs_queue_seq_end(q, old ? -(long)(n - q->fb_base) : 0);
+    slqb_transit_put(c, q, q->fb_max); /* closed: its objects go to a pending batch or home */
+    QS_STORE(q->fb_max, 0);
     if (!old)
         return;
-    struct qs_batch b = {q->fb_to, QS_FB_HEAD(old), q->fb_tail, n};
+    struct qs_batch b = {q->fb_to, QS_FB_HEAD(old), q->fb_tail, n, 0};
     if (n >= QS_LOAD(c->freebatch))
         slqb_send_batch(c, q, &b);
     else
@@ -347,7 +371,7 @@ static void percpu_fb_close(qslab_cache *c, struct qs_queue *q, bool taken)
 void slqb_percpu_fb_open(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj)
 {
     percpu_fb_close(c, q, false);
-    struct qs_batch b = {qs_slab_owner(s), obj, obj, 1};
+    struct qs_batch b = {qs_slab_owner(s), obj, obj, 1, 0};
     *qs_link(c, obj) = qs_enc(c, NULL);
     for (unsigned k = 0; k < QS_PENDING; k++) {
         struct qs_batch *p = &q->pending[k];
@@ -355,13 +379,21 @@ void slqb_percpu_fb_open(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, 
             *qs_link(c, obj) = qs_enc(c, p->head);
             b.tail = p->tail;
             b.n += p->n;
-            p->n = 0;
-            p->head = p->tail = NULL;
-            p->to = NULL;
+            p->n = 0; /* its reservation goes back: the open batch takes its own */
+            slqb_send_batch(c, q, p);
             break;
         }
     }
-    if (b.n + 1 >= QS_LOAD(q->fb_max) || QS_LOAD(q->fb)) { /* full already (or open again: migrated) */
+    uint32_t want = QS_LOAD(c->freebatch);
+    if (b.n + 1 >= want || QS_LOAD(q->fb)) { /* full already (or open again: migrated) */
+        pending_merge(c, q, &b);
+        return;
+    }
+    /* the open batch's room, from the transit budget: the fast path
+     * appends up to fb_max objects (at least one more than it holds) */
+    uint32_t k = slqb_transit_take(c, q, want);
+    if (k < b.n + 2) {
+        slqb_transit_put(c, q, k);
         pending_merge(c, q, &b);
         return;
     }
@@ -369,9 +401,13 @@ void slqb_percpu_fb_open(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, 
     QS_STORE(q->fb_to, b.to);
     QS_STORE(q->fb_tail, b.tail);
     QS_STORE(q->fb_base, (uint32_t)b.n);
+    QS_STORE(q->fb_max, k);
     uint64_t old;
     int r = qs_percpu_swap_fb(q, QS_FB_PACK(obj, b.n), &old);
     qs_queue_seq_end(q, 0);
-    if (r != 0) /* migrated: the batch stays with the pending ones */
+    if (r != 0) { /* migrated: the batch stays with the pending ones */
+        slqb_transit_put(c, q, k);
+        QS_STORE(q->fb_max, 0);
         pending_merge(c, q, &b);
+    }
 }

@@ -14,6 +14,11 @@
 #pragma GCC visibility push(hidden)
 
 void slqb_budget_put(struct qs_owner *o, unsigned long bytes); /* budget.c */
+/* Remote frees in transit (budget.c): reserve up to `want` objects of c
+ * for q's batches from its owner's transit budget (how many: 0 when it is
+ * spent), give k back */
+uint32_t slqb_transit_take(qslab_cache *c, struct qs_queue *q, uint32_t want);
+void slqb_transit_put(qslab_cache *c, struct qs_queue *q, uint32_t k);
 void slqb_grant_grow(qslab_cache *c, struct qs_queue *q); /* budget.c */
 void slqb_grant_release(qslab_cache *c, struct qs_queue *q); /* budget.c */
 void slqb_stash_add(qslab_cache *c, struct qs_queue *q, struct qs_slab *list); /* budget.c */
@@ -83,7 +88,7 @@ static inline void pending_add(qslab_cache *c, struct qs_queue *q, struct qs_sla
     struct qs_batch *b = &q->pending[q->pending_mru];
     if (unlikely(b->to != to))
         b = slqb_pending_find(c, q, to);
-    batch_add(c, q, b, obj, QS_LOAD(c->freebatch)); /* posting is a tail call */
+    batch_add(c, q, b, obj, qs_batch_cap(b)); /* posting is a tail call */
 }
 
 #pragma GCC visibility pop
