@@ -29,12 +29,13 @@
  * (doubling from a refill's worth, so a queue ends with what its misses
  * show it needs, not with hiwater), at most a sixteenth of the budget
  * (objects over QS_GRANT_OBJ_MAX or an eighth of the budget are never
- * queued: they go to and come from their slabs).  The step comes from the budget's free part;
- * when that is spent, every QS_STEAL_EVERY misses, from the unused part
- * (grant over what it holds) of the coldest of a few other queues of the
- * owner (the fewest misses since a steal last looked at them: each look
- * halves a queue's count), and only a colder one than the asker: nothing
- * is flushed, and two hot caches do not take turns emptying each other.
+ * queued: they go to and come from their slabs).  The step comes from the
+ * budget's free part; when that is spent, every QS_STEAL_EVERY misses,
+ * from the unused part (grant over what it holds) of the coldest of a few
+ * other queues of the owner (the fewest misses since a steal last looked
+ * at them: each look halves a queue's count), and only a colder one than
+ * the asker: nothing is flushed, and two hot caches do not take turns
+ * emptying each other.
  * A lowered budget is different: the next miss takes the excess back from
  * the owner's queues, flushing what they hold over their new grants.  A
  * queue emptied by shrink, trim or the purger (an idle CPU) gives its
@@ -118,14 +119,15 @@ static unsigned long budget_steals; /* atomic: steals that found a victim */
 static unsigned long budget_peak;   /* the most any owner has had granted (relaxed) */
 
 #define QS_GRANT_STEPS 16 /* a miss asks for this part of the budget */
-#define QS_GRANT_BIG 8    /* objects over this part are never queued, */
-/* nor over 32 KiB: a program that uses such an object writes at least eight
- * pages of it, next to which the slow path of its malloc and free is small,
- * and one of them queued per class and CPU adds up to nobody's memory (the
- * 4-thread Python program of `make bench` held 4.2 MiB in its queues at its
- * peak, most of it blocks of 36 KiB to 2 MiB of classes with nothing in
- * use; its peak RSS went 33.9 -> 32.2 MiB).  Freed, they go to their
- * slabs, whose empty slots serve every class of their order. */
+/* Objects over an eighth of the budget, or over 32 KiB, are never queued:
+ * a program that uses such an object writes at least eight pages of it,
+ * next to which the slow path of its malloc and free is small, and one of
+ * them queued per class and CPU adds up to nobody's memory (the 4-thread
+ * Python program of `make bench` held 4.2 MiB in its queues at its peak,
+ * most of it blocks of 36 KiB to 2 MiB of classes with nothing in use; its
+ * peak RSS went 33.9 -> 32.2 MiB).  Freed, they go to their slabs, whose
+ * empty slots serve every class of their order. */
+#define QS_GRANT_BIG 8
 #define QS_GRANT_OBJ_MAX 32768u
 #define QS_STEAL_LOOK 8   /* queues a steal looks at */
 #define QS_STEAL_SCAN 32  /* ... among this many of the owner's slots */

@@ -147,6 +147,16 @@ static void pending_start(qslab_cache *c, struct qs_queue *q, struct qs_batch *b
     b->res = k;
 }
 
+/* q's pending batch bound for owner `to`, its room reserved if it starts
+ * (slqb_batch_for; the batches a flush routes through reserve nothing) */
+static struct qs_batch *pending_for(qslab_cache *c, struct qs_queue *q, struct qs_list *to)
+{
+    struct qs_batch *b = slqb_batch_for(c, q, q->pending, QS_PENDING, &q->pending_victim, to);
+    if (!b->n)
+        pending_start(c, q, b);
+    return b;
+}
+
 /* The batch of b[0..nb) bound for owner `to`: the open one, else an unused
  * one, else one sent to make room (round robin on *victim). */
 struct qs_batch *slqb_batch_for(qslab_cache *c, struct qs_queue *q, struct qs_batch *b, unsigned nb,
@@ -180,9 +190,7 @@ struct qs_batch *slqb_batch_for(qslab_cache *c, struct qs_queue *q, struct qs_ba
 QS_NOINLINE struct qs_batch *slqb_pending_find(qslab_cache *c, struct qs_queue *q,
                                                 struct qs_list *to)
 {
-    struct qs_batch *b = slqb_batch_for(c, q, q->pending, QS_PENDING, &q->pending_victim, to);
-    if (!b->n)
-        pending_start(c, q, b);
+    struct qs_batch *b = pending_for(c, q, to);
     q->pending_mru = (unsigned)(b - q->pending);
     return b;
 }
@@ -326,9 +334,7 @@ bool qs_queue_batches_held(const struct qs_queue *q)
  * pending one's objects after b's), posted once it holds freebatch. */
 static void pending_merge(qslab_cache *c, struct qs_queue *q, struct qs_batch *b)
 {
-    struct qs_batch *p = slqb_batch_for(c, q, q->pending, QS_PENDING, &q->pending_victim, b->to);
-    if (!p->n)
-        pending_start(c, q, p);
+    struct qs_batch *p = pending_for(c, q, b->to);
     if (p->n) {
         *qs_link(c, b->tail) = qs_enc(c, p->head);
         b->tail = p->tail;
