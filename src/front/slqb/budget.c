@@ -26,7 +26,7 @@
  * Hot caches get more of it, cold ones give theirs back.  A queue misses
  * when an allocation finds it empty or a free of its own object finds it
  * at its limit; each miss asks for a step more: as much as it has already
- * (doubling from a refill's worth, so a queue ends with what its misses
+ * (doubling from a page's worth, so a queue ends with what its misses
  * show it needs, not with hiwater), at most a sixteenth of the budget
  * (objects over QS_GRANT_OBJ_MAX or an eighth of the budget are never
  * queued: they go to and come from their slabs).  The step comes from the
@@ -245,8 +245,11 @@ void slqb_grant_grow(qslab_cache *c, struct qs_queue *q)
     if (slot > budget / QS_GRANT_BIG || slot > QS_GRANT_OBJ_MAX)
         return; /* never queued */
     /* as much as it has (doubling: a queue gets what its misses show it
-     * needs), at least a refill, at most a sixteenth of the budget */
-    uint32_t step = q->grant > QS_LOAD(c->refill) ? q->grant : QS_LOAD(c->refill);
+     * needs), at least a page's worth (c->fresh: a refill's 64 KiB of
+     * 1 KiB objects, for each of the classes a program uses a few objects
+     * of, spent the budget on what they never used), at most a sixteenth
+     * of the budget */
+    uint32_t step = q->grant > QS_LOAD(c->fresh) ? q->grant : QS_LOAD(c->fresh);
     uint32_t most = (uint32_t)(budget / QS_GRANT_STEPS / slot);
     if (step > most)
         step = most ? most : 1;
