@@ -1072,6 +1072,18 @@ static void tune_budget(const char *cache, bool known, const char *value)
     }
 }
 
+
+/* A cache whose front end keeps free bits and whose objects are under 128
+ * bytes: its orders stop where a slab would hold more than 512 of them
+ * (core/slab.h, free bits) */
+static bool fine_grained(qslab_cache *c)
+{
+    struct qslab_cache_stats st;
+    if (!c || qslab_cache_stats(c, &st) != 0)
+        return false;
+    const char *f = qslab_cache_front(c);
+    return st.slot_size < 128 && strcmp(f, "slub") != 0 && strcmp(f, "slab") != 0;
+}
 static void op_tune(const struct rec *r)
 {
     char value[32];
@@ -1183,7 +1195,7 @@ static void op_tune(const struct rec *r)
     else if (attr != A_ORDER && v >= lo) /* order's lower bound is the cache's own */
         FZ_CHECK(ret == 0, "qslab_tune(%s, %s, \"%s\") refused, in %lu..%lu", cache, an, value, lo,
                  hi);
-    else if (attr == A_ORDER && v == 14)
+    else if (attr == A_ORDER && v == 14 && !fine_grained(s ? s->c : qslab_cache_find(cache)))
         FZ_CHECK(ret == 0, "qslab_tune(%s, order, 14) refused", cache);
 }
 

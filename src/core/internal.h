@@ -473,6 +473,8 @@ struct qslab_cache {
     unsigned long flags;
     uint32_t order;          /* tunable: order of new slabs */
     uint32_t min_order;      /* smallest order holding one object */
+    uint32_t max_order;      /* largest whose free-bit granule fits a slot (core/slab.h):
+                                the bound of front ends that keep free bits */
     uint32_t empty_limit;    /* tunable: empty slabs kept per node */
     uint32_t empty_decay_ms; /* tunable: age after which empties go back */
     uint32_t stash_bytes;    /* tunable: empty slabs a queue keeps (bytes) */

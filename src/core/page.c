@@ -143,12 +143,13 @@ static void chunk_layout(unsigned order, uint32_t *nr, uint32_t *first, size_t *
 {
     size_t sb = qs_slab_bytes(order);
     if (sb > QS_CHUNK_SIZE / 2) {
-        /* the free bits (internal.h) after the header's page cover the
-         * chunk up to the slab's end: data_off stays under a unit, so
-         * (sb + a unit) / 64 bytes do */
+        /* the free bits (core/slab.h) after the header's page cover the
+         * chunk up to the slab's end: data_off stays under a unit, so a
+         * bit per granule of (sb + a unit) does */
         *nr = 1;
         *first = 0;
-        *data_off = qs_round_up(QS_PAGE_SIZE + (sb + QS_CHUNK_SIZE) / 64, QS_PAGE_SIZE);
+        *data_off = qs_round_up(QS_PAGE_SIZE + ((sb + QS_CHUNK_SIZE) >> (QS_FBITS_SHIFT(order) + 3)),
+                                QS_PAGE_SIZE);
         *map_size = qs_round_up(*data_off + sb, QS_CHUNK_SIZE);
         return;
     }
@@ -156,19 +157,19 @@ static void chunk_layout(unsigned order, uint32_t *nr, uint32_t *first, size_t *
     /* descriptors for every slot of the unit (qs_slab_fast indexes them by
      * offset alone: those of the header's and the free bits' slots stay
      * zero, span 0), then the free bits: in the header's slots when they
-     * have room, else in the unit's last 64 KiB, whose slots go */
+     * have room, else at the unit's end, whose slots go */
     size_t hdr = qs_round_up(sizeof(struct qs_chunk) + n * sizeof(struct qs_slab), QS_PAGE_SIZE);
     *first = (uint32_t)((hdr + sb - 1) / sb);
-    bool at_end = qs_fbits_off[order] == QS_CHUNK_SIZE - QS_FBITS_BYTES;
-    *nr = at_end ? (uint32_t)((QS_CHUNK_SIZE - QS_FBITS_BYTES) / sb) : n;
+    bool at_end = qs_fbits_off[order] == QS_CHUNK_SIZE - QS_FBITS_BYTES(order);
+    *nr = at_end ? (uint32_t)((QS_CHUNK_SIZE - QS_FBITS_BYTES(order)) / sb) : n;
     *data_off = 0;
     *map_size = QS_CHUNK_SIZE;
 }
 
 #define FBITS_OFF(o)                                                                               \
     ((o) > QS_CHUNK_SHIFT - QS_PAGE_SHIFT - 1 ? QS_PAGE_SIZE                                      \
-     : FBITS_HDR(o) + QS_FBITS_BYTES <= FBITS_FIRST_END(o) ? FBITS_HDR(o)                         \
-                                                           : QS_CHUNK_SIZE - QS_FBITS_BYTES)
+     : FBITS_HDR(o) + QS_FBITS_BYTES(o) <= FBITS_FIRST_END(o) ? FBITS_HDR(o)                      \
+                                                              : QS_CHUNK_SIZE - QS_FBITS_BYTES(o))
 #define FBITS_SB(o) (QS_PAGE_SIZE << (o))
 #define FBITS_HDR(o)                                                                               \
     ((sizeof(struct qs_chunk) + QS_CHUNK_SIZE / FBITS_SB(o) * sizeof(struct qs_slab) +            \
@@ -277,10 +278,15 @@ QS_NOINLINE void qs_fbit_set_cold(const struct qs_slab *s, const void *obj)
 
 void qs_fbits_clear(const struct qs_slab *s, const char *from, const char *to)
 {
-    if (from >= to)
+    uintptr_t ch;
+    uint64_t *bits = qs_fbits_of(s, &ch);
+    unsigned shift = QS_FBITS_SHIFT(s->order);
+    size_t g0 = ((uintptr_t)from - ch) >> shift, g1 = ((uintptr_t)to - ch) >> shift;
+    if (g0 >= g1)
         return;
-    uint64_t bit0, bit1;
-    uint64_t *w = qs_fbit_word(s, from, &bit0), *e = qs_fbit_word(s, to - 1, &bit1);
+    g1--; /* the last granule to clear */
+    uint64_t bit0 = (uint64_t)1 << (g0 & 63), bit1 = (uint64_t)1 << (g1 & 63);
+    uint64_t *w = bits + (g0 >> 6), *e = bits + (g1 >> 6);
     uint64_t lo = ~(bit0 - 1), hi = bit1 | (bit1 - 1); /* bits from bit0 up, up to bit1 */
     if (w == e) {
         *w &= ~(lo & hi);
@@ -294,7 +300,7 @@ void qs_fbits_clear(const struct qs_slab *s, const char *from, const char *to)
 
 void qs_fbits_clear_objs(const struct qs_slab *s, const char *first, uint32_t n, uint32_t slot)
 {
-    if (slot < 64 * 8) {
+    if (slot < (64u << QS_FBITS_SHIFT(s->order))) {
         qs_fbits_clear(s, first, first + (size_t)n * slot);
         return;
     }

@@ -37,6 +37,14 @@ unsigned qs_slab_min_order(size_t slot_size, size_t align)
     return k;
 }
 
+unsigned qs_slab_max_order(size_t slot_size)
+{
+    unsigned k = QS_MAX_ORDER;
+    while (k > 0 && slot_size < ((size_t)1 << QS_FBITS_SHIFT(k)))
+        k--;
+    return k;
+}
+
 unsigned qs_slab_objects(const qslab_cache *c, unsigned order)
 {
     return (unsigned)(qs_slab_bytes(order) / c->slot_size);

@@ -14,6 +14,8 @@
 /* ---- core/slab.c ---- */
 unsigned qs_slab_objects(const qslab_cache *c, unsigned order);
 unsigned qs_slab_min_order(size_t slot_size, size_t align);
+/* The largest order whose free-bit granule (QS_FBITS_SHIFT) fits in a slot */
+unsigned qs_slab_max_order(size_t slot_size);
 #define QS_SLAB_MIN_OBJS 8           /* objects per slab by default, */
 #define QS_SLAB_MIN_BYTES (32u << 10) /* or a slab this long (core/slab.c) */
 #define QS_SLAB_WASTE_DIV 32          /* at most 1/32 of a slab's touched pages wasted, */
@@ -105,9 +107,15 @@ static inline void qs_list_del(struct qs_list *l, struct qs_slab *s)
         QS_STORE(l->nr_partial, l->nr_partial - 1);
 }
 
-/* FREE BITS.  Every slab chunk keeps, at QS_CHUNK_FBITS in its header, one
- * bit per 8-byte granule of the chunk (64 bytes per 4 KiB: a cache line per
- * order-0 slab, 1/64 of the slabs' memory, faulted in as slabs are used).
+/* FREE BITS.  Every slab chunk keeps one bit per granule of the chunk: 8
+ * bytes for order-0 slabs, twice that for each order up, 128 bytes from
+ * order 4 (64 KiB slabs) on (QS_FBITS_SHIFT).  That is 64 bytes per 4 KiB
+ * slab, a cache line, 1/64 of the slabs' memory, at order 0, and 1/1024
+ * from order 4 on, faulted in as slabs are used (a 64 KiB slab of 1,312-byte
+ * SQLite pages kept 1 KiB of bits for its 49 objects).  Every object has a
+ * granule of its own: a cache's slots are at least a granule of its order
+ * apart (qs_slab_max_order: objects under 128 bytes keep to the orders
+ * where a slab holds at most 512 of them).
  * For the slabs whose free lists are linked through the objects (SLQB's
  * and the debug front end's: qs_slab_give, take_slab, qs_slab_take_one,
  * lazy birth and the inline free of fastpath.h), the bit of an object's
@@ -122,12 +130,14 @@ static inline void qs_list_del(struct qs_list *l, struct qs_slab *s)
  * cleared as its objects are born (core/slab.c), so what a slab of another cache
  * left there does not matter. */
 /* Where a chunk's free bits start (page.c chunk_layout): for slabs of up
- * to 64 KiB, the unit's last 64 KiB (the header's slots are too small to
- * hold them; the unit loses those slots, not a page of descriptors); for
- * bigger ones, in the header's first slot, after the descriptors; for
- * chunks of one slab of more than half a unit, after the header's page. */
+ * to 16 KiB, the unit's last 64, 32 or 16 KiB (the header's slots are too
+ * small to hold them; the unit loses those slots, not a page of
+ * descriptors); for bigger ones, in the header's first slot, after the
+ * descriptors; for chunks of one slab of more than half a unit, after the
+ * header's page. */
 extern const uint32_t qs_fbits_off[QS_NR_ORDERS];
-#define QS_FBITS_BYTES (QS_CHUNK_SIZE / 64) /* of a one-unit chunk */
+#define QS_FBITS_SHIFT(order) (3u + ((order) < 4u ? (unsigned)(order) : 4u))
+#define QS_FBITS_BYTES(order) (QS_CHUNK_SIZE >> (QS_FBITS_SHIFT(order) + 3)) /* a unit's */
 /* Do c's slabs keep free bits?  SLQB's, the debug front end's and SLOB's
  * big objects' (their lists are linked through the objects); SLUB's and
  * SLAB's keep their own state (struct qs_front own_free_state). */
@@ -145,7 +155,7 @@ static inline uint64_t *qs_fbit_word(const struct qs_slab *s, const void *obj, u
 {
     uintptr_t ch;
     uint64_t *bits = qs_fbits_of(s, &ch);
-    size_t g = ((uintptr_t)obj - ch) >> 3;
+    size_t g = ((uintptr_t)obj - ch) >> QS_FBITS_SHIFT(s->order);
     *bit = (uint64_t)1 << (g & 63);
     return bits + (g >> 6);
 }
@@ -178,19 +188,21 @@ static inline void *qs_list_next(const qslab_cache *c, const struct qs_slab *s, 
         *bad = true;
     return n;
 }
-static inline void qs_fbit_clear_in(uintptr_t ch, uint64_t *bits, const void *obj)
+static inline void qs_fbit_clear_in(uintptr_t ch, uint64_t *bits, unsigned shift, const void *obj)
 {
-    size_t g = ((uintptr_t)obj - ch) >> 3;
+    size_t g = ((uintptr_t)obj - ch) >> shift;
     bits[g >> 6] &= ~((uint64_t)1 << (g & 63));
 }
 /* qs_fbit_set out of line, for the free fast path's inline full-queue
  * case (page.c): inline, its few instructions cost the pair 5 more
  * (registers), out of line a call on that path only. */
 void qs_fbit_set_cold(const struct qs_slab *s, const void *obj);
-/* Clear the bits of [from, to) of slab s (whole granules). */
+/* Clear the bits of the objects from `from` up to `to` (the end of the
+ * last) of slab s: the granules from from's up to the one before to's,
+ * which may be the next object's first. */
 void qs_fbits_clear(const struct qs_slab *s, const char *from, const char *to);
 /* The bits of n objects of `slot` bytes from `first`: every bit of their
- * range for small objects; for objects of 512 bytes and more (a 64-bit
+ * range for small objects; for objects of 64 granules and more (a 64-bit
  * word of bits or more each) only their first granules' bits, which are
  * all that is ever read (the bits of other granules, a former slab's of
  * another size, mean nothing): a 9 MiB object's birth writes one word,

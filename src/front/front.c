@@ -52,9 +52,10 @@ unsigned qs_front_objs_per_slab(const qslab_cache *c, unsigned order)
 
 unsigned qs_front_order(const qslab_cache *c, int f)
 {
-    if (qs_fronts[f]->order)
-        return qs_fronts[f]->order(c);
-    return qs_slab_default_order(c->slot_size, c->align);
+    unsigned o = qs_fronts[f]->order ? qs_fronts[f]->order(c)
+                                     : qs_slab_default_order(c->slot_size, c->align);
+    /* a front end that keeps free bits: a granule to each slot (core/slab.h) */
+    return qs_fronts[f]->own_free_state || o < c->max_order ? o : c->max_order;
 }
 
 /* Counters live in the queues (one writer each, relaxed stores); queues

@@ -95,9 +95,9 @@ static uint32_t *field(qslab_cache *c, unsigned t)
 static void range(qslab_cache *c, unsigned t, unsigned long *lo, unsigned long *hi)
 {
     switch (t) {
-    case T_ORDER:
+    case T_ORDER: /* free bits: objects under 128 bytes, 512 to a slab at most (core/slab.h) */
         *lo = c->min_order;
-        *hi = QS_MAX_ORDER;
+        *hi = qs_keeps_fbits(c) ? c->max_order : QS_MAX_ORDER;
         break;
     case T_HIWATER:
         *lo = QS_LOAD(c->freebatch);

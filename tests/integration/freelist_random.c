@@ -15,7 +15,7 @@
  *   exactly once every object of the slab is handed out once, and all of
  *               them before a new slab is taken (new_slab counts one more
  *               exactly at each slab's end); on 32-byte objects (a slab of
- *               a page), on 8-byte objects in 32 KiB slabs (indices of two
+ *               a page), on 64-byte objects in 32 KiB slabs (indices of two
  *               256-wide digits; SLQB births them lazily, by runs), and on
  *               a constructor cache (the link word after the object; every
  *               object constructed once)
@@ -214,10 +214,11 @@ static void front_end(const char *front)
         run_slabs(c, what, 3, 0, 1);
     destroy(c);
 
-    /* 8-byte objects in 32 KiB slabs: 4,000 and more per slab, indices
-     * of two digits (SLQB: born lazily, run by run) */
+    /* 64-byte objects in 32 KiB slabs: 512 per slab, indices of two
+     * digits (SLQB: born lazily, run by run; 512 is the most a slab of a
+     * front end with free bits holds: core/slab.h) */
     snprintf(name, sizeof name, "fr-%s-big", front);
-    c = make(name, 8, front, 1, NULL);
+    c = make(name, 64, front, 1, NULL);
     if (c && CHECK(qslab_tune(name, "order", "3") == 0)) {
         snprintf(what, sizeof what, "%s random=1 order 3", front);
         run_slabs(c, what, 2, 1, -1);

@@ -293,6 +293,7 @@ static unsigned take_slab(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
         void *obj = s->freelist, *bad_obj = NULL;
         uintptr_t ch;
         uint64_t *bits = qs_fbits_of(s, &ch);
+        unsigned shift = QS_FBITS_SHIFT(s->order);
         /* in locals: the stores to dst may alias them for the compiler */
         uintptr_t secret = c->secret, base = (uintptr_t)s->base, span = s->span;
         size_t link_off = c->link_off;
@@ -301,7 +302,7 @@ static unsigned take_slab(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
              * free bit: qs_list_next) before obj is taken */
             uintptr_t n = *(uintptr_t *)((char *)obj + link_off) ^ secret;
             if (n) {
-                size_t g = (n - ch) >> 3;
+                size_t g = (n - ch) >> shift;
                 if (unlikely((n & QS_LINK_TAG_MASK) || n - base >= span ||
                              !(bits[g >> 6] >> (g & 63) & 1))) {
                     bad_obj = obj;
@@ -319,7 +320,7 @@ static unsigned take_slab(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
             qs_fbits_clear_slab(s);
         else
             for (unsigned i = 0; i < got; i++)
-                qs_fbit_clear_in(ch, bits, dst[i]);
+                qs_fbit_clear_in(ch, bits, shift, dst[i]);
         s->freelist = obj;
         if (!obj)
             s->tail = NULL;
