@@ -27,8 +27,9 @@
  *     posted to the owner's inbox under one lock, or freed under the node's
  *     lock, freebatch objects at a time;
  *   - the queue is at hiwater: an object of our own slab goes straight onto
- *     the slab's free list (qs_free_full; a CPU's queue flushes freebatch
- *     objects home first, SLQB's flush_free_list); slabs that become empty
+ *     the slab's free list (qs_free_full; a CPU's queue flushes half of
+ *     itself home first, at most freebatch, SLQB's flush_free_list:
+ *     cpu.c flush_count); slabs that become empty
  *     go to our stash, handed to the node's empty FIFO a few at a time.
  * qs_queue_flush (shrink, trim) takes objects off the queue and routes each
  * to its slab's owner, walking them once, with the same batching.
