@@ -1072,7 +1072,6 @@ static void tune_budget(const char *cache, bool known, const char *value)
     }
 }
 
-
 /* A cache whose front end keeps free bits and whose objects are under 128
  * bytes: its orders stop where a slab would hold more than 512 of them
  * (core/slab.h, free bits) */
@@ -1084,6 +1083,7 @@ static bool fine_grained(qslab_cache *c)
     const char *f = qslab_cache_front(c);
     return st.slot_size < 128 && strcmp(f, "slub") != 0 && strcmp(f, "slab") != 0;
 }
+
 static void op_tune(const struct rec *r)
 {
     char value[32];

@@ -123,9 +123,8 @@ static bool cache_setup(qslab_cache *c, const char *name, size_t size, size_t al
     /* a zero word must not look free: set the top bit */
     c->secret = (uintptr_t)(cache_secret() | (1ULL << 63));
     c->min_order = qs_slab_min_order(slot + c->red_left, align);
-    c->max_order = qs_slab_max_order(slot);
-    if (c->max_order < c->min_order)
-        c->max_order = c->min_order;
+    c->max_order = qs_slab_max_order(slot); /* under QS_MAX_ORDER only for slots under 128 bytes,
+                                               whose min_order is 0 */
     c->order = qs_front_order(c, c->front); /* SLUB: its calculate_order */
     qs_tune_defaults(c);
     c->nodes = qs_meta_alloc(sizeof(struct qs_node) * (size_t)qs_nr_nodes);

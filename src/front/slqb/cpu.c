@@ -270,9 +270,7 @@ void *slqb_percpu_alloc_slow(qslab_cache *c)
 static unsigned flush_count(qslab_cache *c, unsigned nr)
 {
     unsigned n = nr - nr / 2, fb = QS_LOAD(c->freebatch);
-    if (n > fb)
-        n = fb;
-    return n < QS_PERCPU_BATCH ? n : QS_PERCPU_BATCH;
+    return n < fb ? n : fb; /* slqb_percpu_flush moves QS_PERCPU_BATCH at most */
 }
 
 /* The free fast path's other outcomes: the queue's top is obj (a double
