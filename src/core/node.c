@@ -96,6 +96,9 @@ void qs_node_init(struct qs_node *n, int id)
     n->list.node = n;
 }
 
+/* (node, order): a FIFO may hold an empty slab of it (node_reclaim; relaxed) */
+static uint8_t fifo_hint[QS_MAX_NODES][QS_NR_ORDERS];
+
 static void fifo_del(struct qs_node *n, struct qs_slab *s)
 {
     if (s->prev)
@@ -137,6 +140,8 @@ static void fifo_append_locked(struct qs_node *n, struct qs_slab *list, uint64_t
         __atomic_store_n(&s->state, (uint8_t)QS_SLAB_EMPTY, __ATOMIC_RELAXED);
         s->empty_ms = qs_ms_stamp(now, s->empty_ms); /* its zero mark stays (internal.h) */
         s->next = NULL;
+        if (unlikely(!QS_LOAD(fifo_hint[s->node][s->order]))) /* a read, mostly */
+            QS_STORE(fifo_hint[s->node][s->order], 1);
         s->prev = n->empty_tail;
         if (n->empty_tail)
             n->empty_tail->next = s;
@@ -250,19 +255,28 @@ void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *li
 
 /* THE RETENTION RULE's part here (page.c has the whole rule): the page
  * layer is about to hand out memory that is not resident, for node `node`
- * and slabs of `order`.  If the caches' FIFOs and the warm slots together
- * keep more than the retention cap, FIFO slabs go first: one of (node,
- * order), from any cache, goes warm for this very allocation (the process
- * need not grow at all); then the oldest slab of each FIFO in turn back
- * to the OS, until the FIFOs and the warm slots fit (page.c cuts the warm
- * slots itself).  So a cache's empty slabs serve its own next refills for
- * as long as nothing else needs memory, and never let another cache make
- * the process grow by more than the cap.
+ * and slabs of `order`.  Two things happen first:
+ *   - REUSE: an empty slab of (node, order) on any cache's FIFO goes warm
+ *     for this very allocation (the newest of the first FIFO that has
+ *     one), so the process does not grow while memory it already holds
+ *     sits empty: a cache's empty slabs serve its own next refills only
+ *     as long as no other cache of their order grows.  Python building a
+ *     dict of strings while the previous generation's holes empty other
+ *     size classes' slabs kept 4.4 MiB of FIFO slabs at its peak (5% of
+ *     its slabs) while its new classes faulted in fresh pages.  A hint per
+ *     (node, order), set when a slab enters a FIFO and cleared by a walk
+ *     that finds none, spares a growing program the walk when no FIFO has
+ *     a slab of its order: the walk clears it before it looks, so a slab
+ *     put on a FIFO meanwhile sets it again (a lost hint would only cost
+ *     a reuse, never correctness).
+ *   - THE CAP: if the caches' FIFOs and the warm slots together keep more
+ *     than the retention cap, the oldest slab of each FIFO in turn goes
+ *     back to the OS until they fit (page.c cuts the warm slots itself).
  * The FIFOs' bytes are not counted as they change (a shared counter on
  * every FIFO's slab in and out cost the batch benchmarks on both CPUs up
- * to a third of their time): the walk sums them (nr_empty slabs of the
- * cache's order), and it runs once the process has grown by a step since
- * the last (QS_RECLAIM_STEP, or an eighth of the cap), so a growing
+ * to a third of their time): the cap's walk sums them (nr_empty slabs of
+ * the cache's order), and it runs once the process has grown by a step
+ * since the last (QS_RECLAIM_STEP, or an eighth of the cap), so a growing
  * program pays one walk a step, and the cap may be passed by a step.
  * Locks: the caller may hold a queue lock or (SLAB's, SLOB's) a node lock
  * or slob_lock, so qs_global and the node locks are only tried, never
@@ -282,37 +296,54 @@ static size_t fifo_sum(void) /* qs_global held */
     return b;
 }
 
-static void node_reclaim(int node, unsigned order)
+/* REUSE (above): one FIFO slab of (node, order) goes warm; qs_global held */
+static void reuse_one(int node, unsigned order)
 {
-    size_t cap = qs_page_retain_cap(), step = cap / 8 > QS_RECLAIM_STEP ? cap / 8 : QS_RECLAIM_STEP;
-    if (__atomic_add_fetch(&cold_since, qs_slab_bytes(order), __ATOMIC_RELAXED) < step ||
-        !qs_lock_try(&qs_global))
-        return;
-    QS_STORE(cold_since, 0);
-    size_t warm = __atomic_load_n(qs_page_warm_bytes, __ATOMIC_RELAXED), fifo = fifo_sum();
-    if (fifo + warm <= cap) {
-        qs_lock_release(&qs_global);
-        return;
-    }
-    __atomic_fetch_add(&reclaims, 1, __ATOMIC_RELAXED);
-    /* one slab of (node, order), the newest of the first FIFO that has one */
-    for (qslab_cache *c = qs_caches; c && node < qs_nr_nodes; c = c->next) {
+    bool busy = false;
+    QS_STORE(fifo_hint[node][order], 0);
+    for (qslab_cache *c = qs_caches; c; c = c->next) {
         struct qs_node *n = &c->nodes[node];
-        if (!QS_LOAD(n->nr_empty) || !qs_lock_try(&n->lock))
+        if (!QS_LOAD(n->nr_empty))
             continue;
+        if (!qs_lock_try(&n->lock)) {
+            busy = true; /* it may hold one: the hint stays */
+            continue;
+        }
         struct qs_slab *s = n->empty_tail;
         while (s && s->order != order)
             s = s->prev;
         if (s)
             fifo_del(n, s);
         qs_lock_release(&n->lock);
-        if (s) { /* young: the policy's way to the warm slots */
+        if (s) { /* there may be more */
+            QS_STORE(fifo_hint[node][order], 1);
             s->next = NULL;
-            qs_node_release_list(c, NULL, s, NULL);
-            fifo -= qs_slab_bytes(s->order);
-            break;
+            qs_node_release_list(c, NULL, s, NULL); /* young: to the warm slots */
+            return;
         }
     }
+    if (busy)
+        QS_STORE(fifo_hint[node][order], 1);
+}
+
+static void node_reclaim(int node, unsigned order)
+{
+    if (node >= qs_nr_nodes)
+        return;
+    size_t cap = qs_page_retain_cap(), step = cap / 8 > QS_RECLAIM_STEP ? cap / 8 : QS_RECLAIM_STEP;
+    bool walk = __atomic_add_fetch(&cold_since, qs_slab_bytes(order), __ATOMIC_RELAXED) >= step;
+    if ((!walk && !QS_LOAD(fifo_hint[node][order])) || !qs_lock_try(&qs_global))
+        return;
+    if (QS_LOAD(fifo_hint[node][order]))
+        reuse_one(node, order);
+    size_t warm = __atomic_load_n(qs_page_warm_bytes, __ATOMIC_RELAXED), fifo;
+    if (walk)
+        QS_STORE(cold_since, 0);
+    if (!walk || (fifo = fifo_sum()) + warm <= cap) {
+        qs_lock_release(&qs_global);
+        return;
+    }
+    __atomic_fetch_add(&reclaims, 1, __ATOMIC_RELAXED);
     /* then the oldest of each FIFO in turn, back to the OS */
     for (bool took = true; took && fifo + warm > cap;) {
         took = false;

@@ -338,10 +338,10 @@ static void pool_add_free_chunk(struct qs_page_pool *p, struct qs_chunk *ch)
  *     to its chunk); the purger's tick (qs_node_sweep_end) and every keep look
  *     for them; qslab_trim gives back every warm slot at once;
  *   - by the working set: whenever this layer hands out memory that is not
- *     resident (a slot given back before, or a new chunk's), the caches'
- *     FIFOs are first brought down by the layer above's hook (node.c
- *     qs_node_reclaim: a FIFO slab of this order may come here warm and
- *     serve at once), then the warm pool is cut to qs_page_retain_cap(), a
+ *     resident (a slot given back before, or a new chunk's), the layer
+ *     above's hook (node.c node_reclaim) first sends an empty slab of this
+ *     order from any cache's FIFO here warm, to serve at once, and brings
+ *     the FIFOs down to the cap; then the warm pool is cut to qs_page_retain_cap(), a
  *     sixteenth of the bytes of slabs in the caches (at least
  *     QS_RETAIN_FLOOR), biggest slots first, oldest first within a pool.
  *     So memory kept for reuse never lets the process grow by more than

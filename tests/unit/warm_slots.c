@@ -8,7 +8,8 @@
  * destroyed cache, which keeps them only within the retention cap: an
  * sixteenth of the bytes still in slabs (with nothing else in use, a destroy
  * gives everything back at once).  When the page layer hands out memory
- * that is not resident, the warm pool is first cut to the cap.  The
+ * that is not resident, an empty slab of that order on any cache's FIFO
+ * serves instead, and the warm pool is first cut to the cap.  The
  * statistics report says how many bytes are warm.
  */
 #include "../testutil.h"
@@ -259,6 +260,39 @@ int main(void)
     if (slab_bytes_of(e) == dslab) /* (a debug cache's slots are bigger) */
         CHECKF(eo && warm() == w0 - dslab, "another cache's first slab: %zu warm, %zu before", warm(), w0);
     qslab_cache_free(e, eo);
+    CHECK(qslab_cache_destroy(e) == 0);
+    CHECK(qslab_cache_destroy(d) == 0);
+
+    /* reuse: a slab on one cache's FIFO (within its empty_limit) serves
+     * another cache's first slab of its order before any cold slot */
+    qslab_trim();
+    d = qslab_cache_create("t-warm-reuse", big, 0, 0, NULL);
+    CHECK(d != NULL);
+    char *dmem[NF];
+    for (int i = 0; i < NF; i++) {
+        CHECK((f[i] = qslab_cache_alloc(d)) != NULL);
+        memset(f[i], 3, 64);
+        struct qs_slab *s = qs_slab_lookup(f[i]);
+        dmem[i] = s ? s->mem : NULL;
+    }
+    for (int i = 0; i < NF; i++)
+        qslab_cache_free(d, f[i]);
+    unsigned long fifo0 = QS_LOAD(d->nodes[0].nr_empty);
+    CHECKF(fifo0 > 0, "no empty slab on the FIFO of %s after %d frees of its one-block slabs", d->name, NF);
+    e = qslab_cache_create("t-warm-reuse2", big - 4096, 0, 0, NULL);
+    CHECK(e != NULL);
+    if (slab_bytes_of(e) == dslab) { /* (a debug cache's slots are bigger) */
+        eo = qslab_cache_alloc(e);
+        struct qs_slab *es = eo ? qs_slab_lookup(eo) : NULL;
+        bool was_d = false;
+        for (int i = 0; i < NF && es; i++)
+            was_d |= dmem[i] == es->mem;
+        CHECKF(es && was_d && QS_LOAD(d->nodes[0].nr_empty) == fifo0 - 1,
+               "%s's first slab: %p, one of %s's FIFO slabs: %s (FIFO %lu, was %lu)", e->name,
+               es ? (void *)es->mem : NULL, d->name, was_d ? "yes" : "no", QS_LOAD(d->nodes[0].nr_empty),
+               fifo0);
+        qslab_cache_free(e, eo);
+    }
     CHECK(qslab_cache_destroy(e) == 0);
     CHECK(qslab_cache_destroy(d) == 0);
 
