@@ -383,11 +383,14 @@ struct qs_queue {
     /* shared */
     struct qs_inbox inbox;
     /* per-CPU queues (QS_OWNER_CPU): every slow path holds lock (rank 1b:
-     * after qs_global, before node, inbox and stash locks; never two queue
-     * locks at once); cpu is the owner's, -1 for a thread's queue */
+     * after qs_global, before node, inbox and stash locks; a second queue
+     * lock is only tried, never waited for: budget.c grant_steal, cpu.c
+     * slqb_percpu_adopt); cpu is the owner's, -1 for a thread's queue */
     qs_lock lock;
     int cpu;
     uint64_t idle_top; /* the purger's: top at its last tick (per-CPU) */
+    uint64_t adopt_top; /* lock holders': top when another CPU's refill last
+                           looked at it (cpu.c slqb_percpu_adopt) */
     /* bookkeeping under qs_global */
     struct qs_owner *owner;    /* thread using it; NULL when pooled */
     struct qs_queue *all_next; /* cache->queues */

@@ -35,12 +35,13 @@
 #pragma GCC visibility push(hidden)
 
 #define QS_OBSERVE_MAGIC 0x5652455342534c51ULL /* "QSLBSERV" little-endian */
-#define QS_OBSERVE_VERSION 8u /* 2: large buckets, queue nodes, owners' thread ids;
+#define QS_OBSERVE_VERSION 9u /* 2: large buckets, queue nodes, owners' thread ids;
                                * 3: the page layer's chunks and the metadata's mappings;
                                * 4: `ready`; 5: the page layer's warm slots;
                                * 6: 177 kmalloc classes, qs_owner's budget;
                                * 7: qslab_cache's report scratch (report_act);
-                               * 8: 193 kmalloc classes, 88 fixed queue slots */
+                               * 8: 193 kmalloc classes, 88 fixed queue slots;
+                               * 9: qs_queue's adopt_top */
 #define QS_OBSERVE_FRONTS 8 /* room for front-end names */
 
 /* The fields the reader reads, by offset: the fingerprint both sides

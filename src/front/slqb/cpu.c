@@ -257,6 +257,96 @@ void *slqb_percpu_alloc_slow(qslab_cache *c)
     }
 }
 
+/* ---- other CPUs' slabs ----
+ * A CPU's queue owns its slabs, so a thread that moves to another CPU
+ * leaves the slabs it allocated from, with the free objects its frees
+ * bring back (into the old CPU's inbox, claimed only by that CPU's next
+ * refill), to a queue it no longer runs on, and cuts new slabs where it
+ * runs now: one set of partial slabs per CPU the program ran on.  A
+ * single-threaded Python building dicts under load from other processes
+ * peaked at 110 to 128 MiB where, pinned to one CPU, it peaked at 109.  So
+ * before new memory, a CPU's refill takes slabs with free objects from
+ * other CPUs' queues of its node (SLUB has them on the node's partial
+ * list for the same reason): up to QS_ADOPT_LOOK queues that hold
+ * partial slabs, an inbox or a stash (read as hints), each only if its
+ * lock is free and nobody used it since the previous look (adopt_top).
+ * Who owns what.  A queue's slabs' lists and free lists, its inbox claim
+ * and its pending batches are its lock holder's (above), wherever that
+ * thread runs: holding v->lock we are v's owner for them, as the purger is
+ * when it empties an idle CPU's queue; the fast paths of v's CPU touch
+ * only v's top, slots and open batch, none of which we touch.  The lock is
+ * only tried (we hold q->lock; two queue locks are never waited for).  We
+ * claim v's inbox home to its slabs (qs_queue_claim, routed as v: objects
+ * of other owners' slabs go out in v's batches), then take v's partial
+ * slabs that have free objects and make them ours (slab->owner, release);
+ * an object of such a slab that is on its way to v (in another owner's
+ * batch) or in v's slots is not lost: a claim routes each object by its
+ * slab's owner at that time, and a queue may hold any slab's objects, as
+ * when the node's slabs change hands.  Our own batches were posted before
+ * (slqb_refill_gather), so none holds an object of a slab we take.  v's
+ * stash (its own leaf lock) gives its empty slabs and their budget back.
+ * A slab that grows only (no free list) stays v's. */
+#define QS_ADOPT_LOOK 8
+
+struct qs_slab *slqb_percpu_adopt(qslab_cache *c, struct qs_queue *q, unsigned want)
+{
+    struct qs_slab *out = NULL, *s;
+    unsigned got = 0, looked = 0, ncpu = (unsigned)qs_nr_cpu_ids;
+    for (unsigned i = 1; i < ncpu && got < want && looked < QS_ADOPT_LOOK; i++) {
+        unsigned cpu = ((unsigned)q->cpu + i) % ncpu;
+        struct qs_owner *o = __atomic_load_n(&qs_cpu_owners[cpu], __ATOMIC_ACQUIRE);
+        /* a CPU's slot array never moves away (an old one is kept:
+         * owner.c slots_grow), and its queues stay while c lives */
+        if (!o || o->node != q->node || c->id >= __atomic_load_n(&o->cap, __ATOMIC_ACQUIRE))
+            continue;
+        struct qs_queue *v = __atomic_load_n(&__atomic_load_n(&o->slots, __ATOMIC_ACQUIRE)[c->id], __ATOMIC_ACQUIRE);
+        if (!v || v == q ||
+            (!QS_LOAD(v->list.nr_partial) && !__atomic_load_n(&v->inbox.pending, __ATOMIC_RELAXED) &&
+             !QS_LOAD(v->nr_stash)))
+            continue;
+        looked++;
+        if (!qs_lock_try(&v->lock))
+            continue;
+        /* only a queue nobody used since the last look (its CPU runs no
+         * thread of ours, or none that uses c): two CPUs busy with c do
+         * not take turns at each other's slabs, whose frees would then
+         * all be remote */
+        uint64_t top = QS_LOAD(v->top);
+        bool idle = top == v->adopt_top;
+        v->adopt_top = top;
+        if (idle) {
+            qs_queue_claim(c, v);
+            struct qs_slab *next;
+            for (s = v->list.partial; s && got < want; s = next) {
+                next = s->next;
+                if (!s->freelist)
+                    continue;
+                qs_list_del(&v->list, s);
+                got += s->objects - s->inuse;
+                qs_slab_set_owner(s, &q->list);
+                s->next = out;
+                out = s;
+            }
+        }
+        qs_lock_release(&v->lock);
+        if (idle && got < want && QS_LOAD(v->nr_stash)) {
+            qs_lock_acquire(&v->stash_lock);
+            while (got < want && (s = v->stash)) {
+                v->stash = s->next;
+                QS_STORE(v->nr_stash, v->nr_stash - 1);
+                QS_STORE(v->stash_bytes, v->stash_bytes - (uint32_t)qs_slab_bytes(s->order));
+                slqb_budget_put(v->owner, qs_slab_bytes(s->order));
+                got += s->objects - s->inuse;
+                qs_slab_set_owner(s, &q->list);
+                s->next = out;
+                out = s;
+            }
+            qs_lock_release(&v->stash_lock);
+        }
+    }
+    return out;
+}
+
 /* How many objects a flush of a CPU's queue at its limit (nr objects)
  * sends home: half of them, at most freebatch.  A class whose count in use
  * wanders by a few objects either way then misses again only after it has

@@ -12,7 +12,8 @@
  *   2. refill from slabs: walk slabs' free lists into the slots until they
  *      hold c->refill objects (half a batch, at most 64 KiB): our own
  *      partial slabs first, then our stash of empty slabs, then the node's
- *      partial and empty slabs (one lock for several slabs), then new
+ *      partial and empty slabs (one lock for several slabs), then (a
+ *      CPU's queue) other CPUs' slabs with free objects, then new
  *      memory: a slab of ours that can grow (lazy birth, core/slab.c) or a new
  *      slab, until c->fresh objects (QS_REFILL_MIN, at most a page's
  *      worth), born straight into the slots.  A slab whose free list went to
@@ -340,6 +341,28 @@ static unsigned take_slab(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
 }
 
 
+/* Take objects from a ->next list of slabs just made q's (off every list)
+ * into dst[got..want); returns the new count. */
+static unsigned take_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, unsigned got,
+                          unsigned want, void **dst)
+{
+    while (s) {
+        struct qs_slab *next = s->next;
+        if (got >= want && s->inuse == 0) {
+            /* an empty slab taken for the count, but the slabs taken
+             * after it (first here) filled the refill: lazy birth gives
+             * empties different counts (fuzz bug 12: listed partial
+             * with nothing in use).  Ours now: the stash */
+            s->next = NULL;
+            slqb_stash_add(c, q, s);
+        } else {
+            got += take_slab(c, q, s, false, 0, want - got, dst + got);
+        }
+        s = next;
+    }
+    return got;
+}
+
 /* Gather free objects of q's own for its queue into dst[0..room): what
  * others posted to its inbox, if anything; else up to c->refill objects from
  * slabs (SLQB's refill): our partial slabs' free lists, our stash of empty
@@ -400,21 +423,11 @@ unsigned slqb_refill_gather(qslab_cache *c, struct qs_queue *q, void **dst, unsi
          * the batches hold no object of a slab we take. */
         if (qs_queue_batches_held(q))
             slqb_send_pending(c, q, false);
-        s = qs_node_take(c, q, &c->nodes[q->node], want - got);
-        while (s) {
-            struct qs_slab *next = s->next;
-            if (got >= want && s->inuse == 0) {
-                /* an empty slab taken for the count, but the slabs taken
-                 * after it (first here) filled the refill: lazy birth gives
-                 * empties different counts (fuzz bug 12: listed partial
-                 * with nothing in use).  Ours now: the stash */
-                s->next = NULL;
-                slqb_stash_add(c, q, s);
-            } else {
-                got += take_slab(c, q, s, false, 0, want - got, dst + got);
-            }
-            s = next;
-        }
+        got = take_list(c, q, qs_node_take(c, q, &c->nodes[q->node], want - got), got, want, dst);
+        /* a CPU's queue: other CPUs' slabs of our node with free objects
+         * before new memory (cpu.c) */
+        if (got < least && q->cpu >= 0)
+            got = take_list(c, q, slqb_percpu_adopt(c, q, want - got), got, want, dst);
     }
     /* new memory: grow a slab of ours that can (every partial slab left
      * has an empty free list now), else make one, until `least` objects:

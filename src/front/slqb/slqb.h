@@ -39,6 +39,10 @@ void slqb_send_batch(qslab_cache *c, struct qs_queue *q, struct qs_batch *b); /*
 /* Flush up to n objects from the top of a CPU's queue q home (q->lock
  * held); how many, or QS_RSEQ_MOVED */
 int slqb_percpu_flush(qslab_cache *c, struct qs_queue *q, unsigned n); /* cpu.c */
+/* A CPU's queue q about to take new memory (q->lock held, q's batches
+ * posted): slabs with free objects of other CPUs' queues of q's node, made
+ * q's (a ->next list, off every list), about `want` free objects */
+struct qs_slab *slqb_percpu_adopt(qslab_cache *c, struct qs_queue *q, unsigned want); /* cpu.c */
 void *slqb_percpu_alloc_slow(qslab_cache *c); /* cpu.c */
 
 /* Owner-side free of obj to slab s on list l; empties collected on *empties.
