@@ -7,10 +7,10 @@
  *
  * ORDER RULE (order 0 first, as SLQB).  The default order is the smallest
  * order that holds QS_SLAB_MIN_OBJS (8) objects or is QS_SLAB_MIN_BYTES (32
- * KiB) long, unless that wastes more than 1/32 of the slab; then up to four
- * orders above the one that holds one object, but no slab past 64 KiB
+ * KiB) long, unless that wastes more than 1/64 of the slab; then up to five
+ * orders above the one that holds one object, but no slab past 128 KiB
  * unless the first order is already longer, are tried and the first that
- * wastes at most 1/32 is taken (or the least wasteful).  Powers of two up
+ * wastes at most 1/64 is taken (or the least wasteful).  Powers of two up
  * to 512 bytes keep order 0.  Why not one object per page: every slab has a
  * 96-byte descriptor (a 4 KiB object with a slab of its own paid 2.3% for
  * it, 0.94 MiB per 10,000, where glibc's header costs 16 bytes), and a burst
@@ -61,7 +61,7 @@ unsigned qs_slab_default_order(size_t slot_size, size_t align)
         if (!first)
             first = bytes;
         else if (bytes > QS_SLAB_WASTE_MAX_BYTES)
-            break; /* bigger slabs only for less waste: not past 64 KiB */
+            break; /* bigger slabs only for less waste: not past QS_SLAB_WASTE_MAX_BYTES */
         /* waste that costs memory: the slab's tail past the last
          * object's page is never written, so never resident (a 1.5 MiB
          * object in a 2 MiB slab wastes address space, not RSS) */

@@ -18,9 +18,9 @@ unsigned qs_slab_min_order(size_t slot_size, size_t align);
 unsigned qs_slab_max_order(size_t slot_size);
 #define QS_SLAB_MIN_OBJS 8           /* objects per slab by default, */
 #define QS_SLAB_MIN_BYTES (32u << 10) /* or a slab this long (core/slab.c) */
-#define QS_SLAB_WASTE_DIV 32          /* at most 1/32 of a slab's touched pages wasted, */
-#define QS_SLAB_ORDERS_UP 4           /* trying this many orders above the least, */
-#define QS_SLAB_WASTE_MAX_BYTES (64u << 10) /* and slabs up to this long, for it */
+#define QS_SLAB_WASTE_DIV 64          /* at most 1/64 of a slab's touched pages wasted, */
+#define QS_SLAB_ORDERS_UP 5           /* trying this many orders above the least, */
+#define QS_SLAB_WASTE_MAX_BYTES (128u << 10) /* and slabs up to this long, for it */
 unsigned qs_slab_default_order(size_t slot_size, size_t align);
 struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node, bool born);
 /* Allocate one object from a slab the caller owns (freelist non-empty). */

@@ -134,11 +134,16 @@ static struct layout layout_of(size_t slot, unsigned order)
 }
 
 /* front/slab/slabs.c slabfe_slab_order, from its statement */
+#define WASTE_DIV 64
+#define ORDERS_UP 5
+#define WASTE_MAX_BYTES (128u << 10)
 static unsigned expected_order(size_t slot)
 {
     /* the first order from the least that holds one whose leftover is at
-     * most 1/32 of the slab, within four orders above it and 64 KiB (or
-     * the least, when longer); else the least leftover of those */
+     * most 1/64 of the slab, within five orders above it and 128 KiB (or
+     * the least, when longer); else the least leftover of those
+     * (src/core/slab.h: QS_SLAB_WASTE_DIV, QS_SLAB_ORDERS_UP,
+     * QS_SLAB_WASTE_MAX_BYTES) */
     unsigned first = 99, best = 99, best_pm = ~0u;
     for (unsigned order = 0; order <= 14; order++) {
         struct layout L = layout_of(slot, order);
@@ -146,9 +151,9 @@ static unsigned expected_order(size_t slot)
             continue;
         if (first == 99)
             first = order;
-        else if (order > first + 4 || slab_bytes(order) > (64u << 10))
+        else if (order > first + ORDERS_UP || slab_bytes(order) > WASTE_MAX_BYTES)
             break;
-        if (L.colour * 32 <= slab_bytes(order))
+        if (L.colour * WASTE_DIV <= slab_bytes(order))
             return order;
         unsigned pm = (unsigned)(L.colour * 1000 / slab_bytes(order));
         if (pm < best_pm) {

@@ -5,8 +5,8 @@ ctl_target (tests/tools/CMakeLists.txt, test tools_control).
   place       the directory is 0700 and the socket 0600, both the user's;
               QSLAB_CONTROL_DIR, $XDG_RUNTIME_DIR/qslab found from the target's
               environment
-  order       --set order=2 live: --get, --json and --control-stats show it,
-              and the slabs made after it are of 16 KiB (the page layer's count)
+  order       --set another order live: --get, --json and --control-stats show it,
+              and the slabs made after it are of that order (the page layer's count)
   hiwater     --set freebatch=16, hiwater=32: --json shows them and freeing 500
               objects flushes (SLQB's queues)
   refusals    out-of-range values answered with the library's range text, one
@@ -179,30 +179,32 @@ def place(t, cdir):
 
 def order(t):
     c0, j0 = json_cache(t.pid, "ctl_a")
-    r = tool(["-p", str(t.pid), "--set", "ctl_a", "order=2"])
-    check(r.returncode == 0 and r.stdout.strip() == "ctl_a order %d -> 2" % c0["order"],
-          "--set order=2", r.stdout + r.stderr)
+    o = 3 if c0["order"] == 2 else 2  # another order than the default
+    r = tool(["-p", str(t.pid), "--set", "ctl_a", "order=%d" % o])
+    check(r.returncode == 0 and r.stdout.strip() == "ctl_a order %d -> %d" % (c0["order"], o),
+          "--set order=%d" % o, r.stdout + r.stderr)
     r = tool(["-p", str(t.pid), "--get", "ctl_a", "order"])
-    check(r.returncode == 0 and r.stdout.strip() == "2", "--get order", r.stdout + r.stderr)
+    check(r.returncode == 0 and r.stdout.strip() == str(o), "--get order", r.stdout + r.stderr)
     c1, j1 = json_cache(t.pid, "ctl_a")
-    check(c1["order"] == 2, "--json shows order 2", c1["order"])
+    check(c1["order"] == o, "--json shows order %d" % o, c1["order"])
     r = tool(["-p", str(t.pid), "--get", "ctl_a", "front"])
     check(r.returncode == 0 and r.stdout.strip() == c1["front"], "--get front: its name",
           r.stdout + r.stderr)
     if c1["front"] == "slob":
         print("order: SLOB has no slabs of its own: its effect not checked")
         return
-    check(c1["objs_per_slab"] > 3 * c0["objs_per_slab"],
-          "objects per slab follow the order", (c0["objs_per_slab"], c1["objs_per_slab"]))
+    ratio = c1["objs_per_slab"] / (c0["objs_per_slab"] * 2.0 ** (o - c0["order"]))
+    check(0.75 <= ratio <= 1.34, "objects per slab follow the order",
+          (c0["order"], c0["objs_per_slab"], o, c1["objs_per_slab"]))
     t.cmd("alloc 3000")
     c2, j2 = json_cache(t.pid, "ctl_a")
     new = c2["new_slab"] - c1["new_slab"]
     grown = j2["totals"]["page_layer_slab_bytes"] - j1["totals"]["page_layer_slab_bytes"]
-    check(new > 0 and grown >= new * 16384,
-          "the slabs made after the change are of order 2 (16 KiB)", (new, grown))
+    check(new > 0 and grown >= new * (4096 << o),
+          "the slabs made after the change are of order %d (%d KiB)" % (o, 4 << o), (new, grown))
     r = tool(["-p", str(t.pid), "--control-stats", "ctl_a"])
     s = kv(r.stdout) if r.returncode == 0 and r.stdout.count("\n") == 1 else {}
-    check(s.get("order") == "2" and s.get("objs_per_slab") == str(c2["objs_per_slab"])
+    check(s.get("order") == str(o) and s.get("objs_per_slab") == str(c2["objs_per_slab"])
           and s.get("active_objs") == str(c2["active_objs"]) and s.get("name") == "ctl_a",
           "--control-stats agrees with --json", r.stdout + r.stderr)
 
@@ -497,14 +499,16 @@ def other_user(tmp, cdir, t):
     try:
         opath = "%s/%d.sock" % (odir, o.pid)
         check(stat.S_IMODE(os.lstat(opath).st_mode) == 0o666, "test-open: the socket is 0666")
-        r = tool(["-p", str(o.pid), "--set", "ctl_a", "order=1"], env={"QSLAB_CONTROL_DIR": odir},
+        c0, _ = json_cache(o.pid, "ctl_a")
+        want = 3 if c0["order"] == 1 else 1  # another order than the default
+        r = tool(["-p", str(o.pid), "--set", "ctl_a", "order=%d" % want], env={"QSLAB_CONTROL_DIR": odir},
                  prefix=nobody)
         check(r.returncode == 1 and one_line(r) and re.search(
             r"process \d+ refused the control connection: uid 65534 is neither the user of "
             r"process \d+ \(uid 0\) nor root", r.stderr),
             "nobody refused by SO_PEERCRED: one line", r.stdout + r.stderr)
         c, _ = json_cache(o.pid, "ctl_a")
-        check(c["order"] != 1, "the refused peer changed nothing")
+        check(c["order"] == c0["order"], "the refused peer changed nothing", (c0["order"], c["order"]))
     finally:
         o.stop()
     r = tool(["-p", str(t.pid), "--set", "ctl_a", "order=1"], env={"QSLAB_CONTROL_DIR": cdir},

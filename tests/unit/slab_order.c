@@ -1,7 +1,7 @@
 /*
  * unit: the slab order rule (order 0 first, but at least QS_SLAB_MIN_OBJS
- * objects or QS_SLAB_MIN_BYTES; at most 1/32 waste within four orders above
- * the minimum and 64 KiB), the SLQB watermarks and the byte bounds derived from them.
+ * objects or QS_SLAB_MIN_BYTES; at most 1/64 waste within five orders above
+ * the minimum and 128 KiB), the SLQB watermarks and the byte bounds derived from them.
  */
 #include "../testutil.h"
 #include "../front.h"
@@ -33,30 +33,33 @@ int main(void)
     /* big blocks: one per slab; the tail is address space, not memory */
     CHECK(qs_slab_default_order(3u << 19, 8) == 9);    /* 1.5 MiB in 2 MiB, not 5 in 8 MiB */
     CHECK(qs_slab_default_order(196608, 8) == 6);      /* 192 KiB in 256 KiB */
-    /* odd sizes: first order within four that wastes at most 1/32 */
+    /* odd sizes: first order within five that wastes at most 1/64 */
     CHECK(qs_slab_default_order(96, 8) == 0);
     CHECK(qs_slab_default_order(192, 8) == 0);
     CHECK(qs_slab_default_order(1408, 8) == 3); /* 11 in 16 KiB waste 5.5%: 23 in 32 KiB */
     CHECK(qs_slab_default_order(416, 8) == 2);  /* 8.6% at order 0, 1.0% at 2 */
     unsigned o = qs_slab_default_order(4696, 8); /* the netperf skb size */
-    CHECKF(waste(4696, o) * 32 <= qs_slab_bytes(o), "order %u wastes %zu", o, waste(4696, o));
+    CHECKF(waste(4696, o) * QS_SLAB_WASTE_DIV <= qs_slab_bytes(o), "order %u wastes %zu", o, waste(4696, o));
+    CHECK(qs_slab_default_order(1312, 8) == 5); /* 49 in 64 KiB waste 1.9%: 99 in 128 KiB 0.9% */
+    CHECK(qs_slab_default_order(1000, 8) == 4); /* 2.3% up to 32 KiB, 0.8% at 64 KiB */
     for (size_t s = 8; s < 70000; s += 8) {
         unsigned d = qs_slab_default_order(s, 8), m = qs_slab_min_order(s, 8);
         size_t bytes = qs_slab_bytes(d);
-        CHECK(d >= m && d <= m + 4 && bytes >= s);
+        CHECK(d >= m && d <= m + QS_SLAB_ORDERS_UP && bytes >= s);
         CHECKF(bytes / s >= QS_SLAB_MIN_OBJS || bytes >= QS_SLAB_MIN_BYTES, "size %zu: order %u", s, d);
         for (unsigned k = m; k < d; k++) { /* every lower order was too small or wasteful */
             size_t b = qs_slab_bytes(k);
             bool small = b / s < QS_SLAB_MIN_OBJS && b < QS_SLAB_MIN_BYTES;
-            if (!small && waste(s, k) * 32 <= b)
+            if (!small && waste(s, k) * QS_SLAB_WASTE_DIV <= b)
                 tu_fail("size %zu: order %u fits but %u chosen", s, k, d);
         }
         /* past the first order long enough, slabs grow for less waste
-         * only up to 64 KiB */
+         * only up to QS_SLAB_WASTE_MAX_BYTES */
         unsigned e = m;
         while (qs_slab_bytes(e) / s < QS_SLAB_MIN_OBJS && qs_slab_bytes(e) < QS_SLAB_MIN_BYTES)
             e++;
-        CHECKF(d == e || bytes <= (64u << 10), "size %zu: order %u past 64 KiB (first %u)", s, d, e);
+        CHECKF(d == e || bytes <= QS_SLAB_WASTE_MAX_BYTES, "size %zu: order %u past %u KiB (first %u)", s, d,
+               QS_SLAB_WASTE_MAX_BYTES >> 10, e);
     }
     /* alignment raises the minimum order */
     CHECK(qs_slab_min_order(64, 16384) == 2);

@@ -104,8 +104,8 @@ unsigned slabfe_slab_objs_per_slab(const qslab_cache *c, unsigned order)
 
 /* calculate_slab_order's first fit from order 0, with qslab's waste bound
  * (core/slab.c's order rule): the first order, from the least that holds an
- * object, whose leftover (the colour space) is at most 1/32 of the slab,
- * trying up to four orders above it and no slab past 64 KiB unless the
+ * object, whose leftover (the colour space) is at most 1/64 of the slab,
+ * trying up to five orders above it and no slab past 128 KiB unless the
  * least is longer; else the least wasteful of those.  The kernel's rule
  * (order 0 unless it wastes more than 1/8, then order 1) left a fifth of
  * some slabs unused: 2,176-byte objects three to an 8 KiB slab. */
