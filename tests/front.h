@@ -15,6 +15,7 @@
  *                        CHECKs that the tunable took
  *   tf_note(test, c, what)  one line on stderr: a SLQB-only part is skipped
  *   tf_debug_skip(test, c)  c is a debug cache (QSLAB_DEBUG): say so, true
+ *   tf_cpu_owner(test, argc, argv)  rerun with QSLAB_OWNER=cpu; 1: test them
  */
 #ifndef QSLAB_TESTS_FRONT_H
 #define QSLAB_TESTS_FRONT_H
@@ -89,6 +90,27 @@ static inline int tf_debug_skip(const char *test, const qslab_cache *c)
         return 0;
     fprintf(stderr, "%s: debug caches (QSLAB_DEBUG): this front end's test is skipped\n", test);
     return 1;
+}
+
+/* Tests of per-CPU queues: run this test again with QSLAB_OWNER=cpu (the
+ * child gets argv[1] "cpu").  1 in that child where per-CPU queues are in
+ * force: test them.  0 in the parent after the child ran (its exit status
+ * CHECKed), and in a child where they are not (it says why on stderr and
+ * CHECKs that rseq is the reason): return tu_done(). */
+static inline int tf_cpu_owner(const char *test, int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "cpu") != 0) {
+        int st = tu_reexec("cpu", "QSLAB_OWNER", "cpu");
+        CHECKF(st == 0, "the run with QSLAB_OWNER=cpu exited %d", st);
+        return 0;
+    }
+    struct qslab_owner_info oi;
+    qslab_owner_info(&oi);
+    if (oi.kind == QSLAB_OWNER_CPU)
+        return 1;
+    fprintf(stderr, "%s: per-CPU queues unavailable here (%s): nothing to test\n", test, oi.why);
+    CHECK(strstr(oi.why, "rseq") != NULL);
+    return 0;
 }
 
 /* One line on stderr: the part `what` of `test` is skipped for cache c's

@@ -62,18 +62,8 @@ static unsigned long aborts(void)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "cpu") != 0) {
-        int st = tu_reexec("cpu", "QSLAB_OWNER", "cpu");
-        CHECKF(st == 0, "the run with QSLAB_OWNER=cpu exited %d", st);
+    if (!tf_cpu_owner("rseq_aborts", argc, argv))
         return tu_done();
-    }
-    struct qslab_owner_info oi;
-    qslab_owner_info(&oi);
-    if (oi.kind != QSLAB_OWNER_CPU) {
-        fprintf(stderr, "rseq_aborts: per-CPU queues unavailable here (%s): nothing to test\n", oi.why);
-        CHECK(strstr(oi.why, "rseq") != NULL);
-        return tu_done();
-    }
     tu_pin_one_cpu();
     qslab_cache *c = qslab_cache_create("t-rseq-aborts", 64, 0, 0, NULL);
     CHECK(c != NULL);

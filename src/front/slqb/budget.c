@@ -361,6 +361,20 @@ static struct qs_slab *stash_detach_locked(struct qs_queue *q)
     return list;
 }
 
+/* The newest slab of q's stash, off it, its bytes back to the owner
+ * budget (stash_lock held); NULL: the stash is empty. */
+struct qs_slab *slqb_stash_pop(struct qs_queue *q)
+{
+    struct qs_slab *s = q->stash;
+    if (!s)
+        return NULL;
+    q->stash = s->next;
+    QS_STORE(q->nr_stash, q->nr_stash - 1);
+    QS_STORE(q->stash_bytes, q->stash_bytes - (uint32_t)qs_slab_bytes(s->order));
+    slqb_budget_put(q->owner, qs_slab_bytes(s->order));
+    return s;
+}
+
 /* Hand the stash to the node's empty FIFO: one lock and one clock read
  * for the lot.  The stash lock is never held with another qslab lock. */
 void qs_queue_drain_stash(qslab_cache *c, struct qs_queue *q)

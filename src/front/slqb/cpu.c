@@ -331,11 +331,7 @@ struct qs_slab *slqb_percpu_adopt(qslab_cache *c, struct qs_queue *q, unsigned w
         qs_lock_release(&v->lock);
         if (idle && got < want && QS_LOAD(v->nr_stash)) {
             qs_lock_acquire(&v->stash_lock);
-            while (got < want && (s = v->stash)) {
-                v->stash = s->next;
-                QS_STORE(v->nr_stash, v->nr_stash - 1);
-                QS_STORE(v->stash_bytes, v->stash_bytes - (uint32_t)qs_slab_bytes(s->order));
-                slqb_budget_put(v->owner, qs_slab_bytes(s->order));
+            while (got < want && (s = slqb_stash_pop(v))) {
                 got += s->objects - s->inuse;
                 qs_slab_set_owner(s, &q->list);
                 s->next = out;

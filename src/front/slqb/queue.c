@@ -403,13 +403,8 @@ unsigned slqb_refill_gather(qslab_cache *c, struct qs_queue *q, void **dst, unsi
     if (got < want && QS_LOAD(q->nr_stash)) { /* our empties: no node lock */
         qs_lock_acquire(&q->stash_lock);
         QS_STORE(q->stash_idle, 0);
-        while (got < want && (s = q->stash)) {
-            q->stash = s->next;
-            QS_STORE(q->nr_stash, q->nr_stash - 1);
-            QS_STORE(q->stash_bytes, q->stash_bytes - (uint32_t)qs_slab_bytes(s->order));
-            slqb_budget_put(q->owner, qs_slab_bytes(s->order));
+        while (got < want && (s = slqb_stash_pop(q)))
             got += take_slab(c, q, s, false, 0, want - got, dst + got);
-        }
         qs_lock_release(&q->stash_lock);
     }
     if (got < least) {

@@ -22,6 +22,7 @@ void slqb_transit_put(qslab_cache *c, struct qs_queue *q, uint32_t k);
 void slqb_grant_grow(qslab_cache *c, struct qs_queue *q); /* budget.c */
 void slqb_grant_release(qslab_cache *c, struct qs_queue *q); /* budget.c */
 void slqb_stash_add(qslab_cache *c, struct qs_queue *q, struct qs_slab *list); /* budget.c */
+struct qs_slab *slqb_stash_pop(struct qs_queue *q); /* budget.c: stash_lock held */
 void slqb_queue_uncount(struct qs_queue *q, unsigned long k); /* queue.c */
 void qs_queue_hand_slabs(qslab_cache *c, struct qs_queue *q); /* queue.c: every slab to its node */
 bool qs_queue_batches_held(const struct qs_queue *q); /* remote.c: in its pending or open batch */
