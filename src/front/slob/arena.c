@@ -74,8 +74,9 @@ struct qs_slab *slob_page_new(unsigned kind, int node)
     for (struct qs_slab *sp = slob_keep[kind]; sp; sp = sp->next) {
         if (sp->node == node) {
             keep_unlink(sp);
-            sp->empty_ms = kinds[kind].units; /* one free block (slob_page_give merged it) */
-            sp->tail = page_base(sp);
+            /* one free block (slob_page_give merged it) */
+            sp->empty_ms = slob_key(kind, kinds[kind].units);
+            sp->tail = kind == K_RUN ? NULL : page_base(sp);
             qs_lock_release(&slob_lock);
             return sp;
         }
@@ -153,9 +154,11 @@ size_t slob_shrink(qslab_cache *c)
 
 /* Walk one page: blocks tile it, headers are valid, no two free blocks
  * touch, each allocated block records the free block before it, the free
- * list holds every free block of 2 units or more once with its links both
- * ways, the page's counts match its blocks, and its key is a free block
- * it has, no larger than its largest.  Counts c's objects into w. */
+ * lists hold every free block of 2 units or more once, on its bin's list
+ * (a run's bitmap says which lists are not empty), with its links both
+ * ways, the page's counts match its blocks, and its key is right (a
+ * page's: a free block it has, no larger than its largest; a run's: its
+ * highest non-empty bin).  Counts c's objects into w. */
 static void page_check(struct qs_walk *w, qslab_cache *c, struct qs_slab *sp)
 {
     const struct slob_kind *K = kind_of(sp);
@@ -189,26 +192,40 @@ static void page_check(struct qs_walk *w, qslab_cache *c, struct qs_slab *sp)
         b += (size_t)n * K->unit;
     }
     unsigned long k = 0;
-    char *prev = NULL;
-    for (char *f = sp->freelist; f; prev = f, f = at(sp, H_NEXT(K, hget(f))), k++) {
-        if (k == listed || f < page_base(sp) || f >= end ||
-            H_TAG(K, hget(f)) != tag_of(K, f, ST_FREE) || H_UNITS(K, hget(f)) < 2 ||
-            hget(link(sp, f)) != mklink(link(sp, f), ref(sp, prev))) {
-            qs_walk_problem(w, "SLOB free list corrupt (a write after free?)", f);
+    bool run = kind_nr(sp) == K_RUN;
+    const struct slob_run_ix *rx = (const struct slob_run_ix *)sp->mem;
+    unsigned top = 0; /* a run's highest non-empty bin */
+    for (unsigned bin = 0; bin < (run ? RUN_BINS : 1); bin++) {
+        char *prev = NULL, *f = run ? at(sp, rx->head[bin]) : sp->freelist;
+        if (run && (bool)((rx->map[bin / 64] >> (bin % 64)) & 1) != (f != NULL)) {
+            qs_walk_problem(w, "SLOB run's bitmap does not match its free lists", sp->mem);
             return;
+        }
+        if (f)
+            top = bin;
+        for (; f; prev = f, f = at(sp, H_NEXT(K, hget(f))), k++) {
+            if (k == listed || f < page_base(sp) || f >= end ||
+                H_TAG(K, hget(f)) != tag_of(K, f, ST_FREE) || H_UNITS(K, hget(f)) < 2 ||
+                (run ? run_bin(H_UNITS(K, hget(f))) : 0) != bin ||
+                hget(fl_link(sp, f)) != mklink(sp, fl_link(sp, f), ref(sp, prev))) {
+                qs_walk_problem(w, "SLOB free list corrupt (a write after free?)", f);
+                return;
+            }
         }
     }
     if (k != listed)
         qs_walk_problem(w, "SLOB free list misses free blocks", sp->mem);
     if (freeu != sp->objects || alloc != sp->inuse)
         qs_walk_problem(w, "SLOB page counts do not match its blocks", sp->mem);
-    /* its key: a free block it has, no larger than its largest */
+    /* its key: a page's a free block it has, no larger than its largest; a
+     * run's its highest non-empty bin */
     char *kb = sp->tail;
-    if (sp->empty_ms > max ||
-        (sp->empty_ms ? !kb || kb < page_base(sp) || kb >= end ||
-                            H_TAG(K, hget(kb)) != tag_of(K, kb, ST_FREE) ||
-                            H_UNITS(K, hget(kb)) != sp->empty_ms
-                      : kb != NULL))
+    if (run ? sp->empty_ms != top || kb
+            : sp->empty_ms > max ||
+                  (sp->empty_ms ? !kb || kb < page_base(sp) || kb >= end ||
+                                      H_TAG(K, hget(kb)) != tag_of(K, kb, ST_FREE) ||
+                                      H_UNITS(K, hget(kb)) != sp->empty_ms
+                                : kb != NULL))
         qs_walk_problem(w, "SLOB page's largest free block wrong", sp->mem);
     if (__atomic_load_n(&sp->cache, __ATOMIC_RELAXED) != &qs_slob_arena)
         qs_walk_problem(w, "SLOB page not owned by the arena", sp->mem);
@@ -230,7 +247,7 @@ void slob_validate(qslab_cache *c, struct qs_walk *w)
                                     &ix->map[k / 64]);
                 struct qs_slab *last = NULL;
                 for (struct qs_slab *sp = ix->bucket[k]; sp; last = sp, sp = sp->next, n++) {
-                    if (kind_nr(sp) != kind || sp->empty_ms >> K->bshift != k ||
+                    if (kind_nr(sp) != kind || sp->empty_ms != k ||
                         sp->node != (unsigned)node || sp->inuse == 0 ||
                         (sp->objects == 0 && sp->empty_ms != 0) ||
                         sp->state != (sp->empty_ms ? QS_SLAB_PARTIAL : QS_SLAB_FULL))

@@ -7,15 +7,19 @@
  * PAGES SHARED BY EVERY CACHE.  Objects of all caches are cut from slabs of
  * the page layer owned by one pseudo cache, the arena `slob-pages` (in no
  * cache list), of two kinds:
- *   pages  4 KiB, in 8-byte units: blocks of up to a page (SLOB_PAGE_MAX)
- *   runs   256 KiB, in 16-byte units: blocks over a page, up to 64 KiB
+ *   pages  4 KiB, in 8-byte units: blocks of up to 528 bytes, a 512-byte
+ *          request's (SLOB_PAGE_MAX)
+ *   runs   256 KiB, in 16-byte units: larger blocks, up to 64 KiB
  *          (SLOB_RUN_MAX, with the alignment)
  * A block is as large as asked (kmalloc passes the request's own size), so
  * a 4,368-byte request takes 4,384 bytes of a run, not kmalloc-5120's slot;
  * a run is large enough that what is left at its end after blocks of a few
- * KiB is a few percent.  Pages stay 4 KiB for blocks of a page or less: a
- * page's free list is short, so a take that looks at all of it is cheap
- * (16 KiB pages, with a quarter of the page layer's 96-byte descriptors,
+ * KiB is a fraction of a percent.  A page holds seven of its largest
+ * blocks or more, so that what a page's blocks leave at its end stays
+ * small: in pages, SQLite's 1,312-byte page-cache blocks would go three to
+ * a page and leave a tenth of it to smaller blocks that do not come.  Pages stay 4 KiB for small blocks: a page's free list is
+ * short, so a take that looks at all of it is cheap (16 KiB pages, with a
+ * quarter of the page layer's 96-byte descriptors,
  * took twice the time a malloc and free).  Objects over SLOB_RUN_MAX come
  * from their cache's own slabs on the node lists (node.c, one node lock
  * per call), as the kernel's SLOB hands big objects to the page allocator;
@@ -29,30 +33,48 @@
  * first fit, skipping pages whose free units suffice but whose blocks are
  * too small; with many live objects that walk is most of the time (160 k
  * live strings 1.5 s, 640 k 47 s on this kind of machine).  Here a node's
- * pages of each kind with objects are in 513 buckets by their key, the
- * largest free block each knows of (pages: in units; runs: in 32-unit
- * steps), with a bitmap of the buckets that are not empty: an allocation of
- * u units takes the first set bit from u's bucket on (9 words at most), the
- * page whose largest block is the smallest that fits.  That is first fit's
- * spirit kept in O(1), and best fit by page: the fullest page that can take
- * the request serves it, so pages fill up and the large free blocks stay
- * where large requests need them instead of being spread thin over every
- * page; a page that served goes first in its bucket (the kernel's
- * rotation: the next request of the size tries it first).  A bucket's pages
- * may be too small by its step or by the alignment's slack (align / unit - 1
- * units, which fit any address): the first page of such a bucket is tried
- * once before the first bucket that surely fits.  Within the page, the
- * smallest fitting block among the first SLOB_WALK (32) of its free list is
- * taken, else the block of its key (sp->tail): a bounded search, which also
- * gives the page's new key.  A key is a free block the page has, never
- * larger than its largest (a page whose list is longer than the walk may
- * know only a smaller one, and serve smaller requests until a free merges
- * a larger block); an exact fit that is not the key's block ends the walk.
+ * pages of each kind with objects are in 513 buckets by their key (a page's:
+ * the largest free block it knows of, in units; a run's: the highest bin
+ * of its free blocks, below), with a bitmap of the buckets that are not
+ * empty: an allocation of u units takes the first set bit from u's key on
+ * (9 words at most), the page whose largest block is the smallest that
+ * fits.  That is first fit's spirit kept in O(1), and best fit by page: the
+ * fullest page that can take the request serves it, so pages fill up and
+ * the large free blocks stay where large requests need them instead of
+ * being spread thin over every page; a page that served goes first in its
+ * bucket (the kernel's rotation: the next request of the size tries it
+ * first).  A bucket's pages may be too small by a bin's width or by the
+ * alignment's slack (align / unit - 1 units, which fit any address): the
+ * first page of such a bucket is tried once before the first bucket that
+ * surely fits.
  *
- * BLOCKS.  Every byte of a run, and of a page from its 8th, belongs to one
- * block, allocated or free; every block starts with a header (the kernel keeps a header on
- * kmalloc blocks only; qslab keeps one on every block so that a bad or
- * second free is found and named like the other front ends do).  A page's
+ * IN A PAGE, the smallest fitting block among the first SLOB_WALK (32) of
+ * its free list is taken, else the block of its key (sp->tail): a bounded
+ * search, which also gives the page's new key.  A key is a free block the
+ * page has, never larger than its largest (a page whose list is longer
+ * than the walk may know only a smaller one, and serve smaller requests
+ * until a free merges a larger block); an exact fit that is not the key's
+ * block ends the walk.
+ *
+ * IN A RUN, whose free blocks are many (a run of 1 KiB blocks churned at
+ * random has dozens), free blocks are on segregated lists, one per bin of
+ * sizes: a bin per size below 64 units (1 KiB), then 16 per power of two
+ * (a bin's sizes within 1/16 of each other), 192 bins; the run's first
+ * 416 bytes hold their heads and a bitmap of the non-empty ones (struct
+ * slob_run_ix).  A take finds the first fitting block of the request's own
+ * bin among the first SLOB_WALK of its list, else takes the first block of
+ * the first non-empty bin above, whose blocks all fit: a few bitmap words
+ * and no walk over blocks that cannot fit.  One list over the whole run,
+ * walked up to SLOB_WALK blocks, misses the fitting blocks past the walk
+ * (five times the time per malloc and free of random sizes with 300 k
+ * live), and a walk short enough to be fast leaves runs a tenth emptier.
+ * The run's key is its highest non-empty bin.
+ *
+ * BLOCKS.  Every byte of a page from its 8th, and of a run past its heads,
+ * belongs to one block, allocated or free; every block starts with a
+ * header (the kernel keeps a header on kmalloc blocks only; qslab keeps one
+ * on every block so that a bad or second free is found and named like the
+ * other front ends do).  A page's
  * blocks start 8 bytes in (so that kmalloc's 16-byte aligned payloads leave
  * no slack before the first), 511 units; its header is one word:
  *   bits  0..9   units of 8 bytes, header included (1..511)
@@ -64,10 +86,13 @@
  *                its state (allocated, free, or dead: a header merged into
  *                the free block before it)
  * A run's is two words, so that its payloads are 16-byte aligned: units
- * and link in 16 bits each and a 32-bit tag, then the cache id.  The free
- * list of a page is doubly linked: a free block of 2 units or more keeps
- * its predecessor in its last word, tagged like a header (a write after
- * free there shows in validation); 1-unit free blocks (alignment slack, a
+ * and link in 16 bits each and a 32-bit tag, then the cache id (bits
+ * 0..15).  Free lists are doubly linked: a free block of 2 units or more
+ * keeps its predecessor on its list in a link word tagged like a header (a
+ * write after free there shows in validation), a page's block in its last
+ * word, a run's in its header's second word (bits 16..31, beside the
+ * cache id: a list's work stays in the blocks' first cache lines); 1-unit
+ * free blocks (alignment slack, a
  * remainder too small for any block) are on no list and wait to be merged.
  * So a free merges with both neighbours without a walk: the next block by
  * its size, the previous one by the free units its own header records; no
@@ -99,8 +124,10 @@
  * those kept longer than the arena's empty_decay_ms (1 s), and trim all of
  * them, as every other front end's empty slabs (node.c).
  *
- * LOCKS.  slob_lock guards the indexes, every page's blocks and free list,
- * and the kept pages; it ranks with the node locks and is never held with
+ * LOCKS.  slob_lock guards the indexes, every page's blocks and free lists
+ * (a run's heads and bitmap, in the run, are read and written only under
+ * it, but for a new run's, set before it is in an index), and the kept
+ * pages; it ranks with the node locks and is never held with
  * one: pages come from the page layer (slob_page_new) and go back to it
  * (slob_pages_release) outside it, and a big object's node lock is taken
  * without it (big_free frees the object, then gives back its cache's empty
@@ -202,15 +229,15 @@ static void *take(qslab_cache *c, unsigned kind, unsigned u, size_t align, int n
     /* a free block of u + slack units has room for the aligned block
      * whatever its address; one of fewer (down to u) may */
     unsigned slack = align > K->unit ? (unsigned)(align / K->unit) - 1 : 0, max = 0;
-    unsigned sure = u + slack, sure_k = (sure + (1u << K->bshift) - 1) >> K->bshift;
+    unsigned sure_k = slob_key(kind, u + slack - 1) + 1; /* its pages have a block >= u + slack */
     struct slob_index *ix = index_of(kind, node);
     struct qs_slab *sp = NULL;
     void *p = NULL;
     qs_lock_acquire(&slob_lock);
-    int k = slob_index_find(ix, u >> K->bshift);
+    int k = slob_index_find(ix, slob_key(kind, u));
     if (k >= 0 && (unsigned)k < sure_k) { /* the fullest page that may fit */
         sp = ix->bucket[k];
-        if (sp->empty_ms < u || !(p = slob_page_take(sp, u, align, c->id, &max)))
+        if (!(p = slob_page_take(sp, u, align, c->id, &max)))
             k = slob_index_find(ix, sure_k);
     }
     if (!p && k >= 0) { /* the fullest page that fits */
@@ -300,6 +327,8 @@ void qs_slob_bad_free(qslab_cache *expected, struct qs_slab *sp, const void *p)
             return;
         }
     }
+    if ((const char *)p < b) /* a run's free lists' heads */
+        b = end;
     qs_lock_acquire(&slob_lock); /* walk the blocks: they tile the page */
     while (b < end) {
         uint64_t h = hget(b);
@@ -320,7 +349,7 @@ void qs_slob_bad_free(qslab_cache *expected, struct qs_slab *sp, const void *p)
         b += (size_t)n * K->unit;
     }
     qs_lock_release(&slob_lock);
-    if (b == end) /* the blocks are sound: p is in a run's 8 bytes before or after them */
+    if (b == end) /* the blocks are sound: p is before them (a page's first 8 bytes, a run's heads) or at the end */
         qs_fatal("invalid free of %p: not an allocated object (free memory of a SLOB page)%s%s",
                  p, want ? ", cache " : "", want ? want : "");
     else
@@ -359,13 +388,13 @@ static void page_free(qslab_cache *expected, struct qs_slab *sp, void *obj)
         qs_slob_bad_free(expected, sp, obj);
         return;
     }
-    unsigned merged = slob_page_give(sp, b, units, id);
+    unsigned key = slob_page_give(sp, b, units, id);
     if (sp->inuse == 0) { /* empty: kept, and the oldest past the limit given back */
         slob_index_del(ix, sp);
         release = slob_keep_push(sp);
-    } else if (merged > sp->empty_ms) { /* a larger block: another bucket */
+    } else if (key != sp->empty_ms) { /* a larger block: another bucket */
         slob_index_del(ix, sp);
-        slob_index_add(ix, sp, merged);
+        slob_index_add(ix, sp, key);
     }
     bool kept = slob_nr_keep[K_PAGE] || slob_nr_keep[K_RUN];
     qs_lock_release(&slob_lock);

@@ -13,16 +13,31 @@
 #pragma GCC visibility push(hidden)
 
 #define SLOB_UNIT 8 /* a page's unit; a header */
-#define SLOB_BUCKETS 513 /* by largest free block >> bshift: 0 .. 512 */
+#define SLOB_BUCKETS 513 /* by key: pages 0 .. 511 units, runs bins 0 .. RUN_BINS - 1 */
 #define SLOB_MAP_WORDS ((SLOB_BUCKETS + 63) / 64)
 #define SLOB_WALK 32 /* free blocks a take looks at, at most */
+/* A run's free lists: a bin per size below RUN_EXACT units, then RUN_SUB
+ * per power of two (a bin's sizes within 1/RUN_SUB of each other), up to
+ * the run's units (under 2^14). */
+#define RUN_EXACT_SHIFT 6
+#define RUN_SUB_SHIFT 4
+#define RUN_EXACT (1u << RUN_EXACT_SHIFT)
+#define RUN_SUB (1u << RUN_SUB_SHIFT)
+#define RUN_BINS (RUN_EXACT + (14 - RUN_EXACT_SHIFT) * RUN_SUB) /* 64 .. 127 units, ..., 8192 .. 16383 */
+#define RUN_MAP_WORDS ((RUN_BINS + 63) / 64)
+/* A run's first bytes: its bins' heads and the bitmap of non-empty ones. */
+struct slob_run_ix {
+    uint64_t map[RUN_MAP_WORDS]; /* bit k: head[k] is not empty */
+    uint16_t head[RUN_BINS];     /* a block's unit offset plus one, 0: none */
+};
+#define RUN_SKIP ((sizeof(struct slob_run_ix) + 15) & ~(size_t)15) /* the first block's offset */
 #ifndef SLOB_KEEP_FRACTION
 #define SLOB_KEEP_FRACTION 8 /* empty pages kept: at most an eighth of those in use */
 #endif
 #ifndef SLOB_KEEP_BYTES
 #define SLOB_KEEP_BYTES ((size_t)256 << 10) /* ... or 256 KiB of them */
 #endif
-#define SLOB_PAGE_MAX ((size_t)4 << 10) /* the largest block of a page */
+#define SLOB_PAGE_MAX ((size_t)528) /* the largest block of a page: a 512-byte request's */
 #define SLOB_RUN_MAX ((size_t)64 << 10)  /* the largest block of a run */
 enum { ST_ALLOC, ST_FREE, ST_DEAD, ST_LINK };
 enum { K_PAGE, K_RUN, K_NR };
@@ -30,22 +45,39 @@ enum { K_PAGE, K_RUN, K_NR };
 /* The two kinds of SLOB page.  Blocks tile [mem + skip, mem + skip + units
  * * unit); a block starts with its header (hsize bytes), its payload
  * follows.  A page's header is one word: units, link and cache id in 10, 10
- * and 16 bits, a 28-bit tag.  A run's is two: units and link in 16 bits
- * each and a 32-bit tag, then the cache id; its payloads are 16-byte
- * aligned. */
+ * and 16 bits, a 28-bit tag; its first 8 bytes are unused.  A run's is
+ * two: units and link in 16 bits each and a 32-bit tag, then the cache id;
+ * its payloads are 16-byte aligned; its first RUN_SKIP bytes are its free
+ * lists' heads (struct slob_run_ix). */
 struct slob_kind {
     unsigned unit, units; /* block sizes in these; the page's units */
     unsigned hsize;       /* header bytes: 8 or 16 */
     unsigned fbits;       /* header fields: units and link, fbits each */
     unsigned tshift;      /* the tag: bits tshift..63 */
-    unsigned bshift;      /* the index's bucket: largest free block >> bshift */
     unsigned order;       /* slab order */
     unsigned skip;        /* the first block's offset in the slab */
 };
 static const struct slob_kind kinds[K_NR] = {
-    [K_PAGE] = {8, 511, 8, 10, 36, 0, 0, 8},    /* 4 KiB pages */
-    [K_RUN] = {16, 16384, 16, 16, 32, 5, 6, 0}, /* 256 KiB runs */
+    [K_PAGE] = {8, 511, 8, 10, 36, 0, 8}, /* 4 KiB pages */
+    [K_RUN] = {16, (unsigned)(((256u << 10) - RUN_SKIP) / 16), 16, 16, 32, 6, (unsigned)RUN_SKIP}, /* 256 KiB runs */
 };
+/* The bin of a run's free block of n units (1 .. the run's units): n
+ * itself below RUN_EXACT, then the power of two and the next
+ * RUN_SUB_SHIFT bits. */
+static inline unsigned run_bin(unsigned n)
+{
+    if (n < RUN_EXACT)
+        return n;
+    unsigned e = 31u - (unsigned)__builtin_clz(n);
+    return RUN_EXACT + (e - RUN_EXACT_SHIFT) * RUN_SUB + ((n >> (e - RUN_SUB_SHIFT)) & (RUN_SUB - 1));
+}
+/* A page's key in the index for a free block of n units: a page's is the
+ * units, a run's the bin.  Keys grow with n. */
+static inline unsigned slob_key(unsigned kind, unsigned n)
+{
+    return kind == K_RUN ? run_bin(n) : n;
+}
+_Static_assert(((256u << 10) - RUN_SKIP) / 16 < (1u << 14), "a run's bins end at 2^14 units");
 static inline const struct slob_kind *kind_of(const struct qs_slab *sp)
 {
     return &kinds[sp->order == kinds[K_RUN].order ? K_RUN : K_PAGE];
@@ -147,24 +179,39 @@ static inline unsigned ref(const struct qs_slab *sp, const char *b)
 {
     return b ? uoff(sp, b) + 1 : 0;
 }
-/* A listed free block's last word: the previous one on the list.  The last
- * word, not the second: a free block's second word may be the header of
- * the object merged into it (a 1-unit block before it), which must still
- * say "dead" to name a second free; its last word is never a header that
- * matters (only a 1-unit block, never an object, ends with its header). */
-static inline uint64_t *link(const struct qs_slab *sp, char *blk)
+/* A listed free block's link: the previous block on its list, tagged
+ * like a header (a write after free there shows in validation).  A page's
+ * is its last word, not its second: a free block's second word may be the
+ * header of the object merged into it (a 1-unit block before it), which
+ * must still say "dead" to name a second free; its last word is never a
+ * header that matters (only a 1-unit block, never an object, ends with its
+ * header).  A run's is in its header's second word, beside the cache id
+ * (bits 16..31, the tag from bit 32): a run's unit is its header, so no
+ * object's header is there, and a list's work stays in the blocks' first
+ * cache lines. */
+static inline uint64_t *fl_link(const struct qs_slab *sp, char *blk)
 {
     const struct slob_kind *K = kind_of(sp);
+    if (K->hsize == 16)
+        return hdr(blk) + 1;
     return (uint64_t *)(blk + (size_t)H_UNITS(K, hget(blk)) * K->unit) - 1;
 }
-static inline uint64_t mklink(const uint64_t *w, unsigned prev)
+/* the link word w of a block of page sp, to `prev` (a ref) */
+static inline uint64_t mklink(const struct qs_slab *sp, const uint64_t *w, unsigned prev)
 {
+    if (kind_of(sp)->hsize == 16)
+        return (hget(w) & 0xffff) | (uint64_t)prev << 16 |
+               (uint64_t)tag_of(&kinds[K_RUN], w, ST_LINK) << 32;
     return (uint64_t)prev | (uint64_t)tag_of(&kinds[K_PAGE], w, ST_LINK) << 36;
 }
-#define LINK_REF(w) ((unsigned)((w) & 0xffff))
+/* the ref in a link word */
+static inline unsigned lref(const struct qs_slab *sp, uint64_t w)
+{
+    return (unsigned)((kind_of(sp)->hsize == 16 ? w >> 16 : w) & 0xffff);
+}
 static inline char *lprev(const struct qs_slab *sp, char *b)
 {
-    unsigned r = LINK_REF(hget(link(sp, b))); /* in the page whatever the word */
+    unsigned r = lref(sp, hget(fl_link(sp, b))); /* in the page whatever the word */
     return r <= kind_of(sp)->units ? at(sp, r) : NULL;
 }
 
