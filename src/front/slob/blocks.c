@@ -39,7 +39,7 @@ void slob_index_del(struct slob_index *ix, struct qs_slab *sp)
         sp->next->prev = sp->prev;
     sp->next = sp->prev = NULL;
     ix->pages--;
-    QS_STORE(slob_nr_pages[kind_nr(sp)], slob_nr_pages[kind_nr(sp)] - 1); /* read unlocked: big_free */
+    slob_nr_pages[kind_nr(sp)]--;
 }
 /* sp goes first in the bucket of its key `max` (0: full): the page that
  * served last is the first one tried next. */
@@ -56,7 +56,7 @@ void slob_index_add(struct slob_index *ix, struct qs_slab *sp, unsigned max)
         ix->map[k / 64] |= (uint64_t)1 << (k % 64);
     ix->bucket[k] = sp;
     ix->pages++;
-    QS_STORE(slob_nr_pages[kind_nr(sp)], slob_nr_pages[kind_nr(sp)] + 1);
+    slob_nr_pages[kind_nr(sp)]++;
 }
 
 

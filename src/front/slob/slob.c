@@ -24,9 +24,9 @@
  * from their cache's own slabs on the node lists (node.c, one node lock
  * per call), as the kernel's SLOB hands big objects to the page allocator;
  * the kmalloc classes' empty slabs of them are kept for their decay only
- * while they are at most what empty pages may be (below), past that given
- * back as they empty, as glibc unmaps a freed block over its mmap
- * threshold (object caches keep theirs by their tunables).  No per-owner
+ * while they are at most SLOB_KEEP_BYTES, past that given back as they
+ * empty, as glibc unmaps a freed block over its mmap threshold (object
+ * caches keep theirs by their tunables).  No per-owner
  * caching: one lock (slob_lock) for everything, as in the kernel.
  *
  * THE INDEX: A FITTING PAGE WITHOUT A WALK.  mm/slob.c walks a list of pages
@@ -182,16 +182,6 @@ static int local_node(void)
 }
 
 /* ---- big objects: their cache's own slabs on the node lists ---- */
-/* Bytes of the SLOB pages and runs in use (read without the lock: a
- * bound, not an account). */
-static size_t slob_bytes_in_use(void)
-{
-    size_t b = 0;
-    for (unsigned k = 0; k < K_NR; k++)
-        b += QS_LOAD(slob_nr_pages[k]) * qs_slab_bytes(kinds[k].order);
-    return b;
-}
-
 static void big_free(qslab_cache *c, struct qs_slab *s, void *obj)
 {
     if (unlikely(qs_maybe_free(c, *qs_link(c, obj))) && qs_double_free_check(c, NULL, s, obj))
@@ -200,17 +190,19 @@ static void big_free(qslab_cache *c, struct qs_slab *s, void *obj)
     qs_free_direct(c, obj); /* to its node list, under the node's lock */
     /* The kmalloc classes' empty slabs of big blocks on this node are kept
      * for their decay (1 s: a program that frees and allocates big blocks
-     * again, as realloc does, faults no pages in) while they are at most an
-     * eighth of SLOB's pages and runs in use, or SLOB_KEEP_BYTES; past that
-     * this class's are given back at once (a floor keeps no more empty slabs
-     * of sizes it may not see again than it keeps empty pages).  Object
-     * caches keep their empty slabs by their tunables. */
+     * again, as realloc does, faults no pages in) while they are at most
+     * SLOB_KEEP_BYTES; past that this class's are given back at once, as
+     * glibc unmaps a freed block over its mmap threshold.  Not a fraction
+     * of the pages in use, as empty pages are: a big block's slab is
+     * hundreds of KiB to MiBs of one size, which a program that frees it
+     * (SQLite's sorter, a dict's old table) may not ask for again, and
+     * kept it is resident memory at the program's peak (6 MiB of
+     * SQLite's 240).  Object caches keep their empty slabs by their
+     * tunables. */
     struct qs_node *n = &c->nodes[node];
     if (!c->is_kmalloc || c->obj_size + SLOB_UNIT <= SLOB_RUN_MAX || !QS_LOAD(n->nr_empty))
         return;
-    size_t held = 0, lim = slob_bytes_in_use() / SLOB_KEEP_FRACTION;
-    if (lim < SLOB_KEEP_BYTES)
-        lim = SLOB_KEEP_BYTES;
+    size_t held = 0, lim = SLOB_KEEP_BYTES;
     for (unsigned i = 0; i < QS_KMALLOC_CLASSES && held <= lim; i++) {
         qslab_cache *k = &qs_kmalloc_caches[i];
         if (k->front == QS_FRONT_SLOB && k->obj_size + SLOB_UNIT > SLOB_RUN_MAX)
