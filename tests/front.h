@@ -56,9 +56,9 @@ static inline const char *tf_kmalloc_front(void)
 }
 
 /* SLOB's kmalloc keeps the request's size: a block of whole 16-byte units
- * holding an 8-byte header (a 16-byte one in a run: blocks over 528 bytes
- * and up to TF_SLOB_RUN_MAX bytes), so what is usable is the request rounded up
- * to 16n + 8 (16n in a run), not the kmalloc class's size. */
+ * holding an 8-byte header (in a page, or in a run: blocks over 528 bytes
+ * and up to TF_SLOB_RUN_MAX bytes), so what is usable is the request
+ * rounded up to 16n + 8, not the kmalloc class's size. */
 #define TF_SLOB_RUN_MAX ((size_t)64 << 10) /* src/front/slob/slob.h SLOB_RUN_MAX: size + alignment */
 static inline int tf_slob_usable_ok(size_t usable, size_t requested)
 {

@@ -94,7 +94,7 @@ static void test_take(void)
         o[i] = NULL;
     }
     CHECK(qslab_cache_validate(a) == 0);
-    unsigned hole_units = (A_SIZE + 16 + 15) / 16, hole_bin = run_bin(hole_units);
+    unsigned hole_units = (A_SIZE + SLOB_HDR + 15) / 16, hole_bin = run_bin(hole_units);
     CHECKF((rx->map[hole_bin / 64] >> (hole_bin % 64)) & 1, "the holes' bin %u not in the bitmap", hole_bin);
 
     /* the larger request: the merged hole (8 blocks), the smallest that fits */

@@ -168,7 +168,7 @@ static void set_pfree(struct qs_slab *sp, char *b, unsigned pf)
  * first block start whose payload is aligned to `align`. */
 static inline unsigned align_delta(const struct slob_kind *K, const char *b, size_t align)
 {
-    uintptr_t pay = (uintptr_t)b + K->hsize;
+    uintptr_t pay = (uintptr_t)b + SLOB_HDR;
     return (unsigned)((((pay + align - 1) & ~(uintptr_t)(align - 1)) - pay) / K->unit);
 }
 
@@ -191,7 +191,7 @@ static void *carve(struct qs_slab *sp, char *b, unsigned n, unsigned delta, unsi
     set_pfree(sp, after + (size_t)rest * K->unit, rest);
     sp->objects -= units;
     sp->inuse++;
-    return a + K->hsize;
+    return a + SLOB_HDR;
 }
 
 /* Best fit in page sp among the first SLOB_WALK blocks of its free list:

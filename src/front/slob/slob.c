@@ -85,15 +85,19 @@
  *   bits 36..63  a tag: a hash of the secret and the block's address, with
  *                its state (allocated, free, or dead: a header merged into
  *                the free block before it)
- * A run's is two words, so that its payloads are 16-byte aligned: units
- * and link in 16 bits each and a 32-bit tag, then the cache id (bits
- * 0..15).  Free lists are doubly linked: a free block of 2 units or more
- * keeps its predecessor on its list in a link word tagged like a header (a
- * write after free there shows in validation), a page's block in its last
- * word, a run's in its header's second word (bits 16..31, beside the
- * cache id: a list's work stays in the blocks' first cache lines); 1-unit
- * free blocks (alignment slack, a
- * remainder too small for any block) are on no list and wait to be merged.
+ * A run's header is one word too, with 15-bit units (of 16 bytes) and
+ * link, the cache id and an 18-bit tag; its blocks start 8 bytes before a
+ * 16-byte boundary, so that payloads are 16-byte aligned behind 8 bytes
+ * of header, as in glibc (a 1,296-byte request takes 1,312 bytes, not
+ * 1,328; a weaker tag, 1 in 262,144 for a random word to pass for an
+ * allocated header, is the price).  Free lists are doubly linked: a free
+ * block of 2 units or more keeps its predecessor on its list in a link
+ * word tagged like a header (a write after free there shows in
+ * validation), a page's block in its last word, a run's in its second (no
+ * header is there: a run's blocks start on its 16-byte units; a list's
+ * work stays in the blocks' first cache lines); 1-unit free blocks
+ * (alignment slack, a remainder too small for any block) are on no list
+ * and wait to be merged.
  * So a free merges with both neighbours without a walk: the next block by
  * its size, the previous one by the free units its own header records; no
  * two free blocks touch, and an empty page is one free block.  A free
@@ -266,8 +270,8 @@ static void *slob_alloc_align(qslab_cache *c, size_t size, size_t align, int nod
     void *p;
     if (units * SLOB_UNIT + align - SLOB_UNIT <= SLOB_PAGE_MAX) { /* in a page */
         p = take(c, K_PAGE, (unsigned)units, align, node);
-    } else if (size + align <= SLOB_RUN_MAX) { /* in a run: 16-byte units and header */
-        p = take(c, K_RUN, (unsigned)((size + 16 + 15) / 16), align, node);
+    } else if (size + align <= SLOB_RUN_MAX) { /* in a run: 16-byte units */
+        p = take(c, K_RUN, (unsigned)((size + SLOB_HDR + 15) / 16), align, node);
     } else {
         return qs_node_alloc(c, NULL, node); /* its cache's own slabs */
     }
@@ -310,9 +314,9 @@ void qs_slob_bad_free(qslab_cache *expected, struct qs_slab *sp, const void *p)
     const struct slob_kind *K = kind_of(sp);
     const char *want = expected ? expected->name : NULL;
     char *b = page_base(sp), *end = page_end(sp);
-    if ((const char *)p >= b + K->hsize && (const char *)p <= end &&
+    if ((const char *)p >= b + SLOB_HDR && (const char *)p <= end &&
         ((uintptr_t)p & (SLOB_UNIT - 1)) == 0) {
-        char *h = (char *)p - K->hsize;
+        char *h = (char *)p - SLOB_HDR;
         int st = hstate(K, h, hget(h));
         if (st == ST_FREE || st == ST_DEAD) {
             qs_fatal("double free of %p in cache %s", p, want ? want : slob_name_of(hid(K, h, hget(h))));
@@ -332,7 +336,7 @@ void qs_slob_bad_free(qslab_cache *expected, struct qs_slab *sp, const void *p)
             qs_lock_release(&slob_lock);
             if (st == ST_ALLOC)
                 qs_fatal("invalid free of %p: interior pointer into object %p of cache %s", p,
-                         b + K->hsize, slob_name_of(hid(K, b, h)));
+                         b + SLOB_HDR, slob_name_of(hid(K, b, h)));
             else
                 qs_fatal("invalid free of %p: not an allocated object (free memory of a SLOB "
                          "page)%s%s", p, want ? ", cache " : "", want ? want : "");
@@ -353,9 +357,9 @@ void qs_slob_bad_free(qslab_cache *expected, struct qs_slab *sp, const void *p)
 static void page_free(qslab_cache *expected, struct qs_slab *sp, void *obj)
 {
     const struct slob_kind *K = kind_of(sp);
-    char *b = (char *)obj - K->hsize;
+    char *b = (char *)obj - SLOB_HDR;
     uint64_t h;
-    if ((char *)obj < page_base(sp) + K->hsize || (char *)obj > page_end(sp) ||
+    if ((char *)obj < page_base(sp) + SLOB_HDR || (char *)obj > page_end(sp) ||
         hstate(K, b, (h = hget(b))) != ST_ALLOC) {
         qs_slob_bad_free(expected, sp, obj);
         return;
@@ -421,15 +425,15 @@ static size_t slob_usable(struct qs_slab *s, const void *obj)
     if (s->cache != &qs_slob_arena)
         return s->cache->is_kmalloc ? s->cache->slot_size : s->cache->obj_size;
     const struct slob_kind *K = kind_of(s);
-    char *b = (char *)obj - K->hsize;
+    char *b = (char *)obj - SLOB_HDR;
     uint64_t h;
-    if ((const char *)obj < page_base(s) + K->hsize || (const char *)obj > page_end(s) ||
+    if ((const char *)obj < page_base(s) + SLOB_HDR || (const char *)obj > page_end(s) ||
         hstate(K, b, (h = hget(b))) != ST_ALLOC) {
         qs_slob_bad_free(NULL, s, obj);
         return 0;
     }
     qslab_cache *c = __atomic_load_n(&qs_cache_by_id[hid(K, b, h)], __ATOMIC_ACQUIRE);
-    size_t pay = (size_t)H_UNITS(K, h) * K->unit - K->hsize;
+    size_t pay = (size_t)H_UNITS(K, h) * K->unit - SLOB_HDR;
     return c && !c->is_kmalloc && c->obj_size < pay ? c->obj_size : pay;
 }
 

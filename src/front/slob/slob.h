@@ -12,7 +12,8 @@
 
 #pragma GCC visibility push(hidden)
 
-#define SLOB_UNIT 8 /* a page's unit; a header */
+#define SLOB_UNIT 8 /* a page's unit; a header (SLOB_HDR) */
+#define SLOB_HDR 8  /* a block's header: one word */
 #define SLOB_BUCKETS 513 /* by key: pages 0 .. 511 units, runs bins 0 .. RUN_BINS - 1 */
 #define SLOB_MAP_WORDS ((SLOB_BUCKETS + 63) / 64)
 #define SLOB_WALK 32 /* free blocks a take looks at, at most */
@@ -43,23 +44,23 @@ enum { ST_ALLOC, ST_FREE, ST_DEAD, ST_LINK };
 enum { K_PAGE, K_RUN, K_NR };
 
 /* The two kinds of SLOB page.  Blocks tile [mem + skip, mem + skip + units
- * * unit); a block starts with its header (hsize bytes), its payload
- * follows.  A page's header is one word: units, link and cache id in 10, 10
- * and 16 bits, a 28-bit tag; its first 8 bytes are unused.  A run's is
- * two: units and link in 16 bits each and a 32-bit tag, then the cache id;
- * its payloads are 16-byte aligned; its first RUN_SKIP bytes are its free
- * lists' heads (struct slob_run_ix). */
+ * * unit); a block starts with its header, one word (SLOB_HDR), its
+ * payload follows: units, link and cache id in fbits, fbits and 16 bits,
+ * then a tag.  A page's fields are 10 bits, its tag 28 bits; its first 8
+ * bytes are unused.  A run's fields are 15 bits, its tag 18 bits; its
+ * first RUN_SKIP bytes are its free lists' heads (struct slob_run_ix), its
+ * blocks start 8 bytes past a 16-byte boundary, so that their payloads are
+ * 16-byte aligned, and its last 8 bytes are unused. */
 struct slob_kind {
     unsigned unit, units; /* block sizes in these; the page's units */
-    unsigned hsize;       /* header bytes: 8 or 16 */
     unsigned fbits;       /* header fields: units and link, fbits each */
     unsigned tshift;      /* the tag: bits tshift..63 */
     unsigned order;       /* slab order */
     unsigned skip;        /* the first block's offset in the slab */
 };
 static const struct slob_kind kinds[K_NR] = {
-    [K_PAGE] = {8, 511, 8, 10, 36, 0, 8}, /* 4 KiB pages */
-    [K_RUN] = {16, (unsigned)(((256u << 10) - RUN_SKIP) / 16), 16, 16, 32, 6, (unsigned)RUN_SKIP}, /* 256 KiB runs */
+    [K_PAGE] = {8, 511, 10, 36, 0, 8}, /* 4 KiB pages */
+    [K_RUN] = {16, (unsigned)(((256u << 10) - RUN_SKIP - 16) / 16), 15, 46, 6, (unsigned)RUN_SKIP + 8}, /* 256 KiB runs */
 };
 /* The bin of a run's free block of n units (1 .. the run's units): n
  * itself below RUN_EXACT, then the power of two and the next
@@ -77,7 +78,7 @@ static inline unsigned slob_key(unsigned kind, unsigned n)
 {
     return kind == K_RUN ? run_bin(n) : n;
 }
-_Static_assert(((256u << 10) - RUN_SKIP) / 16 < (1u << 14), "a run's bins end at 2^14 units");
+_Static_assert(((256u << 10) - RUN_SKIP) / 16 < (1u << 14), "a run's bins end at 2^14 units, its fields hold them");
 static inline const struct slob_kind *kind_of(const struct qs_slab *sp)
 {
     return &kinds[sp->order == kinds[K_RUN].order ? K_RUN : K_PAGE];
@@ -134,19 +135,14 @@ static inline void hset(void *w, uint64_t v)
 static inline void sethdr(const struct slob_kind *K, void *b, int st, unsigned units, unsigned next,
                           unsigned id)
 {
-    uint64_t h = (uint64_t)units | (uint64_t)next << K->fbits | (uint64_t)tag_of(K, b, st) << K->tshift;
-    if (K->hsize == 8) {
-        hset(b, h | (uint64_t)id << (2 * K->fbits));
-    } else {
-        hset(hdr(b), h);
-        hset(hdr(b) + 1, id);
-    }
+    hset(b, (uint64_t)units | (uint64_t)next << K->fbits | (uint64_t)id << (2 * K->fbits) |
+                (uint64_t)tag_of(K, b, st) << K->tshift);
 }
 /* the cache id of block b, whose header word is h */
 static inline unsigned hid(const struct slob_kind *K, const void *b, uint64_t h)
 {
-    return K->hsize == 8 ? (unsigned)((h >> (2 * K->fbits)) & 0xffff)
-                         : (unsigned)(hget((const uint64_t *)b + 1) & 0xffff);
+    (void)b;
+    return (unsigned)((h >> (2 * K->fbits)) & 0xffff);
 }
 /* the state of a header, or -1 if it is none */
 static inline int hstate(const struct slob_kind *K, const void *blk, uint64_t h)
@@ -160,9 +156,11 @@ static inline char *page_base(const struct qs_slab *sp)
 {
     return sp->mem + kind_of(sp)->skip;
 }
+/* the end of the page's blocks: the slab's end, or 8 bytes before in a run */
 static inline char *page_end(const struct qs_slab *sp)
 {
-    return sp->mem + qs_slab_bytes(sp->order);
+    const struct slob_kind *K = kind_of(sp);
+    return page_base(sp) + (size_t)K->units * K->unit;
 }
 static inline unsigned uoff(const struct qs_slab *sp, const char *b)
 {
@@ -185,29 +183,27 @@ static inline unsigned ref(const struct qs_slab *sp, const char *b)
  * header of the object merged into it (a 1-unit block before it), which
  * must still say "dead" to name a second free; its last word is never a
  * header that matters (only a 1-unit block, never an object, ends with its
- * header).  A run's is in its header's second word, beside the cache id
- * (bits 16..31, the tag from bit 32): a run's unit is its header, so no
- * object's header is there, and a list's work stays in the blocks' first
+ * header).  A run's is its second word: its blocks start on 16-byte units,
+ * so no header is there, and a list's work stays in the blocks' first
  * cache lines. */
 static inline uint64_t *fl_link(const struct qs_slab *sp, char *blk)
 {
     const struct slob_kind *K = kind_of(sp);
-    if (K->hsize == 16)
+    if (kind_nr(sp) == K_RUN)
         return hdr(blk) + 1;
     return (uint64_t *)(blk + (size_t)H_UNITS(K, hget(blk)) * K->unit) - 1;
 }
 /* the link word w of a block of page sp, to `prev` (a ref) */
 static inline uint64_t mklink(const struct qs_slab *sp, const uint64_t *w, unsigned prev)
 {
-    if (kind_of(sp)->hsize == 16)
-        return (hget(w) & 0xffff) | (uint64_t)prev << 16 |
-               (uint64_t)tag_of(&kinds[K_RUN], w, ST_LINK) << 32;
+    (void)sp;
     return (uint64_t)prev | (uint64_t)tag_of(&kinds[K_PAGE], w, ST_LINK) << 36;
 }
 /* the ref in a link word */
 static inline unsigned lref(const struct qs_slab *sp, uint64_t w)
 {
-    return (unsigned)((kind_of(sp)->hsize == 16 ? w >> 16 : w) & 0xffff);
+    (void)sp;
+    return (unsigned)(w & 0xffff);
 }
 static inline char *lprev(const struct qs_slab *sp, char *b)
 {
