@@ -1,10 +1,10 @@
 /*
  * qslab_cache_shrink: after everything is freed, the empty slabs go back to
  * the OS and the byte count says so; the cache works afterwards.  Under the
- * SLOB front end objects that fit a page live in pages shared by every
- * cache (no slab of the cache): shrink gives back the arena's empty pages,
- * at most as many as the objects filled, and the cache's own slabs of
- * objects too big for a page.
+ * SLOB front end objects of up to 64 KiB live in pages and runs shared by
+ * every cache (no slab of the cache): shrink gives back the arena's empty
+ * pages, at most as many as the objects filled, and the cache's own slabs
+ * of objects too big for a run.
  */
 #include <qslab.h>
 
@@ -26,15 +26,16 @@ static void one_cache(const char *name, size_t size, int n)
         return;
     keep_empties(name);
     void **objs = malloc(sizeof(void *) * (size_t)n);
-    /* SLOB page objects, or run objects (over a page) */
+    /* SLOB page objects, or run objects (over 528 bytes) */
     int slob = tf_slob(c), in_pages = slob && size + 64 <= TF_SLOB_RUN_MAX;
     /* SLOB: a page object is its size in 8-byte units plus an 8-byte header,
-     * a page 511 units; a run object its size and a 16-byte header in
-     * 16-byte units, a run of 256 KiB 16,384: whole objects per page, and
-     * the pages n of them fill (all kept empty after the frees), one more
-     * for another's (a page the library's own caches use) */
-    int run = size + 64 > 4096;
-    size_t per_page = run ? 16384 / ((size + 31) / 16) : 511 / ((size + 7) / 8 + 1);
+     * up to 528 bytes, a page 511 units; a run object its size and an
+     * 8-byte header in 16-byte units, a run of 256 KiB 16,357 (past its
+     * lists' heads): whole objects per page, and the pages n of them fill
+     * (all kept empty after the frees), one more for another's (a page the
+     * library's own caches use) */
+    int run = ((size + 7) / 8 + 1) * 8 > 528;
+    size_t per_page = run ? 16357 / ((size + 8 + 15) / 16) : 511 / ((size + 7) / 8 + 1);
     size_t page = run ? (size_t)256 << 10 : 4096;
     size_t slob_bytes = in_pages ? (((size_t)n + per_page - 1) / per_page + 1) * page : 0;
     for (int round = 0; round < 2; round++) {

@@ -2,9 +2,9 @@
  * kmalloc size classes (193, kmalloc.c): the kmalloc-<bytes> caches exist, every qslab_malloc
  * size is served by its class cache (usable size = class size, the cache's
  * counters move by exactly one), and sizes over 32 MiB are mapped directly.
- * Under the SLOB front end a request that fits a page keeps its own size
- * (rounded to 16n + 8 usable bytes), not its class's; the class cache's
- * counters still move, and larger requests come from its slabs.
+ * Under the SLOB front end a request that fits a page or a run keeps its
+ * own size (rounded to 16n + 8 usable bytes), not its class's; the class
+ * cache's counters still move, and larger requests come from its slabs.
  */
 #include <qslab.h>
 
