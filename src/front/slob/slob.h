@@ -60,7 +60,8 @@ struct slob_kind {
 };
 static const struct slob_kind kinds[K_NR] = {
     [K_PAGE] = {8, 511, 10, 36, 0, 8}, /* 4 KiB pages */
-    [K_RUN] = {16, (unsigned)(((256u << 10) - RUN_SKIP - 16) / 16), 15, 46, 6, (unsigned)RUN_SKIP + 8}, /* 256 KiB runs */
+    /* 256 KiB runs: blocks from RUN_SKIP + 8 to 8 bytes before the end */
+    [K_RUN] = {16, (unsigned)(((256u << 10) - RUN_SKIP - 16) / 16), 15, 46, 6, (unsigned)RUN_SKIP + 8},
 };
 /* The bin of a run's free block of n units (1 .. the run's units): n
  * itself below RUN_EXACT, then the power of two and the next
@@ -88,7 +89,7 @@ static inline unsigned kind_nr(const struct qs_slab *sp)
     return sp->order == kinds[K_RUN].order ? K_RUN : K_PAGE;
 }
 
-/* A node's pages of one kind with objects, by their largest free block. */
+/* A node's pages of one kind with objects, by their key (slob_key). */
 struct slob_index {
     uint64_t map[SLOB_MAP_WORDS];         /* bit k: bucket[k] is not empty */
     struct qs_slab *bucket[SLOB_BUCKETS]; /* doubly linked by next/prev, NULL-ended */
