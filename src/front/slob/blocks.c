@@ -304,6 +304,21 @@ static void *run_take(struct qs_slab *sp, unsigned units, size_t align, unsigned
         best_n = H_UNITS(K, hget(best));
         best_delta = align_delta(K, best, align);
     }
+    /* The blocks carve writes, anywhere in the run: fetched together, so
+     * that their misses overlap (the next one on best's list, the rest's
+     * header, the head of the rest's list, the block after best). */
+    unsigned rest = best_n - best_delta - units;
+    char *nx = at(sp, H_NEXT(K, hget(best))), *end = best + (size_t)best_n * K->unit;
+    if (nx)
+        __builtin_prefetch(nx, 1);
+    if (rest) {
+        char *rh = fl_head(sp, run_bin(rest));
+        __builtin_prefetch(end - (size_t)rest * K->unit, 1);
+        if (rh)
+            __builtin_prefetch(rh, 1);
+    }
+    if (end < page_end(sp))
+        __builtin_prefetch(end, 1);
     void *p = carve(sp, best, best_n, best_delta, units, id);
     *max = run_key(sp);
     return p;
