@@ -38,6 +38,11 @@ static void *objs[N];
 
 int main(void)
 {
+    /* one CPU: with per-CPU queues, frees on another CPU than the
+     * allocations' go to the first CPU's inbox, which a refill there, an
+     * idle-CPU purge or another CPU's adoption claims, and the stash below
+     * would not hold exactly what it expects */
+    tu_pin_one_cpu();
     qslab_cache *c = qslab_cache_create("t-purge", 2048, 0, 0, NULL);
     tf_pin_slqb("t-purge"); /* SLQB's slabs and stash */
     /* a long decay while the slabs empty, so that a purger tick between
