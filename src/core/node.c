@@ -328,17 +328,16 @@ static void reuse_one(int node, unsigned order)
 
 static void node_reclaim(int node, unsigned order)
 {
-    if (node >= qs_nr_nodes)
-        return;
     size_t cap = qs_page_retain_cap(), step = cap / 8 > QS_RECLAIM_STEP ? cap / 8 : QS_RECLAIM_STEP;
     bool walk = __atomic_add_fetch(&cold_since, qs_slab_bytes(order), __ATOMIC_RELAXED) >= step;
-    if ((!walk && !QS_LOAD(fifo_hint[node][order])) || !qs_lock_try(&qs_global))
+    bool reuse = node < qs_nr_nodes && QS_LOAD(fifo_hint[node][order]);
+    if ((!walk && !reuse) || !qs_lock_try(&qs_global))
         return;
-    if (QS_LOAD(fifo_hint[node][order]))
+    if (reuse)
         reuse_one(node, order);
-    size_t warm = __atomic_load_n(qs_page_warm_bytes, __ATOMIC_RELAXED), fifo;
     if (walk)
         QS_STORE(cold_since, 0);
+    size_t warm = __atomic_load_n(qs_page_warm_bytes, __ATOMIC_RELAXED), fifo;
     if (!walk || (fifo = fifo_sum()) + warm <= cap) {
         qs_lock_release(&qs_global);
         return;
@@ -525,10 +524,7 @@ struct qs_slab *qs_node_take(qslab_cache *c, struct qs_queue *q, struct qs_node 
         } else {
             break;
         }
-        got += s->objects - s->inuse;
-        qs_slab_set_owner(s, &q->list);
-        s->next = out;
-        out = s;
+        got += qs_slab_hand_to(s, &q->list, &out);
     }
     qs_lock_release(&n->lock);
     return out;

@@ -241,5 +241,14 @@ static inline void qs_slab_set_owner(struct qs_slab *s, struct qs_list *l)
 {
     __atomic_store_n(&s->owner, l, __ATOMIC_RELEASE);
 }
+/* Slab s (off every list) becomes l's and goes first on the ->next list
+ * *out (slabs handed to a refill); returns its free objects. */
+static inline unsigned qs_slab_hand_to(struct qs_slab *s, struct qs_list *l, struct qs_slab **out)
+{
+    qs_slab_set_owner(s, l);
+    s->next = *out;
+    *out = s;
+    return s->objects - s->inuse;
+}
 
 #endif /* QSLAB_CORE_SLAB_H */

@@ -322,21 +322,14 @@ struct qs_slab *slqb_percpu_adopt(qslab_cache *c, struct qs_queue *q, unsigned w
                 if (!s->freelist)
                     continue;
                 qs_list_del(&v->list, s);
-                got += s->objects - s->inuse;
-                qs_slab_set_owner(s, &q->list);
-                s->next = out;
-                out = s;
+                got += qs_slab_hand_to(s, &q->list, &out);
             }
         }
         qs_lock_release(&v->lock);
         if (idle && got < want && QS_LOAD(v->nr_stash)) {
             qs_lock_acquire(&v->stash_lock);
-            while (got < want && (s = slqb_stash_pop(v))) {
-                got += s->objects - s->inuse;
-                qs_slab_set_owner(s, &q->list);
-                s->next = out;
-                out = s;
-            }
+            while (got < want && (s = slqb_stash_pop(v)))
+                got += qs_slab_hand_to(s, &q->list, &out);
             qs_lock_release(&v->stash_lock);
         }
     }
