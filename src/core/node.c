@@ -255,7 +255,7 @@ void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *li
 
 /* THE RETENTION RULE's part here (page.c has the whole rule): the page
  * layer is about to hand out memory that is not resident, for node `node`
- * and slabs of `order`.  Two things happen first:
+ * and slabs of `order`.  First:
  *   - REUSE: an empty slab of (node, order) on any cache's FIFO goes warm
  *     for this very allocation (the newest of the first FIFO that has
  *     one), so the process does not grow while memory it already holds
@@ -269,6 +269,18 @@ void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *li
  *     a slab of its order: the walk clears it before it looks, so a slab
  *     put on a FIFO meanwhile sets it again (a lost hint would only cost
  *     a reuse, never correctness).
+ *   - BIG EMPTIES: at each walk (below), the empty slabs of 256 KiB and
+ *     more (QS_BIG_EMPTY_ORDER) of other orders than the one asked for,
+ *     on a FIFO or warm, that went empty before the previous walk go back
+ *     to the OS: they lay unused while the process grew by a step, and a
+ *     slab that size serves only its own order.  Such slabs hold one
+ *     block each, and blocks that big come and go with a program's
+ *     growth: buffers doubled by realloc, hash tables resized.  sqlite
+ *     building an indexed table kept 3.8 MiB of its doubling buffers'
+ *     slabs (256 KiB to 2 MiB, each order asked for once) at its peak,
+ *     within the cap.  Emptied since the previous walk, they stay: a
+ *     program that frees a big block and takes one again soon keeps
+ *     its pages, and one that does not grow never walks.
  *   - THE CAP: if the caches' FIFOs and the warm slots together keep more
  *     than the retention cap, the oldest slab of each FIFO in turn goes
  *     back to the OS until they fit (page.c cuts the warm slots itself).
@@ -285,7 +297,11 @@ void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *li
 #define QS_RECLAIM_STEP ((size_t)1 << 20)
 static size_t cold_since; /* atomic: bytes handed out cold since the last walk */
 static unsigned long reclaims; /* atomic: walks that found FIFOs over the cap */
+static unsigned long big_cuts; /* atomic: big empties given back (BIG EMPTIES) */
+static unsigned long walks; /* written under qs_global: the walks so far */
 unsigned long *const qs_node_reclaims = &reclaims;
+unsigned long *const qs_node_big_cuts = &big_cuts;
+unsigned long *const qs_node_walks = &walks;
 
 static size_t fifo_sum(void) /* qs_global held */
 {
@@ -326,6 +342,45 @@ static void reuse_one(int node, unsigned order)
         QS_STORE(fifo_hint[node][order], 1);
 }
 
+/* BIG EMPTIES (above), at a walk that serves a slab of `order`: qs_global
+ * held.  A cache's FIFO holds slabs of its order, oldest first (empty_ms
+ * order), so each FIFO gives back from its head while the head went empty
+ * before the previous walk. */
+static uint32_t last_walk_ms; /* qs_global */
+static void big_cut(unsigned order)
+{
+    uint64_t now = qs_os_now_ms();
+    uint32_t age = qs_ms_age(now, last_walk_ms) + 1; /* empty since before the last walk */
+    last_walk_ms = (uint32_t)now & QS_MS_MASK;
+    QS_STORE(walks, walks + 1);
+    unsigned long cut = 0;
+    for (qslab_cache *c = qs_caches; c; c = c->next) {
+        unsigned o = QS_LOAD(c->order);
+        if (o < QS_BIG_EMPTY_ORDER || o == order)
+            continue;
+        for (int i = 0; i < qs_nr_nodes; i++) {
+            struct qs_node *n = &c->nodes[i];
+            if (!QS_LOAD(n->nr_empty) || !qs_lock_try(&n->lock))
+                continue;
+            struct qs_slab *go = NULL, *s;
+            while ((s = n->empty_head) && s->order == o && qs_ms_age(now, s->empty_ms) >= age) {
+                fifo_del(n, s);
+                s->next = go;
+                go = s;
+                cut++;
+            }
+            qs_lock_release(&n->lock);
+            if (go) {
+                size_t bytes = 0; /* with bytes: back to the OS, not warm */
+                qs_node_release_list(c, NULL, go, &bytes);
+            }
+        }
+    }
+    qs_page_sweep_warm_orders(QS_BIG_EMPTY_ORDER, order, age, now);
+    if (cut)
+        __atomic_fetch_add(&big_cuts, cut, __ATOMIC_RELAXED);
+}
+
 static void node_reclaim(int node, unsigned order)
 {
     size_t cap = qs_page_retain_cap(), step = cap / 8 > QS_RECLAIM_STEP ? cap / 8 : QS_RECLAIM_STEP;
@@ -335,8 +390,10 @@ static void node_reclaim(int node, unsigned order)
         return;
     if (reuse)
         reuse_one(node, order);
-    if (walk)
+    if (walk) {
         QS_STORE(cold_since, 0);
+        big_cut(order);
+    }
     size_t warm = __atomic_load_n(qs_page_warm_bytes, __ATOMIC_RELAXED), fifo;
     if (!walk || (fifo = fifo_sum()) + warm <= cap) {
         qs_lock_release(&qs_global);

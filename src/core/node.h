@@ -24,6 +24,9 @@ struct qs_slab *qs_node_take(qslab_cache *c, struct qs_queue *q, struct qs_node 
 void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list, size_t *bytes);
 struct qs_slab *qs_node_fifo_detach(struct qs_node *n); /* n->lock held (or n's cache gone) */
 extern unsigned long *const qs_node_reclaims; /* node.c's retention reclaims (atomic) */
+#define QS_BIG_EMPTY_ORDER 6 /* 256 KiB slabs and up: big empties (node.c node_reclaim) */
+extern unsigned long *const qs_node_big_cuts; /* big empty slabs given back by a walk (atomic) */
+extern unsigned long *const qs_node_walks;    /* node_reclaim's walks (a step of growth each) */
 size_t qs_node_shrink(qslab_cache *c, struct qs_queue *q, struct qs_node *n);
 /* The newest empty slab of n's FIFO, taken off it (NULL: none). */
 struct qs_slab *qs_node_take_empty(struct qs_node *n);

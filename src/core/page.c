@@ -368,15 +368,16 @@ static unsigned long warm_trims; /* atomic: cuts by the working-set bound */
 unsigned long *const qs_page_warm_trims = &warm_trims;
 size_t *const qs_page_warm_bytes = &warm_bytes;
 
-static bool warm_old(const struct qs_slab *s, uint64_t now)
+/* Unused for at least `age` ms */
+static bool warm_old(const struct qs_slab *s, uint64_t now, uint32_t age)
 {
-    return qs_ms_age(now, s->empty_ms) >= QS_WARM_MS;
+    return qs_ms_age(now, s->empty_ms) >= age;
 }
 
 static size_t free_left(struct qs_slab *list);
 static void slab_leave(struct qs_slab *s);
 
-/* Take pool p's warm slots that are old (all: every one) off its list
+/* Take pool p's warm slots unused for `age` ms (0: every one) off its list
  * (p->lock held), onto *out (a ->next list); returns their bytes.  The
  * list is newest first, so the old ones are its tail: taken from there,
  * oldest first, until a young one.  The caller takes the bytes off
@@ -400,10 +401,10 @@ static size_t warm_cut_oldest(struct qs_page_pool *p, struct qs_slab **out)
     return qs_slab_bytes(s->order);
 }
 
-static size_t warm_cut_locked(struct qs_page_pool *p, bool all, uint64_t now, struct qs_slab **out)
+static size_t warm_cut_locked(struct qs_page_pool *p, uint32_t age, uint64_t now, struct qs_slab **out)
 {
     size_t b = 0;
-    while (p->warm_tail && (all || warm_old(p->warm_tail, now)))
+    while (p->warm_tail && warm_old(p->warm_tail, now, age))
         b += warm_cut_oldest(p, out);
     return b;
 }
@@ -457,7 +458,7 @@ static size_t keep_slabs(struct qs_slab *list, size_t limit, bool since)
         else
             p->warm_tail = s;
         p->warm = s;
-        cut += warm_cut_locked(p, false, now, &cold); /* this pool's old ones go now */
+        cut += warm_cut_locked(p, QS_WARM_MS, now, &cold); /* this pool's old ones go now */
         qs_lock_release(&p->lock);
     }
     size_t back = free_cut(cold, cut);
@@ -508,18 +509,24 @@ static size_t warm_trim(size_t cap)
 
 size_t qs_page_sweep_warm(bool all)
 {
+    return qs_page_sweep_warm_orders(0, QS_NR_ORDERS, all ? 0 : QS_WARM_MS, qs_os_now_ms());
+}
+
+size_t qs_page_sweep_warm_orders(unsigned from, unsigned except, uint32_t age, uint64_t now)
+{
     if (!__atomic_load_n(&warm_bytes, __ATOMIC_RELAXED))
         return 0;
-    uint64_t now = qs_os_now_ms();
     struct qs_slab *go = NULL;
     size_t cut = 0;
     /* every pool's lock (a tick with warm slots only): p->warm is read
      * under it, like every other pool field */
     for (int node = 0; node < qs_nr_nodes; node++)
-        for (unsigned order = 0; order < QS_NR_ORDERS; order++) {
+        for (unsigned order = from; order < QS_NR_ORDERS; order++) {
+            if (order == except)
+                continue;
             struct qs_page_pool *p = &pools[node][order];
             qs_lock_acquire(&p->lock);
-            cut += warm_cut_locked(p, all, now, &go);
+            cut += warm_cut_locked(p, age, now, &go);
             qs_lock_release(&p->lock);
         }
     return free_cut(go, cut);

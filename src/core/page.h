@@ -119,6 +119,9 @@ size_t qs_page_retain_cap(void); /* max(floor, slab bytes / QS_RETAIN_FRACTION) 
 void qs_page_set_reclaim(void (*fn)(int node, unsigned order)); /* node.c's, at start-up */
 /* Give back warm slots kept QS_WARM_MS (all: every one); bytes the OS took */
 size_t qs_page_sweep_warm(bool all);
+/* ... those of orders `from` and up but `except`, warm `age` ms or more
+ * at `now` (0: every one; node.c: big empties) */
+size_t qs_page_sweep_warm_orders(unsigned from, unsigned except, uint32_t age, uint64_t now);
 extern size_t *const qs_page_warm_bytes;        /* atomic: bytes of warm slots */
 extern size_t *const qs_page_slab_bytes;        /* atomic: bytes of slabs handed to caches */
 extern unsigned long *const qs_page_warm_trims; /* atomic: cuts to the retention cap */

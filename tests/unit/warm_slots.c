@@ -9,7 +9,9 @@
  * sixteenth of the bytes still in slabs (with nothing else in use, a destroy
  * gives everything back at once).  When the page layer hands out memory
  * that is not resident, an empty slab of that order on any cache's FIFO
- * serves instead, and the warm pool is first cut to the cap.  The
+ * serves instead, and the warm pool is first cut to the cap; empty slabs
+ * of 256 KiB and more of other orders go back once they lay unused
+ * through a step of that growth.  The
  * statistics report says how many bytes are warm.
  */
 #include "../testutil.h"
@@ -322,6 +324,57 @@ int main(void)
     free(w);
     CHECK(qslab_cache_destroy(g) == 0);
     CHECK(qslab_cache_destroy(d) == 0);
+
+    /* big empties: empty slabs of 256 KiB and more on a FIFO stay through
+     * the first walk after they emptied and go back at the second (the
+     * process grew by a step meanwhile), when it serves another order */
+    qslab_trim();
+    qslab_cache *h = qslab_cache_create("t-warm-huge", 200 << 10, 0, 0, NULL);
+    g = qslab_cache_create("t-warm-grow2", 20000, 0, 0, NULL);
+    CHECK(h != NULL && g != NULL);
+    if (QS_LOAD(h->order) >= QS_BIG_EMPTY_ORDER && QS_LOAD(g->order) != QS_LOAD(h->order)) {
+        enum { NH = 3, NG = 4096 }; /* 768 KiB of 256 KiB slabs: within the cap (1 MiB here) */
+        void *hv[NH], **gv = calloc(NG, sizeof *gv);
+        char *hmem[NH];
+        size_t ng = 0;
+        for (int i = 0; i < NH; i++) {
+            CHECK((hv[i] = qslab_cache_alloc(h)) != NULL);
+            memset(hv[i], 4, 200 << 10);
+            struct qs_slab *hs = qs_slab_lookup(hv[i]);
+            hmem[i] = hs ? hs->mem : NULL; /* (a guarded sample has none) */
+        }
+        for (int i = 0; i < NH; i++)
+            qslab_cache_free(h, hv[i]);
+        unsigned long fifo = QS_LOAD(h->nodes[0].nr_empty), cuts = QS_LOAD(*qs_node_big_cuts);
+        unsigned long walks = QS_LOAD(*qs_node_walks);
+        /* (a walk skips a node whose lock is busy, the purger's say: a
+         * few more walks for the second) */
+        int round;
+        for (round = 1; round <= 6 && (round < 3 || QS_LOAD(h->nodes[0].nr_empty)); round++) {
+            usleep(3000); /* the walk's time is a later millisecond */
+            while (QS_LOAD(*qs_node_walks) < walks + (unsigned long)round && ng < NG) {
+                CHECK((gv[ng] = qslab_cache_alloc(g)) != NULL);
+                memset(gv[ng++], 5, 64);
+            }
+            CHECKF(QS_LOAD(*qs_node_walks) >= walks + (unsigned long)round, "%zu blocks of %s made no walk",
+                   ng, g->name);
+            if (round == 1)
+                CHECKF(QS_LOAD(h->nodes[0].nr_empty) == fifo, "%s: %lu empty slabs after the first walk, %lu "
+                       "before", h->name, QS_LOAD(h->nodes[0].nr_empty), fifo);
+        }
+        CHECKF(QS_LOAD(h->nodes[0].nr_empty) == 0 && QS_LOAD(*qs_node_big_cuts) >= cuts + fifo,
+               "%s: %lu empty slabs after %d walks (%lu before), %lu given back", h->name,
+               QS_LOAD(h->nodes[0].nr_empty), round - 1, fifo, QS_LOAD(*qs_node_big_cuts) - cuts);
+        for (int i = 0; i < NH && fifo == NH; i++)
+            CHECKF(!hmem[i] || !resident(hmem[i]), "big empty slab %d (%p) still resident", i, (void *)hmem[i]);
+        while (ng)
+            qslab_cache_free(g, gv[--ng]);
+        free(gv);
+    } else {
+        tf_note("warm_slots", h, "big empties (slab orders)");
+    }
+    CHECK(qslab_cache_destroy(g) == 0);
+    CHECK(qslab_cache_destroy(h) == 0);
 
     ballast_free(bal, bobjs, nb);
     qslab_trim();
