@@ -208,6 +208,8 @@ void qs_init_slow(void)
         qs_owner_budget_default(); /* before QSLAB_TUNE's owner_budget (the first cache) */
         qs_front_init();
         qs_kmalloc_init();
+        qs_tune_env_check(); /* QSLAB_TUNE's and QSLAB_DEBUG's names of kmalloc classes */
+        qs_debug_env_check();
         qs_slob_setup();
         qs_stats_init();
         qs_guard_init();
@@ -231,6 +233,8 @@ __attribute__((constructor)) static void qs_ctor(void)
 
 __attribute__((destructor)) static void qs_dtor(void)
 {
+    qs_tune_env_unused();
+    qs_debug_env_unused();
     qs_stats_at_exit();
 }
 

@@ -725,9 +725,17 @@ void qs_assert_fail(const char *expr, const char *file, int line) __attribute__(
  * "qslab: ...\n") instead of writing them to stderr; NULL restores stderr.
  * The control thread (observe/control_cmd.c) captures qslab_tune's
  * refusals and qslab_cache_validate's problems this way. */
-void qs_warn_capture(struct qs_buf *b);
+struct qs_buf *qs_warn_capture(struct qs_buf *b); /* the one before */
 
 qslab_fatal_fn qs_fatal_handler(void);  /* report.c: the user's, or NULL */
+/* A boolean variable of the environment (report.c): 1 or 0, `dflt` when it
+ * is unset or empty; any case of 1/0, yes/no, on/off, true/false, else one
+ * line names the variable, the value and what is allowed, and says that
+ * `what` stays as `dflt` has it. */
+int qs_env_bool(const char *name, int dflt, const char *what);
+/* Why a refused number of the environment is refused, before its range:
+ * "empty; ", "not a number; ", or "" (a number out of range) */
+const char *qs_env_why(const char *v);
 
 /* ---- meta.c ---- */
 void *qs_meta_alloc(size_t size); /* zeroed; NULL on ENOMEM */

@@ -56,6 +56,8 @@ static int parse_small(const char *s)
 
 static void node_reclaim(int node, unsigned order); /* below */
 
+static bool purge_on = true; /* QSLAB_PURGE, read at start-up (below) */
+
 void qs_node_topology_init(void)
 {
     qs_page_set_reclaim(node_reclaim);
@@ -67,6 +69,7 @@ void qs_node_topology_init(void)
             cpu_node[i] = 0;
     qs_nr_nodes = real;
     qs_real_numa = real > 1;
+    purge_on = qs_env_bool("QSLAB_PURGE", 1, "the purger");
     const char *fake = qs_os_getenv("QSLAB_FAKE_NUMA");
     if (fake) {
         int n = parse_small(fake);
@@ -76,7 +79,7 @@ void qs_node_topology_init(void)
             for (int i = 0; i < QS_MAX_CPUS; i++)
                 cpu_node[i] = i % n;
         } else {
-            qs_warn("QSLAB_FAKE_NUMA=%s ignored: allowed range is 1..%u", fake,
+            qs_warn("QSLAB_FAKE_NUMA=%s ignored: %sallowed range is 1..%u", fake, qs_env_why(fake),
                     (unsigned long)QS_MAX_NODES);
         }
     }
@@ -518,8 +521,7 @@ void qs_node_purger_start(void)
     int st = __atomic_load_n(&purger_state, __ATOMIC_RELAXED);
     if (likely(st != 0))
         return;
-    const char *v = qs_os_getenv("QSLAB_PURGE");
-    int next = (v && v[0] == '0') ? -1 : 1;
+    int next = purge_on ? 1 : -1;
     if (!__atomic_compare_exchange_n(&purger_state, &st, next, false, __ATOMIC_ACQ_REL,
                                      __ATOMIC_RELAXED))
         return;

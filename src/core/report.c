@@ -7,14 +7,18 @@
 #include "core/internal.h"
 
 #include <stdarg.h>
+#include <string.h>
+#include <strings.h>
 
 static qslab_fatal_fn fatal_handler;
 /* qs_warn's text, captured instead of written (qs_warn_capture): one thread's own */
 static __thread struct qs_buf *warn_capture __attribute__((tls_model("initial-exec")));
 
-void qs_warn_capture(struct qs_buf *b)
+struct qs_buf *qs_warn_capture(struct qs_buf *b)
 {
+    struct qs_buf *old = warn_capture;
     warn_capture = b;
+    return old;
 }
 
 void qs_buf_putc(struct qs_buf *b, char c)
@@ -196,4 +200,40 @@ void qs_lock_slow(qs_lock *l)
         if (!__atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE))
             return;
     }
+}
+
+/* One boolean word of the environment, any case: 1 on, 0 off, -1 none. */
+static int bool_word(const char *v)
+{
+    static const char *const on[] = {"1", "yes", "on", "true"}, *const off[] = {"0", "no", "off", "false"};
+    for (unsigned i = 0; i < 4; i++) {
+        if (!strcasecmp(v, on[i]))
+            return 1;
+        if (!strcasecmp(v, off[i]))
+            return 0;
+    }
+    return -1;
+}
+
+const char *qs_env_why(const char *v)
+{
+    if (!*v)
+        return "empty; ";
+    for (const char *s = v; *s; s++)
+        if (*s < '0' || *s > '9')
+            return "not a number; ";
+    return "";
+}
+
+int qs_env_bool(const char *name, int dflt, const char *what)
+{
+    const char *v = qs_os_getenv(name);
+    if (!v || !*v)
+        return dflt;
+    int b = bool_word(v);
+    if (b >= 0)
+        return b;
+    qs_warn("%s=%s ignored: not a boolean (1, yes, on, true or 0, no, off, false); %s stays %s", name, v, what,
+            dflt ? "on" : "off");
+    return dflt;
 }

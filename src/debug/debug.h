@@ -49,6 +49,10 @@ void qs_track_record(void *track);
 void qs_report_line(struct qs_buf *b); /* bugs.c: b + newline to stderr; b emptied */
 void qs_track_print(struct qs_buf *b, const char *what, const void *track);
 unsigned qs_debug_flags_for(const char *name, unsigned long flags);
+/* QSLAB_DEBUG's cache names no cache matched: kmalloc classes (start-up,
+ * once they exist), the others (at exit): one line each (flags.c) */
+void qs_debug_env_check(void);
+void qs_debug_env_unused(void);
 /* The slot layout of a debug cache: slot size and link offset */
 bool qs_debug_layout(qslab_cache *c, size_t size, size_t align, size_t *slot, size_t *link_off);
 void qs_debug_born(qslab_cache *c, char *first, uint32_t n); /* new objects */

@@ -55,6 +55,77 @@ static bool name_matches(const char *name, const char *p, size_t len)
 #define QS_DEBUG_OFF 0x80000000u /* QSLAB_DEBUG said '-' */
 static unsigned flags_for(const char *name, unsigned long flags);
 
+/* The cache names of QSLAB_DEBUG that matched a cache, by their offset in
+ * it (relaxed bits: set by cache creations, read by the checks below) */
+#define QS_DEBUG_ENV_MAX 4096
+static uint8_t names_used[QS_DEBUG_ENV_MAX / 8];
+
+static void name_used(const char *v, const char *n)
+{
+    size_t off = (size_t)(n - v);
+    if (off < QS_DEBUG_ENV_MAX)
+        __atomic_fetch_or(&names_used[off / 8], (uint8_t)(1u << (off % 8)), __ATOMIC_RELAXED);
+}
+
+/* Each name of QSLAB_DEBUG's blocks that no cache matched: kmalloc class
+ * names at start-up, once the classes exist (kmalloc: true), the others
+ * at exit (a program makes its caches when it likes). */
+static void names_unused(bool kmalloc)
+{
+    const char *v = qs_os_getenv("QSLAB_DEBUG");
+    if (!v || strlen(v) >= QS_DEBUG_ENV_MAX)
+        return;
+    for (const char *b = v; *b;) {
+        const char *end = strchr(b, ';');
+        if (!end)
+            end = b + strlen(b);
+        const char *comma = memchr(b, ',', (size_t)(end - b));
+        for (const char *n = comma ? comma + 1 : end; n < end;) {
+            const char *ne = memchr(n, ',', (size_t)(end - n));
+            if (!ne)
+                ne = end;
+            size_t off = (size_t)(n - v), len = (size_t)(ne - n);
+            bool used = __atomic_load_n(&names_used[off / 8], __ATOMIC_RELAXED) & (1u << (off % 8));
+            bool km = len > 8 && !memcmp(n, "kmalloc-", 8);
+            if (len && !used && km == kmalloc) {
+                char name[64], block[96];
+                size_t k = len < sizeof(name) - 1 ? len : sizeof(name) - 1, bl = (size_t)(end - b);
+                memcpy(name, n, k);
+                name[k] = '\0';
+                memcpy(block, b, bl < sizeof(block) - 1 ? bl : sizeof(block) - 1);
+                block[bl < sizeof(block) - 1 ? bl : sizeof(block) - 1] = '\0';
+                size_t size = 0;
+                const char *near = NULL;
+                for (const char *d = name + 8; km && *d >= '0' && *d <= '9'; d++)
+                    size = size * 10 + (size_t)(*d - '0');
+                for (unsigned c = 0; km && size && c < QS_KMALLOC_CLASSES && !near; c++)
+                    if (qs_kmalloc_caches[c].obj_size >= size)
+                        near = qs_kmalloc_caches[c].name;
+                if (!kmalloc)
+                    qs_warn("QSLAB_DEBUG block '%s': no cache named '%s' was made", block, name);
+                else if (near && name[len - 1] != '*')
+                    qs_warn("QSLAB_DEBUG block '%s': unknown cache '%s' ignored (a request of %s bytes is "
+                            "served by %s)", block, name, name + 8, near);
+                else
+                    qs_warn("QSLAB_DEBUG block '%s': unknown cache '%s' ignored (qslabinfo -e lists the "
+                            "kmalloc classes)", block, name);
+            }
+            n = ne + 1;
+        }
+        b = *end ? end + 1 : end;
+    }
+}
+
+void qs_debug_env_check(void)
+{
+    names_unused(true);
+}
+
+void qs_debug_env_unused(void)
+{
+    names_unused(false);
+}
+
 unsigned qs_debug_flags_for(const char *name, unsigned long flags)
 {
     return qs_debug_final(flags_for(name, flags));
@@ -97,20 +168,24 @@ static unsigned flags_for(const char *name, unsigned long flags)
                     break;
                 }
                 unsigned l = qs_debug_letter(*f);
-                if (!l && *f != ' ' && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-                    qs_warn("QSLAB_DEBUG: unknown flag '%s' ignored (flags: F Z P U T R V, -)", f);
+                if (!l && *f != ' ' && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) {
+                    char ch[2] = {*f, '\0'};
+                    qs_warn("QSLAB_DEBUG: unknown flag '%s' ignored (flags: F Z P U T R V, -)", ch);
+                }
                 fl |= (int)l;
             }
         }
         if (!comma) {
             all = fl;
-        } else if (mine == -1) {
+        } else { /* the first block naming it wins; every name it matches is used */
             for (const char *n = comma + 1; n < end;) {
                 const char *ne = memchr(n, ',', (size_t)(end - n));
                 if (!ne)
                     ne = end;
                 if (ne > n && name_matches(name, n, (size_t)(ne - n))) {
-                    mine = fl;
+                    if (mine == -1)
+                        mine = fl;
+                    name_used(v, n);
                     break;
                 }
                 n = ne + (ne < end);

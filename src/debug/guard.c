@@ -126,9 +126,9 @@ void qs_guard_init(void)
         return;
     long n = parse_num(v, QS_GUARD_MAX_RATE);
     if (n < 0) {
-        qs_warn("QSLAB_GUARD_SAMPLE=%s ignored: allowed range is 1..%u (one allocation in N "
+        qs_warn("QSLAB_GUARD_SAMPLE=%s ignored: %sallowed range is 1..%u (one allocation in N "
                 "guarded), or 0 (off); sampling is off",
-                v, QS_GUARD_MAX_RATE);
+                v, qs_env_why(v), QS_GUARD_MAX_RATE);
         return;
     }
     if (n == 0)
@@ -137,7 +137,7 @@ void qs_guard_init(void)
     if (sv) {
         long k = parse_num(sv, QS_GUARD_MAX_SLOTS);
         if (k < 1)
-            qs_warn("QSLAB_GUARD_SLOTS=%s ignored: allowed range is 1..%u; %u slots", sv,
+            qs_warn("QSLAB_GUARD_SLOTS=%s ignored: %sallowed range is 1..%u; %u slots", sv, qs_env_why(sv),
                     (unsigned long)QS_GUARD_MAX_SLOTS, (unsigned long)QS_GUARD_DEFAULT_SLOTS);
         else
             nr_slots = (unsigned)k;

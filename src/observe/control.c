@@ -538,14 +538,8 @@ QSLAB_EXPORT int qslab_control_stop(void)
 
 void qs_control_init(void)
 {
-    const char *v = qs_os_getenv("QSLAB_CONTROL");
-    if (!v || !*v || strcmp(v, "0") == 0)
-        return;
-    if (strcmp(v, "1") != 0) {
-        qs_warn("QSLAB_CONTROL=%s ignored (1 starts the control channel)", v);
-        return;
-    }
-    (void)qs_control_start(); /* a failure said why on stderr */
+    if (qs_env_bool("QSLAB_CONTROL", 0, "the control channel"))
+        (void)qs_control_start(); /* a failure said why on stderr */
 }
 
 /* At exit (and at dlclose of libqslab.so, which must not leave the thread

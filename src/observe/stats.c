@@ -306,8 +306,7 @@ static int stats_fd = -1;
 
 void qs_stats_init(void)
 {
-    const char *v = qs_os_getenv("QSLAB_STATS");
-    if (v && v[0] == '1')
+    if (qs_env_bool("QSLAB_STATS", 0, "the statistics report at exit"))
         stats_fd = qs_os_dup_fd(2);
 }
 

@@ -372,8 +372,9 @@ static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
         size_t n = vlen < sizeof(val) - 1 ? vlen : sizeof(val) - 1;
         memcpy(val, value, n);
         val[n] = '\0';
-        qs_warn("tune %s %s=%s refused: allowed range is %u..%u %s (%s)", c->name,
-                tunables[t].name, val, lo, hi, tunables[t].unit, tunables[t].doc);
+        qs_warn("tune %s %s=%s refused: %sallowed range is %u..%u %s (%s)", c->name, tunables[t].name,
+                val, num ? "" : vlen ? "not a number; " : "empty; ", lo, hi, tunables[t].unit,
+                tunables[t].doc);
         errno = EINVAL;
         return -1;
     }
@@ -420,6 +421,55 @@ static int set_one(qslab_cache *c, int t, const char *value, size_t vlen)
     return r;
 }
 
+/* Edit distance of two short names (at most 31 bytes; else "far") */
+static unsigned distance(const char *a, size_t la, const char *b, size_t lb)
+{
+    unsigned row[32];
+    if (la > 31 || lb > 31)
+        return 99;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (unsigned)j;
+    for (size_t i = 1; i <= la; i++) {
+        unsigned diag = row[0];
+        row[0] = (unsigned)i;
+        for (size_t j = 1; j <= lb; j++) {
+            unsigned up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[lb];
+}
+
+/* "unknown attribute 'x'" and, for a near name, " (did you mean 'y'?)" */
+static void unknown_attribute(const char *who, const char *attr, size_t len)
+{
+    char a[32];
+    size_t n = len < sizeof(a) - 1 ? len : sizeof(a) - 1;
+    memcpy(a, attr, n);
+    a[n] = '\0';
+    int best = -1;
+    unsigned bd = 3; /* at most two edits away */
+    for (unsigned t = 0; t < NR_TUNABLES; t++) {
+        unsigned d = distance(attr, len, tunables[t].name, strlen(tunables[t].name));
+        if (d < bd) {
+            bd = d;
+            best = (int)t;
+        }
+    }
+    if (best >= 0)
+        qs_warn("%s: unknown attribute '%s' (did you mean '%s'?)", who, a, tunables[best].name);
+    else
+        qs_warn("%s: unknown attribute '%s' (the attributes: order, hiwater, freebatch, empty_limit, "
+                "empty_decay_ms, stash_bytes, front, cpu_partial, min_partial, pass_through, limit, "
+                "batchcount, shared, random, guard_sample, debug, owner_budget)",
+                who, a);
+}
+
 int qs_tune(const char *cache, const char *attr, const char *value)
 {
     if (!cache || !attr || !value) {
@@ -428,10 +478,11 @@ int qs_tune(const char *cache, const char *attr, const char *value)
     }
     int t = find_tunable(attr, strlen(attr));
     if (t < 0) {
-        qs_warn("tune %s: unknown attribute %s (order, hiwater, freebatch, empty_limit, "
-                "empty_decay_ms, stash_bytes, front, cpu_partial, min_partial, pass_through, limit, "
-                "batchcount, shared, random, guard_sample, debug, owner_budget)",
-                cache, attr);
+        char who[80];
+        struct qs_buf b = {who, 0, sizeof who};
+        qs_buf_str(&b, "tune ");
+        qs_buf_str(&b, cache);
+        unknown_attribute(who, attr, strlen(attr));
         errno = EINVAL;
         return -1;
     }
@@ -487,55 +538,204 @@ int qs_tune_get(const char *cache, const char *attr, unsigned long *out)
     return 0;
 }
 
-/* Apply the QSLAB_TUNE entries that name cache c (or '*'). */
-void qs_tune_apply_env(qslab_cache *c)
+/* QSLAB_TUNE, read once: at the first cache (kmalloc-8, made by start-up,
+ * before any other thread can make one: qs_init_slow's lock) the string is
+ * copied and cut into its attr=value pairs, each with its entry's cache
+ * name.  What is wrong in it is said then, once, one line a problem, and
+ * the pair dropped: an entry without ':', a pair without '=', an unknown
+ * attribute (with the nearest name), a value that is not a number (or not a
+ * front end), debug (QSLAB_DEBUG's), owner_budget for one cache.  A value
+ * out of a cache's range is refused by that cache (set_one_locked's
+ * message, for the first cache that refuses that pair only); a cache name
+ * is checked once the kmalloc classes exist (qs_tune_env_check: an unknown
+ * kmalloc class) and at exit (qs_tune_env_unused: no cache of that name was
+ * made).  Written before any other reader (the first cache), read-only
+ * after, but for `refused` and `matched`, relaxed flags. */
+#define TUNE_ENV_BYTES 4096
+#define TUNE_ENV_SETS 128
+static char env_copy[TUNE_ENV_BYTES];
+static struct env_set {
+    const char *cache, *val, *entry;
+    unsigned short clen, vlen, elen;
+    signed char t;
+    uint8_t refused, matched; /* relaxed */
+} env_sets[TUNE_ENV_SETS];
+static unsigned nr_env_sets;
+
+/* "QSLAB_TUNE entry 'e'" (cut at 64 bytes) into buf */
+static const char *entry_who(char *buf, size_t cap, const char *e, size_t len)
 {
-    /* syntax problems are reported once, for the first cache (kmalloc-8 at
-     * start-up), not again for every cache created later */
-    static int syntax_reported;
-    bool report = !__atomic_exchange_n(&syntax_reported, 1, __ATOMIC_RELAXED);
-    if (QS_RANDOM_DEFAULT) /* the default `random`, once c has its id (core/slab.c) */
-        (void)set_one(c, T_RANDOM, "1", 1);
-    const char *s = qs_os_getenv("QSLAB_TUNE");
-    if (!s)
+    struct qs_buf b = {buf, 0, cap};
+    qs_buf_str(&b, "QSLAB_TUNE entry '");
+    for (size_t i = 0; i < len && i < 64; i++)
+        qs_buf_putc(&b, e[i]);
+    qs_buf_str(&b, len > 64 ? "...'" : "'");
+    return buf;
+}
+
+static void env_parse(qslab_cache *first)
+{
+    const char *v = qs_os_getenv("QSLAB_TUNE");
+    if (!v)
         return;
-    while (*s) {
-        const char *end = strchr(s, ';');
+    size_t len = strlen(v);
+    if (len >= TUNE_ENV_BYTES) {
+        qs_warn("QSLAB_TUNE ignored: %u bytes long, at most %u", (unsigned long)len,
+                (unsigned long)TUNE_ENV_BYTES - 1);
+        return;
+    }
+    memcpy(env_copy, v, len + 1);
+    char who[96];
+    for (const char *e = env_copy; *e;) {
+        const char *end = strchr(e, ';');
         if (!end)
-            end = s + strlen(s);
-        const char *colon = memchr(s, ':', (size_t)(end - s));
-        if (!colon) {
-            if (report)
-                qs_warn("QSLAB_TUNE: entry without ':' ignored");
+            end = e + strlen(e);
+        size_t elen = (size_t)(end - e);
+        const char *colon = memchr(e, ':', elen);
+        if (elen == 0) {
+            /* an empty entry ("a;;b", a trailing ';'): nothing to say */
+        } else if (!colon || colon == e) {
+            qs_warn("%s ignored: %s (the form is cache:attr=value[,attr=value...], cache * for every "
+                    "cache)", entry_who(who, sizeof who, e, elen), colon ? "no cache name" : "no ':'");
         } else {
-            size_t nlen = (size_t)(colon - s);
-            bool match = (nlen == 1 && s[0] == '*') ||
-                         (nlen == strlen(c->name) && memcmp(s, c->name, nlen) == 0);
-            const char *a = colon + 1;
-            while (match && a < end) {
+            size_t clen = (size_t)(colon - e);
+            bool all = clen == 1 && e[0] == '*';
+            entry_who(who, sizeof who, e, elen);
+            for (const char *a = colon + 1; a < end;) {
                 const char *aend = memchr(a, ',', (size_t)(end - a));
                 if (!aend)
                     aend = end;
                 const char *eq = memchr(a, '=', (size_t)(aend - a));
-                int t = eq ? find_tunable(a, (size_t)(eq - a)) : -1;
-                if (t < 0)
-                    qs_warn("QSLAB_TUNE: unknown attribute in entry for %s ignored", c->name);
-                else if (t == T_DEBUG) /* a twin now would take a kmalloc class's id */
-                    qs_warn("QSLAB_TUNE: debug for %s ignored: QSLAB_DEBUG gives caches their "
-                            "debug flags when they are made (docs/debugging.md)", c->name);
-                else if (t == T_OWNER_BUDGET) { /* the process's: once, at the first cache */
-                    if (report && nlen == 1 && s[0] == '*')
-                        (void)set_one(c, t, eq + 1, (size_t)(aend - eq - 1));
-                    else if (!(nlen == 1 && s[0] == '*'))
-                        qs_warn("QSLAB_TUNE: owner_budget for %s ignored: the owner budget is "
-                                "the process's, one for every cache: name \"*\"", c->name);
+                const char *val = eq ? eq + 1 : NULL;
+                size_t alen = (size_t)((eq ? eq : aend) - a), vlen = eq ? (size_t)(aend - val) : 0;
+                int t = find_tunable(a, alen);
+                unsigned long num;
+                if (alen == 0 && !eq) {
+                    /* "cache:" or "a=1,,b=2": nothing */
+                } else if (t < 0) {
+                    unknown_attribute(who, a, alen);
+                } else if (!eq || vlen == 0) {
+                    qs_warn("%s: %s has no value (%s=N: %s)", who, tunables[t].name, tunables[t].name,
+                            tunables[t].doc);
+                } else if (t == T_DEBUG) { /* a twin now would take a kmalloc class's id */
+                    qs_warn("%s: debug ignored: QSLAB_DEBUG gives caches their debug flags when they are "
+                            "made (docs/debugging.md)", who);
+                } else if (t == T_OWNER_BUDGET && !all) {
+                    qs_warn("%s: owner_budget ignored: the owner budget is the process's, one for every "
+                            "cache: name \"*\"", who);
+                } else if (t == T_FRONT && qs_front_find(val, vlen) < 0 &&
+                           !(parse_ulong(val, vlen, &num) && num < QS_FRONT_NAMED)) {
+                    char f[32];
+                    size_t n = vlen < sizeof(f) - 1 ? vlen : sizeof(f) - 1;
+                    memcpy(f, val, n);
+                    f[n] = '\0';
+                    qs_warn("%s: front=%s ignored: not a front end (" QS_FRONT_NAMES ")", who, f);
+                } else if (t != T_FRONT && !parse_ulong(val, vlen, &num)) {
+                    char f[32];
+                    size_t n = vlen < sizeof(f) - 1 ? vlen : sizeof(f) - 1;
+                    memcpy(f, val, n);
+                    f[n] = '\0';
+                    qs_warn("%s: %s=%s ignored: not a number (%s, in %s)", who, tunables[t].name, f,
+                            tunables[t].doc, tunables[t].unit);
+                } else if (t == T_OWNER_BUDGET) { /* the process's: once, now */
+                    (void)set_one(first, t, val, vlen);
+                } else if (nr_env_sets == TUNE_ENV_SETS) {
+                    qs_warn("%s: %s ignored: QSLAB_TUNE sets at most %u attributes", who,
+                            tunables[t].name, (unsigned long)TUNE_ENV_SETS);
+                } else {
+                    env_sets[nr_env_sets++] = (struct env_set){
+                        .cache = e, .clen = (unsigned short)clen, .val = val, .vlen = (unsigned short)vlen,
+                        .entry = e, .elen = (unsigned short)elen, .t = (signed char)t};
                 }
-                /* (named per cache: it only matches the caches it names) */
-                else
-                    (void)set_one(c, t, eq + 1, (size_t)(aend - eq - 1));
-                a = aend + (aend < end);
+                a = aend + 1;
             }
         }
-        s = end + (*end == ';');
+        e = end + (*end == ';');
+    }
+}
+
+/* Apply the QSLAB_TUNE entries that name cache c (or '*'), in order. */
+void qs_tune_apply_env(qslab_cache *c)
+{
+    static int parsed;
+    if (!__atomic_exchange_n(&parsed, 1, __ATOMIC_RELAXED))
+        env_parse(c);
+    if (QS_RANDOM_DEFAULT) /* the default `random`, once c has its id (core/slab.c) */
+        (void)set_one(c, T_RANDOM, "1", 1);
+    size_t nlen = strlen(c->name);
+    for (unsigned i = 0; i < nr_env_sets; i++) {
+        struct env_set *e = &env_sets[i];
+        bool all = e->clen == 1 && e->cache[0] == '*';
+        if (!all && (e->clen != nlen || memcmp(e->cache, c->name, nlen) != 0))
+            continue;
+        if (!all && !__atomic_load_n(&e->matched, __ATOMIC_RELAXED))
+            __atomic_store_n(&e->matched, 1, __ATOMIC_RELAXED);
+        /* a refusal (a range, which may depend on the object size) is
+         * said for the first cache that refuses the pair, with its entry */
+        char text[512], who[96];
+        struct qs_buf b = {text, 0, sizeof text};
+        struct qs_buf *outer = qs_warn_capture(&b);
+        int r = set_one(c, e->t, e->val, e->vlen);
+        qs_warn_capture(outer);
+        if (r != 0 && b.len > 7 && !__atomic_exchange_n(&e->refused, 1, __ATOMIC_RELAXED)) {
+            if (text[b.len - 1] == '\n')
+                text[b.len - 1] = '\0';
+            qs_warn("%s: %s", entry_who(who, sizeof who, e->entry, e->elen), text + 7 /* "qslab: " */);
+        }
+    }
+}
+
+/* The kmalloc classes exist (start-up): a QSLAB_TUNE entry naming a
+ * kmalloc class that is none is said now, with the nearest class. */
+void qs_tune_env_check(void)
+{
+    for (unsigned i = 0; i < nr_env_sets; i++) {
+        struct env_set *e = &env_sets[i];
+        /* (every kmalloc class has been made: each matched its entries) */
+        if (e->matched || e->clen <= 8 || memcmp(e->cache, "kmalloc-", 8) != 0)
+            continue;
+        bool before = false; /* one line an entry */
+        for (unsigned k = 0; k < i; k++)
+            before |= env_sets[k].entry == e->entry;
+        if (before)
+            continue;
+        char who[96], name[64];
+        size_t n = e->clen < sizeof(name) - 1 ? e->clen : sizeof(name) - 1;
+        memcpy(name, e->cache, n);
+        name[n] = '\0';
+        unsigned long size;
+        const char *near = NULL;
+        if (parse_ulong(e->cache + 8, e->clen - 8, &size))
+            for (unsigned k = 0; k < QS_KMALLOC_CLASSES && !near; k++)
+                if (qs_kmalloc_caches[k].obj_size >= size)
+                    near = qs_kmalloc_caches[k].name;
+        if (near)
+            qs_warn("%s ignored: unknown cache '%s' (a request of %s bytes is served by %s)",
+                    entry_who(who, sizeof who, e->entry, e->elen), name, name + 8, near);
+        else
+            qs_warn("%s ignored: unknown cache '%s' (the kmalloc classes: qslabinfo -e lists them)",
+                    entry_who(who, sizeof who, e->entry, e->elen), name);
+    }
+}
+
+/* At exit: an entry naming a cache that was never made. */
+void qs_tune_env_unused(void)
+{
+    for (unsigned i = 0; i < nr_env_sets; i++) {
+        struct env_set *e = &env_sets[i];
+        if (__atomic_load_n(&e->matched, __ATOMIC_RELAXED) || (e->clen == 1 && e->cache[0] == '*') ||
+            (e->clen > 8 && memcmp(e->cache, "kmalloc-", 8) == 0)) /* (said at start-up) */
+            continue;
+        bool before = false;
+        for (unsigned k = 0; k < i; k++)
+            before |= env_sets[k].entry == e->entry;
+        if (before)
+            continue;
+        char who[96], name[64];
+        size_t n = e->clen < sizeof(name) - 1 ? e->clen : sizeof(name) - 1;
+        memcpy(name, e->cache, n);
+        name[n] = '\0';
+        qs_warn("%s was not used: no cache named '%s' was made", entry_who(who, sizeof who, e->entry, e->elen),
+                name);
     }
 }

@@ -370,7 +370,7 @@ int main(int argc, char **argv)
     /* bad values: refused with the range, sampling (or the slots) as without */
     static const char *const bad1[] = {"QSLAB_GUARD_SAMPLE=abc", NULL};
     st = run("off", bad1);
-    CHECKF(st == 0 && strstr(out, "qslab: QSLAB_GUARD_SAMPLE=abc ignored: allowed range is 1..") != NULL,
+    CHECKF(st == 0 && strstr(out, "qslab: QSLAB_GUARD_SAMPLE=abc ignored: not a number; allowed range is 1..") != NULL,
            "QSLAB_GUARD_SAMPLE=abc: status %d; stderr:\n%s", st, out);
     static const char *const bad2[] = {"QSLAB_GUARD_SAMPLE=-5", NULL};
     st = run("off", bad2);

@@ -237,8 +237,9 @@ def refusals(t):
         (["ctl_a", "order=99"], r"tune ctl_a order=99 refused: allowed range is \d+\.\.\d+ log2 pages"),
         (["ctl_a", "hiwater=1"], r"tune ctl_a hiwater=1 refused: allowed range is 16\.\.\d+ objects"),
         (["ctl_a", "freebatch=0"], r"tune ctl_a freebatch=0 refused: allowed range is 1\.\.32 objects"),
-        (["ctl_a", "order=two"], r"tune ctl_a order=two refused: allowed range is"),
-        (["ctl_a", "nosuch=1"], r"unknown attribute nosuch"),
+        (["ctl_a", "order=two"], r"tune ctl_a order=two refused: not a number; allowed range is"),
+        (["ctl_a", "nosuch=1"], r"tune ctl_a: unknown attribute .nosuch."),
+        (["ctl_a", "hiwatr=1"], r"tune ctl_a: unknown attribute .hiwatr. \(did you mean .hiwater.\?\)"),
         (["nosuch", "order=1"], r"no cache named nosuch"),
     ]
     for args, pat in cases:
