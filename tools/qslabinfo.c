@@ -16,9 +16,9 @@
  * library's own arithmetic (src/observe/stats_calc.h).
  *
  * Exit status: 0 read and printed; 1 cannot read (no such process,
- * permission, no qslab in it, bad usage); 2 a qslab of another layout
- * version; 3 no consistent snapshot (the target kept changing, or its data
- * does not hold together).
+ * permission, no qslab in it); 2 bad usage; 3 no consistent snapshot (the
+ * target kept changing, or its data does not hold together); 4 a qslab of
+ * another layout version.
  */
 #define _GNU_SOURCE
 #include "observe/observe.h"
@@ -610,8 +610,8 @@ static void usage(FILE *f)
             "  --shrink [CACHE]         give empty slabs back (every cache: qslab_trim)\n"
             "  --validate [CACHE]       check a cache's invariants (or every cache's)\n"
             "  --control-stats [CACHE]  the counters as key=value, from the process itself\n"
-            "Exit: 0 ok, 1 cannot read (no process, permission, no qslab), 2 another layout\n"
-            "version, 3 no consistent snapshot.\n",
+            "Exit: 0 ok, 1 cannot read (no process, permission, no qslab), 2 bad usage,\n"
+            "3 no consistent snapshot, 4 another layout version.\n",
             prog, prog, prog);
 }
 
@@ -627,11 +627,7 @@ static int report(void)
 {
     static struct snap s;
     if (!attach(&s))
-        die(EXIT_CANNOT, "process %d does not use qslab (no qslab_observe_root in its mapped "
-                         "objects%s%s%s)", (int)g_pid,
-            stripped_exe[0] ? "; its executable " : "", stripped_exe,
-            stripped_exe[0] ? " has no symbol table, so a qslab linked into it statically "
-                              "cannot be found" : "");
+        die_no_qslab();
     if (mode == MODE_RECORD) /* its samples: snapshots it may skip */
         return record_run(&s, opt_record, opt_interval, opt_count);
     snapshot(&s);
@@ -781,13 +777,13 @@ int main(int argc, char **argv)
             errno = 0;
             opt_interval = strtol(optarg, &end, 10);
             if (errno || *end || opt_interval < 10 || opt_interval > 3600000)
-                die(EXIT_CANNOT, "--interval %s: give milliseconds from 10 to 3600000", optarg);
+                die(EXIT_USAGE, "--interval %s: give milliseconds from 10 to 3600000", optarg);
             break;
         case 'C':
             errno = 0;
             opt_count = strtol(optarg, &end, 10);
             if (errno || *end || opt_count < 0)
-                die(EXIT_CANNOT, "--count %s: give a number of samples (0: until the process "
+                die(EXIT_USAGE, "--count %s: give a number of samples (0: until the process "
                                  "exits)", optarg);
             break;
         case 'e':
@@ -802,12 +798,12 @@ int main(int argc, char **argv)
         case 'R':
             opt_retries = atoi(optarg);
             if (opt_retries < 1 || opt_retries > 100000)
-                die(EXIT_CANNOT, "--retries wants 1..100000");
+                die(EXIT_USAGE, "--retries wants 1..100000");
             break;
         case 'D':
             delay = strtol(optarg, &end, 10);
             if (*end || delay < 0 || delay > 86400000)
-                die(EXIT_CANNOT, "--delay wants milliseconds");
+                die(EXIT_USAGE, "--delay wants milliseconds");
             break;
         case QCTL_SET:
         case QCTL_GET:
@@ -821,25 +817,25 @@ int main(int argc, char **argv)
             return 0;
         default:
             usage(stderr);
-            return EXIT_CANNOT;
+            return EXIT_USAGE;
         }
     }
     if (qctl_wanted()) { /* the control channel (qslabinfo_control.c) */
         if (pid <= 0 || optind < argc)
-            die(EXIT_CANNOT, "--set, --get, --shrink, --validate and --control-stats want -p PID "
+            die(EXIT_USAGE, "--set, --get, --shrink, --validate and --control-stats want -p PID "
                              "(and no program)");
         return qctl_run(pid, prog);
     }
     if (mode == MODE_RECORD && (pid <= 0 || optind < argc))
-        die(EXIT_CANNOT, "--record wants -p PID (and no program)");
+        die(EXIT_USAGE, "--record wants -p PID (and no program)");
     if (pid > 0) {
         if (optind < argc)
-            die(EXIT_CANNOT, "-p and a program to run: choose one");
+            die(EXIT_USAGE, "-p and a program to run: choose one");
         g_pid = (pid_t)pid;
         return report();
     }
     if (optind < argc)
         return run_program(argv + optind, delay);
     usage(stderr);
-    return EXIT_CANNOT;
+    return EXIT_USAGE;
 }

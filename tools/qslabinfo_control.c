@@ -48,10 +48,10 @@ static void fail(int status, const char *fmt, ...)
 static const char *word(const char *w, const char *what)
 {
     if (!*w)
-        fail(1, "%s is empty", what);
+        fail(2, "%s is empty", what);
     for (const char *p = w; *p; p++)
         if (*p <= ' ' || *p > '~')
-            fail(1, "%s '%s' has a space or a byte that is not printable ASCII", what, w);
+            fail(2, "%s '%s' has a space or a byte that is not printable ASCII", what, w);
     return w;
 }
 
@@ -66,14 +66,14 @@ void qctl_option(int code, const char *arg, int argc, char **argv, int *optind, 
 {
     g_prog = prog;
     if (request[0])
-        fail(1, "one of --set, --get, --shrink, --validate, --control-stats at a time");
+        fail(2, "one of --set, --get, --shrink, --validate, --control-stats at a time");
     const char *cache = NULL;
     int n = 0;
     switch (code) {
     case QCTL_SET: {
         word(arg, "the cache name");
         if (*optind >= argc || !strchr(argv[*optind], '='))
-            fail(1, "--set CACHE ATTR=VALUE: ATTR=VALUE missing");
+            fail(2, "--set CACHE ATTR=VALUE: ATTR=VALUE missing");
         char *av = argv[(*optind)++];
         char *eq = strchr(av, '=');
         *eq = '\0';
@@ -85,7 +85,7 @@ void qctl_option(int code, const char *arg, int argc, char **argv, int *optind, 
     case QCTL_GET:
         word(arg, "the cache name");
         if (*optind >= argc)
-            fail(1, "--get CACHE ATTR: ATTR missing");
+            fail(2, "--get CACHE ATTR: ATTR missing");
         n = snprintf(request, sizeof request, "get %s %s", arg,
                      word(argv[(*optind)++], "the attribute"));
         break;
@@ -96,7 +96,7 @@ void qctl_option(int code, const char *arg, int argc, char **argv, int *optind, 
                      cache ? " " : "", cache ? cache : "");
     }
     if (n < 0 || (size_t)n >= sizeof request)
-        fail(1, "the request is too long");
+        fail(2, "the request is too long");
 }
 
 bool qctl_wanted(void)
@@ -249,7 +249,7 @@ int qctl_run(long pid, const char *prog)
         fail(1, "process %ld: %s is not a qslab control socket (it said \"%.80s\")", pid, path,
              line);
     if (ver != QCTL_VERSION)
-        fail(2, "process %ld speaks control protocol version %d; this qslabinfo speaks version %d: "
+        fail(4, "process %ld speaks control protocol version %d; this qslabinfo speaks version %d: "
                 "use the qslabinfo of its qslab", pid, ver, QCTL_VERSION);
     size_t rl = strlen(request);
     request[rl] = '\n';

@@ -17,8 +17,8 @@
  *
  * The reading is tools/reader.c's, as qslabinfo's.  Exit status: 0 (also
  * when the process ends while watched: qslabtop says so), 1 cannot read (no
- * such process, permission, no qslab in it, bad usage, no terminal), 2 a
- * qslab of another layout version, 3 no consistent snapshot.
+ * such process, permission, no qslab in it, no terminal), 2 bad usage, 3 no
+ * consistent snapshot, 4 a qslab of another layout version.
  */
 #define _GNU_SOURCE
 #include "reader.h"
@@ -367,11 +367,7 @@ static void on_die(void)
 
 static void no_qslab(void)
 {
-    die(EXIT_CANNOT, "process %d does not use qslab (no qslab_observe_root in its mapped "
-                     "objects%s%s%s)", (int)g_pid,
-        stripped_exe[0] ? "; its executable " : "", stripped_exe,
-        stripped_exe[0] ? " has no symbol table, so a qslab linked into it statically "
-                          "cannot be found" : "");
+    die_no_qslab();
 }
 
 static struct snap snapshot_buf;
@@ -552,7 +548,8 @@ static void usage(FILE *f)
             "it (its output to /dev/null), watches it, and ends it (SIGTERM) when it quits;\n"
             "with -o it reads it once, after the delay.\n"
             "Exit: 0 ok (also when the process ends while watched), 1 cannot read (no process,\n"
-            "permission, no qslab), 2 another layout version, 3 no consistent snapshot.\n",
+            "permission, no qslab, no terminal), 2 bad usage, 3 no consistent snapshot, 4 another\n"
+            "layout version.\n",
             prog, prog);
 }
 
@@ -578,12 +575,12 @@ int main(int argc, char **argv)
             errno = 0;
             delay_s = strtod(optarg, &end);
             if (errno || *end || end == optarg || !(delay_s >= 0.05 && delay_s <= 86400))
-                die(EXIT_CANNOT, "bad delay '%s': seconds, from 0.05 to 86400", optarg);
+                die(EXIT_USAGE, "bad delay '%s': seconds, from 0.05 to 86400", optarg);
             delay_given = true;
             break;
         case 's':
             if (strlen(optarg) != 1 || !sort_what(optarg[0]))
-                die(EXIT_CANNOT, "bad sort key '%s': one of a b c l v n o p s u", optarg);
+                die(EXIT_USAGE, "bad sort key '%s': one of a b c l v n o p s u", optarg);
             sort_key = optarg[0];
             break;
         case 'o':
@@ -593,20 +590,20 @@ int main(int argc, char **argv)
             errno = 0;
             opt_retries = (int)strtol(optarg, &end, 10);
             if (errno || *end || end == optarg || opt_retries < 1 || opt_retries > 100000)
-                die(EXIT_CANNOT, "--retries wants 1..100000");
+                die(EXIT_USAGE, "--retries wants 1..100000");
             break;
         case 'h':
             usage(stdout);
             return 0;
         default:
             usage(stderr);
-            return EXIT_CANNOT;
+            return EXIT_USAGE;
         }
     }
     die_hook = on_die;
     if (pid > 0) {
         if (optind < argc)
-            die(EXIT_CANNOT, "-p and a program to run: choose one");
+            die(EXIT_USAGE, "-p and a program to run: choose one");
         g_pid = (pid_t)pid;
         if (!attach(&snapshot_buf))
             no_qslab();
@@ -624,7 +621,7 @@ int main(int argc, char **argv)
         }
     } else {
         usage(stderr);
-        return EXIT_CANNOT;
+        return EXIT_USAGE;
     }
     int rc;
     if (once) {

@@ -52,13 +52,21 @@ void die(int status, const char *fmt, ...)
 
 /* A process id from the command line (-p), or the process ends with one
  * line. */
+void die_no_qslab(void)
+{
+    die(EXIT_CANNOT, "process %d does not use qslab (no qslab_observe_root in its mapped objects%s%s%s): start "
+        "the program with qslab-run (e.g. qslabinfo -- qslab-run PROGRAM), or with libqslab-malloc.so in "
+        "LD_PRELOAD", (int)g_pid, stripped_exe[0] ? "; its executable " : "", stripped_exe,
+        stripped_exe[0] ? " has no symbol table, so a qslab linked into it statically cannot be found" : "");
+}
+
 pid_t parse_pid(const char *arg)
 {
     char *end;
     errno = 0;
     long pid = strtol(arg, &end, 10);
     if (errno || *end || pid <= 0 || pid > INT_MAX)
-        die(EXIT_CANNOT, "bad process id '%s'", arg);
+        die(EXIT_USAGE, "bad process id '%s': a number from 1", arg);
     return (pid_t)pid;
 }
 

@@ -20,9 +20,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define EXIT_CANNOT 1
-#define EXIT_VERSION 2
-#define EXIT_TORN 3
+#define EXIT_CANNOT 1  /* no process, permission, no qslab in it */
+#define EXIT_USAGE 2   /* bad usage: an unknown option, a bad value */
+#define EXIT_TORN 3    /* no consistent snapshot */
+#define EXIT_VERSION 4 /* a qslab of another observation layout */
 
 #define MAX_QUEUES_PER_CACHE (1u << 20) /* bounded walks */
 #define MAX_SEQ_TRIES 100
@@ -105,6 +106,9 @@ extern char why[256];
 extern int opt_retries;
 
 void die(int status, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+/* attach() found no qslab in g_pid: say so, and how to start a program
+ * with qslab (qslab-run), and exit EXIT_CANNOT */
+void die_no_qslab(void) __attribute__((noreturn));
 pid_t parse_pid(const char *arg); /* -p's argument, or die() */
 void explain_access(int err) __attribute__((noreturn));
 long status_field(pid_t pid, const char *key);

@@ -13,7 +13,7 @@
                  snapshot or the retry message; then --record of 100
                  snapshots 10 ms apart in one process
   not qslab      `sleep`: one line, exit 1; a dead pid: ESRCH's line, exit 1
-  hostile        obs_fake: another layout version (exit 2, both versions), a
+  hostile        obs_fake: another layout version (exit 4, both versions), a
                  cyclic cache list and a wild pointer (exit 3, one line); a
                  generation odd for ever (exit 3, "try again"; --record skips
                  each sample with a comment line and goes on); a
@@ -256,7 +256,7 @@ def record(target, plot):
         check(len([f for f in data if f[1] == "[large]" and f[2] == "1"]) == 3,
               "--record: the large block in each sample", "\n".join(lines))
         r = tool(["-p", str(p.pid), "--record", rec, "--interval", "5"])
-        check(r.returncode == 1 and one_line(r) and "--interval" in r.stderr,
+        check(r.returncode == 2 and one_line(r) and "--interval" in r.stderr,
               "--record: an interval under 10 ms refused", r.stderr)
         # until the process exits (into the same file, written afresh)
         os.unlink(rec)
@@ -328,8 +328,9 @@ def at_exit(target):
         p.stdin.close()
     out, rest = p.stdout.read(), p.stderr.read()
     r = subprocess.CompletedProcess(p.args, p.wait(timeout=120), out, first + rest)
-    check(r.returncode == 1 and one_line(r) and "does not use qslab" in r.stderr,
-          "--delay on a program without qslab", "rc %d: %s" % (r.returncode, r.stderr))
+    check(r.returncode == 1 and one_line(r) and "does not use qslab" in r.stderr and "qslab-run" in r.stderr,
+          "--delay on a program without qslab: says so, and names qslab-run",
+          "rc %d: %s" % (r.returncode, r.stderr))
 
 
 def dropin(lib):
@@ -429,11 +430,19 @@ def not_qslab():
     check(r.returncode == 1 and one_line(r) and "ESRCH" in r.stderr, "dead pid: ESRCH's line",
           "rc %d: %s" % (r.returncode, r.stderr))
     r = tool([])
-    check(r.returncode == 1 and "usage" in r.stderr, "no arguments: usage", r.stderr)
+    check(r.returncode == 2 and "usage" in r.stderr, "no arguments: usage, exit 2", r.stderr)
+    r = tool(["--bogus"])
+    check(r.returncode == 2 and "usage" in r.stderr, "an unknown option: usage, exit 2", r.stderr)
+    r = tool(["-p", "12x"])
+    check(r.returncode == 2 and one_line(r) and "bad process id '12x'" in r.stderr, "-p 12x: exit 2",
+          r.stderr)
+    r = tool(["--help"])
+    check(r.returncode == 0 and r.stdout.startswith("usage: "), "--help: usage on stdout, exit 0",
+          r.stdout + r.stderr)
 
 
 def hostile(fake):
-    for how, rc, words in (("version", 2, ["version 999", "version %d" % LAYOUT_VERSION]),
+    for how, rc, words in (("version", 4, ["version 999", "version %d" % LAYOUT_VERSION]),
                            ("cycle", 3, ["a cycle"]), ("wild", 3, ["not readable"]),
                            ("unrelocated", 3, ["has not run", "try again"])):
         p, _ = start([fake, how], env=dict(os.environ))

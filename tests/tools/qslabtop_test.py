@@ -125,7 +125,7 @@ def check_once(target):
         check(re.search(r"allocs/s 0, remote frees/s 0", r.stdout) is not None,
               "-o -d 0.3: the process's rates", r.stdout[:900])
         r = tool(["-o", "-s", "x", "-p", str(p.pid)])
-        check(r.returncode == 1 and "bad sort key" in r.stderr, "-s x refused", r.stderr)
+        check(r.returncode == 2 and "bad sort key" in r.stderr, "-s x refused (bad usage: 2)", r.stderr)
     finally:
         stop(p)
     # -- PROGRAM
