@@ -391,19 +391,19 @@ QSLAB_EXPORT size_t qslab_usable_size(const void *p)
  * mapping (realloc remaps to the size), a smaller one must be over half of
  * it (a realloc that kept it).  A mismatch is reported, naming the
  * object's cache and the sizes it takes, and the object is not freed. */
-QSLAB_EXPORT void qslab_free_sized(void *p, size_t size)
+void qs_free_sized_as(void *p, size_t size, const char *what)
 {
     if (!p)
         return;
     struct qs_chunk *ch = qs_chunk_of(p);
     if (unlikely(qs_guard_owns(p))) { /* a guarded sample: its usable size */
-        size_t u = qs_guard_usable(p, "free_sized");
+        size_t u = qs_guard_usable(p, what);
         if (!u)
             return; /* reported */
         size_t lo = u < 32 ? 0 : u / 2 + 1;
         if (size > u || size < lo) {
-            qs_fatal("free_sized of %p with size %u: the object is a guarded sample of %u bytes "
-                     "(sizes %u..%u)", p, size, u, lo, u);
+            qs_fatal("%s of %p with size %u: the object is a guarded sample of %u bytes "
+                     "(sizes %u..%u)", what, p, size, u, lo, u);
             return;
         }
     } else if (ch && ch->kind == QS_CHUNK_LARGE && p == ch->large_ptr) {
@@ -416,25 +416,61 @@ QSLAB_EXPORT void qslab_free_sized(void *p, size_t size)
         bool mapped = size >= mlo && size <= u, kept = size >= rlo && size <= QS_KMALLOC_MAX;
         if (!mapped && !kept) {
             if (rlo > QS_KMALLOC_MAX || mlo == QS_KMALLOC_MAX + 1) /* one range */
-                qs_fatal("free_sized of %p with size %u: the object is a large block of %u "
-                         "bytes (sizes %u..%u)", p, size, u, rlo > QS_KMALLOC_MAX ? mlo : rlo, u);
+                qs_fatal("%s of %p with size %u: the object is a large block of %u "
+                         "bytes (sizes %u..%u)", what, p, size, u, rlo > QS_KMALLOC_MAX ? mlo : rlo, u);
             else
-                qs_fatal("free_sized of %p with size %u: the object is a large block of %u "
-                         "bytes (sizes %u..%u, or %u..%u after a realloc)", p, size, u, mlo, u,
+                qs_fatal("%s of %p with size %u: the object is a large block of %u "
+                         "bytes (sizes %u..%u, or %u..%u after a realloc)", what, p, size, u, mlo, u,
                          rlo, QS_KMALLOC_MAX);
             return;
         }
     } else if (ch && ch->kind == QS_CHUNK_SLABS && qs_obj_slab(ch, p)) {
-        size_t u = usable(p, "free_sized");
+        size_t u = usable(p, what);
         if (!u)
             return; /* reported */
         size_t lo = u < 32 ? 0 : u / 2 + 1;
         if (size > u || size < lo) {
-            qs_fatal("free_sized of %p with size %u: the object is in cache %s (sizes %u..%u)",
+            qs_fatal("%s of %p with size %u: the object is in cache %s (sizes %u..%u)", what,
                      p, size, qs_obj_slab(ch, p)->cache->name, lo, u);
             return;
         }
     } /* anything else: qs_kfree reports it */
+    qs_kfree(p);
+}
+
+bool qs_kmalloc_owns(const void *p)
+{
+    return qs_chunk_of(p) != NULL || qs_guard_owns(p);
+}
+
+QSLAB_EXPORT void qslab_free_sized(void *p, size_t size)
+{
+    qs_free_sized_as(p, size, "free_sized");
+}
+
+/* free_aligned_sized and the aligned C++ deletes: p's alignment must be
+ * `align` (a power of two) and `size` (0: not given) must fit its block;
+ * aligned blocks come from a class of at least max(align, size), so sizes
+ * far below the block are legitimate and only the upper bound is checked.
+ * A mismatch is reported and the block is not freed. */
+void qs_free_aligned_as(void *p, size_t align, size_t size, const char *what)
+{
+    if (!p)
+        return;
+    if (align == 0 || (align & (align - 1)) || ((uintptr_t)p & (align - 1))) {
+        qs_fatal("%s of %p with alignment %u: %s", what, p, align,
+                 align == 0 || (align & (align - 1)) ? "not a power of two" : "the pointer does not have it");
+        return;
+    }
+    if (size) {
+        size_t u = usable(p, what); /* reports a pointer not qslab's: 0 */
+        if (!u)
+            return;
+        if (size > u) {
+            qs_fatal("%s of %p with size %u: the block holds %u bytes", what, p, size, u);
+            return;
+        }
+    }
     qs_kfree(p);
 }
 

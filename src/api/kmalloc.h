@@ -23,6 +23,13 @@ extern const uint8_t qs_kmalloc_small_index16[QS_KM_SMALL_ENTRIES];
 extern const uint8_t qs_kmalloc_mid_index[QS_KM_MID_ENTRIES];
 void *qs_large_alloc(size_t size, size_t align);
 void qs_free_other(void *p);
+/* free_sized's check, its messages naming `what` ("operator delete", ...) */
+void qs_free_sized_as(void *p, size_t size, const char *what);
+/* free_aligned_sized's: the alignment, and size (0: not given) within the block */
+void qs_free_aligned_as(void *p, size_t align, size_t size, const char *what);
+/* Is p in memory qslab handed out (a slab's chunk, a large block, a guarded
+ * sample)?  Not whether it is a live object: the free paths check that. */
+bool qs_kmalloc_owns(const void *p);
 void *qs_kmalloc_slow(unsigned i, size_t size); /* size: for a front end without queues */
 
 #define QS_KM_FINE_FIRST 9  /* 8 .. 128: classes 0..8; then eight per power of two */
@@ -147,6 +154,29 @@ static inline void qs_kfree(void *p)
         return;
     }
     qs_free_other(p); /* NULL, big slabs, large blocks, bad pointers */
+}
+
+/* free_sized and C++'s sized delete: an object of the class malloc(size)
+ * serves is freed as free() would be, after one table load and a compare
+ * of the descriptor's cache id (a kmalloc class's id is its index); any
+ * other (a block kept by realloc, a large block, a guarded sample, SLOB's,
+ * a debug twin's, a bad pointer) gets the full check (qs_free_sized_as). */
+static inline __attribute__((always_inline)) bool qs_kfree_sized_fast(void *p, size_t size)
+{
+    struct qs_slab *s = qs_slab_fast(p); /* NULL for p == NULL */
+    if (unlikely(!s || !qs_slab_valid_obj(s, p)))
+        return false;
+    unsigned want;
+    if (likely(size <= QS_KM_SMALL_MAX))
+        want = qs_kmalloc_small_index16[(size + 7) >> 3];
+    else if (size <= QS_KMALLOC_MAX)
+        want = qs_kmalloc_index(size, qs_kmalloc_small_index16);
+    else
+        return false;
+    if (unlikely(s->cache_id != want))
+        return false;
+    qs_free_fast(s->cache, s, p);
+    return true;
 }
 
 #pragma GCC visibility pop

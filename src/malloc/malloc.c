@@ -15,7 +15,8 @@
  * want of memory); malloc_info with options != 0 returns EINVAL; free keeps
  * errno.  free_sized checks its size (qslab_free_sized: a size that cannot
  * be the object's is reported, as a bad pointer is).
- * C++ operator new/delete reach these through libstdc++.
+ * C++ operator new/delete reach these through libstdc++, but for the sized
+ * and aligned deletes, which are here (below).
  */
 
 #define _GNU_SOURCE
@@ -55,32 +56,103 @@ MALLOC_EXPORT void cfree(void *p)
 
 MALLOC_EXPORT void free_sized(void *p, size_t size)
 {
-    qslab_free_sized(p, size); /* checks the size against the object's class */
+    if (unlikely(!qs_kfree_sized_fast(p, size)))
+        qs_free_sized_as(p, size, "free_sized"); /* checks the size against the object's class */
 }
 
-/* C23: p came from aligned_alloc(align, size).  The pointer must have that
- * alignment, and the size must fit the block (aligned blocks come from a
- * power-of-two class of at least max(align, size), so sizes far below the
- * block are legitimate: only the upper bound is checked).  A mismatch is
- * reported and the block is not freed. */
+/* C23: p came from aligned_alloc(align, size): the pointer must have that
+ * alignment, and the size must fit the block (qs_free_aligned_as). */
 MALLOC_EXPORT void free_aligned_sized(void *p, size_t align, size_t size)
 {
-    if (!p)
-        return;
-    if (align == 0 || (align & (align - 1)) || ((uintptr_t)p & (align - 1))) {
-        qs_fatal("free_aligned_sized of %p with alignment %u: %s", p, align,
-                 align == 0 || (align & (align - 1)) ? "not a power of two"
-                                                     : "the pointer does not have it");
+    qs_free_aligned_as(p, align, size ? size : 1, "free_aligned_sized");
+}
+
+/* C++'s sized and aligned deletes (C++14, C++17), under their mangled
+ * names (x86-64 and aarch64: size_t is unsigned long, std::align_val_t an
+ * enum of it).  libstdc++'s own drop the size and the alignment and call
+ * free; these check them against the object, on this path only: a size
+ * its class cannot have been asked for (a delete through a pointer to a
+ * smaller type), or an alignment the pointer does not have, is reported as
+ * free_sized and free_aligned_sized report theirs, and nothing is freed.
+ * The forms without size or alignment stay libstdc++'s (free).  A pointer
+ * that is not in qslab's memory goes to operator delete(void *), whoever
+ * defines it: a program that replaced operator new and the unsized delete
+ * alone gets its sized deletes there, as the C++ standard's default sized
+ * delete does (the weak reference is not bound by -Bsymbolic-functions:
+ * this library does not define it).  new and new[] stay libstdc++'s,
+ * which call malloc and aligned_alloc, so their memory is qslab's. */
+extern void cxx_delete(void *p) __asm__("_ZdlPv") __attribute__((weak));
+extern void cxx_delete_array(void *p) __asm__("_ZdaPv") __attribute__((weak));
+
+/* A sized delete that is not the fast case: qslab's memory gets the full
+ * check (qs_free_sized_as), other memory the unsized delete */
+static QS_NOINLINE void delete_sized_slow(void *p, size_t size, bool array)
+{
+    if (p && !qs_kmalloc_owns(p)) {
+        void (*fn)(void *) = array ? cxx_delete_array : cxx_delete;
+        if (fn)
+            fn(p);
+        else
+            qs_kfree(p); /* no C++ runtime: free's report */
         return;
     }
-    size_t u = qslab_usable_size(p); /* reports a pointer not qslab's: 0 */
-    if (!u)
-        return;
-    if (size > u) {
-        qs_fatal("free_aligned_sized of %p with size %u: the block holds %u bytes", p, size, u);
-        return;
-    }
-    qslab_free(p);
+    qs_free_sized_as(p, size, array ? "operator delete[]" : "operator delete");
+}
+
+#define CXX_DELETE(name, sym, ...) MALLOC_EXPORT void name(__VA_ARGS__) __asm__(sym)
+CXX_DELETE(cxx_delete_sized, "_ZdlPvm", void *p, size_t size);
+CXX_DELETE(cxx_delete_array_sized, "_ZdaPvm", void *p, size_t size);
+CXX_DELETE(cxx_delete_aligned, "_ZdlPvSt11align_val_t", void *p, size_t align);
+CXX_DELETE(cxx_delete_array_aligned, "_ZdaPvSt11align_val_t", void *p, size_t align);
+CXX_DELETE(cxx_delete_sized_aligned, "_ZdlPvmSt11align_val_t", void *p, size_t size, size_t align);
+CXX_DELETE(cxx_delete_array_sized_aligned, "_ZdaPvmSt11align_val_t", void *p, size_t size, size_t align);
+CXX_DELETE(cxx_delete_aligned_nothrow, "_ZdlPvSt11align_val_tRKSt9nothrow_t", void *p, size_t align,
+           const void *nt);
+CXX_DELETE(cxx_delete_array_aligned_nothrow, "_ZdaPvSt11align_val_tRKSt9nothrow_t", void *p, size_t align,
+           const void *nt);
+
+void cxx_delete_sized(void *p, size_t size)
+{
+    if (unlikely(!qs_kfree_sized_fast(p, size)))
+        delete_sized_slow(p, size, false);
+}
+
+void cxx_delete_array_sized(void *p, size_t size)
+{
+    if (unlikely(!qs_kfree_sized_fast(p, size)))
+        delete_sized_slow(p, size, true);
+}
+
+void cxx_delete_aligned(void *p, size_t align)
+{
+    qs_free_aligned_as(p, align, 0, "operator delete");
+}
+
+void cxx_delete_array_aligned(void *p, size_t align)
+{
+    qs_free_aligned_as(p, align, 0, "operator delete[]");
+}
+
+void cxx_delete_sized_aligned(void *p, size_t size, size_t align)
+{
+    qs_free_aligned_as(p, align, size ? size : 1, "operator delete");
+}
+
+void cxx_delete_array_sized_aligned(void *p, size_t size, size_t align)
+{
+    qs_free_aligned_as(p, align, size ? size : 1, "operator delete[]");
+}
+
+void cxx_delete_aligned_nothrow(void *p, size_t align, const void *nt)
+{
+    (void)nt;
+    qs_free_aligned_as(p, align, 0, "operator delete");
+}
+
+void cxx_delete_array_aligned_nothrow(void *p, size_t align, const void *nt)
+{
+    (void)nt;
+    qs_free_aligned_as(p, align, 0, "operator delete[]");
 }
 
 MALLOC_EXPORT void *calloc(size_t n, size_t size)

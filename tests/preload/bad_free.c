@@ -13,6 +13,9 @@
  *   free_sized(malloc(40), 1000)        "free_sized of 0x... with size 1000"
  *   free_aligned_sized with an alignment the pointer lacks, or a size over
  *   the block                           "free_aligned_sized of 0x... with ..."
+ *   C++'s sized and aligned deletes (by their mangled names), a size the
+ *   object cannot have, an alignment it lacks, a size over an aligned
+ *   block                               "operator delete[] of 0x... with ..."
  * (qslab's check of the size; glibc 2.36 has no free_sized, the drop-in's
  * is found with dlsym).  The last cases check that free_sized with the
  * right sizes, and a good free, exit normally in a child (the harness itself
@@ -127,6 +130,66 @@ static void case_free_aligned_sized_right(void)
     }
 }
 
+/* C++'s sized and aligned deletes, by their mangled names, found as a C++
+ * program's calls find them (the drop-in's, ahead of libstdc++'s) */
+typedef void (*delete_sized_fn)(void *, size_t);
+typedef void (*delete_aligned_fn)(void *, size_t);                  /* (void *, align_val_t) */
+typedef void (*delete_sized_aligned_fn)(void *, size_t, size_t);    /* (void *, size_t, align_val_t) */
+
+static void *sym(const char *name)
+{
+    void *f = dlsym(RTLD_DEFAULT, name);
+    if (!f) {
+        fprintf(stderr, "%s not found\n", name);
+        _exit(3);
+    }
+    return f;
+}
+
+static void case_delete_sized_wrong(void) /* delete through a pointer to a smaller type */
+{
+    ((delete_sized_fn)sym("_ZdlPvm"))(launder(malloc(100)), 8);
+}
+
+static void case_delete_array_sized_wrong(void)
+{
+    ((delete_sized_fn)sym("_ZdaPvm"))(launder(malloc(1000)), 4000);
+}
+
+static void case_delete_sized_foreign(void)
+{
+    char buf[64];
+    ((delete_sized_fn)sym("_ZdlPvm"))(launder(buf + 16), 16);
+}
+
+static void case_delete_aligned_wrong(void)
+{ /* 64-aligned, deleted as 4096-aligned: one of two neighbours is not */
+    char *a = launder(aligned_alloc(64, 64)), *b = launder(aligned_alloc(64, 64));
+    char *p = ((uintptr_t)a & 4095) ? a : b;
+    free(p == a ? b : a);
+    ((delete_aligned_fn)sym("_ZdlPvSt11align_val_t"))(p, 4096);
+}
+
+static void case_delete_sized_aligned_wrong(void)
+{
+    ((delete_sized_aligned_fn)sym("_ZdaPvmSt11align_val_t"))(launder(aligned_alloc(64, 64)), 5000, 64);
+}
+
+static void case_deletes_right(void)
+{
+    ((delete_sized_fn)sym("_ZdlPvm"))(launder(malloc(100)), 100);
+    ((delete_sized_fn)sym("_ZdlPvm"))(launder(malloc(5)), 5);
+    ((delete_sized_fn)sym("_ZdaPvm"))(launder(malloc(1000)), 1000);
+    ((delete_sized_fn)sym("_ZdlPvm"))(launder(malloc(40 << 20)), 40 << 20);
+    ((delete_sized_fn)sym("_ZdlPvm"))(NULL, 8);
+    ((delete_aligned_fn)sym("_ZdlPvSt11align_val_t"))(launder(aligned_alloc(64, 64)), 64);
+    ((delete_aligned_fn)sym("_ZdaPvSt11align_val_t"))(launder(aligned_alloc(4096, 8192)), 4096);
+    ((delete_sized_aligned_fn)sym("_ZdlPvmSt11align_val_t"))(launder(aligned_alloc(64, 192)), 130, 64);
+    ((delete_sized_aligned_fn)sym("_ZdaPvmSt11align_val_t"))(launder(aligned_alloc(256, 256)), 256, 256);
+    ((delete_aligned_fn)sym("_ZdlPvSt11align_val_tRKSt9nothrow_t"))(launder(aligned_alloc(32, 32)), 32);
+    ((delete_aligned_fn)sym("_ZdaPvSt11align_val_tRKSt9nothrow_t"))(launder(aligned_alloc(32, 32)), 32);
+}
+
 static void case_good(void)
 {
     free(launder(malloc(100)));
@@ -152,6 +215,16 @@ static const struct bad_case cases[] = {
     {"free_aligned_sized(aligned_alloc(64, 64), 64, 5000)", case_free_aligned_sized_size,
      "with size 5000: the block holds"},
     {"free_aligned_sized(aligned_alloc(a, n), a, n) (control)", case_free_aligned_sized_right, NULL},
+    {"operator delete(malloc(100), 8)", case_delete_sized_wrong,
+     "with size 8: the object is in cache"},
+    {"operator delete[](malloc(1000), 4000)", case_delete_array_sized_wrong,
+     "with size 4000: the object is in cache"},
+    {"operator delete(stack pointer, 16)", case_delete_sized_foreign, "not allocated by qslab"},
+    {"operator delete(64-aligned, align_val_t(4096))", case_delete_aligned_wrong,
+     "with alignment 4096: the pointer does not have it"},
+    {"operator delete[](aligned_alloc(64, 64), 5000, align_val_t(64))", case_delete_sized_aligned_wrong,
+     "with size 5000: the block holds"},
+    {"sized and aligned deletes of the right sizes (control)", case_deletes_right, NULL},
     {"free(malloc(100)) (control)", case_good, NULL},
 };
 
