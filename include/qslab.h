@@ -80,6 +80,9 @@ size_t qslab_trim(void);
 const char *qslab_cache_name(const qslab_cache *c);
 size_t qslab_cache_object_size(const qslab_cache *c);
 
+/* qslab_malloc(0) and qslab_calloc of zero bytes return a block of size
+ * zero: a pointer of its own that faults on any access (usable size 0),
+ * which qslab_free and qslab_realloc take back. */
 void *qslab_malloc(size_t size);
 void *qslab_malloc_node(size_t size, int node);
 void *qslab_calloc(size_t n, size_t size);

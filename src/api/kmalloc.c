@@ -41,6 +41,7 @@
  * size), which is what qslab_aligned_alloc relies on (it asks for powers of
  * two only).
  */
+#include "api/zero.h"
 #include "api/kmalloc.h"
 #include "front/front.h"
 #include "debug/debug.h"
@@ -202,8 +203,13 @@ void qs_kmalloc_init(void)
 
 void *qs_large_alloc(size_t size, size_t align)
 {
-    if (size == 0) /* aligned_alloc(4 MiB, 0): a block of its own, not its end */
-        size = 1;
+    if (size == 0) {
+        if (!align) { /* malloc(0): a zero-size block, else (none left) 16 bytes */
+            void *z = qs_zero_alloc();
+            return z ? z : qs_kmalloc_alloc(qs_kmalloc_small_index16[0], 16);
+        }
+        size = 1; /* aligned_alloc(4 MiB, 0): a block of its own, not its end */
+    }
     struct qs_chunk *ch = qs_page_map_large(size, align);
     if (!ch) {
         errno = ENOMEM;
@@ -294,8 +300,8 @@ QSLAB_EXPORT void *qslab_calloc(size_t n, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    if (total > QS_KMALLOC_MAX)
-        return qs_large_alloc(total, 0); /* fresh mapping: already zero */
+    if (total > QS_KMALLOC_MAX || total == 0)
+        return qs_large_alloc(total, 0); /* fresh mapping: already zero; or a zero-size block */
     bool fresh;
     void *p = qs_kmalloc_fresh(qs_kmalloc_index(total, qs_kmalloc_small_index), total, &fresh);
     if (p && !fresh)
@@ -309,6 +315,10 @@ QS_NOINLINE void qs_free_other(void *p)
 {
     if (!p)
         return;
+    if (unlikely(qs_zero_in(p))) {
+        qs_zero_free(p, "free");
+        return;
+    }
     if (unlikely(qs_guard_owns(p))) { /* a guarded sample (guard.c) */
         qs_guard_free(NULL, p);
         return;
@@ -356,6 +366,10 @@ static size_t kmalloc_room(const struct qs_slab *s)
 /* Usable size of a valid pointer; 0 (after reporting) if invalid. */
 static size_t usable(const void *p, const char *what)
 {
+    if (unlikely(qs_zero_in(p))) { /* 0 either way: a live block holds nothing */
+        (void)qs_zero_live(p, what);
+        return 0;
+    }
     if (unlikely(qs_guard_owns(p)))
         return qs_guard_usable(p, what);
     struct qs_chunk *ch = qs_chunk_of(p);
@@ -395,6 +409,13 @@ void qs_free_sized_as(void *p, size_t size, const char *what)
 {
     if (!p)
         return;
+    if (unlikely(qs_zero_in(p))) {
+        if (size)
+            qs_fatal("%s of %p with size %u: the object is a zero-size block (size 0)", what, p, size);
+        else
+            qs_zero_free(p, what);
+        return;
+    }
     struct qs_chunk *ch = qs_chunk_of(p);
     if (unlikely(qs_guard_owns(p))) { /* a guarded sample: its usable size */
         size_t u = qs_guard_usable(p, what);
@@ -440,7 +461,7 @@ void qs_free_sized_as(void *p, size_t size, const char *what)
 
 bool qs_kmalloc_owns(const void *p)
 {
-    return qs_chunk_of(p) != NULL || qs_guard_owns(p);
+    return qs_chunk_of(p) != NULL || qs_guard_owns(p) || qs_zero_in(p);
 }
 
 QSLAB_EXPORT void qslab_free_sized(void *p, size_t size)
@@ -462,7 +483,7 @@ void qs_free_aligned_as(void *p, size_t align, size_t size, const char *what)
                  align == 0 || (align & (align - 1)) ? "not a power of two" : "the pointer does not have it");
         return;
     }
-    if (size) {
+    if (size && !qs_zero_in(p)) {
         size_t u = usable(p, what); /* reports a pointer not qslab's: 0 */
         if (!u)
             return;
@@ -481,6 +502,14 @@ QSLAB_EXPORT void *qslab_realloc(void *p, size_t size)
     if (size == 0) {
         qs_kfree(p);
         return NULL;
+    }
+    if (unlikely(qs_zero_in(p))) { /* a zero-size block: nothing to copy */
+        if (!qs_zero_live(p, "realloc"))
+            return NULL;
+        void *n = qslab_malloc(size);
+        if (n)
+            qs_zero_free(p, "realloc");
+        return n;
     }
     size_t old = usable(p, "realloc");
     if (!old)

@@ -84,17 +84,22 @@ _Static_assert(QS_KM_SMALL_CLASSES <= QS_FIXED_SLOTS, "classes up to 1 KiB at fi
 /* Up to 1 KiB the class comes from the first table and is one of the
  * first 33, all at fixed TLS offsets: that path has no bound check on the
  * class (the thread owner's queue lookup needs one only past them). */
+/* Size 0 wraps to the largest m: past both classes' tests, to
+ * qs_large_alloc, which gives a zero-size block (zero.c).  The same
+ * instructions as size <= ... tests: the index is (m >> 3) + 1, which is
+ * (size + 7) >> 3. */
 static inline void *qs_kmalloc(size_t size, const uint8_t *small)
 {
-    if (likely(size <= QS_KM_SMALL_MAX)) {
-        unsigned i = small[(size + 7) >> 3];
+    size_t m = size - 1;
+    if (likely(m < QS_KM_SMALL_MAX)) {
+        unsigned i = small[(m >> 3) + 1];
         if (i >= QS_KM_SMALL_CLASSES)
             __builtin_unreachable();
         return qs_kmalloc_alloc(i, size);
     }
-    if (likely(size <= QS_KMALLOC_MAX))
+    if (likely(m < QS_KMALLOC_MAX))
         return qs_kmalloc_alloc(qs_kmalloc_index(size, small), size);
-    return qs_large_alloc(size, 0);
+    return qs_large_alloc(size, 0); /* and size 0 */
 }
 
 /* calloc's allocation of class i: the object, and in *fresh whether its

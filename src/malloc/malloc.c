@@ -6,7 +6,9 @@
  * -Bsymbolic-functions so the wrappers reach qslab directly.  Edge cases
  * follow glibc 2.36: every block is 16-byte aligned (the x86-64 ABI's
  * max_align_t: requests under 16 bytes take kmalloc-16, not kmalloc-8);
- * malloc(0) returns a unique pointer; realloc(p, 0) frees p and returns NULL;
+ * malloc(0) and calloc of 0 bytes return a block of size zero, a pointer of
+ * its own that faults on any access (api/zero.c); realloc(p, 0) frees p and
+ * returns NULL;
  * memalign/aligned_alloc round an alignment that is not a power of two up to
  * one (glibc before 2.38 does) and refuse one above SIZE_MAX/2+1 with EINVAL;
  * posix_memalign returns EINVAL for an alignment that is not a power-of-two
@@ -162,7 +164,7 @@ MALLOC_EXPORT void *calloc(size_t n, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    return qslab_calloc(1, min16(total));
+    return qslab_calloc(1, total ? min16(total) : 0); /* 0: a zero-size block */
 }
 
 MALLOC_EXPORT void *realloc(void *p, size_t size)

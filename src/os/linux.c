@@ -150,6 +150,12 @@ void *qs_os_map_aligned(size_t size, size_t align)
 }
 
 /* free() must keep errno: the calls made on free paths restore it. */
+void *qs_os_reserve(size_t size)
+{
+    void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
 int qs_os_unmap(void *p, size_t size)
 {
     if (fault_hit(QS_OS_FAULT_RELEASE))

@@ -16,6 +16,9 @@
  * private anonymous memory whose start is a multiple of `align` (a power of
  * two, at least the page size).  NULL on failure (errno set). */
 void *qs_os_map_aligned(size_t size, size_t align);
+/* Reserve `size` bytes of address space that can never be read or written
+ * (PROT_NONE, no memory behind it: zero-size blocks).  NULL on failure. */
+void *qs_os_reserve(size_t size);
 /* Unmap a range returned by qs_os_map_aligned (or a page-aligned part of it).
  * 0, or -1 if the kernel refused (munmap splitting a mapping fails with
  * ENOMEM at vm.max_map_count): the range is then still mapped.  Keeps errno. */

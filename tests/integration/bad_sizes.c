@@ -213,7 +213,7 @@ static void test_free_sized(void)
     char buf[32];
 
     /* right sizes: the size asked for, for classes from 8 bytes to 32 MiB */
-    static const size_t right[] = {0, 1, 7, 8, 9, 16, 17, 33, 64, 65, 100, 500, 1000, 3000, 4096, 5000, 20000,
+    static const size_t right[] = {1, 7, 8, 9, 16, 17, 33, 64, 65, 100, 500, 1000, 3000, 4096, 5000, 20000,
                                    100000, MIB + 1, 20 * MIB, 32 * MIB};
     for (size_t i = 0; i < sizeof right / sizeof right[0]; i++) {
         size_t n = right[i];
@@ -228,6 +228,15 @@ static void test_free_sized(void)
         CHECKF(active_of(cn) == before - 1, "free_sized(malloc(%zu)) did not free (%s active %lu -> %lu)", n,
                    cn, before, active_of(cn));
     }
+    /* a zero-size block: size 0 frees it, another size is reported */
+    void *z = qslab_malloc(0);
+    tu_capture_reset();
+    qslab_free_sized(z, 0);
+    CHECKF(tu_capture_calls() == 0, "free_sized(malloc(0), 0) reported: \"%s\"", tu_fatal_msg);
+    z = qslab_malloc(0);
+    qslab_free_sized(z, 8);
+    tu_check_fatal("with size 8: the object is a zero-size block (size 0)");
+    qslab_free(z);
     /* calloc's product, realloc's new size (kept in place or moved) */
     void *p = qslab_calloc(10, 10);
     tu_capture_reset();

@@ -5,18 +5,84 @@
 
 #include "../testutil.h"
 
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+/* Does touching p (a read, or a write) fault?  In a child. */
+static bool faults(void *p, bool write)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit nocore = {0, 0};
+        setrlimit(RLIMIT_CORE, &nocore);
+        if (write)
+            *(volatile char *)p = 1;
+        else
+            (void)*(volatile char *)p;
+        _exit(0);
+    }
+    int st = tu_wait(pid);
+    return st == 128 + SIGSEGV;
+}
+
+static void double_free_zero(void *arg)
+{
+    (void)arg;
+    void *p = qslab_malloc(0);
+    tu_child_expect("a zero-size block");
+    qslab_free(p);
+    qslab_free(p);
+}
+
+static void interior_zero(void *arg)
+{
+    (void)arg;
+    char *p = qslab_malloc(0);
+    tu_child_expect("inside the range of zero-size blocks, not a block");
+    qslab_free(p + 8);
+}
+
+/* A block of size zero: a pointer of its own (distinct, 16-aligned) that
+ * faults on a read or a write, holds 0 bytes, and frees; realloc grows it;
+ * a second free, or a pointer between blocks, is reported. */
 static void test_zero_size(void)
 {
     enum { N = 100 };
     void *p[N];
-    int nulls = 0;
-    for (int i = 0; i < N; i++)
+    int nulls = 0, usable = 0, aligned = 0;
+    for (int i = 0; i < N; i++) {
         nulls += (p[i] = qslab_malloc(0)) == NULL;
+        usable += p[i] && qslab_usable_size(p[i]) != 0;
+        aligned += ((uintptr_t)p[i] & 15) == 0;
+    }
     int dups = tu_sorted_dups(p, N);
     CHECKF(nulls == 0, "%d of %d qslab_malloc(0) returned NULL", nulls, N);
     CHECKF(dups == 0, "qslab_malloc(0) returned the same pointer %d times", dups);
+    CHECKF(usable == 0, "%d of %d zero-size blocks with a usable size", usable, N);
+    CHECKF(aligned == N, "%d of %d zero-size blocks 16-aligned", aligned, N);
+    CHECKF(faults(p[0], false) && faults(p[N - 1], true), "a zero-size block (%p) can be read or written",
+           p[0]);
+    void *c = qslab_calloc(0, 100);
+    CHECKF(c && qslab_usable_size(c) == 0 && faults(c, false), "qslab_calloc(0, 100): %p, usable %zu", c,
+           c ? qslab_usable_size(c) : 0);
+    qslab_free(c);
     for (int i = 0; i < N; i++)
         qslab_free(p[i]);
+    /* freed blocks are handed out again: no range runs out */
+    for (int i = 0; i < 100000; i++)
+        qslab_free(qslab_malloc(0));
+    void *z = qslab_malloc(0);
+    char *g = qslab_realloc(z, 100); /* grows: a real object, z freed */
+    CHECK(g != NULL && qslab_usable_size(g) >= 100);
+    memset(g, 7, 100);
+    qslab_free(g);
+    z = qslab_malloc(0);
+    CHECK(qslab_realloc(z, 0) == NULL); /* frees, as glibc's realloc(p, 0) */
+    tu_expect_abort("double free of a zero-size block", double_free_zero, NULL, "double free");
+    tu_expect_abort("free inside the zero-size range", interior_zero, NULL, "invalid pointer");
 }
 
 static void test_enomem(void)
