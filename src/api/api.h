@@ -34,6 +34,7 @@ static inline void qs_init(void)
 bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align, unsigned long flags,
                     void (*ctor)(void *), bool is_kmalloc);
 void qs_bad_free(qslab_cache *expected, const void *p);
+void qs_bad_pointer(qslab_cache *expected, const void *p, const char *what); /* as `what` of p */
 
 /* ---- kmalloc.c ---- */
 void qs_kmalloc_init(void);

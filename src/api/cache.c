@@ -302,34 +302,34 @@ QSLAB_EXPORT void *qslab_cache_alloc_node(qslab_cache *c, int node)
 }
 
 /* Report a pointer that is not an allocated object of `expected` (NULL:
- * of any cache). */
-void qs_bad_free(qslab_cache *expected, const void *p)
+ * of any cache), given to `what` ("free", "realloc", ...): what it is. */
+void qs_bad_pointer(qslab_cache *expected, const void *p, const char *what)
 {
     const char *want = expected ? expected->name : NULL;
     struct qs_chunk *ch = qs_chunk_of(p);
     if (!ch) {
         if (want)
-            qs_fatal("invalid free of %p to cache %s: not allocated by qslab", p, want);
+            qs_fatal("invalid %s of %p to cache %s: not allocated by qslab", what, p, want);
         else
-            qs_fatal("invalid free of %p: not allocated by qslab", p);
+            qs_fatal("invalid %s of %p: not allocated by qslab", what, p);
         return;
     }
     if (ch->kind == QS_CHUNK_LARGE) {
         if (want)
-            qs_fatal("invalid free of %p to cache %s: it belongs to cache large (block %p)", p,
+            qs_fatal("invalid %s of %p to cache %s: it belongs to cache large (block %p)", what, p,
                      want, ch->large_ptr);
         else
-            qs_fatal("invalid free of %p: interior pointer into large block %p", p, ch->large_ptr);
+            qs_fatal("invalid %s of %p: interior pointer into large block %p", what, p, ch->large_ptr);
         return;
     }
     struct qs_slab *s = qs_chunk_slab(ch, p);
     qslab_cache *c = s ? __atomic_load_n(&s->cache, __ATOMIC_RELAXED) : NULL;
     if (c == &qs_slob_arena) { /* SLOB's shared pages: it knows their blocks */
-        qs_slob_bad_free(expected, s, p);
+        qs_slob_bad_pointer(expected, s, p, what);
         return;
     }
     if (!c || (uintptr_t)p < (uintptr_t)s->base) {
-        qs_fatal("invalid free of %p: not an allocated object (free slab memory)%s%s", p,
+        qs_fatal("invalid %s of %p: not an allocated object (free slab memory)%s%s", what, p,
                  want ? ", cache " : "", want ? want : "");
         return;
     }
@@ -338,16 +338,21 @@ void qs_bad_free(qslab_cache *expected, const void *p)
     size_t off = (size_t)((const char *)p - s->base);
     const char *obj = s->base + off / c->slot_size * c->slot_size;
     if (qs_slab_valid_obj(s, p)) {
-        qs_fatal("invalid free of %p: freed to cache %s but it belongs to cache %s", p, want,
+        qs_fatal("invalid %s of %p: freed to cache %s but it belongs to cache %s", what, p, want,
                  c->name);
         return;
     }
     if (off >= __atomic_load_n(&s->span, __ATOMIC_RELAXED))
-        qs_fatal("invalid free of %p: not an allocated object (slab tail, or a slot never handed "
-                 "out, of cache %s)", p, c->name);
+        qs_fatal("invalid %s of %p: not an allocated object (slab tail, or a slot never handed "
+                 "out, of cache %s)", what, p, c->name);
     else
-        qs_fatal("invalid free of %p: interior pointer into object %p of cache %s", p, obj,
+        qs_fatal("invalid %s of %p: interior pointer into object %p of cache %s", what, p, obj,
                  c->name);
+}
+
+void qs_bad_free(qslab_cache *expected, const void *p)
+{
+    qs_bad_pointer(expected, p, "free");
 }
 
 static QS_NOINLINE void cache_free_other(qslab_cache *c, void *obj)

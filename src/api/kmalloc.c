@@ -376,21 +376,24 @@ static size_t usable(const void *p, const char *what)
     if (ch && ch->kind == QS_CHUNK_SLABS) {
         struct qs_slab *s = qs_obj_slab(ch, p);
         if (s && qs_front_of(s->cache)->usable)
-            return qs_front_of(s->cache)->usable(s, p);
+            return qs_front_of(s->cache)->usable(s, p, what);
         if (s)
             return s->cache->is_kmalloc ? kmalloc_room(s) : s->cache->obj_size;
     } else if (ch && ch->kind == QS_CHUNK_LARGE && p == ch->large_ptr) {
         return ch->large_size;
     }
-    qs_fatal("%s of invalid pointer %p: not an object allocated by qslab", what, p);
+    qs_bad_pointer(NULL, p, what); /* what it is, as free says */
     return 0;
+}
+
+size_t qs_usable_size_as(const void *p, const char *what)
+{
+    return p ? usable(p, what) : 0;
 }
 
 QSLAB_EXPORT size_t qslab_usable_size(const void *p)
 {
-    if (!p)
-        return 0;
-    return usable(p, "usable_size");
+    return qs_usable_size_as(p, "qslab_usable_size");
 }
 
 /* free_sized: `size` must be one a request for p's object could have named

@@ -30,6 +30,8 @@ void qs_free_aligned_as(void *p, size_t align, size_t size, const char *what);
 /* Is p in memory qslab handed out (a slab's chunk, a large block, a guarded
  * sample)?  Not whether it is a live object: the free paths check that. */
 bool qs_kmalloc_owns(const void *p);
+/* qslab_usable_size, a bad pointer reported as `what` of it (0) */
+size_t qs_usable_size_as(const void *p, const char *what);
 void *qs_kmalloc_slow(unsigned i, size_t size); /* size: for a front end without queues */
 
 #define QS_KM_FINE_FIRST 9  /* 8 .. 128: classes 0..8; then eight per power of two */

@@ -66,7 +66,7 @@ bool qs_zero_live(const void *p, const char *what)
 {
     size_t off = (size_t)((const char *)p - qs_zero_base);
     if (off % QS_ZERO_GRAIN) {
-        qs_fatal("%s of invalid pointer %p: inside the range of zero-size blocks, not a block", what, p);
+        qs_fatal("invalid %s of %p: inside the range of zero-size blocks, not a block", what, p);
         return false;
     }
     size_t i = off / QS_ZERO_GRAIN;
@@ -82,7 +82,7 @@ void qs_zero_free(void *p, const char *what)
 {
     size_t off = (size_t)((char *)p - qs_zero_base);
     if (off % QS_ZERO_GRAIN) {
-        qs_fatal("%s of invalid pointer %p: inside the range of zero-size blocks, not a block", what, p);
+        qs_fatal("invalid %s of %p: inside the range of zero-size blocks, not a block", what, p);
         return;
     }
     size_t i = off / QS_ZERO_GRAIN;

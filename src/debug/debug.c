@@ -116,8 +116,9 @@ static void debug_free(qslab_cache *c, struct qs_slab *s, void *obj)
     qs_node_free(c, s, obj);
 }
 
-static size_t debug_usable(struct qs_slab *s, const void *obj)
+static size_t debug_usable(struct qs_slab *s, const void *obj, const char *what)
 {
+    (void)obj, (void)what; /* (an object of s: kmalloc.c usable() checked it) */
     return s->cache->obj_size; /* never the slot: its tail is red zone */
 }
 

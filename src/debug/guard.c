@@ -559,7 +559,7 @@ size_t qs_guard_usable(const void *p, const char *what)
         if (__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) == SLOT_LIVE && g->obj == p)
             return g->size;
     }
-    qs_fatal("%s of invalid pointer %p: not a live guarded object", what, p);
+    qs_fatal("invalid %s of %p: not a live guarded object", what, p);
     return 0;
 }
 

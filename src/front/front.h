@@ -70,8 +70,9 @@ struct qs_front {
      * being none of the front end's shared memory, for the caller to
      * report obj (qs_bad_free) */
     bool (*free_to)(qslab_cache *expected, struct qs_slab *s, void *obj);
-    /* usable bytes of obj, an object of slab s (kmalloc: the block's) */
-    size_t (*usable)(struct qs_slab *s, const void *obj);
+    /* usable bytes of obj, an object of slab s (kmalloc: the block's); 0
+     * when obj is none, reported as `what` of it */
+    size_t (*usable)(struct qs_slab *s, const void *obj, const char *what);
     /* shrink: give back what the front end keeps for cache c; bytes */
     size_t (*shrink)(qslab_cache *c);
     /* the purger's tick (all: malloc_trim, everything), over the whole
@@ -196,6 +197,8 @@ void qs_queue_budget_drop(qslab_cache *c, struct qs_queue *q);
 extern qslab_cache qs_slob_arena; /* the owner of SLOB's shared pages */
 void qs_slob_setup(void);         /* start-up, after kmalloc's caches: the arena's id */
 void qs_slob_bad_free(qslab_cache *expected, struct qs_slab *s, const void *p);
+/* ... as `what` ("free", "realloc", "malloc_usable_size", ...) of p */
+void qs_slob_bad_pointer(qslab_cache *expected, struct qs_slab *s, const void *p, const char *what);
 
 #pragma GCC visibility pop
 

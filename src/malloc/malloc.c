@@ -241,7 +241,7 @@ MALLOC_EXPORT void *pvalloc(size_t size)
 
 MALLOC_EXPORT size_t malloc_usable_size(void *p)
 {
-    return qslab_usable_size(p);
+    return qs_usable_size_as(p, "malloc_usable_size");
 }
 
 MALLOC_EXPORT int malloc_trim(size_t pad)

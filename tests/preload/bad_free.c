@@ -5,8 +5,9 @@
  * pipe.  The child must die of SIGABRT after writing exactly one line, which
  * starts with "qslab: " and contains the expected words:
  *   free(stack pointer)                 "not allocated by qslab"
- *   realloc(stack pointer, 100)         "not an object allocated by qslab"
- *   malloc_usable_size(stack pointer)   "not an object allocated by qslab"
+ *   realloc(stack pointer, 100)         "invalid realloc of 0x...: not allocated by qslab"
+ *   malloc_usable_size(stack pointer)   "invalid malloc_usable_size of 0x...: not ..."
+ *   malloc_usable_size(interior)        "...: interior pointer into object", as free
  *   free(interior pointer of a block)   "interior pointer"
  *   free(p) twice                       "double free"
  *   free(interior of a 40 MiB block)    "interior pointer"
@@ -58,6 +59,12 @@ static void case_usable_stack(void)
 {
     char buf[64];
     sink = (void *)(uintptr_t)malloc_usable_size(launder(buf));
+}
+
+static void case_usable_interior(void)
+{
+    char *p = malloc(100);
+    sink = (void *)(uintptr_t)malloc_usable_size(launder(p + 8));
 }
 
 static void case_free_interior(void)
@@ -203,8 +210,9 @@ struct bad_case {
 
 static const struct bad_case cases[] = {
     {"free(stack pointer)", case_free_stack, "not allocated by qslab"},
-    {"realloc(stack pointer, 100)", case_realloc_stack, "not an object allocated by qslab"},
-    {"malloc_usable_size(stack pointer)", case_usable_stack, "not an object allocated by qslab"},
+    {"realloc(stack pointer, 100)", case_realloc_stack, "invalid realloc of 0x"},
+    {"malloc_usable_size(stack pointer)", case_usable_stack, ": not allocated by qslab"},
+    {"malloc_usable_size(malloc(100) + 8)", case_usable_interior, "interior pointer into object"},
     {"free(malloc(100) + 8)", case_free_interior, "interior pointer"},
     {"free(p) twice", case_double_free, "double free"},
     {"free(malloc(40 MiB) + 4096)", case_free_interior_large, "interior pointer"},

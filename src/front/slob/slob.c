@@ -308,8 +308,9 @@ static void *slob_kmalloc(qslab_cache *c, size_t size, size_t align)
 
 /* ---- free ---- */
 /* p, a pointer into page sp, is no allocated block's start: report what
- * it is (expected: the cache it was freed to, or NULL). */
-void qs_slob_bad_free(qslab_cache *expected, struct qs_slab *sp, const void *p)
+ * it is, as `what` ("free", "realloc", ...) of it (expected: the cache it
+ * was freed to, or NULL). */
+void qs_slob_bad_pointer(qslab_cache *expected, struct qs_slab *sp, const void *p, const char *what)
 {
     const struct slob_kind *K = kind_of(sp);
     const char *want = expected ? expected->name : NULL;
@@ -319,7 +320,11 @@ void qs_slob_bad_free(qslab_cache *expected, struct qs_slab *sp, const void *p)
         char *h = (char *)p - SLOB_HDR;
         int st = hstate(K, h, hget(h));
         if (st == ST_FREE || st == ST_DEAD) {
-            qs_fatal("double free of %p in cache %s", p, want ? want : slob_name_of(hid(K, h, hget(h))));
+            const char *name = want ? want : slob_name_of(hid(K, h, hget(h)));
+            if (!strcmp(what, "free"))
+                qs_fatal("double free of %p in cache %s", p, name);
+            else
+                qs_fatal("%s of %p: a freed object of cache %s", what, p, name);
             return;
         }
     }
@@ -335,22 +340,27 @@ void qs_slob_bad_free(qslab_cache *expected, struct qs_slab *sp, const void *p)
         if ((const char *)p < b + (size_t)n * K->unit) {
             qs_lock_release(&slob_lock);
             if (st == ST_ALLOC)
-                qs_fatal("invalid free of %p: interior pointer into object %p of cache %s", p,
+                qs_fatal("invalid %s of %p: interior pointer into object %p of cache %s", what, p,
                          b + SLOB_HDR, slob_name_of(hid(K, b, h)));
             else
-                qs_fatal("invalid free of %p: not an allocated object (free memory of a SLOB "
-                         "page)%s%s", p, want ? ", cache " : "", want ? want : "");
+                qs_fatal("invalid %s of %p: not an allocated object (free memory of a SLOB "
+                         "page)%s%s", what, p, want ? ", cache " : "", want ? want : "");
             return;
         }
         b += (size_t)n * K->unit;
     }
     qs_lock_release(&slob_lock);
     if (b == end) /* the blocks are sound: p is before them (a page's first 8 bytes, a run's heads) or at the end */
-        qs_fatal("invalid free of %p: not an allocated object (free memory of a SLOB page)%s%s",
-                 p, want ? ", cache " : "", want ? want : "");
+        qs_fatal("invalid %s of %p: not an allocated object (free memory of a SLOB page)%s%s",
+                 what, p, want ? ", cache " : "", want ? want : "");
     else
-        qs_fatal("invalid free of %p: SLOB page %p corrupt at %p (a block header overwritten)",
-                 p, sp->mem, b);
+        qs_fatal("invalid %s of %p: SLOB page %p corrupt at %p (a block header overwritten)",
+                 what, p, sp->mem, b);
+}
+
+void qs_slob_bad_free(qslab_cache *expected, struct qs_slab *sp, const void *p)
+{
+    qs_slob_bad_pointer(expected, sp, p, "free");
 }
 
 /* obj is in page sp (the caller checked it is 8-byte aligned inside it) */
@@ -420,7 +430,7 @@ static bool slob_free_to(qslab_cache *expected, struct qs_slab *s, void *obj)
     return true;
 }
 
-static size_t slob_usable(struct qs_slab *s, const void *obj)
+static size_t slob_usable(struct qs_slab *s, const void *obj, const char *what)
 {
     if (s->cache != &qs_slob_arena)
         return s->cache->is_kmalloc ? s->cache->slot_size : s->cache->obj_size;
@@ -429,7 +439,7 @@ static size_t slob_usable(struct qs_slab *s, const void *obj)
     uint64_t h;
     if ((const char *)obj < page_base(s) + SLOB_HDR || (const char *)obj > page_end(s) ||
         hstate(K, b, (h = hget(b))) != ST_ALLOC) {
-        qs_slob_bad_free(NULL, s, obj);
+        qs_slob_bad_pointer(NULL, s, obj, what);
         return 0;
     }
     qslab_cache *c = __atomic_load_n(&qs_cache_by_id[hid(K, b, h)], __ATOMIC_ACQUIRE);
