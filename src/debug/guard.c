@@ -455,10 +455,14 @@ static void report(unsigned i, const char *cache, const char *what, const void *
     qs_track_print(&b, "Freed", g->track[1]);
 }
 
-/* After a report at a free: the fatal handler (by default: abort). */
-static void conclude(const char *cache, const char *what, const void *obj)
+/* After a report at a free of p: the fatal handler (by default: abort),
+ * naming the object, and p when it is not the object's start. */
+static void conclude(const char *cache, const char *what, const void *p, const void *obj)
 {
-    qs_fatal("BUG %s: %s (object %p)", cache, what, obj);
+    if (p == obj)
+        qs_fatal("BUG %s: %s (object %p)", cache, what, obj);
+    else
+        qs_fatal("BUG %s: %s (pointer %p, object %p)", cache, what, p, obj);
 }
 
 /* ---- frees ---- */
@@ -489,7 +493,13 @@ void qs_guard_free(qslab_cache *expected, void *p)
     unsigned i = (unsigned)si;
     struct gslot *g = &slots[i];
     qs_lock_acquire(&pool_lock);
+    if (g->state == SLOT_UNUSED) { /* no object, no cache to name */
+        qs_lock_release(&pool_lock);
+        qs_fatal("invalid free of %p: not an allocated object (a guarded slot never used)", p);
+        return;
+    }
     const char *problem = NULL, *cache = g->name;
+    const void *obj = g->obj;
     char detail[160];
     struct qs_buf d = {detail, 0, sizeof(detail)};
     detail[0] = '\0';
@@ -513,7 +523,7 @@ void qs_guard_free(qslab_cache *expected, void *p)
     if (problem) {
         report(i, cache, problem, NULL, NULL, detail[0] ? detail : NULL);
         qs_lock_release(&pool_lock);
-        conclude(cache, problem, p);
+        conclude(cache, problem, p, obj);
         return; /* the handler returned: not freed */
     }
     /* the red zones: the page's bytes around the object */
@@ -548,7 +558,7 @@ void qs_guard_free(qslab_cache *expected, void *p)
     freed_tail = i + 1;
     qs_lock_release(&pool_lock);
     if (bad)
-        conclude(cache, zone, p); /* freed all the same */
+        conclude(cache, zone, p, p); /* freed all the same */
 }
 
 size_t qs_guard_usable(const void *p, const char *what)

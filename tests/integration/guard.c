@@ -191,8 +191,20 @@ static int child(const char *mode)
         /* interior pointer: not freed */
         tu_capture_reset();
         qslab_cache_free(c, p + 8);
-        tu_check_fatal("BUG t-guard: Invalid object pointer");
+        char both[64];
+        snprintf(both, sizeof both, "(pointer %p, object %p)", (void *)(p + 8), (void *)p);
+        tu_check_fatal("BUG t-guard: Invalid object pointer", both);
         CHECK(qslab_guarded(p));
+        /* a slot no sample has used yet (slots are taken in order; data
+         * pages every other page): no object, no cache to name */
+        struct qslab_guard_stats gs;
+        qslab_guard_stats(&gs);
+        CHECKF(gs.samples + 20 < gs.slots, "%lu samples of %lu slots: no slot 20 past this one is unused",
+               (unsigned long)gs.samples, (unsigned long)gs.slots);
+        char *unused = (char *)((uintptr_t)p & ~(uintptr_t)4095) + 2 * 4096 * 20 + 64;
+        tu_capture_reset();
+        qslab_free(unused);
+        tu_check_fatal("invalid free of 0x", ": not an allocated object (a guarded slot never used)");
         /* wrong cache: not freed */
         tu_capture_reset();
         qslab_cache_free(other, p);
