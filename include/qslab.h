@@ -278,7 +278,8 @@ qslab_fatal_fn qslab_set_fatal_handler(qslab_fatal_fn fn);
 int qslab_num_nodes(void);
 /* Node of the calling thread's queues. */
 int qslab_current_node(void);
-/* Node whose memory holds p, or -1 if p is not a qslab object. */
+/* Node whose memory holds p (0 for a block of size zero, which holds
+ * none), or -1 if p is not a qslab object. */
 int qslab_object_node(const void *p);
 
 /*

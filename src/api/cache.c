@@ -18,6 +18,7 @@
 #include "observe/observe.h"
 #include "debug/debug.h"
 #include "owner/owner.h"
+#include "api/zero.h"
 #include "api/api.h"
 #include "observe/stats.h"
 #include "observe/tune.h"
@@ -570,7 +571,7 @@ QSLAB_EXPORT int qslab_object_node(const void *p)
         return qs_guard_node(p);
     struct qs_chunk *ch = qs_chunk_of(p);
     if (!ch)
-        return -1;
+        return qs_zero_in(p) ? 0 : -1; /* a zero-size block holds no memory: node 0 */
     return ch->kind == QS_CHUNK_SLABS ? ch->node : (qs_real_numa ? qs_os_page_node(p) : 0);
 }
 
