@@ -258,7 +258,7 @@ static uintptr_t born_word(const qslab_cache *c, const struct qs_slab *s)
 }
 
 static void born_in_order(qslab_cache *c, struct qs_slab *s, char *first, uint32_t k, void **dst,
-                          uint32_t p, bool fbits)
+                          uint32_t p, bool fbits, void **fl, void **tl)
 {
     uint32_t size = c->slot_size;
     char *obj = first;
@@ -278,11 +278,11 @@ static void born_in_order(qslab_cache *c, struct qs_slab *s, char *first, uint32
             qs_fbit_set(s, obj);
     }
     if (p < k) {
-        if (s->tail)
-            *qs_link(c, s->tail) = qs_enc(c, head);
+        if (*tl)
+            *qs_link(c, *tl) = qs_enc(c, head);
         else
-            s->freelist = head;
-        s->tail = head + (size_t)(k - p - 1) * size;
+            *fl = head;
+        *tl = head + (size_t)(k - p - 1) * size;
     }
 }
 
@@ -290,7 +290,7 @@ static void born_in_order(qslab_cache *c, struct qs_slab *s, char *first, uint32
  * slots are a contiguous run past the born ones (span stays a prefix),
  * taken in a fresh shuffle; dst and the free list get them in that order. */
 static void born_shuffled(qslab_cache *c, struct qs_slab *s, char *first, uint32_t k, void **dst,
-                          uint32_t p, bool fbits)
+                          uint32_t p, bool fbits, void **fl, void **tl)
 {
     struct qs_shuffle sh;
     qs_shuffle_start(c, &sh, k);
@@ -316,11 +316,11 @@ static void born_shuffled(qslab_cache *c, struct qs_slab *s, char *first, uint32
     }
     if (prev) {
         *qs_link(c, prev) = qs_enc(c, NULL);
-        if (s->tail)
-            *qs_link(c, s->tail) = qs_enc(c, head);
+        if (*tl)
+            *qs_link(c, *tl) = qs_enc(c, head);
         else
-            s->freelist = head;
-        s->tail = prev;
+            *fl = head;
+        *tl = prev;
     }
 }
 
@@ -345,9 +345,14 @@ static void born_shuffled(qslab_cache *c, struct qs_slab *s, char *first, uint32
  * qs_slab_grow_into: the same, but the first `room` objects born go
  * straight into a queue's slots at dst, with the queue's free stamp and
  * counted in s->inuse (the refill would walk the free list for them at
- * once); the rest onto the free list.  Returns the number placed. */
+ * once); the rest onto the free list.  Returns the number placed.
+ *
+ * qs_slab_grow_list: the same, but the objects born go onto a list of
+ * their own, *list (NULL-ended), leaving s->freelist and s->tail alone:
+ * SLUB keeps its slab word in the tail's place (internal.h), which other
+ * threads change by compare-and-swap while the slab's owner grows it. */
 static uint32_t slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, uint32_t want,
-                          void **dst, uint32_t room, uint32_t *placed)
+                          void **dst, uint32_t room, uint32_t *placed, void **fl, void **tl)
 {
     uint32_t cap = slab_capacity(c, s), n = s->objects;
     *placed = 0;
@@ -377,9 +382,9 @@ static uint32_t slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
     if (fbits)
         qs_fbits_clear_objs(s, s->base + (size_t)n * size, k, size);
     if (unlikely(rnd))
-        born_shuffled(c, s, s->base + (size_t)n * size, k, dst, p, fbits);
+        born_shuffled(c, s, s->base + (size_t)n * size, k, dst, p, fbits, fl, tl);
     else
-        born_in_order(c, s, s->base + (size_t)n * size, k, dst, p, fbits);
+        born_in_order(c, s, s->base + (size_t)n * size, k, dst, p, fbits, fl, tl);
     if (unlikely(c->debug)) /* red zones, poison, tracks (debug/slot.c) */
         qs_debug_hooks.born(c, s->base + (size_t)n * size, k);
     s->inuse += p;
@@ -393,14 +398,23 @@ static uint32_t slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
 uint32_t qs_slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, uint32_t want)
 {
     uint32_t placed;
-    return slab_grow(c, q, s, want, NULL, 0, &placed);
+    return slab_grow(c, q, s, want, NULL, 0, &placed, &s->freelist, &s->tail);
+}
+
+uint32_t qs_slab_grow_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, uint32_t want,
+                           void **list)
+{
+    uint32_t placed;
+    void *tail = NULL;
+    *list = NULL;
+    return slab_grow(c, q, s, want, NULL, 0, &placed, list, &tail);
 }
 
 uint32_t qs_slab_grow_into(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, uint32_t want,
                            void **dst, uint32_t room)
 {
     uint32_t placed;
-    slab_grow(c, q, s, want, dst, room, &placed);
+    slab_grow(c, q, s, want, dst, room, &placed, &s->freelist, &s->tail);
     return placed;
 }
 

@@ -29,6 +29,8 @@ uint32_t qs_slab_list_lost(struct qs_slab *s); /* a walker met a bad link: retur
 uint32_t qs_slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, uint32_t want);
 uint32_t qs_slab_grow_into(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, uint32_t want,
                            void **dst, uint32_t room);
+uint32_t qs_slab_grow_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, uint32_t want,
+                           void **list);
 bool qs_slab_growable(const qslab_cache *c, const struct qs_slab *s);
 
 static inline uintptr_t *qs_link(const qslab_cache *c, void *obj)

@@ -11,9 +11,10 @@
  *   calculate_order the default order against mm/slub.c's rule, computed
  *                  here from the CPU count (unpinned and pinned to one CPU);
  *                  a tuned order reaches new slabs, old ones keep theirs
- *   contents       patterns kept, alignment, constructor: every object of
- *                  a new slab born (constructed) at once, objects come back
- *                  in their constructed state
+ *   contents       patterns kept, alignment, constructor: a page's worth of
+ *                  a new slab's objects born (constructed) at once, then as
+ *                  many again whenever the owner's list runs dry (lazy
+ *                  birth), objects come back in their constructed state
  *   counters       alloc_fast/free_fast on the owner's own active slab;
  *                  frees into other slabs (by another thread or not) are
  *                  free_slow and remote_free; remote_batch stays 0
@@ -422,14 +423,38 @@ static void test_order(const char *when)
                    sizes[i], o);
         if (sizes[i] == 40000 || sizes[i] == 200000) /* over order 3: one object's order */
             CHECKF(o == (sizes[i] == 40000 ? 4 : 6), "%zu-byte objects: order %lu", sizes[i], o);
-        /* a slab of that order is what allocation makes */
+        /* a slab of that order is what allocation makes, a page's worth
+         * of its objects born (at least one); then, as its owner's list
+         * runs dry, as many again each time, until the slab is full */
         void *p = qslab_cache_alloc(c);
         CHECK(p != NULL);
         struct qslab_cache_stats st = tc_stats(c);
+        unsigned long page_worth = PAGE / slot ? PAGE / slot : 1;
+        if (page_worth > st.objs_per_slab)
+            page_worth = st.objs_per_slab;
         CHECKF(st.order == o && st.objs_per_slab == slab_bytes((unsigned)o) / slot &&
-                   st.num_slabs == 1 && st.num_objs == st.objs_per_slab,
-               "%s: order %u, %u objects per slab, %lu slabs, %lu objects", name, st.order,
-               st.objs_per_slab, st.num_slabs, st.num_objs);
+                   st.num_slabs == 1 && st.num_objs == page_worth,
+               "%s: order %u, %u objects per slab, %lu slabs, %lu objects born (a page's "
+               "worth: %lu)",
+               name, st.order, st.objs_per_slab, st.num_slabs, st.num_objs, page_worth);
+        unsigned n = st.objs_per_slab > 256 ? 256 : st.objs_per_slab;
+        void *more[256];
+        unsigned long born = st.num_objs;
+        for (unsigned k = 1; k < n; k++) {
+            more[k] = qslab_cache_alloc(c);
+            CHECK(more[k] != NULL);
+            st = tc_stats(c);
+            if (k + 1 > born) { /* the owner's list ran dry: born doubles */
+                unsigned long want = born * 2 > st.objs_per_slab ? st.objs_per_slab : born * 2;
+                CHECKF(st.num_objs == want && st.num_slabs == 1,
+                       "%s: %u allocated, %lu objects born in %lu slabs (want %lu in 1)", name,
+                       k + 1, st.num_objs, st.num_slabs, want);
+                born = st.num_objs;
+            }
+        }
+        validate(c, "a slab grown");
+        for (unsigned k = 1; k < n; k++)
+            qslab_cache_free(c, more[k]);
         qslab_cache_free(c, p);
         validate(c, when);
         CHECK(qslab_cache_destroy(c) == 0);
@@ -464,8 +489,10 @@ static void test_order_change(void)
     for (int i = N / 3; i < N; i++)
         o[i] = qslab_cache_alloc(c);
     struct qslab_cache_stats b = tc_stats(c);
-    CHECKF(b.order == 2 && b.objs_per_slab == 64 &&
-               b.num_objs - a.num_objs == (b.num_slabs - a.num_slabs) * 64,
+    /* every new slab whole but the newest (lazy birth) */
+    CHECKF(b.order == 2 && b.objs_per_slab == 64 && b.num_slabs > a.num_slabs &&
+               b.num_objs - a.num_objs > (b.num_slabs - a.num_slabs - 1) * 64 &&
+               b.num_objs - a.num_objs <= (b.num_slabs - a.num_slabs) * 64,
            "order 2: %u objects per slab; %lu new objects in %lu new slabs", b.objs_per_slab,
            b.num_objs - a.num_objs, b.num_slabs - a.num_slabs);
     validate(c, "slabs of two orders");
@@ -534,12 +561,13 @@ static void test_contents(void)
     }
     set("t-slub-ctor", "empty_decay_ms", "3600000"); /* no slab goes back while counted */
 
-    /* a new slab: all its objects constructed at once */
+    /* a new slab: a page's worth of objects constructed at once (the
+     * whole of this order-0 slab) */
     void *first = qslab_cache_alloc(c[1]);
     struct qslab_cache_stats st = tc_stats(c[1]);
     CHECKF(first && constructed(first), "first ctor object not constructed");
     CHECKF(st.num_slabs == 1 && ctor_calls == st.objs_per_slab && st.num_objs == st.objs_per_slab,
-           "SLUB: a new slab's objects are born at once: %lu constructor calls, %u objects per "
+           "SLUB: a new order-0 slab's objects are born at once: %lu constructor calls, %u objects per "
            "slab, %lu objects",
            ctor_calls, st.objs_per_slab, st.num_objs);
     CHECK(st.slot_size == 56); /* 48 bytes and the link word past them */
@@ -591,7 +619,7 @@ static void test_contents(void)
            "constructor ran %lu times for %lu objects born (%lu slabs given back)", ctor_calls,
            st.num_objs, st.free_slab);
     CHECKF(st.num_objs == st.num_slabs * st.objs_per_slab,
-           "SLUB slabs are born whole: %lu objects in %lu slabs of %u", st.num_objs, st.num_slabs,
+           "SLUB order-0 slabs are born whole: %lu objects in %lu slabs of %u", st.num_objs, st.num_slabs,
            st.objs_per_slab);
     for (int k = 0; k < N; k++)
         if (o[k].p) {

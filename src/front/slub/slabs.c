@@ -50,8 +50,43 @@ static void *get_freelist(qslab_cache *c, struct qs_slab *s)
     return idx_obj(c, s, fw_head(old));
 }
 
+/* The owner's active slab s (frozen) whose list ran dry: its remote frees,
+ * s staying frozen and ACTIVE (get_freelist without the unfreeze), for a
+ * slab that can still grow: it grows only when nothing came back. */
+static void *take_remote(qslab_cache *c, struct qs_slab *s)
+{
+    uint64_t old = fw_load(s);
+    if (!fw_head(old))
+        return NULL;
+    while (!fw_cas(s, &old, fw_make(0, slab_objects(s), true)))
+        ;
+    return idx_obj(c, s, fw_head(old));
+}
+
+/* LAZY BIRTH (core/slab.c): a SLUB slab's objects are born as its owner
+ * needs them, a page's worth when the slab is made, then as many as are
+ * born already (doubling) each time its owner's list runs dry with no
+ * remote free to take; the kernel writes every free pointer of a new slab,
+ * which here made the whole slab resident for its first object.  Only the
+ * owner of the active slab grows it (the thread, or the holder of its CPU
+ * queue's lock): s->objects, span and the new objects' links are its alone
+ * until the CAS below, which counts the new objects in use (they are on
+ * the owner's list); a freer only ever reads fw, and frees only objects
+ * handed out after their birth.  Returns the new objects' list (never
+ * NULL: the caller checked qs_slab_growable). */
+static void *grow_active(qslab_cache *c, struct qs_queue *q, struct qs_slab *s)
+{
+    void *fl;
+    uint32_t k = qs_slab_grow_list(c, q, s, 0, &fl); /* s->fw untouched */
+    uint64_t old = fw_load(s);
+    while (!fw_cas(s, &old, fw_make(fw_head(old), fw_inuse(old) + k, true)))
+        ;
+    return fl;
+}
+
 /* A slab that is the caller's alone (new, or from the empty FIFO), all its
- * objects free on the list starting at `first`: frozen, the list returned. */
+ * born objects free on the list starting at `first`: frozen, the list
+ * returned (its unborn ones are born by grow_active). */
 static void *freeze_fresh(struct qs_slab *s, void *first)
 {
     s->freelist = NULL; /* the FIFO's view (node.c); SLUB keeps its head in fw */
@@ -335,19 +370,24 @@ QS_NOINLINE void *slub_alloc_single(qslab_cache *c, struct qs_queue *q, int node
 
 /* A new list for owner q, whose active slab `old` (frozen, or NULL) was
  * detached with an empty list (the kernel's ___slab_alloc after the fast
- * path): old's remote frees; else old is given up (full) and the list comes
- * from an own partial slab, a node partial slab (taking more for the own
- * list, up to half of cpu_partial_slabs), an empty slab of the FIFO, or a
- * new slab, all of whose objects are born at once (as the kernel writes
- * every free pointer of a new slab; with `random`, in the cache's random
- * order, core/slab.c: the kernel's shuffle_freelist).  Returns the list, *sp
- * its frozen slab; NULL on ENOMEM. */
+ * path): old's remote frees, or, none there, its next unborn objects (LAZY
+ * BIRTH above); else old is given up (full) and the list comes from an own
+ * partial slab, a node partial slab (taking more for the own list, up to
+ * half of cpu_partial_slabs), an empty slab of the FIFO, or a new slab, a
+ * page's worth of whose objects are born (with `random`, in the cache's
+ * random order, core/slab.c: the kernel's shuffle_freelist).  Returns the
+ * list, *sp its frozen slab; NULL on ENOMEM. */
 void *slub_new_freelist(qslab_cache *c, struct qs_queue *q, struct qs_slab *old,
                         struct qs_slab **sp)
 {
     void *fl;
     struct qs_slab *s;
     sl_stat(c, q, QS_REFILL, 1);
+    if (old && qs_slab_growable(c, old) &&
+        ((fl = take_remote(c, old)) || (fl = grow_active(c, q, old)))) {
+        *sp = old;
+        return fl;
+    }
     if (old && (fl = get_freelist(c, old))) {
         *sp = old;
         return fl;
@@ -394,7 +434,7 @@ void *slub_new_freelist(qslab_cache *c, struct qs_queue *q, struct qs_slab *old,
     }
     if (!(s = qs_slab_new(c, q, q->node, false)))
         return NULL;
-    qs_slab_grow(c, q, s, UINT32_MAX);
+    qs_slab_grow(c, q, s, 0); /* a page's worth: LAZY BIRTH above */
     *sp = s;
     return freeze_fresh(s, s->freelist);
 }
