@@ -9,7 +9,8 @@
  *                  slot size (mm/slub.c's set_cpu_partial and
  *                  set_min_partial), refusals naming the cache and range
  *   calculate_order the default order against mm/slub.c's rule, computed
- *                  here from the CPU count (unpinned and pinned to one CPU);
+ *                  here from the CPU count (unpinned and pinned to one CPU),
+ *                  with qslab's waste bound on top (1/64 of a slab);
  *                  a tuned order reaches new slabs, old ones keep theirs
  *   contents       patterns kept, alignment, constructor: a page's worth of
  *                  a new slab's objects born (constructed) at once, then as
@@ -159,6 +160,34 @@ static unsigned calc_slab_order(size_t size, unsigned min_objects, unsigned max_
     return order;
 }
 
+/* What a slab leaves unused of the pages its objects touch */
+static size_t touched_waste(size_t slot, unsigned order)
+{
+    size_t used = slab_bytes(order) / slot * slot;
+    return ((used + PAGE - 1) & ~(size_t)(PAGE - 1)) - used;
+}
+
+/* qslab's waste bound on top (docs/design.md "Slab order"): past 1/64 of
+ * the slab unused, the first order up to five above with at most 1/64,
+ * slabs up to 128 KiB, else the least wasteful */
+static unsigned waste_bound(size_t slot, unsigned o)
+{
+    if (touched_waste(slot, o) * 64 <= slab_bytes(o) || slab_bytes(o) >= (128u << 10))
+        return o;
+    unsigned best = o;
+    size_t best_pm = touched_waste(slot, o) * 1000 / slab_bytes(o);
+    for (unsigned k = o + 1; k <= o + 5 && k <= 14 && slab_bytes(k) <= (128u << 10); k++) {
+        size_t w = touched_waste(slot, k);
+        if (w * 64 <= slab_bytes(k))
+            return k;
+        if (w * 1000 / slab_bytes(k) < best_pm) {
+            best_pm = w * 1000 / slab_bytes(k);
+            best = k;
+        }
+    }
+    return best;
+}
+
 /* calculate_order (before 6.7): min_objects = 4 * (fls(cpus) + 1), at most
  * what an order-3 slab holds; fractions 16, 8, 4, then fewer objects; past
  * order 3 only for objects that need it; at least the order that holds one
@@ -188,7 +217,9 @@ static unsigned slub_order_for(size_t slot, size_t align, long ncpu)
         min_order++;
     if (order < min_order)
         order = min_order;
-    return order > 14 ? 14 : order;
+    if (order > 14)
+        order = 14;
+    return waste_bound(slot, order);
 }
 
 /* The CPU count src/front/slub/cachewide.c uses: CPUs the calling thread may run on, or
@@ -394,7 +425,7 @@ static void test_tunables(void)
 
 static void test_order(const char *when)
 {
-    static const size_t sizes[] = {8,    64,   192,  700,   1000,  3000,
+    static const size_t sizes[] = {8,    64,   192,  700,   1000,  1312,  3000,
                                    4096, 5120, 8192, 12000, 40000, 200000};
     long ncpu = slub_cpus(), all = possible_cpus() > ncpu ? possible_cpus() : ncpu;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
@@ -417,10 +448,13 @@ static void test_order(const char *when)
                o, lo, hi);
         if (sizes[i] == 64)
             CHECK(o == 0);
-        if (sizes[i] == 5120 || sizes[i] == 8192)
-            CHECKF(o == 3,
-                   "%zu-byte objects: order %lu (order 3 holds 4 or 6 of them, for any CPU count)",
+        if (sizes[i] == 8192)
+            CHECKF(o == 3, "%zu-byte objects: order %lu (order 3 holds 4, for any CPU count)",
                    sizes[i], o);
+        if (sizes[i] == 5120) /* order 3 holds 6, 2 KiB unused: order 4's 12 fill 15 pages */
+            CHECKF(o == 4, "%zu-byte objects: order %lu (the waste bound)", sizes[i], o);
+        if (sizes[i] == 1312) /* SQLite's page-cache blocks: 99 to a 128 KiB slab */
+            CHECKF(o == 5, "%zu-byte objects: order %lu (the waste bound)", sizes[i], o);
         if (sizes[i] == 40000 || sizes[i] == 200000) /* over order 3: one object's order */
             CHECKF(o == (sizes[i] == 40000 ? 4 : 6), "%zu-byte objects: order %lu", sizes[i], o);
         /* a slab of that order is what allocation makes, a page's worth
