@@ -21,7 +21,9 @@
  *                  free_slow and remote_free; remote_batch stays 0
  *   cpu_partial    an owner's partial list is bounded (cpu_partial counted
  *                  in slabs, as 5.16 does); min_partial: empty slabs a node
- *                  keeps on its partial list; shrink gives everything back
+ *                  keeps on its partial list; shrink gives everything back;
+ *                  a slab of one block goes to the FIFO as its free
+ *                  empties it
  *   alloc_node     objects on the node asked for (re-executed with
  *                  QSLAB_FAKE_NUMA=2 for a second node)
  *   pass_through   kmalloc-5120 blocks straight from the page layer: one
@@ -915,6 +917,56 @@ static void test_partial(void)
     }
 }
 
+/* A slab of one block (blocks over half a slab) that its free empties
+ * goes to the node's FIFO at once, whoever frees it: no owner's partial
+ * list nor the node's keeps it (their bounds count slabs, and such a slab
+ * is 32 KiB to 2 MiB). */
+static void single_free_all(void **o, int n, qslab_cache *c)
+{
+    for (int i = 0; i < n; i++)
+        qslab_cache_free(c, o[i]);
+}
+static void *single_free_thread(void *arg)
+{
+    void **a = arg;
+    single_free_all((void **)a[1], 4, a[0]);
+    return NULL;
+}
+
+static void test_single_block(void)
+{
+    qslab_cache *c = make("t-slub-single", 40000, 0, NULL);
+    if (!c)
+        return;
+    set("t-slub-single", "empty_decay_ms", "3600000"); /* nothing leaves the FIFO meanwhile */
+    struct qslab_cache_stats st = tc_stats(c);
+    CHECKF(st.objs_per_slab == 1, "40,000-byte objects: %u per slab", st.objs_per_slab);
+    void *o[8];
+    for (int i = 0; i < 8; i++)
+        o[i] = qslab_cache_alloc(c);
+    single_free_all(o, 4, c); /* by the allocating thread */
+    void *arg[2] = {c, o + 4};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, single_free_thread, arg) == 0); /* by another */
+    pthread_join(t, NULL);
+    st = tc_stats(c);
+    CHECKF(st.partial_slabs == 0 && st.owner_slabs == 0 && st.empty_slabs == 8 &&
+               st.num_slabs == 8,
+           "one block a slab, all freed: %lu partial, %lu on owners' lists, %lu empty of %lu "
+           "slabs (want 0, 0, 8 of 8)",
+           st.partial_slabs, st.owner_slabs, st.empty_slabs, st.num_slabs);
+    validate(c, "single blocks freed");
+    /* and they serve the next allocations */
+    for (int i = 0; i < 8; i++)
+        o[i] = qslab_cache_alloc(c);
+    st = tc_stats(c);
+    CHECKF(st.num_slabs == 8 && st.empty_slabs == 0, "reused: %lu slabs, %lu empty", st.num_slabs,
+           st.empty_slabs);
+    single_free_all(o, 8, c);
+    validate(c, "single blocks freed again");
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
 /* ---- nodes ---- */
 
 static void test_alloc_node(void)
@@ -1546,6 +1598,7 @@ int main(int argc, char **argv)
     test_contents();
     test_counters();
     test_partial();
+    test_single_block();
     test_alloc_node();
     test_pass_through();
     test_retire();

@@ -367,9 +367,8 @@ static void *list_pop(qslab_cache *c, void **fl)
  * block is free (an owner that used many big classes kept one big slab
  * each): with no active slab the fast path always misses, and the slow
  * path takes the block from the node (partial, FIFO, new: slub_alloc_single);
- * its free finds the slab full (slub_slab_free) and, with the byte-bounded
- * cpu_partial and min_partial (tune.c), sends it to the FIFO, under the
- * retention rule and the decay. */
+ * its free finds the slab full (slub_slab_free) and sends it to the FIFO
+ * (discard_single, slabs.c), under the retention rule and the decay. */
 QS_NOINLINE static void *th_alloc_slow(qslab_cache *c, struct qs_queue *q)
 {
     if (!q && !(q = slub_my_queue(c)))
