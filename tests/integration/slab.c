@@ -17,6 +17,7 @@
  *     QSLAB_FAKE_NUMA=2 when this machine has one node);
  *   - misuse: double frees, a never-allocated slot, writes after free, each
  *     reported once through a handler that returns, nothing corrupted after;
+ *   - a slab of one block goes to the FIFO as its free empties it;
  *   - validation after each phase, shrink, destroy, and the reaper.
  */
 #define _GNU_SOURCE /* CPU affinity */
@@ -468,6 +469,39 @@ static void test_free_slabs_reported(void)
     st = tc_stats(c);
     CHECKF(st.num_slabs == 0 && st.active_objs == 0, "after shrink: %lu slabs %lu active",
            st.num_slabs, st.active_objs);
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
+/* A slab of one block (the big kmalloc classes: no arrays) that a free
+ * empties goes to the node's FIFO at once, not to the node's free slabs
+ * within free_limit: with empty_decay_ms 1 the purger gives it back within
+ * its next ticks, where free slabs would wait for the reaper. */
+static void test_single_block(void)
+{
+    const char *N = "t-slab-single";
+    qslab_cache *c = make(N, 100000, 0, NULL);
+    if (!c)
+        return;
+    struct qslab_cache_stats st = tc_stats(c);
+    CHECKF(st.objs_per_slab == 1, "100,000-byte objects: %u per slab", st.objs_per_slab);
+    tc_accepted(N, "empty_decay_ms", "1", 1);
+    void *v[6];
+    for (int i = 0; i < 6; i++)
+        v[i] = qslab_cache_alloc(c);
+    st = tc_stats(c);
+    CHECKF(st.num_slabs == 6 && st.queued_objs == 0, "6 blocks: %lu slabs, %lu queued",
+           st.num_slabs, st.queued_objs);
+    for (int i = 0; i < 6; i++)
+        qslab_cache_free(c, v[i]);
+    for (int ms = 0; ms < 1500 && tc_stats(c).num_slabs; ms += 10) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    st = tc_stats(c);
+    CHECKF(st.num_slabs == 0 && st.free_slab == 6,
+           "one block a slab, all freed, 1.5 s later: %lu slabs (%lu empty), %lu given back",
+           st.num_slabs, st.empty_slabs, st.free_slab);
+    validate(c, "single blocks freed");
     CHECK(qslab_cache_destroy(c) == 0);
 }
 
@@ -1666,6 +1700,7 @@ int main(int argc, char **argv)
     test_never_allocated();
     test_write_after_free();
     test_shrink_destroy();
+    test_single_block();
     if (qslab_num_nodes() > 1) {
         test_alien();
     } else {
