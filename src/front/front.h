@@ -82,7 +82,8 @@ struct qs_front {
      * owner's; qs_global held, no other lock), before c's nodes' policy:
      * give back what an owner that went idle keeps (SLQB: an idle CPU's
      * queue emptied and its slabs handed to the node, q->lock only tried;
-     * an untouched stash to the node's FIFO).  NULL: nothing (a queue of
+     * an untouched stash to the node's FIFO; SLUB: an idle CPU's active
+     * and partial slabs back to their nodes).  NULL: nothing (a queue of
      * another front end never holds a stash: only SLQB's own slabs) */
     void (*idle)(qslab_cache *c, struct qs_queue *q);
     /* mallinfo's totals: add what the front end holds beyond its caches'
@@ -122,7 +123,7 @@ struct qs_front {
      * inline fast paths serve them, the statistics derive free_fast, empty
      * slabs are checked before they go back (core/node.c fifo_whole, told
      * through qs_front_hooks.queues); the purger empties idle CPUs' queues
-     * through the `idle` hook (SLQB only) */
+     * through the `idle` hook (SLQB's; SLUB's has no queue to empty) */
     bool queues;
     /* its owners own slabs (their queues' lists) and other owners batch
      * frees home to their inboxes (SLQB): the purger hands an idle CPU's

@@ -23,7 +23,7 @@
  *                  in slabs, as 5.16 does); min_partial: empty slabs a node
  *                  keeps on its partial list; shrink gives everything back;
  *                  a slab of one block goes to the FIFO as its free
- *                  empties it
+ *                  empties it; an idle CPU gives its slabs to the node
  *   alloc_node     objects on the node asked for (re-executed with
  *                  QSLAB_FAKE_NUMA=2 for a second node)
  *   pass_through   kmalloc-5120 blocks straight from the page layer: one
@@ -967,6 +967,45 @@ static void test_single_block(void)
     CHECK(qslab_cache_destroy(c) == 0);
 }
 
+/* A CPU that no thread uses the cache on (this thread stops using it)
+ * gives its active slab, list and partial slabs back to the node within a
+ * few purger ticks (slub_idle), where any CPU's refill takes them. */
+static void test_idle_cpu(void)
+{
+    struct qslab_owner_info oi;
+    qslab_owner_info(&oi);
+    if (oi.kind != QSLAB_OWNER_CPU)
+        return;
+    qslab_cache *c = make("t-slub-idle", 256, 0, NULL);
+    if (!c)
+        return;
+    enum { N = 400 };
+    static void *o[N];
+    for (int i = 0; i < N; i++)
+        o[i] = qslab_cache_alloc(c);
+    for (int i = 0; i < N - 40; i += 2) { /* full slabs to this CPU's partial list */
+        qslab_cache_free(c, o[i]);
+        o[i] = NULL;
+    }
+    struct qslab_cache_stats st = tc_stats(c);
+    CHECKF(st.owner_slabs > 1, "an active slab and partial slabs on this CPU: %lu",
+           st.owner_slabs);
+    for (int ms = 0; ms < 3000 && tc_stats(c).owner_slabs; ms += 10) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    st = tc_stats(c);
+    CHECKF(st.owner_slabs == 0 && st.partial_slabs > 0,
+           "an idle CPU's slabs after 3 s: %lu on owners, %lu partial on the node",
+           st.owner_slabs, st.partial_slabs);
+    validate(c, "an idle CPU's slabs given back");
+    for (int i = 0; i < N; i++)
+        if (o[i])
+            qslab_cache_free(c, o[i]);
+    validate(c, "an idle CPU's slabs, all freed");
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
 /* ---- nodes ---- */
 
 static void test_alloc_node(void)
@@ -1599,6 +1638,7 @@ int main(int argc, char **argv)
     test_counters();
     test_partial();
     test_single_block();
+    test_idle_cpu();
     test_alloc_node();
     test_pass_through();
     test_retire();

@@ -85,6 +85,47 @@ static void flush_all(qslab_cache *c)
 #endif
 }
 
+/* The purger's tick for q, a queue of c (the `idle` hook, front.h;
+ * qs_global held, no other lock).  A CPU's queue that no fast path used
+ * for a whole tick (its committed pops and pushes did not move) and that
+ * holds an active slab, a list or partial slabs gives them all back to
+ * their slabs and nodes, as a shrink does (flush_all): a thread that the
+ * scheduler moved to another CPU left them there, where nobody allocates
+ * from them, while its refills on the new CPU took new slabs (the node's
+ * partial lists are where every CPU's refills look first).  Who owns
+ * what: q's slow state is q->lock's holder's (tried, not waited for: the
+ * order is qs_global, q->lock, node locks, as every slow path's); its list
+ * and active slab are its CPU's until qs_percpu_take has replaced the
+ * queue in the CPU's table and a membarrier has restarted any section that
+ * found it; from then on they are ours until qs_percpu_give.  idle_top (the
+ * purger's alone: SLUB's queues have no SLQB top to watch) keeps the count
+ * of the last tick.  A queue that holds nothing is not taken (no
+ * membarrier), so a CPU that stays idle costs one look a tick. */
+void slub_idle(qslab_cache *c, struct qs_queue *q)
+{
+#if QS_HAVE_PERCPU
+    if (q->cpu < 0 || !qs_percpu_takeable)
+        return;
+    uint64_t used = __atomic_load_n(&q->sl.pops, __ATOMIC_RELAXED) +
+                    __atomic_load_n(&q->sl.pushes, __ATOMIC_RELAXED);
+    if (used == q->idle_top &&
+        (QS_LOAD(q->sl.slab) || QS_LOAD(q->sl.freelist) || QS_LOAD(q->sl.nr_partial)) &&
+        qs_lock_try(&q->lock)) {
+        if (qs_percpu_take(q)) {
+            QS_TSAN_ACQUIRE(q); /* what the CPU's sections published (percpu.h) */
+            flush_owner(c, q);
+            QS_TSAN_RELEASE(q);
+            qs_percpu_give(q);
+        }
+        qs_lock_release(&q->lock);
+    }
+    q->idle_top = used;
+#else
+    (void)c;
+    (void)q;
+#endif
+}
+
 /* ---- shrink and the purger's sweep ---- */
 
 /* Before an empty slab goes back to the page layer for good: its list, the
@@ -141,9 +182,10 @@ size_t slub_shrink(qslab_cache *c)
     return bytes;
 }
 
-/* trim (all): every SLUB cache shrunk; the purger's tick: nothing (SLUB
- * has no reaper; what owners keep is bounded by cpu_partial, what nodes
- * keep by min_partial and the FIFO's decay) */
+/* trim (all): every SLUB cache shrunk; the purger's tick: nothing here
+ * (SLUB has no reaper; what owners keep is bounded by cpu_partial and
+ * given back by an idle CPU, slub_idle; what nodes keep by min_partial and
+ * the FIFO's decay) */
 size_t slub_sweep(bool all)
 {
     if (!all)

@@ -617,6 +617,7 @@ const struct qs_front qs_front_slub = {
     .sweep = slub_sweep,
     .validate = slub_validate,
     .retire = slub_retire,
+    .idle = slub_idle,
     .destroy = slub_destroy,
     .order = slub_order,
     .own_node_lists = true,

@@ -105,6 +105,7 @@ void *slub_new_freelist(qslab_cache *c, struct qs_queue *q, struct qs_slab *old,
 
 /* ---- cachewide.c: the cache-wide hooks of qs_front_slub (slub.c) ---- */
 void slub_retire(qslab_cache *c, struct qs_queue *q);
+void slub_idle(qslab_cache *c, struct qs_queue *q);
 size_t slub_shrink(qslab_cache *c);
 size_t slub_sweep(bool all);
 void slub_destroy(qslab_cache *c, struct qs_slab **all);
