@@ -45,19 +45,25 @@
  *                partial list (put_cpu_partial): one free in every slab's
  *                life pays for it, the rest is one CAS each.
  *   EMPTY        given back (inuse 0, more than min_partial partial slabs
- *                on the node): the shared empty-slab FIFO (node.c), which
- *                plays the page allocator's part with its decay
+ *                on the node, or a slab of one block): the shared
+ *                empty-slab FIFO (node.c), which plays the page
+ *                allocator's part with its decay
  *   PASS         a kmalloc block straight from the page layer (pass_through)
  * Transitions and who makes them:
  *   new / FIFO / node PARTIAL / CPU_PARTIAL -> ACTIVE    the owner (freeze)
- *   ACTIVE -> FULL (no remote frees) or PARTIAL/EMPTY    the owner
- *                                                        (get_freelist, slub_deactivate)
+ *   ACTIVE -> FULL (no remote frees, nothing left to be born) or PARTIAL/EMPTY
+ *                                                        the owner (get_freelist,
+ *                                                        slub_deactivate; while objects
+ *                                                        are left to be born it stays
+ *                                                        ACTIVE and grows: grow_active)
  *   FULL -> CPU_PARTIAL (or the node's PARTIAL for another node's slab)
  *                                                        the freer that saw it full
  *   CPU_PARTIAL -> PARTIAL or EMPTY                      the owner, when its list
  *                                                        is full (slub_put_partials)
  *   PARTIAL -> EMPTY                                     the freer that empties it,
  *                                                        under the node lock
+ *   FULL -> EMPTY (a slab of one block)                  the freer that empties it
+ *                                                        (discard_single)
  *   PARTIAL -> FULL                                      slub_alloc_single, under the
  *                                                        node lock
  * The node lock is taken by a free only when an unfrozen slab with free
