@@ -685,6 +685,20 @@ void qs_tune_apply_env(qslab_cache *c)
     }
 }
 
+/* Is env_sets[i] its entry's first pair (one line an entry)?  Its cache
+ * name into name[cap] then. */
+static bool entry_first(unsigned i, char *name, size_t cap)
+{
+    const struct env_set *e = &env_sets[i];
+    for (unsigned k = 0; k < i; k++)
+        if (env_sets[k].entry == e->entry)
+            return false;
+    size_t n = e->clen < cap - 1 ? e->clen : cap - 1;
+    memcpy(name, e->cache, n);
+    name[n] = '\0';
+    return true;
+}
+
 /* The kmalloc classes exist (start-up): a QSLAB_TUNE entry naming a
  * kmalloc class that is none is said now, with the nearest class. */
 void qs_tune_env_check(void)
@@ -694,15 +708,9 @@ void qs_tune_env_check(void)
         /* (every kmalloc class has been made: each matched its entries) */
         if (e->matched || e->clen <= 8 || memcmp(e->cache, "kmalloc-", 8) != 0)
             continue;
-        bool before = false; /* one line an entry */
-        for (unsigned k = 0; k < i; k++)
-            before |= env_sets[k].entry == e->entry;
-        if (before)
-            continue;
         char who[96], name[64];
-        size_t n = e->clen < sizeof(name) - 1 ? e->clen : sizeof(name) - 1;
-        memcpy(name, e->cache, n);
-        name[n] = '\0';
+        if (!entry_first(i, name, sizeof name))
+            continue;
         unsigned long size;
         const char *near = NULL;
         if (parse_ulong(e->cache + 8, e->clen - 8, &size))
@@ -726,15 +734,9 @@ void qs_tune_env_unused(void)
         if (__atomic_load_n(&e->matched, __ATOMIC_RELAXED) || (e->clen == 1 && e->cache[0] == '*') ||
             (e->clen > 8 && memcmp(e->cache, "kmalloc-", 8) == 0)) /* (said at start-up) */
             continue;
-        bool before = false;
-        for (unsigned k = 0; k < i; k++)
-            before |= env_sets[k].entry == e->entry;
-        if (before)
-            continue;
         char who[96], name[64];
-        size_t n = e->clen < sizeof(name) - 1 ? e->clen : sizeof(name) - 1;
-        memcpy(name, e->cache, n);
-        name[n] = '\0';
+        if (!entry_first(i, name, sizeof name))
+            continue;
         qs_warn("%s was not used: no cache named '%s' was made", entry_who(who, sizeof who, e->entry, e->elen),
                 name);
     }
