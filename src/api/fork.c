@@ -3,7 +3,8 @@
  *
  * The prepare handler takes every qslab lock, in the lock order of
  * internal.h (qs_global, every queue lock, every node lock, every inbox and stash lock, the
- * page pools, the map lock, the meta lock), so that no lock is held by a thread that does
+ * page pools, the map lock, the meta lock, and the leaves: the guard pool's,
+ * the zero-size blocks'), so that no lock is held by a thread that does
  * not exist in the child.  Parent and child release them all; the child also
  * forgets the purger (threads do not survive fork) and may allocate at once.
  * Queues of the parent's other threads stay attached to owners that do not
@@ -24,6 +25,7 @@
  */
 #include "front/front.h"
 #include "debug/debug.h"
+#include "api/zero.h"
 
 static void for_each_lock(void (*op)(qs_lock *), bool reverse)
 {
@@ -69,12 +71,14 @@ static void fork_prepare(void)
     qs_page_lock_all(true);
     qs_meta_lock_all(true);
     qs_guard_fork(0); /* the guard pool's lock: a leaf */
+    qs_zero_fork(true); /* the zero-size blocks' lock: a leaf */
 }
 
 static void fork_release(void)
 {
     if (!fork_locked)
         return;
+    qs_zero_fork(false);
     qs_guard_fork(1);
     qs_meta_lock_all(false);
     qs_page_lock_all(false);

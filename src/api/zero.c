@@ -98,6 +98,17 @@ void qs_zero_free(void *p, const char *what)
         qs_fatal("%s of %p: double free of a zero-size block", what, p);
 }
 
+/* fork (fork.c): the lock taken before, released in parent and child
+ * after, so that no thread the child lacks holds it (a leaf: no other lock
+ * is taken under it) */
+void qs_zero_fork(bool before)
+{
+    if (before)
+        qs_lock_acquire(&zero_lock);
+    else
+        qs_lock_release(&zero_lock);
+}
+
 unsigned long qs_zero_live_count(void)
 {
     qs_lock_acquire(&zero_lock);
