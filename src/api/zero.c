@@ -60,16 +60,24 @@ void *qs_zero_alloc(void)
     return p;
 }
 
-/* p is in the range (qs_zero_in): is it a live block?  If not, say so as
- * `what` of a bad pointer (false). */
-bool qs_zero_live(const void *p, const char *what)
+/* p is in the range (qs_zero_in): its block's index, or -1 (reported as
+ * `what` of a pointer between blocks) */
+static long block_of(const void *p, const char *what)
 {
     size_t off = (size_t)((const char *)p - qs_zero_base);
     if (off % QS_ZERO_GRAIN) {
         qs_fatal("invalid %s of %p: inside the range of zero-size blocks, not a block", what, p);
-        return false;
+        return -1;
     }
-    size_t i = off / QS_ZERO_GRAIN;
+    return (long)(off / QS_ZERO_GRAIN);
+}
+
+/* p is in the range: is it a live block?  If not, say so (false). */
+bool qs_zero_live(const void *p, const char *what)
+{
+    long i = block_of(p, what);
+    if (i < 0)
+        return false;
     qs_lock_acquire(&zero_lock);
     bool on = live[i / 64] >> (i % 64) & 1;
     qs_lock_release(&zero_lock);
@@ -80,12 +88,9 @@ bool qs_zero_live(const void *p, const char *what)
 
 void qs_zero_free(void *p, const char *what)
 {
-    size_t off = (size_t)((char *)p - qs_zero_base);
-    if (off % QS_ZERO_GRAIN) {
-        qs_fatal("invalid %s of %p: inside the range of zero-size blocks, not a block", what, p);
+    long i = block_of(p, what);
+    if (i < 0)
         return;
-    }
-    size_t i = off / QS_ZERO_GRAIN;
     uint64_t m = (uint64_t)1 << (i % 64);
     qs_lock_acquire(&zero_lock);
     bool on = live[i / 64] & m;

@@ -37,6 +37,23 @@ __thread struct qs_owner qs_self __attribute__((tls_model("initial-exec"))) = {
     .cpu = -1,
 };
 
+const char *qs_kmalloc_serving(const char *name)
+{
+    size_t size = 0;
+    const char *d = name + 8;
+    if (strncmp(name, "kmalloc-", 8) != 0 || !*d)
+        return NULL;
+    for (; *d; d++) {
+        if (*d < '0' || *d > '9' || size > QS_KMALLOC_MAX)
+            return NULL;
+        size = size * 10 + (size_t)(*d - '0');
+    }
+    for (unsigned k = 0; size && k < QS_KMALLOC_CLASSES; k++)
+        if (qs_kmalloc_caches[k].obj_size >= size)
+            return qs_kmalloc_caches[k].name;
+    return NULL;
+}
+
 qslab_cache *qs_cache_find(const char *name)
 {
     qs_lock_acquire(&qs_global);

@@ -690,6 +690,9 @@ extern qslab_cache **qs_caches_tail; /* the last cache's next */
 extern qslab_cache *qs_cache_by_id[QS_MAX_CACHES];
 /* The first cache named `name` in the list, or NULL (takes qs_global; caches.c) */
 qslab_cache *qs_cache_find(const char *name);
+/* "kmalloc-N" (N all digits, up to the largest class): the class that
+ * serves a request of N bytes, for messages; else NULL (caches.c) */
+const char *qs_kmalloc_serving(const char *name);
 extern volatile int qs_initialized;
 
 /* Start-up (qs_init, qs_init_slow) is the API layer's: api/api.h, START-UP. */

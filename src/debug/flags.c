@@ -94,16 +94,10 @@ static void names_unused(bool kmalloc)
                 name[k] = '\0';
                 memcpy(block, b, bl < sizeof(block) - 1 ? bl : sizeof(block) - 1);
                 block[bl < sizeof(block) - 1 ? bl : sizeof(block) - 1] = '\0';
-                size_t size = 0;
-                const char *near = NULL;
-                for (const char *d = name + 8; km && *d >= '0' && *d <= '9'; d++)
-                    size = size * 10 + (size_t)(*d - '0');
-                for (unsigned c = 0; km && size && c < QS_KMALLOC_CLASSES && !near; c++)
-                    if (qs_kmalloc_caches[c].obj_size >= size)
-                        near = qs_kmalloc_caches[c].name;
+                const char *near = qs_kmalloc_serving(name);
                 if (!kmalloc)
                     qs_warn("QSLAB_DEBUG block '%s': no cache named '%s' was made", block, name);
-                else if (near && name[len - 1] != '*')
+                else if (near)
                     qs_warn("QSLAB_DEBUG block '%s': unknown cache '%s' ignored (a request of %s bytes is "
                             "served by %s)", block, name, name + 8, near);
                 else

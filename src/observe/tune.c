@@ -711,12 +711,7 @@ void qs_tune_env_check(void)
         char who[96], name[64];
         if (!entry_first(i, name, sizeof name))
             continue;
-        unsigned long size;
-        const char *near = NULL;
-        if (parse_ulong(e->cache + 8, e->clen - 8, &size))
-            for (unsigned k = 0; k < QS_KMALLOC_CLASSES && !near; k++)
-                if (qs_kmalloc_caches[k].obj_size >= size)
-                    near = qs_kmalloc_caches[k].name;
+        const char *near = qs_kmalloc_serving(name);
         if (near)
             qs_warn("%s ignored: unknown cache '%s' (a request of %s bytes is served by %s)",
                     entry_who(who, sizeof who, e->entry, e->elen), name, name + 8, near);
