@@ -79,6 +79,8 @@ static const struct config configs[] = {
     {"U", QSLAB_STORE_USER, NULL, NULL},
     {"FZPU", QSLAB_CONSISTENCY_CHECKS | QSLAB_RED_ZONE | QSLAB_POISON | QSLAB_STORE_USER, NULL,
      NULL},
+    /* the hardened profile's flags (QSLAB_HARDEN=1): red zones, quarantine */
+    {"ZQ", QSLAB_RED_ZONE | QSLAB_QUARANTINE, NULL, NULL},
     /* sampled guarded allocations (QSLAB_GUARD_SAMPLE's rate, per cache):
      * one allocation in about N placed in the guard pool */
     {"G1000", 0, "guard_sample", "1000"},

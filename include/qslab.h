@@ -39,6 +39,7 @@ extern "C" {
 #define QSLAB_STORE_USER    0x00010000UL /* U: who allocated and freed each object */
 #define QSLAB_TRACE         0x00200000UL /* T: every alloc and free to stderr */
 #define QSLAB_DEBUG_REPAIR  0x01000000UL /* R: report, restore, count, go on */
+#define QSLAB_QUARANTINE    0x02000000UL /* Q: freed objects zeroed, held back from reuse */
 
 /* Node argument meaning "any node" (the caller's node). */
 #define QSLAB_NUMA_NO_NODE (-1)

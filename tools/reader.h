@@ -60,7 +60,7 @@ struct cache_snap {
     uint64_t addr;
     char name[QS_NAME_MAX];
     char front[8];
-    char debug[8];
+    char debug[QS_DEBUG_LETTERS_LEN];
     unsigned id, front_nr, debug_bits;
     bool is_kmalloc, ctor, queues;
     unsigned long flags;

@@ -102,7 +102,7 @@ static bool cache_setup(qslab_cache *c, const char *name, size_t size, size_t al
             errno = EINVAL;
             return false;
         }
-        char want[8], keep[8];
+        char want[QS_DEBUG_LETTERS_LEN], keep[QS_DEBUG_LETTERS_LEN];
         qs_debug_letters(c->debug, want);
         qs_debug_letters(own, keep);
         qs_warn("cache %s: objects of %u bytes with debug flags %s do not fit in a slab; made "
@@ -241,7 +241,7 @@ __attribute__((destructor)) static void qs_dtor(void)
 
 #define QS_KNOWN_FLAGS                                                                             \
     (QSLAB_HWCACHE_ALIGN | QSLAB_RED_ZONE | QSLAB_POISON | QSLAB_STORE_USER |                      \
-     QSLAB_CONSISTENCY_CHECKS | QSLAB_TRACE | QSLAB_DEBUG_REPAIR)
+     QSLAB_CONSISTENCY_CHECKS | QSLAB_TRACE | QSLAB_DEBUG_REPAIR | QSLAB_QUARANTINE)
 
 QSLAB_EXPORT qslab_cache *qslab_cache_create(const char *name, size_t size, size_t align,
                                              unsigned long flags, void (*ctor)(void *obj))

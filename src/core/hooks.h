@@ -42,10 +42,11 @@ struct qs_debug_hooks {
      * poison, tracks): qs_debug_born */
     void (*born)(qslab_cache *c, char *first, uint32_t n);
     /* under the node lock, a debug cache's object leaving (core/node.c) or
-     * joining (front/slqb/remote.c) its slab's free list; false: reported,
-     * keep it out: qs_debug_alloc_locked, qs_debug_free_locked */
+     * joining (front/slqb/remote.c) its slab's free list: alloc false:
+     * reported, keep it out; free: QS_DBG_FREE_*, and what to put on a free
+     * list in *obj and *s: qs_debug_alloc_locked, qs_debug_free_locked */
     bool (*alloc_locked)(qslab_cache *c, struct qs_slab *s, void *obj);
-    bool (*free_locked)(qslab_cache *c, struct qs_slab *s, void *obj);
+    int (*free_locked)(qslab_cache *c, struct qs_slab **s, void **obj);
     /* front/slqb/misuse.c: a debug cache's corrupt free-list link:
      * qs_debug_bad_link */
     void (*bad_link)(qslab_cache *c, void *obj);
@@ -67,6 +68,12 @@ struct qs_debug_hooks {
     void (*slab_released)(struct qs_slab *s);
 };
 extern struct qs_debug_hooks qs_debug_hooks;
+enum {
+    QS_DBG_FREE_KEEP, /* reported: the object stays as it is (not freed) */
+    QS_DBG_FREE_PUT,  /* put *obj (the freed one, or one the quarantine let
+                         go in its place) on the free list of *s */
+    QS_DBG_FREE_HELD, /* freed, held in the quarantine: nothing to put */
+};
 
 struct qs_observe_hooks {
     /* owner/owner.c, qs_global held: open (odd) and close (even) a change

@@ -455,6 +455,8 @@ struct qs_node {
     void **shared;
     uint32_t shared_avail, shared_limit;
     uint32_t colour_next;
+    /* a debug cache with Q: its quarantine (debug/quarantine.c), under lock */
+    struct qs_quar *quar;
 } __attribute__((aligned(QS_CACHELINE)));
 
 struct qslab_cache {
@@ -573,14 +575,18 @@ enum {
     QS_DBG_R = 32, /* repair: report, restore, count and go on (qslab's own) */
     QS_DBG_V = 64, /* tell valgrind's memcheck and ASan about objects (automatic
                       under valgrind); qslab's own Z and P checks then stay off */
+    QS_DBG_Q = 128, /* quarantine: freed objects zeroed (0x6b with P) and held
+                       back from reuse, checked when reused (qslab's own) */
 };
+#define QS_DEBUG_LETTERS "FZPUTRVQ" /* QS_DBG_*, bit by bit */
+#define QS_DEBUG_LETTERS_LEN 9      /* a buffer for them and the NUL */
 /* The debug flags' letters (QS_DBG_*, SLUB's) of a cache's `debug` byte,
- * into out[8]: the statistics, the reports, the tools. */
+ * into out[QS_DEBUG_LETTERS_LEN]: the statistics, the reports, the tools. */
 static inline void qs_debug_letters(unsigned debug, char *out)
 {
-    static const char letters[] = "FZPUTRV";
+    static const char letters[] = QS_DEBUG_LETTERS;
     int k = 0;
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < 8; i++)
         if (debug & (1u << i))
             out[k++] = letters[i];
     out[k] = '\0';

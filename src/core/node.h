@@ -53,5 +53,8 @@ static inline void qs_purger_check(void)
 void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node);
 /* Free obj of node-owned slab s (a cache without owners: debug.c) */
 void qs_node_free(qslab_cache *c, struct qs_slab *s, void *obj);
+/* ... without the debug checks: obj passed them at its free, and leaves
+ * the debug layer's quarantine now (debug/quarantine.c) */
+void qs_node_put(qslab_cache *c, struct qs_slab *s, void *obj);
 
 #endif /* QSLAB_CORE_NODE_H */

@@ -157,7 +157,7 @@ void dbg_report(qslab_cache *c, struct qs_slab *s, const char *obj, const struct
         qs_buf_str(&b, pb->detail);
         out(&b);
     }
-    char fl[8];
+    char fl[QS_DEBUG_LETTERS_LEN];
     qs_debug_letters(c->debug, fl);
     qs_buf_str(&b, "Object ");
     qs_buf_hex(&b, (uintptr_t)obj);

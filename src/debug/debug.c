@@ -69,6 +69,8 @@ void dbg_walk_cache(qslab_cache *c, obj_fn fn, void *arg)
 
 static void debug_validate(qslab_cache *c, struct qs_walk *w)
 {
+    /* quarantined objects: free, and in use in their slabs, as queued ones */
+    w->queued += dbg_quarantine_bytes(c) / c->slot_size;
     struct check_arg a = {0, false};
     dbg_walk_cache(c, dbg_check_obj, &a);
     if (a.bad)
@@ -85,7 +87,7 @@ static size_t debug_sweep(bool all)
         return 0;
     qs_lock_acquire(&qs_global);
     for (qslab_cache *c = qs_caches; c; c = c->next) {
-        if (c->front != QS_FRONT_DEBUG || !(c->debug & (QS_DBG_Z | QS_DBG_P)))
+        if (c->front != QS_FRONT_DEBUG || !(c->debug & (QS_DBG_Z | QS_DBG_P | QS_DBG_Q)))
             continue;
         struct check_arg a = {0, true};
         dbg_walk_cache(c, dbg_check_obj, &a);
@@ -100,7 +102,7 @@ static void *debug_alloc(qslab_cache *c, int node)
 {
     if (node < 0)
         node = qs_owner_current_node();
-    if (c->debug & (QS_DBG_Z | QS_DBG_P)) /* its walks (debug_sweep) */
+    if (c->debug & (QS_DBG_Z | QS_DBG_P | QS_DBG_Q)) /* its walks (debug_sweep) */
         qs_node_purger_want();
     /* a corrupt free list met on the way isolates its slab, and
      * qs_node_alloc takes another: NULL is the OS refusing memory, which is
@@ -113,21 +115,58 @@ static void *debug_alloc(qslab_cache *c, int node)
 
 static void debug_free(qslab_cache *c, struct qs_slab *s, void *obj)
 {
+    if (c->debug & QS_DBG_Q)
+        dbg_quarantine_prepare(c, s->node); /* once per node, outside its lock */
     qs_node_free(c, s, obj);
 }
 
+/* The usable size of obj, a pointer into slab s: an allocated object's
+ * size (never the slot: its tail is red zone); a free object (in the
+ * quarantine, or on its slab's free list: its link word is not 0) and a
+ * pointer that is not an object are reported, as `what` of it, and get 0.
+ * The word is read without the node's lock: it is 0 from the allocation
+ * to the free of the object, which the caller holds; any other reading
+ * means the caller holds no object. */
 static size_t debug_usable(struct qs_slab *s, const void *obj, const char *what)
 {
-    (void)obj, (void)what; /* (an object of s: kmalloc.c usable() checked it) */
-    return s->cache->obj_size; /* never the slot: its tail is red zone */
+    qslab_cache *c = s->cache;
+    if (!qs_slab_valid_obj(s, obj)) {
+        if (!qs_debug_bad_pointer(c, s, obj))
+            qs_fatal("invalid %s of %p: not an object of cache %s", what, obj, c->name);
+        return 0;
+    }
+    uintptr_t w = __atomic_load_n(qs_link(c, (void *)obj), __ATOMIC_RELAXED);
+    if (w != 0) {
+        char text[96];
+        struct qs_buf b = {text, 0, sizeof(text)};
+        qs_buf_str(&b, what);
+        qs_buf_str(&b, " of a free object");
+        qs_buf_putc(&b, '\0');
+        struct problem pb = {text, NULL, NULL, -1,
+                             w == QS_QUAR_WORD(c->secret)
+                                 ? "The object was freed and is in quarantine: a use after free"
+                                 : "The object was freed: a use after free"};
+        dbg_report(c, s, obj, &pb);
+        dbg_conclude(c, obj, &pb);
+        return 0;
+    }
+    return c->obj_size;
 }
 
 static size_t debug_shrink(qslab_cache *c)
 {
     size_t bytes = 0;
+    if (c->debug & QS_DBG_Q) /* what waits in quarantine goes back too */
+        dbg_quarantine_drain(c);
     for (int n = 0; n < qs_nr_nodes; n++)
         bytes += qs_node_shrink(c, NULL, &c->nodes[n]);
     return bytes;
+}
+
+static void debug_destroy(qslab_cache *c, struct qs_slab **all)
+{
+    (void)all; /* the slabs: on the node lists, which the shared destroy gathers */
+    dbg_quarantine_release(c);
 }
 
 static unsigned debug_objs_per_slab(const qslab_cache *c, unsigned order)
@@ -165,5 +204,6 @@ const struct qs_front qs_front_debug = {
     .shrink = debug_shrink,
     .sweep = debug_sweep,
     .validate = debug_validate,
+    .destroy = debug_destroy,
     .objs_per_slab = debug_objs_per_slab,
 };

@@ -59,18 +59,21 @@ void qs_debug_born(qslab_cache *c, char *first, uint32_t n); /* new objects */
 /* Under the node lock: an object leaving (alloc) or joining (free) its
  * slab's free list; false: reported, keep it out (alloc: quarantined) */
 bool qs_debug_alloc_locked(qslab_cache *c, struct qs_slab *s, void *obj);
-bool qs_debug_free_locked(qslab_cache *c, struct qs_slab *s, void *obj);
+int qs_debug_free_locked(qslab_cache *c, struct qs_slab **s, void **obj); /* QS_DBG_FREE_* */
 void qs_debug_bad_link(qslab_cache *c, void *obj); /* Freepointer corrupt */
 /* qs_bad_free of a pointer into a debug cache's slab: true if reported */
 bool qs_debug_bad_pointer(qslab_cache *c, struct qs_slab *s, const void *p);
 /* destroy with live objects: list where they were allocated (U) */
 void qs_debug_leaks(qslab_cache *c, int fd);
-unsigned qs_debug_letter(char ch);      /* QS_DBG_* of a letter of FZPUTRV; 0: none */
+unsigned qs_debug_letter(char ch);      /* QS_DBG_* of a letter of FZPUTRVQ; 0: none */
 unsigned qs_debug_flags_own(unsigned long flags); /* from the cache's flags alone */
 unsigned qs_debug_final(unsigned d);    /* the flags a cache with d gets (V under memcheck) */
+/* The hardened profile's flags, on every cache (flags.c) */
+#define QS_DEBUG_HARDEN (QS_DBG_Z | QS_DBG_Q)
+bool qs_debug_hardened(void); /* QSLAB_HARDEN */
 
 /* ---- twin.c: debugging turned on for a cache in use ---- */
-/* The tunable `debug` (qs_global not held): letters of FZPUTRV, or - */
+/* The tunable `debug` (qs_global not held): letters of FZPUTRVQ, or - */
 int qs_twin_tune(qslab_cache *c, const char *value, size_t vlen);
 /* The flags of c's new allocations now (QS_DBG_*) */
 unsigned qs_twin_flags(const qslab_cache *c);

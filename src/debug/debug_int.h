@@ -89,6 +89,20 @@ struct check_arg {
 
 void dbg_check_obj(qslab_cache *c, struct qs_slab *s, char *obj, bool allocated, void *arg);
 
+/* ---- quarantine.c: Q, freed objects held back from reuse ---- */
+/* The link word of an object in quarantine: a link to the address 16,
+ * which no object has (so it looks free: a second free is reported) */
+#define QS_QUAR_WORD(secret) ((uintptr_t)(secret) ^ (uintptr_t)16)
+/* node's quarantine made, before its first free (no lock held) */
+void dbg_quarantine_prepare(qslab_cache *c, int node);
+/* Under the node lock of *s: obj (checked, filled) goes in; the object that
+ * leaves in its place is returned (its slab in *s), or NULL (room left), or
+ * obj itself (no quarantine) */
+void *dbg_quarantine_swap(qslab_cache *c, struct qs_slab **s, void *obj);
+size_t dbg_quarantine_drain(qslab_cache *c);   /* every node's objects to their slabs */
+void dbg_quarantine_release(qslab_cache *c);   /* destroy: the arrays freed */
+size_t dbg_quarantine_bytes(const qslab_cache *c); /* slot bytes held, now */
+
 #pragma GCC visibility pop
 
 #endif /* QSLAB_DEBUG_INT_H */

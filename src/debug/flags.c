@@ -30,6 +30,8 @@ unsigned qs_debug_letter(char ch)
         return QS_DBG_R;
     case 'v':
         return QS_DBG_V;
+    case 'q':
+        return QS_DBG_Q;
     default:
         return 0;
     }
@@ -130,7 +132,7 @@ static unsigned own_flags(unsigned long flags)
     return (flags & QSLAB_CONSISTENCY_CHECKS ? QS_DBG_F : 0) |
            (flags & QSLAB_RED_ZONE ? QS_DBG_Z : 0) | (flags & QSLAB_POISON ? QS_DBG_P : 0) |
            (flags & QSLAB_STORE_USER ? QS_DBG_U : 0) | (flags & QSLAB_TRACE ? QS_DBG_T : 0) |
-           (flags & QSLAB_DEBUG_REPAIR ? QS_DBG_R : 0);
+           (flags & QSLAB_DEBUG_REPAIR ? QS_DBG_R : 0) | (flags & QSLAB_QUARANTINE ? QS_DBG_Q : 0);
 }
 
 unsigned qs_debug_flags_own(unsigned long flags)
@@ -138,9 +140,30 @@ unsigned qs_debug_flags_own(unsigned long flags)
     return qs_debug_final(own_flags(flags));
 }
 
+/* THE HARDENED PROFILE (QSLAB_HARDEN=1): Z and Q on every cache, added to
+ * its own flags and QSLAB_DEBUG's as those are to each other; QSLAB_DEBUG=-
+ * still turns everything off.  Read when the first cache is made
+ * (start-up's kmalloc classes). */
+static unsigned harden_flags(void)
+{
+    static int known; /* 0 unknown, 1 off, 2 on */
+    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (!k) {
+        bool on = qs_env_bool("QSLAB_HARDEN", 0, "the hardened profile");
+        k = on ? 2 : 1;
+        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
+    }
+    return k == 2 ? QS_DEBUG_HARDEN : 0;
+}
+
+bool qs_debug_hardened(void)
+{
+    return harden_flags() != 0;
+}
+
 static unsigned flags_for(const char *name, unsigned long flags)
 {
-    unsigned own = own_flags(flags);
+    unsigned own = own_flags(flags) | harden_flags();
     const char *v = qs_os_getenv("QSLAB_DEBUG");
     if (!v)
         return own;
@@ -164,7 +187,7 @@ static unsigned flags_for(const char *name, unsigned long flags)
                 unsigned l = qs_debug_letter(*f);
                 if (!l && *f != ' ' && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) {
                     char ch[2] = {*f, '\0'};
-                    qs_warn("QSLAB_DEBUG: unknown flag '%s' ignored (flags: F Z P U T R V, -)", ch);
+                    qs_warn("QSLAB_DEBUG: unknown flag '%s' ignored (flags: F Z P U T R V Q, -)", ch);
                 }
                 fl |= (int)l;
             }

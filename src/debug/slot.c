@@ -81,10 +81,19 @@ bool qs_debug_layout(qslab_cache *c, size_t size, size_t align, size_t *slot, si
     return true;
 }
 
-/* The user's bytes of a free object hold the poison (no constructor). */
+/* The user's bytes of a free object hold the poison (no constructor):
+ * P's 0x6b .. 0xa5, or Q's zeros (quarantine.c). */
 static inline bool poisoned(const qslab_cache *c)
 {
-    return (c->debug & QS_DBG_P) && !c->ctor;
+    return (c->debug & (QS_DBG_P | QS_DBG_Q)) && !c->ctor;
+}
+static inline uint8_t poison_free(const qslab_cache *c)
+{
+    return c->debug & QS_DBG_P ? POISON_FREE : 0;
+}
+static inline uint8_t poison_end(const qslab_cache *c)
+{
+    return c->debug & QS_DBG_P ? POISON_END : 0;
 }
 
 static void fill_free(qslab_cache *c, char *obj)
@@ -94,8 +103,8 @@ static void fill_free(qslab_cache *c, char *obj)
         memset(obj + c->obj_size, RED_INACTIVE, c->link_off - c->obj_size);
     }
     if (poisoned(c)) {
-        memset(obj, POISON_FREE, c->obj_size - 1);
-        obj[c->obj_size - 1] = (char)POISON_END;
+        memset(obj, poison_free(c), c->obj_size - 1);
+        obj[c->obj_size - 1] = (char)poison_end(c);
     }
 }
 
@@ -185,16 +194,16 @@ static bool check_red(qslab_cache *c, struct qs_slab *s, char *obj, uint8_t v, b
     return ok;
 }
 
-/* The poison of a free object: 0x6b .. 0xa5 */
+/* The poison of a free object: 0x6b .. 0xa5 (P), or zeros (Q) */
 static bool check_poison(qslab_cache *c, struct qs_slab *s, char *obj, bool fatal)
 {
     if (!poisoned(c))
         return true;
     bool ok = check_bytes(c, s, obj, "Poison overwritten", (uint8_t *)obj, c->obj_size - 1,
-                          POISON_FREE, fatal);
+                          poison_free(c), fatal);
     if (ok)
         ok = check_bytes(c, s, obj, "Poison overwritten", (uint8_t *)obj + c->obj_size - 1, 1,
-                         POISON_END, fatal);
+                         poison_end(c), fatal);
     return ok;
 }
 
@@ -245,7 +254,7 @@ bool qs_debug_alloc_locked(qslab_cache *c, struct qs_slab *s, void *p)
         return false;
     }
     set_red(c, obj, RED_ACTIVE);
-    if (poisoned(c))
+    if (poisoned(c) && (c->debug & QS_DBG_P)) /* (Q's zeros stay) */
         memset(obj, POISON_INUSE, c->obj_size);
     if (c->debug & QS_DBG_V) {
         /* a heap block to memcheck (leaks, use after free, its stack);
@@ -335,15 +344,18 @@ static inline bool check_ctor(qslab_cache *c, struct qs_slab *s, char *obj)
     return ctor_compare(c, s, obj);
 }
 
-bool qs_debug_free_locked(qslab_cache *c, struct qs_slab *s, void *p)
+int qs_debug_free_locked(qslab_cache *c, struct qs_slab **sp, void **objp)
 {
-    char *obj = p;
+    struct qs_slab *s = *sp;
+    char *obj = *objp;
     uintptr_t w = *qs_link(c, obj);
     if (w != 0) {
         bool twice = qs_looks_free(c, w);
         struct problem pb = {twice ? "Object already free" : "Freepointer corrupt", NULL, NULL, -1,
                              twice ? "The object is free: freed twice"
                                    : "The word after the object's red zone was overwritten"};
+        if (w == QS_QUAR_WORD(c->secret))
+            pb.detail = "The object is free, in quarantine (not handed out since): freed twice";
         if (!twice) {
             pb.bad = (const uint8_t *)qs_link(c, obj);
             pb.bad_end = pb.bad + sizeof(uintptr_t);
@@ -352,18 +364,18 @@ bool qs_debug_free_locked(qslab_cache *c, struct qs_slab *s, void *p)
         dbg_report(c, s, obj, &pb);
         if (twice) { /* never freed again: the handler, or repair leaves it */
             dbg_conclude(c, obj, &pb);
-            return false;
+            return QS_DBG_FREE_KEEP;
         }
         dbg_conclude(c, obj, &pb);
         *qs_link(c, obj) = 0;
     }
     if (!check_slab(c, s, obj))
-        return false;
+        return QS_DBG_FREE_KEEP;
     /* an overflow: reported, then the free goes on with the red zones
      * restored (the object is the caller's to free) */
     check_red(c, s, obj, RED_ACTIVE, true);
     if (!check_ctor(c, s, obj) && !(c->debug & QS_DBG_R))
-        return false; /* the handler returned: kept out of the cache */
+        return QS_DBG_FREE_KEEP; /* the handler returned: kept out of the cache */
     if (c->debug & QS_DBG_U)
         record(c, obj, 1);
     if (c->debug & QS_DBG_T)
@@ -375,7 +387,11 @@ bool qs_debug_free_locked(qslab_cache *c, struct qs_slab *s, void *p)
         ASAN_POISON_MEMORY_REGION(obj, c->obj_size);
 #endif
     }
-    return true;
+    if (c->debug & QS_DBG_Q) { /* held back; another may leave in its place */
+        *objp = dbg_quarantine_swap(c, sp, obj);
+        return *objp ? QS_DBG_FREE_PUT : QS_DBG_FREE_HELD;
+    }
+    return QS_DBG_FREE_PUT;
 }
 
 void dbg_check_obj(qslab_cache *c, struct qs_slab *s, char *obj, bool allocated, void *arg)

@@ -143,11 +143,11 @@ int qs_twin_tune(qslab_cache *c, const char *value, size_t vlen)
     bool off = vlen == 0 || (vlen == 1 && (value[0] == '-' || value[0] == '0'));
     for (size_t i = 0; !off && i < vlen; i++) {
         unsigned l = qs_debug_letter(value[i]);
-        if (!l || vlen > 7)
+        if (!l || vlen > 8)
             return refuse(c, val, EINVAL,
-                          "the flags are letters of FZPUTRV (SLUB's: consistency checks, red "
-                          "zones, poison, user tracking, trace; R repair, V memory checkers), "
-                          "or - for none",
+                          "the flags are letters of FZPUTRVQ (SLUB's: consistency checks, red "
+                          "zones, poison, user tracking, trace; R repair, V memory checkers, "
+                          "Q quarantine), or - for none",
                           NULL, NULL);
         d |= l;
     }
@@ -157,7 +157,7 @@ int qs_twin_tune(qslab_cache *c, const char *value, size_t vlen)
     if (c->debug) { /* made a debug cache: its layout is the debug one already */
         if (!off && qs_debug_final(d) == c->debug)
             return 0;
-        char fl[8];
+        char fl[QS_DEBUG_LETTERS_LEN];
         qs_debug_letters(c->debug, fl);
         return refuse(c, val, EINVAL, "the cache was made with debug flags ", fl,
                       " (its flags or QSLAB_DEBUG), which it keeps");
@@ -185,7 +185,7 @@ int qs_twin_tune(qslab_cache *c, const char *value, size_t vlen)
             qs_lock_release(&twin_lock);
             return refuse(c, val, ENOMEM, "out of memory for its debug twin", NULL, NULL);
         }
-        char fl[8], name[QS_NAME_MAX];
+        char fl[QS_DEBUG_LETTERS_LEN], name[QS_NAME_MAX];
         qs_debug_letters(d, fl);
         twin_name(name, c->name, fl);
         t->twin_of = c; /* before cache_setup lists it */

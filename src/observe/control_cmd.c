@@ -142,11 +142,11 @@ static const char *value_str(const char *attr, unsigned long v, char *buf, size_
 {
     if (strcmp(attr, "front") == 0 && v < QS_FRONT_NR)
         return qs_fronts[v]->name;
-    if (strcmp(attr, "debug") == 0 && len >= 8) { /* QS_DBG_* bits: their letters, - for none */
+    if (strcmp(attr, "debug") == 0 && len >= QS_DEBUG_LETTERS_LEN) { /* QS_DBG_* bits: their letters, - for none */
         size_t k = 0;
-        for (int i = 0; i < 7; i++)
+        for (int i = 0; i < 8; i++)
             if (v & (1ul << i))
-                buf[k++] = "FZPUTRV"[i];
+                buf[k++] = QS_DEBUG_LETTERS[i];
         if (!k)
             buf[k++] = '-';
         buf[k] = '\0';

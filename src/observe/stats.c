@@ -123,7 +123,7 @@ void qs_slabinfo(int fd)
         unsigned long tun[3] = {QS_LOAD(c->hiwater), QS_LOAD(c->freebatch), 0};
         if (qs_front_of(c)->slabinfo_tunables) /* SLAB's own: limit, batchcount, shared */
             qs_front_of(c)->slabinfo_tunables(c, tun);
-        char fl[8] = "";
+        char fl[QS_DEBUG_LETTERS_LEN] = "";
         if (c->debug) /* every slab of the cache is a debug slab */
             qs_debug_letters(c->debug, fl);
         struct qs_slabinfo_row row = {
@@ -203,7 +203,7 @@ void qs_stats_report(int fd)
         qs_buf_putc(&b, ' ');
         qs_buf_str(&b, qs_front_of(best)->name);
         if (best->debug) {
-            char fl[8];
+            char fl[QS_DEBUG_LETTERS_LEN];
             qs_debug_letters(best->debug, fl);
             qs_buf_putc(&b, ' ');
             qs_buf_str(&b, fl);
@@ -417,7 +417,7 @@ static void jw_kv(struct jw *w, const char *key, uint64_t v)
 
 static void jw_cache(struct jw *w, qslab_cache *c, const struct qslab_cache_stats *st)
 {
-    char fl[8] = "";
+    char fl[QS_DEBUG_LETTERS_LEN] = "";
     if (c->debug)
         qs_debug_letters(c->debug, fl);
     jw_raw(w, "  {");

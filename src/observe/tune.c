@@ -50,7 +50,7 @@ static const struct tunable {
     [T_GUARD] = {"guard_sample", "allocations",
                  "one allocation in about this many is a guarded sample; 0: QSLAB_GUARD_SAMPLE's rate"},
     [T_DEBUG] = {"debug", "letters",
-                 "SLUB's debug flags (FZPUTRV, - for none) for new allocations: a cache in use "
+                 "SLUB's debug flags (FZPUTRVQ, - for none) for new allocations: a cache in use "
                  "gets a debug twin <cache>:<flags> for its new slabs"},
     [T_OWNER_BUDGET] = {"owner_budget", "bytes",
                         "the process's, named \"*\": what each owner (a CPU, or a thread) keeps "
@@ -533,7 +533,7 @@ int qs_tune_get(const char *cache, const char *attr, unsigned long *out)
         return -1;
     }
     *out = t == T_FRONT   ? c->front
-           : t == T_DEBUG ? qs_twin_flags(c) /* QS_DBG_* bits, in FZPUTRV's order */
+           : t == T_DEBUG ? qs_twin_flags(c) /* QS_DBG_* bits, in FZPUTRVQ order */
                           : QS_LOAD(*field(c, (unsigned)t));
     return 0;
 }

@@ -220,10 +220,10 @@ static void live_cache(void)
     CHECK(tu && live_of(tu) == 1);
 
     /* refusals */
-    o = (struct op){c, NULL, 0, "t-live", "debug", "FQ"};
-    expect_report("qslab: tune t-live debug=FQ refused: the flags are letters of FZPUTRV (SLUB's: "
+    o = (struct op){c, NULL, 0, "t-live", "debug", "FX"};
+    expect_report("qslab: tune t-live debug=FX refused: the flags are letters of FZPUTRVQ (SLUB's: "
                   "consistency checks, red zones, poison, user tracking, trace; R repair, V memory "
-                  "checkers), or - for none",
+                  "checkers, Q quarantine), or - for none",
                   op_tune, &o, NULL);
     CHECK(o.r == -EINVAL);
     o.name = "t-live:U";

@@ -75,6 +75,11 @@ int main(int argc, char **argv)
                                             NULL};
     expect("QSLAB_PURGE", "2", purge_bad, NULL);
     expect("QSLAB_PURGE", "FALSE", none, NULL);
+    static const char *const harden_bad[] = {"qslab: QSLAB_HARDEN=maybe ignored: not a boolean (1, yes, on, true or 0, "
+                                             "no, off, false); the hardened profile stays off\n",
+                                             NULL};
+    expect("QSLAB_HARDEN", "maybe", harden_bad, NULL);
+    expect("QSLAB_HARDEN", "on", none, NULL);
     static const char *const ctl_bad[] = {"qslab: QSLAB_CONTROL=maybe ignored: not a boolean (1, yes, on, true or 0, "
                                           "no, off, false); the control channel stays off\n",
                                           NULL};
@@ -100,8 +105,8 @@ int main(int argc, char **argv)
 
     /* QSLAB_DEBUG: flags, and cache names that name no cache */
     static const char *const dbg_flag[] = {
-        "qslab: QSLAB_DEBUG: unknown flag 'Q' ignored (flags: F Z P U T R V, -)\n", NULL};
-    expect("QSLAB_DEBUG", "FQ,t-env-mine", dbg_flag, NULL);
+        "qslab: QSLAB_DEBUG: unknown flag 'X' ignored (flags: F Z P U T R V Q, -)\n", NULL};
+    expect("QSLAB_DEBUG", "FX,t-env-mine", dbg_flag, NULL);
     static const char *const dbg_class[] = {"qslab: QSLAB_DEBUG block 'F,kmalloc-77': unknown cache 'kmalloc-77' "
                                             "ignored (a request of 77 bytes is served by kmalloc-80)\n",
                                             NULL};

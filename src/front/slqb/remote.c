@@ -65,9 +65,12 @@ static void send_node(qslab_cache *c, struct qs_queue *q, struct qs_batch *b)
 
 /* Free obj of node-owned slab s, for a cache whose slabs all belong to
  * their nodes (the debug front end): under the node's lock, the debug
- * checks, then the slab's free list.  An object the checks refuse
- * (reported) is left alone. */
-void qs_node_free(qslab_cache *c, struct qs_slab *s, void *obj)
+ * checks (checked false: the object passed them already, leaving Q's
+ * quarantine), then the slab's free list.  The checks say what goes there
+ * (core/hooks.h): obj, or one that leaves the quarantine in its place (of
+ * another slab, in s and obj then), or nothing (obj reported and left
+ * alone, or held in the quarantine). */
+static void node_free(qslab_cache *c, struct qs_slab *s, void *obj, bool checked)
 {
     struct qs_node *n = &c->nodes[s->node];
     struct qs_slab *empties = NULL, *release = NULL;
@@ -77,8 +80,11 @@ void qs_node_free(qslab_cache *c, struct qs_slab *s, void *obj)
         qs_free_direct(c, obj);
         return;
     }
-    if (c->debug && !qs_debug_hooks.free_locked(c, s, obj)) {
+    int how = checked && c->debug ? qs_debug_hooks.free_locked(c, &s, &obj) : QS_DBG_FREE_PUT;
+    if (how != QS_DBG_FREE_PUT) {
         qs_lock_release(&n->lock);
+        if (how == QS_DBG_FREE_HELD) /* freed: no longer the program's */
+            qs_stat(c, NULL, QS_FREE_SLOW, 1);
         return;
     }
     bool once = slab_put(c, &n->list, s, obj, &empties);
@@ -88,8 +94,19 @@ void qs_node_free(qslab_cache *c, struct qs_slab *s, void *obj)
     if (unlikely(!once))
         slqb_put_twice_report(c, NULL, obj);
     qs_node_release_list(c, NULL, release, NULL);
-    qs_stat(c, NULL, QS_FREE_SLOW, 1);
+    if (checked)
+        qs_stat(c, NULL, QS_FREE_SLOW, 1);
     qs_stat(c, NULL, QS_NODE_FREE, 1);
+}
+
+void qs_node_free(qslab_cache *c, struct qs_slab *s, void *obj)
+{
+    node_free(c, s, obj, true);
+}
+
+void qs_node_put(qslab_cache *c, struct qs_slab *s, void *obj)
+{
+    node_free(c, s, obj, false);
 }
 
 /* Post a batch to the inbox of the queue that owns list b->to. */

@@ -1,0 +1,249 @@
+/*
+ * Q, the quarantine (src/debug/quarantine.c), and the hardened profile
+ * (QSLAB_HARDEN=1, qslab_harden(): Z and Q on every cache).  Checked: a
+ * freed object is zeroed and not handed out again while the quarantine has
+ * room; the quarantine lets objects go once full, and its bytes stay
+ * bounded; a second free of a quarantined object, malloc_usable_size and
+ * realloc of a freed one, and a write after free are reported, naming the
+ * cache, the object and (for the write) the offset and the byte; shrink
+ * and destroy empty it; under QSLAB_HARDEN=1 the kmalloc classes have Z
+ * and Q, so an overflow past malloc_usable_size is reported at the free.
+ */
+#include <qslab.h>
+
+#include "../testutil.h"
+
+#include <pthread.h>
+
+static char err[65536];
+
+struct op {
+    qslab_cache *c;
+    char *p;
+    size_t n;
+};
+
+static void op_free(void *a)
+{
+    struct op *o = a;
+    qslab_cache_free(o->c, o->p);
+}
+
+static void op_alloc(void *a)
+{
+    struct op *o = a;
+    o->p = qslab_cache_alloc(o->c);
+}
+
+static void op_usable(void *a)
+{
+    struct op *o = a;
+    o->n = qslab_usable_size(o->p);
+}
+
+static void op_realloc(void *a)
+{
+    struct op *o = a;
+    o->p = qslab_realloc(o->p, 200);
+}
+
+static void op_kfree(void *a)
+{
+    struct op *o = a;
+    qslab_free(o->p);
+}
+
+static void op_shrink(void *a)
+{
+    struct op *o = a;
+    qslab_cache_shrink(o->c);
+}
+
+#define SZ 48
+#define N 64
+
+/* Held back: while the quarantine has room, no freed object comes back. */
+static void held_back(void)
+{
+    qslab_cache *c = qslab_cache_create("t-q-held", SZ, 0, QSLAB_QUARANTINE, NULL);
+    CHECK(c != NULL);
+    CHECK(strcmp(qslab_cache_front(c), "debug") == 0);
+    char *p[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = qslab_cache_alloc(c);
+        CHECK(p[i] != NULL);
+        memset(p[i], 0x77, SZ);
+    }
+    for (int i = 0; i < N; i++)
+        qslab_cache_free(c, p[i]);
+    /* zeroed at the free (read here on purpose: a use after free) */
+    int nonzero = 0;
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < SZ; k++)
+            nonzero += p[i][k] != 0;
+    CHECKF(nonzero == 0, "%d bytes of freed objects not zero", nonzero);
+    /* 64 objects of 48 bytes are far below the quarantine's bound: none
+     * comes back */
+    char *q[N];
+    int again = 0;
+    for (int i = 0; i < N; i++) {
+        q[i] = qslab_cache_alloc(c);
+        for (int j = 0; j < N; j++)
+            again += q[i] == p[j];
+    }
+    CHECKF(again == 0, "%d freed objects handed out again at once", again);
+    CHECK(qslab_cache_validate(c) == 0);
+    for (int i = 0; i < N; i++)
+        qslab_cache_free(c, q[i]);
+    /* destroy with objects in quarantine: they are not live */
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
+/* Full: objects leave (each free lets one go), the bytes held stay
+ * bounded: churning one object at a time never makes more than the
+ * quarantine's worth of slabs. */
+static void bounded(void)
+{
+    qslab_cache *c = qslab_cache_create("t-q-bound", 256, 0, QSLAB_QUARANTINE, NULL);
+    CHECK(c != NULL);
+    for (int i = 0; i < 20000; i++) {
+        char *p = qslab_cache_alloc(c);
+        CHECK(p != NULL);
+        p[0] = 1;
+        qslab_cache_free(c, p);
+    }
+    struct qslab_cache_stats st;
+    CHECK(qslab_cache_stats(c, &st) == 0);
+    /* 64 KiB per node of 256-byte objects (a slot of 264 with the link
+     * word) is about 248 objects; 20,000 freed: the slabs hold less
+     * than twice that much */
+    CHECKF(st.num_objs < 1000, "%lu objects in slabs after 20,000 churned", st.num_objs);
+    CHECK(qslab_cache_validate(c) == 0);
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
+/* Misuse of a quarantined object: the second free, usable size, realloc. */
+static void misuse(void)
+{
+    qslab_cache *c = qslab_cache_create("t-q-misuse", SZ, 0, QSLAB_QUARANTINE, NULL);
+    char s[32];
+    struct op o = {c, qslab_cache_alloc(c), 0};
+    qslab_cache_free(c, o.p);
+    tu_expect_report(err, sizeof err, "BUG t-q-misuse: Object already free", op_free, &o,
+                     "BUG t-q-misuse: Object already free", tu_addr(s, o.p));
+    CHECKF(strstr(err, "in quarantine") != NULL, "report:\n%s", err);
+    tu_expect_report(err, sizeof err, "BUG t-q-misuse: qslab_usable_size of a free object", op_usable, &o,
+                     "BUG t-q-misuse: qslab_usable_size of a free object", tu_addr(s, o.p));
+    CHECK(o.n == 0);
+    /* an interior pointer into a live object, as free says */
+    struct op l = {c, qslab_cache_alloc(c), 0};
+    l.p += 8;
+    tu_expect_report(err, sizeof err, "BUG t-q-misuse: Invalid object pointer", op_usable, &l,
+                     "Invalid object pointer", tu_addr(s, l.p));
+    qslab_cache_free(c, l.p - 8);
+    CHECK(qslab_cache_validate(c) == 0);
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
+/* A write after free: found when the object is handed out again (here:
+ * shrink empties the quarantine, the next allocation takes the object),
+ * naming its offset and byte. */
+static void write_after_free(void)
+{
+    qslab_cache *c = qslab_cache_create("t-q-uaf", SZ, 0, QSLAB_QUARANTINE, NULL);
+    char *keep = qslab_cache_alloc(c); /* its slab stays */
+    struct op o = {c, qslab_cache_alloc(c), 0};
+    char *p = o.p;
+    qslab_cache_free(c, p);
+    p[5] = 'w'; /* the bug */
+    op_shrink(&o);
+    char s[32];
+    tu_expect_report(err, sizeof err, "BUG t-q-uaf: Poison overwritten", op_alloc, &o,
+                     "BUG t-q-uaf: Poison overwritten", tu_addr(s, p));
+    CHECKF(strstr(err, "@offset=5. First byte 0x77 instead of 0x0") != NULL, "report:\n%s", err);
+    CHECK(o.p != p); /* kept out of use; another object */
+    qslab_cache_free(c, o.p);
+    qslab_cache_free(c, keep);
+}
+
+/* Many more threads than cores allocate and free in one Q cache, half of
+ * their frees of objects another thread allocated (swapped through a
+ * shared array): every free is checked and quarantined under its node's
+ * lock, nothing is reported, and validation finds the counts right. */
+#define THREADS 8
+#define SLOTS 64
+static char *shared[SLOTS];
+
+static void *churn(void *arg)
+{
+    qslab_cache *c = arg;
+    uint64_t r = (uint64_t)(uintptr_t)&r | 1;
+    for (int i = 0; i < (TU_SANITIZED ? 3000 : 20000); i++) {
+        char *p = qslab_cache_alloc(c);
+        if (!CHECK(p != NULL))
+            break;
+        memset(p, (int)i, SZ);
+        if (tu_rand(&r) & 1)
+            p = __atomic_exchange_n(&shared[tu_rand(&r) % SLOTS], p, __ATOMIC_ACQ_REL);
+        if (p)
+            qslab_cache_free(c, p);
+    }
+    return NULL;
+}
+
+static void threads(void)
+{
+    qslab_cache *c = qslab_cache_create("t-q-threads", SZ, 0, QSLAB_QUARANTINE, NULL);
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        CHECK(pthread_create(&t[i], NULL, churn, c) == 0);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < SLOTS; i++)
+        if (shared[i])
+            qslab_cache_free(c, shared[i]);
+    CHECK(tu_capture_calls() == 0);
+    CHECK(qslab_cache_validate(c) == 0);
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
+/* QSLAB_HARDEN=1: the kmalloc classes have Z and Q. */
+static int harden_mode(void)
+{
+    qslab_set_fatal_handler(tu_fatal_capture);
+    char s[32], first[96];
+    struct op o = {NULL, qslab_malloc(40), 0};
+    CHECK(o.p != NULL);
+    size_t u = qslab_usable_size(o.p);
+    CHECK(u == tu_kmalloc_class(40));
+    /* an overflow of 1 byte past the usable size */
+    o.p[u] = 'x';
+    snprintf(first, sizeof first, "BUG kmalloc-%zu: Right Redzone overwritten", u);
+    tu_expect_report(err, sizeof err, first, op_kfree, &o, first, tu_addr(s, o.p));
+    /* realloc of the freed (quarantined) block */
+    char *was = o.p;
+    snprintf(first, sizeof first, "BUG kmalloc-%zu: realloc of a free object", u);
+    tu_expect_report(err, sizeof err, first, op_realloc, &o, first, tu_addr(s, was));
+    CHECK(o.p == NULL);
+    o.p = was;
+    snprintf(first, sizeof first, "BUG kmalloc-%zu: qslab_usable_size of a free object", u);
+    tu_expect_report(err, sizeof err, first, op_usable, &o, first, tu_addr(s, was));
+    snprintf(first, sizeof first, "BUG kmalloc-%zu: Object already free", u);
+    tu_expect_report(err, sizeof err, first, op_kfree, &o, first, tu_addr(s, was));
+    return tu_done();
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "harden") == 0)
+        return harden_mode();
+    qslab_set_fatal_handler(tu_fatal_capture);
+    held_back();
+    bounded();
+    misuse();
+    write_after_free();
+    tu_capture_reset();
+    threads();
+    CHECK(tu_reexec("harden", "QSLAB_HARDEN", "1") == 0);
+    return tu_done();
+}
