@@ -988,8 +988,8 @@ static int front_number(const char *v)
     return -1;
 }
 
-/* The tunable `debug` (src/debug/twin.c): letters of FZPU from c's low bits ("-"
- * for none), or bad letters (c >= 0xf0).  A cache in use gets a debug twin
+/* The tunable `debug` (src/debug/twin.c): letters of FZPUQ from c's low bits
+ * ("-" for none; Q is bit 7 of the tunable's value), or a bad letter (c >= 0xf0).  A cache in use gets a debug twin
  * <cache>:<flags> for its new objects, which the rest of the input then
  * allocates, frees and validates through the cache; a cache made with
  * debug flags keeps them (refused unless the same); "*" and unknown caches
@@ -1000,13 +1000,14 @@ static void tune_debug(const char *cache, struct slot *s, int km, unsigned c)
     int k = 0;
     unsigned long bits = 0;
     bool bad = c >= 0xf0;
-    for (int i = 0; i < 4 && !bad; i++)
+    static const unsigned long value[5] = {1, 2, 4, 8, 128}; /* QS_DBG_F .. U, Q */
+    for (int i = 0; i < 5 && !bad; i++)
         if (c & (1u << i)) {
-            v[k++] = "FZPU"[i];
-            bits |= 1ul << i;
+            v[k++] = "FZPUQ"[i];
+            bits |= value[i];
         }
     if (bad)
-        v[k++] = 'Q';
+        v[k++] = 'X';
     if (!k)
         v[k++] = '-';
     v[k] = '\0';

@@ -17,7 +17,13 @@
  * The link word (the free-list link of a free object, 0 while allocated) is
  * never inside the object, so poison covers all of a free object.  Right red
  * zone: the object's padding to 8 bytes and 16 more, so an overflow by 1 to
- * 16 bytes lands in it.  Values, as SLUB's: red zones 0xbb while the object
+ * 16 bytes lands in it.  With Q (the hardened profile, which must be cheap
+ * in memory) Z's red zone is compact: the padding and 8 more bytes, none on
+ * the left, so a 32-byte object takes 48 bytes instead of 80.  An overflow
+ * by 1 to 8 bytes lands in it; an underflow lands in the previous slot's
+ * link word or red zone, reported when that object is freed or handed out
+ * ("Freepointer corrupt", "Right Redzone overwritten"); a longer overflow
+ * into a free neighbour breaks its zero fill.  Values, as SLUB's: red zones 0xbb while the object
  * is free, 0xcc while allocated; a free object (no constructor) is 0x6b with
  * a last byte 0xa5; an allocated one starts as 0x5a (poison: reading it
  * before writing shows); padding 0x5a.  Constructor caches are never
@@ -38,7 +44,8 @@
 
 #include <string.h>
 
-#define QS_RED_MIN 16 /* right red zone past the object's 8-byte padding */
+#define QS_RED_MIN 16    /* right red zone past the object's 8-byte padding */
+#define QS_RED_COMPACT 8 /* ... with Q: the compact red zone */
 
 /* [p, p+n) is not the program's to touch (red zones, free objects) */
 static void tools_noaccess(void *p, size_t n)
@@ -64,8 +71,10 @@ bool qs_debug_layout(qslab_cache *c, size_t size, size_t align, size_t *slot, si
     if (align < 16 && size >= 16)
         align = 16;
     bool red = d & (QS_DBG_Z | QS_DBG_V); /* V: red zones the tools guard */
-    size_t red_left = red ? qs_round_up(QS_RED_MIN, align) : 0;
-    size_t link = qs_round_up(size, 8) + (red ? QS_RED_MIN : 0);
+    /* Z with Q (the hardened profile): the compact red zone, SLOT LAYOUT */
+    bool compact = (d & QS_DBG_Z) && (d & QS_DBG_Q) && !(d & QS_DBG_V);
+    size_t red_left = red && !compact ? qs_round_up(QS_RED_MIN, align) : 0;
+    size_t link = qs_round_up(size, 8) + (red ? (compact ? QS_RED_COMPACT : QS_RED_MIN) : 0);
     size_t end = link + sizeof(uintptr_t);
     c->track_off = (uint32_t)end;
     if (d & QS_DBG_U)

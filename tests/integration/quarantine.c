@@ -166,6 +166,42 @@ static void write_after_free(void)
     qslab_cache_free(c, keep);
 }
 
+/* With Q, Z's red zones are compact: 8 bytes past the object, none
+ * before (a 32-byte object 16-aligned in a 48-byte slot); an overflow by 1
+ * or 8 bytes is reported at the free, an underflow as the previous
+ * object's when that one is freed. */
+static void compact(void)
+{
+    qslab_cache *c = qslab_cache_create("t-q-zq", 32, 16, QSLAB_RED_ZONE | QSLAB_QUARANTINE, NULL);
+    struct qslab_cache_stats st;
+    CHECK(qslab_cache_stats(c, &st) == 0);
+    CHECKF(st.slot_size == 48, "slot of %zu bytes", st.slot_size);
+    char s[32];
+    for (int n = 1; n <= 8; n += 7) {
+        struct op o = {c, qslab_cache_alloc(c), 0};
+        CHECK(((uintptr_t)o.p & 15) == 0);
+        memset(o.p + 32, 'x', (size_t)n);
+        tu_expect_report(err, sizeof err, "BUG t-q-zq: Right Redzone overwritten", op_free, &o,
+                         "BUG t-q-zq: Right Redzone overwritten", tu_addr(s, o.p));
+        CHECKF(strstr(err, "@offset=32. First byte 0x78 instead of 0xcc") != NULL, "report:\n%s", err);
+    }
+    /* two neighbours: an underflow of the second by 1 byte lands in the
+     * first's link word, reported at the first's free */
+    char *a = qslab_cache_alloc(c), *b = qslab_cache_alloc(c);
+    struct op o = {c, a < b ? a : b, 0};
+    char *second = a < b ? b : a;
+    if (CHECK(second == o.p + 48)) {
+        second[-1] = 'u';
+        tu_expect_report(err, sizeof err, "BUG t-q-zq: Freepointer corrupt", op_free, &o,
+                         "BUG t-q-zq: Freepointer corrupt", tu_addr(s, o.p));
+    } else {
+        qslab_cache_free(c, o.p);
+    }
+    qslab_cache_free(c, second);
+    CHECK(qslab_cache_validate(c) == 0);
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
 /* Many more threads than cores allocate and free in one Q cache, half of
  * their frees of objects another thread allocated (swapped through a
  * shared array): every free is checked and quarantined under its node's
@@ -242,6 +278,7 @@ int main(int argc, char **argv)
     bounded();
     misuse();
     write_after_free();
+    compact();
     tu_capture_reset();
     threads();
     CHECK(tu_reexec("harden", "QSLAB_HARDEN", "1") == 0);
