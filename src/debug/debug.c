@@ -102,8 +102,10 @@ static void *debug_alloc(qslab_cache *c, int node)
 {
     if (node < 0)
         node = qs_owner_current_node();
-    if (c->debug & (QS_DBG_Z | QS_DBG_P | QS_DBG_Q)) /* its walks (debug_sweep) */
+    if (c->debug & (QS_DBG_Z | QS_DBG_P | QS_DBG_Q)) { /* its walks (debug_sweep) */
         qs_node_purger_want();
+        qs_purger_check(); /* an allocation slow path: a safe point to start it (node.c) */
+    }
     /* a corrupt free list met on the way isolates its slab, and
      * qs_node_alloc takes another: NULL is the OS refusing memory, which is
      * not asked again (fault injection's "the path returns NULL") */
