@@ -13,8 +13,10 @@
  * bytes) and the purger's walk checks it meanwhile (debug.c).
  *
  * WHICH ONE LEAVES.  The quarantine of a (cache, node) holds at most
- * QS_QUAR_BYTES of slots (at least QS_QUAR_MIN objects; none for objects
- * larger than QS_QUAR_BYTES).  While it has room, a freed object waits;
+ * QS_QUAR_BYTES of slots (none for objects larger than that), and at most
+ * a sixteenth of the node's slabs (quar_room), but at least QS_QUAR_FLOOR:
+ * what a cache holds back follows what it uses.  While it has room, a
+ * freed object waits;
  * once it is full, each free puts its object in the place of one chosen at
  * random, which leaves.  So an object's stay is random (an attacker cannot
  * count frees to get a slot back), on average `cap` frees of its cache and
@@ -34,8 +36,8 @@
 
 #include <string.h>
 
-#define QS_QUAR_BYTES (64u << 10) /* held per (cache, node) */
-#define QS_QUAR_MIN 1              /* objects, at least (up to the bytes' bound) */
+#define QS_QUAR_BYTES (64u << 10) /* held per (cache, node), at most */
+#define QS_QUAR_FLOOR (8u << 10)  /* ... and at least, if the cache has fewer slabs */
 #define QS_QUAR_CAP 4096           /* objects, at most */
 
 struct qs_quar {
@@ -53,9 +55,22 @@ static uint32_t quar_cap(const qslab_cache *c)
     if (slot > QS_QUAR_BYTES)
         return 0;
     size_t cap = QS_QUAR_BYTES / slot;
-    if (cap < QS_QUAR_MIN)
-        cap = QS_QUAR_MIN;
     return cap > QS_QUAR_CAP ? QS_QUAR_CAP : (uint32_t)cap;
+}
+
+/* What the quarantine may hold now, in objects: a sixteenth of the node's
+ * slabs (so a cache holds back in proportion to what it uses), between
+ * QS_QUAR_FLOOR and the cap's QS_QUAR_BYTES.  Under the node's lock. */
+static uint32_t quar_room(const qslab_cache *c, const struct qs_node *n, const struct qs_quar *q)
+{
+    size_t slabs = QS_LOAD(n->list.nr_partial) + QS_LOAD(n->list.nr_full);
+    size_t bytes = (slabs * qs_slab_bytes(c->order)) / 16;
+    if (bytes < QS_QUAR_FLOOR)
+        bytes = QS_QUAR_FLOOR;
+    size_t objs = bytes / c->slot_size;
+    if (objs < 1)
+        objs = 1;
+    return objs < q->cap ? (uint32_t)objs : q->cap;
 }
 
 static size_t quar_size(uint32_t cap)
@@ -87,7 +102,7 @@ void *dbg_quarantine_swap(qslab_cache *c, struct qs_slab **s, void *obj)
     if (!q)
         return obj;
     *qs_link(c, obj) = QS_QUAR_WORD(c->secret);
-    if (q->nr < q->cap) {
+    if (q->nr < quar_room(c, &c->nodes[(*s)->node], q)) {
         q->e[q->nr] = (struct qs_quar_entry){obj, *s};
         __atomic_store_n(&q->nr, q->nr + 1, __ATOMIC_RELAXED); /* (dbg_quarantine_bytes) */
         return NULL;
@@ -97,7 +112,7 @@ void *dbg_quarantine_swap(qslab_cache *c, struct qs_slab **s, void *obj)
     x ^= x >> 7;
     x ^= x << 17;
     q->rnd = x;
-    struct qs_quar_entry *e = &q->e[(uint32_t)((x >> 32) * q->cap >> 32)];
+    struct qs_quar_entry *e = &q->e[(uint32_t)((x >> 32) * q->nr >> 32)]; /* nr: 1 .. cap */
     struct qs_quar_entry out = *e;
     *e = (struct qs_quar_entry){obj, *s};
     *s = out.s;
