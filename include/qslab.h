@@ -275,6 +275,18 @@ int qslab_guarded(const void *p);
 typedef void (*qslab_fatal_fn)(const char *msg);
 qslab_fatal_fn qslab_set_fatal_handler(qslab_fatal_fn fn);
 
+/*
+ * The hardened profile (docs/debugging.md), for programs that face
+ * untrusted input, as QSLAB_HARDEN=1 gives it from the start: red zones and
+ * a quarantine (freed objects zeroed and held back from reuse, checked when
+ * reused) on the caches made from now on, and on every cache in use
+ * through a debug twin (its new objects are checked; the objects it handed
+ * out before are not).  Caches made with debug flags keep theirs.  Returns
+ * 0, or -1 (errno EINVAL or ENOMEM, and a line on stderr) if a cache could
+ * not get its twin.  Not while other threads create or destroy caches.
+ */
+int qslab_harden(void);
+
 /* Number of NUMA nodes qslab sees (real, or fake with QSLAB_FAKE_NUMA=N). */
 int qslab_num_nodes(void);
 /* Node of the calling thread's queues. */

@@ -7,6 +7,7 @@
  * layer's, and so are its triggers (api/api.h, START-UP).
  */
 #include "api/api.h"
+#include "debug/debug.h"
 #include "observe/control.h"
 #include "owner/owner.h"
 #include "observe/stats.h"
@@ -84,4 +85,15 @@ QSLAB_EXPORT void qslab_owner_info(struct qslab_owner_info *info)
 {
     qs_init();
     qs_owner_info(info);
+}
+
+/* The hardened profile from now on: the caches made after this get its
+ * flags (debug/flags.c), the caches in use debug twins with them
+ * (debug/twin.c); asked before start-up (a first call), the start-up's
+ * caches are made with them. */
+QSLAB_EXPORT int qslab_harden(void)
+{
+    qs_debug_harden();
+    qs_init();
+    return qs_twin_harden_all();
 }

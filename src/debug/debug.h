@@ -70,7 +70,8 @@ unsigned qs_debug_flags_own(unsigned long flags); /* from the cache's flags alon
 unsigned qs_debug_final(unsigned d);    /* the flags a cache with d gets (V under memcheck) */
 /* The hardened profile's flags, on every cache (flags.c) */
 #define QS_DEBUG_HARDEN (QS_DBG_Z | QS_DBG_Q)
-bool qs_debug_hardened(void); /* QSLAB_HARDEN */
+bool qs_debug_hardened(void); /* QSLAB_HARDEN or qslab_harden() */
+void qs_debug_harden(void);   /* qslab_harden(): the caches made from now on */
 
 /* ---- twin.c: debugging turned on for a cache in use ---- */
 /* The tunable `debug` (qs_global not held): letters of FZPUTRVQ, or - */
@@ -84,6 +85,9 @@ qslab_cache *qs_twin_next(const qslab_cache *c, const qslab_cache *after);
  * (qs_global held; owner.c at attach, tune.c after a change) */
 void qs_twin_queue_knobs(qslab_cache *c, struct qs_queue *q);
 void *qs_twin_alloc(qslab_cache *t, int node); /* an allocation of c's twin t */
+/* qslab_harden() after start-up: every cache in use without debug flags
+ * gets a twin with the hardened profile's; -1 if one was refused */
+int qs_twin_harden_all(void);
 qslab_cache *qs_twin_take(qslab_cache *c, qslab_cache *t); /* qs_twin_divert's queue test */
 /* qs_twin_divert(c), the twin that takes this allocation of c, or NULL:
  * in core/hooks.h, as the slow paths below this layer call it too */

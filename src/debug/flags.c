@@ -140,12 +140,22 @@ unsigned qs_debug_flags_own(unsigned long flags)
     return qs_debug_final(own_flags(flags));
 }
 
-/* THE HARDENED PROFILE (QSLAB_HARDEN=1): Z and Q on every cache, added to
- * its own flags and QSLAB_DEBUG's as those are to each other; QSLAB_DEBUG=-
- * still turns everything off.  Read when the first cache is made
- * (start-up's kmalloc classes). */
+/* THE HARDENED PROFILE (QSLAB_HARDEN=1, qslab_harden()): Z and Q on every
+ * cache, added to its own flags and QSLAB_DEBUG's as those are to each
+ * other; QSLAB_DEBUG=- still turns everything off.  The variable is read
+ * when the first cache is made (start-up's kmalloc classes); the call
+ * counts for the caches made after it (the caches in use get debug twins:
+ * twin.c qs_twin_harden_all). */
+static int harden_asked;
+void qs_debug_harden(void)
+{
+    __atomic_store_n(&harden_asked, 1, __ATOMIC_RELAXED);
+}
+
 static unsigned harden_flags(void)
 {
+    if (__atomic_load_n(&harden_asked, __ATOMIC_RELAXED))
+        return QS_DEBUG_HARDEN;
     static int known; /* 0 unknown, 1 off, 2 on */
     int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
     if (!k) {

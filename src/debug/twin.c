@@ -209,3 +209,22 @@ int qs_twin_tune(qslab_cache *c, const char *value, size_t vlen)
     qs_front_of(c)->shrink(c);
     return 0;
 }
+
+/* Each cache by its id (the table of live caches); one destroyed meanwhile
+ * is the caller's race, as for qslab_tune (qslab.h: not while the program
+ * destroys caches).  Twins, caches made with debug flags (their own
+ * checks) and SLOB's arena (not a cache of objects) are left as they are. */
+int qs_twin_harden_all(void)
+{
+    char fl[QS_DEBUG_LETTERS_LEN];
+    qs_debug_letters(QS_DEBUG_HARDEN, fl);
+    int refused = 0;
+    for (unsigned id = 0; id < QS_MAX_CACHES; id++) {
+        qslab_cache *c = __atomic_load_n(&qs_cache_by_id[id], __ATOMIC_ACQUIRE);
+        if (!c || c->twin_of || c->debug || c == &qs_slob_arena)
+            continue;
+        if (qs_twin_tune(c, fl, strlen(fl)) != 0)
+            refused++;
+    }
+    return refused ? -1 : 0;
+}

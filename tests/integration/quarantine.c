@@ -7,7 +7,9 @@
  * realloc of a freed one, and a write after free are reported, naming the
  * cache, the object and (for the write) the offset and the byte; shrink
  * and destroy empty it; under QSLAB_HARDEN=1 the kmalloc classes have Z
- * and Q, so an overflow past malloc_usable_size is reported at the free.
+ * and Q, so an overflow past malloc_usable_size is reported at the free;
+ * qslab_harden() in a program under way gives the caches in use debug
+ * twins with Z and Q, and the caches made after it the flags.
  */
 #include <qslab.h>
 
@@ -269,8 +271,47 @@ static int harden_mode(void)
     return tu_done();
 }
 
+/* qslab_harden() in a program under way: the caches in use get debug
+ * twins with Z and Q (their new objects are checked, the old ones free as
+ * before), the caches made after it get the flags themselves. */
+static int harden_api_mode(void)
+{
+    qslab_set_fatal_handler(tu_fatal_capture);
+    qslab_cache *early = qslab_cache_create("t-q-early", 100, 0, 0, NULL);
+    char *old = qslab_malloc(40), *old_obj = qslab_cache_alloc(early);
+    CHECK(qslab_harden() == 0);
+    char s[32], first[96];
+    /* the objects from before: freed as before, no report */
+    qslab_free(old);
+    qslab_cache_free(early, old_obj);
+    CHECK(tu_capture_calls() == 0);
+    /* a new kmalloc object comes from the twin: an overflow is reported */
+    struct op o = {NULL, qslab_malloc(40), 0};
+    size_t u = qslab_usable_size(o.p);
+    o.p[u] = 'x';
+    snprintf(first, sizeof first, "BUG kmalloc-%zu:ZQ: Right Redzone overwritten", u);
+    tu_expect_report(err, sizeof err, first, op_kfree, &o, first, tu_addr(s, o.p));
+    /* so is a double free of the early cache's new objects */
+    o = (struct op){early, qslab_cache_alloc(early), 0};
+    qslab_cache_free(early, o.p);
+    tu_expect_report(err, sizeof err, "BUG t-q-early:ZQ: Object already free", op_free, &o,
+                     "BUG t-q-early:ZQ: Object already free", tu_addr(s, o.p));
+    /* a cache made now has the flags itself */
+    qslab_cache *late = qslab_cache_create("t-q-late", 100, 0, 0, NULL);
+    CHECK(strcmp(qslab_cache_front(late), "debug") == 0);
+    unsigned long d = 0;
+    CHECK(qslab_tune_get("t-q-late", "debug", &d) == 0 && d == (2 | 128)); /* Z, Q */
+    /* again: nothing more to do */
+    CHECK(qslab_harden() == 0);
+    CHECK(qslab_cache_destroy(late) == 0);
+    CHECK(qslab_cache_destroy(early) == 0);
+    return tu_done();
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "harden-api") == 0)
+        return harden_api_mode();
     if (argc > 1 && strcmp(argv[1], "harden") == 0)
         return harden_mode();
     qslab_set_fatal_handler(tu_fatal_capture);
@@ -282,5 +323,6 @@ int main(int argc, char **argv)
     tu_capture_reset();
     threads();
     CHECK(tu_reexec("harden", "QSLAB_HARDEN", "1") == 0);
+    CHECK(tu_reexec("harden-api", "QSLAB_HARDEN", NULL) == 0);
     return tu_done();
 }
