@@ -828,12 +828,12 @@ static bool touched(int slot)
 static unsigned long twins_active(const char *name)
 {
     unsigned long n = 0;
-    for (unsigned m = 1; m < 16; m++) {
+    for (unsigned m = 1; m < 32; m++) { /* the flags tune_debug asks: FZPUQ */
         char tn[48];
         int k = snprintf(tn, sizeof tn, "%s:", name);
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < 5; i++)
             if (m & (1u << i))
-                tn[k++] = "FZPU"[i];
+                tn[k++] = "FZPUQ"[i];
         tn[k] = '\0';
         qslab_cache *t = qslab_cache_find(tn);
         struct qslab_cache_stats st;

@@ -363,6 +363,26 @@ static size_t kmalloc_room(const struct qs_slab *s)
     return room < pow2 ? room & ~(size_t)15 : pow2;
 }
 
+/* Is obj, an object of slab s, free?  Its word is the free stamp (it sits
+ * in a queue: a 64-bit value derived from the cache's secret, which no
+ * program writes by chance), or a free-list link while the slab's free bit
+ * says it is on its slab's list.  Read without a lock: the caller says it
+ * holds the object, so nothing else writes either while that is true; if
+ * it does not, the answer is for its report only.  Objects in a remote
+ * batch and the free state front ends keep their own way (SLUB's slab
+ * word) are not seen: they read as allocated, as before. */
+static bool freed(const struct qs_slab *s, const void *obj)
+{
+    const qslab_cache *c = s->cache;
+    uintptr_t w = __atomic_load_n((const uintptr_t *)((const char *)obj + c->link_off), __ATOMIC_RELAXED);
+    if (w == QS_STAMP(c->secret))
+        return true;
+    if (!c->keeps_fbits || !qs_looks_free(c, w))
+        return false;
+    uint64_t bit, *bits = qs_fbit_word(s, obj, &bit);
+    return (__atomic_load_n(bits, __ATOMIC_RELAXED) & bit) != 0;
+}
+
 /* Usable size of a valid pointer; 0 (after reporting) if invalid. */
 static size_t usable(const void *p, const char *what)
 {
@@ -377,6 +397,10 @@ static size_t usable(const void *p, const char *what)
         struct qs_slab *s = qs_obj_slab(ch, p);
         if (s && qs_front_of(s->cache)->usable)
             return qs_front_of(s->cache)->usable(s, p, what);
+        if (s && unlikely(freed(s, p))) {
+            qs_fatal("%s of %p: a freed object of cache %s", what, p, s->cache->name);
+            return 0;
+        }
         if (s)
             return s->cache->is_kmalloc ? kmalloc_room(s) : s->cache->obj_size;
     } else if (ch && ch->kind == QS_CHUNK_LARGE && p == ch->large_ptr) {
