@@ -308,6 +308,11 @@ void qs_bad_pointer(qslab_cache *expected, const void *p, const char *what)
 {
     const char *want = expected ? expected->name : NULL;
     struct qs_chunk *ch = qs_chunk_of(p);
+    if (!ch && qs_large_freed(p)) { /* its mapping went with its free */
+        qs_fatal("invalid %s of %p: a large block freed before (double free, or a use after free)",
+                 what, p);
+        return;
+    }
     if (!ch) {
         if (want)
             qs_fatal("invalid %s of %p to cache %s: not allocated by qslab", what, p, want);

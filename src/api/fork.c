@@ -72,12 +72,14 @@ static void fork_prepare(void)
     qs_meta_lock_all(true);
     qs_guard_fork(0); /* the guard pool's lock: a leaf */
     qs_zero_fork(true); /* the zero-size blocks' lock: a leaf */
+    qs_large_fork(true); /* the freed large blocks' ring: a leaf */
 }
 
 static void fork_release(void)
 {
     if (!fork_locked)
         return;
+    qs_large_fork(false);
     qs_zero_fork(false);
     qs_guard_fork(1);
     qs_meta_lock_all(false);

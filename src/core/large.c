@@ -49,8 +49,44 @@ struct qs_chunk *qs_page_map_large(size_t size, size_t align)
     return ch;
 }
 
+/* The blocks freed last, so that a second free of one can say so: its
+ * mapping is gone, and without this it would read as a pointer qslab never
+ * handed out.  A ring of QS_LARGE_FREED, under its own lock (a leaf, on
+ * the free path of blocks over 32 MiB only); a slot is only a hint: the
+ * range may have been mapped again since, by qslab (then the block is
+ * live and the free goes through) or by anyone else. */
+#define QS_LARGE_FREED 64
+static struct {
+    qs_lock lock;
+    unsigned next;
+    uintptr_t ptr[QS_LARGE_FREED];
+} freed;
+
+static void freed_note(uintptr_t p)
+{
+    qs_lock_acquire(&freed.lock);
+    freed.ptr[freed.next++ % QS_LARGE_FREED] = p;
+    qs_lock_release(&freed.lock);
+}
+
+void qs_large_fork(bool before)
+{
+    (before ? qs_lock_acquire : qs_lock_release)(&freed.lock);
+}
+
+bool qs_large_freed(const void *p)
+{
+    bool found = false;
+    qs_lock_acquire(&freed.lock);
+    for (unsigned i = 0; i < QS_LARGE_FREED && !found; i++)
+        found = freed.ptr[i] == (uintptr_t)p;
+    qs_lock_release(&freed.lock);
+    return found;
+}
+
 void qs_page_unmap_large(struct qs_chunk *ch)
 {
+    freed_note((uintptr_t)ch->large_ptr);
     size_t size = ch->map_size;
     qs_page_map_set(ch, size, true);
     if (likely(qs_os_unmap(ch, size) == 0))

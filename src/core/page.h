@@ -142,6 +142,9 @@ static inline void qs_slabs_gather(struct qs_slab **all, struct qs_slab *list)
 }
 struct qs_chunk *qs_page_map_large(size_t size, size_t align);
 void qs_page_unmap_large(struct qs_chunk *ch);
+/* Was p a large block freed lately (one of the last 64)?  For messages */
+bool qs_large_freed(const void *p);
+void qs_large_fork(bool before); /* its lock around fork (api/fork.c): a leaf */
 struct qs_chunk *qs_page_remap_large(struct qs_chunk *ch, size_t size);
 /* Give-backs the kernel refused, and the bytes kept for it (page.c) */
 struct qs_page_failures {

@@ -203,7 +203,7 @@ struct kind {
 static const struct kind kinds[] = {
     {"double-free-small", {"double free", "Object already free", "Object already free"}, NULL, NULL},
     {"double-free-large", {"double free", "Object already free", "Object already free"}, NULL, NULL},
-    {"double-free-huge", {"not allocated by qslab", "not allocated by qslab", "not allocated by qslab"}, NULL, NULL},
+    {"double-free-huge", {"a large block freed before", "a large block freed before", "a large block freed before"}, NULL, NULL},
     {"double-free-delayed", {"missed", "Object already free", "missed"}, NULL, NULL},
     {"invalid-free", {"not allocated by qslab", "not allocated by qslab", "not allocated by qslab"}, NULL, NULL},
     {"unaligned-free", {"interior pointer", "Invalid object pointer", "Invalid object pointer"}, NULL, NULL},
