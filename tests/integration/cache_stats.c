@@ -32,6 +32,14 @@ static void check_consistent(const qslab_cache *c, const struct qslab_cache_stat
         unsigned long objs = st->num_slabs ? (unsigned long)st->num_slabs * st->objs_per_slab : st->active_objs;
         CHECKF(st->num_objs == objs, "%s (slob): num_objs %lu, active %lu, %lu slabs of %u", when, st->num_objs,
                st->active_objs, st->num_slabs, st->objs_per_slab);
+    } else if (tf_is(c, "slab")) {
+        /* SLAB: objects are born as refills take them (front/slab/slab.h,
+         * lazy birth): at most the slabs' objects, at least those handed out
+         * or queued */
+        CHECKF(st->num_objs <= (unsigned long)st->num_slabs * st->objs_per_slab &&
+                   st->num_objs >= st->active_objs + st->queued_objs,
+               "%s (slab): num_objs %lu, %lu slabs of %u, active %lu, queued %lu", when, st->num_objs,
+               st->num_slabs, st->objs_per_slab, st->active_objs, st->queued_objs);
     } else {
         CHECKF(st->num_objs == (unsigned long)st->num_slabs * st->objs_per_slab, "%s: num_objs %lu, %lu slabs of %u",
                when, st->num_objs, st->num_slabs, st->objs_per_slab);

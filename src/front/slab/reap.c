@@ -240,8 +240,17 @@ static void check_slab(struct qs_walk *w, struct qs_node *n, struct qs_slab *s, 
         (state == QS_SLAB_PARTIAL && (s->inuse == 0 || s->inuse == s->objects)) ||
         (state == QS_SLAB_EMPTY && s->inuse != 0))
         qs_walk_problem(w, "slab's inuse does not match its list", s->mem);
-    if (__atomic_load_n(&s->span, __ATOMIC_RELAXED) != s->objects * c->slot_size)
-        qs_walk_problem(w, "span does not match the objects", s->mem);
+    /* lazy birth (slab.h): span a run of born objects, each object in use
+     * born, the entries from born on never written (each its own index) */
+    uint32_t span = __atomic_load_n(&s->span, __ATOMIC_RELAXED);
+    unsigned born = born_of(c, s);
+    if (span % c->slot_size || born > s->objects || s->inuse > born)
+        qs_walk_problem(w, "span is not a run of born objects", s->mem);
+    for (unsigned i = born > s->inuse ? born : s->inuse; i < s->objects && born <= s->objects; i++)
+        if (get_free_idx(s, i) != i) {
+            qs_walk_problem(w, "free index of an object not born yet out of place", s->mem);
+            break;
+        }
     /* the bitmap: exactly the free objects (a word at a time; bits past
      * the last object do not count) */
     unsigned long bits = 0;

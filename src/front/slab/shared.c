@@ -141,7 +141,7 @@ static unsigned claim_shared(qslab_cache *c, void **dst, void *const *src, unsig
 unsigned slabfe_gather(qslab_cache *c, struct qs_queue *q, struct qs_node *n, void **dst, unsigned want,
                        bool *fresh)
 {
-    unsigned got = 0, twice = 0;
+    unsigned got = 0, twice = 0, births = 0;
     qs_stat(c, q, QS_REFILL, 1);
     for (;;) {
         void *bad[8];
@@ -153,8 +153,11 @@ unsigned slabfe_gather(qslab_cache *c, struct qs_queue *q, struct qs_node *n, vo
             got = claim_shared(c, dst, n->shared + n->shared_avail, m, bad, &nbad);
             qs_stat(c, q, QS_CLAIM, 1);
         }
-        got += slabfe_take_locked(c, n, dst + got, want - got, &twice);
+        got += slabfe_take_locked(c, n, dst + got, want - got, &twice, &births);
         qs_lock_release(&n->lock);
+        if (births) /* objects born (slab.h: lazy birth) */
+            qs_stat(c, q, QS_NEW_OBJS, births);
+        births = 0;
         for (unsigned i = 0; i < nbad && i < 8; i++)
             qs_report_unstamped(c, bad[i]); /* left alone: counted as allocated (slabfe_to_node) */
         /* second frees counted as frees: uncounted (a fast free counts in
@@ -173,8 +176,10 @@ unsigned slabfe_gather(qslab_cache *c, struct qs_queue *q, struct qs_node *n, vo
              * whose head slabfe_take_locked takes from while we hold the lock */
             qs_list_add(&n->list, s, QS_SLAB_PARTIAL);
             n->free_objects += s->objects;
-            got = slabfe_take_locked(c, n, dst, 1, &twice);
+            got = slabfe_take_locked(c, n, dst, 1, &twice, &births);
             qs_lock_release(&n->lock);
+            if (births)
+                qs_stat(c, q, QS_NEW_OBJS, births);
             *fresh = got != 0;
             return got;
         }

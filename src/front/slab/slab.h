@@ -87,6 +87,29 @@ static inline unsigned obj_index(const qslab_cache *c, const struct qs_slab *s, 
     return (unsigned)(((uintptr_t)obj - (uintptr_t)s->base) / c->slot_size);
 }
 
+/* LAZY BIRTH.  A slab's objects [0, born) are born (their words written,
+ * constructed), the others not yet: `span` counts the born ones' bytes, as
+ * SLQB's (core/slab.c), so a free of a slot never handed out fails the
+ * pointer check.  The index array starts in order, an allocation takes
+ * entry inuse++ and a free writes entry --inuse, so the entries from born
+ * on were never written: the free objects not born yet, in address order,
+ * each at its own entry; the refill that takes one births it
+ * (slabfe_take_locked) and a new slab makes no page resident but the ones
+ * its objects in use and its free-list block are on (the kernel's SLAB
+ * writes every object's index into the slab when it makes it).  Caches
+ * with a constructor (run outside the node lock at the slab's birth) or
+ * `random` (a shuffled index array names objects in no order) are born
+ * whole.  On the node's FIFO a slab's `objects` is its born ones (linked:
+ * the FIFO's view, node.c); back from it, the layout's again. */
+static inline unsigned born_of(const qslab_cache *c, const struct qs_slab *s)
+{
+    return (unsigned)(__atomic_load_n(&s->span, __ATOMIC_RELAXED) / c->slot_size);
+}
+static inline bool born_whole(const qslab_cache *c)
+{
+    return c->ctor || qs_slab_random(c);
+}
+
 /* the node's free slabs (doubly linked, n->lock) */
 static inline void free_add(struct qs_node *n, struct qs_slab *s)
 {
@@ -121,7 +144,7 @@ void slabfe_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *lis
                          struct qs_slab **all);
 void slabfe_uncount_twice(qslab_cache *c, struct qs_queue *q, unsigned long k);
 unsigned slabfe_take_locked(qslab_cache *c, struct qs_node *n, void **dst, unsigned want,
-                            unsigned *twice);
+                            unsigned *twice, unsigned *births);
 void slabfe_free_block_locked(qslab_cache *c, struct qs_node *n, void *const *objs,
                               unsigned long k, struct qs_slab **release, void **twice,
                               unsigned *ntwice);

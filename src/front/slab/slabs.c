@@ -22,14 +22,16 @@
  * there); qslab keeps one word for its checks: the queues' free stamp while
  * an object is in an array (written when it enters one), the slab mark (an
  * encoded NULL link, which "looks free") while it is free in its slab
- * (written at the slab's birth, as the kernel's SLUB writes its free
+ * (written at the object's birth, as the kernel's SLUB writes its free
  * pointers, and when it goes back), 0 while allocated.  So a free of an
  * object that is free in its slab is found at once where the free loads
  * the word (the slow paths) or, when a CPU's fast path pushed it blindly,
  * by the refill that finds the stamp or 0 on an object its slab says is
  * free; a write into a free object, when its array gives it back (the word
  * must be the stamp), by a refill, or by the shrink that gives its slab
- * back.
+ * back.  Objects are born lazily (slab.h, LAZY BIRTH): the word of an
+ * object not born yet is never read, and the first refill that takes it
+ * writes the stamp there.
  *
  * COLOURING.  The leftover of a slab (what objects and an on-slab index
  * array do not use) shifts each new slab's first object by the next multiple
@@ -151,19 +153,18 @@ unsigned slabfe_free_limit(const qslab_cache *c)
     return (unsigned)k;
 }
 
-/* A new slab on node n: every object born (constructed) and free, its
- * index array in order (shuffled with `random`), its colour the node's
- * next; not on a list yet.
- * q: whose counters (NULL: the cache's). */
 /* Free-list block, bitmap and marks of a slab whose objects are all free
- * (arr: where the block goes); its base and objects set.  The index array
- * is in order, or with `random` in the cache's random order (core/slab.c
+ * (arr: where the block goes; s->objects: the layout's objects, set), of
+ * which the first `born` are born: their words written (the slab mark),
+ * constructed if `ctor`; the others are not touched (lazy birth: born when
+ * a refill first takes them, slabfe_take_locked).  The index array is in
+ * order, or with `random` in the cache's random order (core/slab.c
  * SLAB_FREELIST_RANDOM; the kernel's shuffle_freelist in cache_init_objs):
  * new slabs and slabs back from the empty FIFO, which plays the page
  * allocator's part, alike. */
 static bool slab_word_ok(qslab_cache *c, void *obj);
 
-static void slab_init_free(qslab_cache *c, struct qs_slab *s, void *arr, bool ctor)
+static void slab_init_free(qslab_cache *c, struct qs_slab *s, void *arr, unsigned born, bool ctor)
 {
     unsigned num = s->objects;
     s->inuse = 0;
@@ -172,10 +173,13 @@ static void slab_init_free(qslab_cache *c, struct qs_slab *s, void *arr, bool ct
     uintptr_t mark = qs_enc(c, NULL);
     bool fifo = s->tail != NULL; /* linked by slabfe_slabs_to_fifo, in address order */
     s->tail = NULL;
-    for (unsigned i = 0; i < num; i++) {
-        char *obj = s->base + (size_t)i * c->slot_size;
+    for (unsigned i = 0; i < num; i++)
         set_free_idx(s, i, i);
-        if (unlikely(fifo) && *qs_link(c, obj) != qs_enc(c, i + 1 < num ? obj + c->slot_size : NULL)) {
+    for (unsigned i = born; i < num; i++)
+        bm_flip(s, i); /* free, not born yet */
+    for (unsigned i = 0; i < born; i++) {
+        char *obj = s->base + (size_t)i * c->slot_size;
+        if (unlikely(fifo) && *qs_link(c, obj) != qs_enc(c, i + 1 < born ? obj + c->slot_size : NULL)) {
             /* not as the FIFO left it: freed again while there (pushed
              * blindly: an array holds it, or handed it out since) or
              * written after its free.  Reported, in use for good or
@@ -192,7 +196,8 @@ static void slab_init_free(qslab_cache *c, struct qs_slab *s, void *arr, bool ct
             c->ctor(obj);
         *qs_link(c, obj) = mark;
     }
-    if (unlikely(qs_slab_random(c)) && !s->inuse) { /* the kernel's shuffle_freelist */
+    /* the kernel's shuffle_freelist: slabs born whole only (born_whole) */
+    if (unlikely(qs_slab_random(c)) && !s->inuse && born == num) {
         struct qs_shuffle sh;
         qs_shuffle_start(c, &sh, num);
         for (unsigned i = 0; i < num; i++)
@@ -201,24 +206,27 @@ static void slab_init_free(qslab_cache *c, struct qs_slab *s, void *arr, bool ct
 }
 
 /* An empty slab of n's FIFO (src/core/node.c), back as a SLAB slab: the same
- * objects at the same places (constructed still: nothing wrote into them
- * but their link words), a new free-list block.  NULL: none. */
+ * born objects at the same places (constructed still: nothing wrote into
+ * them but their link words), the rest still to be born, a new free-list
+ * block.  NULL: none. */
 static struct qs_slab *slab_from_fifo(qslab_cache *c, struct qs_node *n)
 {
     struct qs_slab *s = qs_node_take_empty(n);
     if (!s)
         return NULL;
     struct layout L = layout(c, s->order);
+    unsigned born = s->objects; /* the FIFO's view: its born objects, linked */
     void *arr = L.off ? qs_meta_alloc(meta_bytes(L.num, L.ix))
                       : s->mem + qs_slab_bytes(s->order) - meta_bytes(L.num, L.ix);
-    if (!arr || L.num != s->objects) { /* ENOMEM: back to the FIFO */
+    if (!arr || born > L.num) { /* ENOMEM: back to the FIFO */
         if (arr && L.off)
             qs_meta_free(arr, meta_bytes(L.num, L.ix));
         s->next = NULL;
         qs_node_put_empty(c, NULL, n, s);
         return NULL;
     }
-    slab_init_free(c, s, arr, false);
+    s->objects = L.num; /* span stays: the born objects' */
+    slab_init_free(c, s, arr, born, false);
     return s;
 }
 
@@ -240,7 +248,14 @@ void slabfe_slabs_to_fifo(qslab_cache *c, struct qs_queue *q, struct qs_slab *li
         }
         if (off_slab(s))
             qs_meta_free(s->freelist, meta_bytes(s->objects, ix_of(s)));
-        char *first = s->base, *last = s->base + (size_t)(s->objects - 1) * c->slot_size;
+        unsigned born = born_of(c, s);
+        if (unlikely(!born)) { /* made, never taken from: its first object born for the FIFO's view */
+            born = 1;
+            __atomic_store_n(&s->span, (uint32_t)c->slot_size, __ATOMIC_RELAXED);
+            qs_stat(c, q, QS_NEW_OBJS, 1);
+        }
+        s->objects = born; /* the FIFO's view: the born objects, linked (slab_from_fifo) */
+        char *first = s->base, *last = s->base + (size_t)(born - 1) * c->slot_size;
         for (char *obj = first; obj < last; obj += c->slot_size)
             *qs_link(c, obj) = qs_enc(c, obj + c->slot_size);
         *qs_link(c, last) = qs_enc(c, NULL);
@@ -289,12 +304,13 @@ struct qs_slab *slabfe_slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_n
     s->recip = ~(uint64_t)0 / c->slot_size + 1;
     s->cache_id = c->id;
     s->tail = NULL; /* not a FIFO slab's (slab_init_free) */
-    slab_init_free(c, s, arr, true);
+    unsigned born = born_whole(c) ? L.num : 0;
+    slab_init_free(c, s, arr, born, true);
     qs_slab_set_owner(s, &n->list);
-    __atomic_store_n(&s->span, L.num * c->slot_size, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->span, born * c->slot_size, __ATOMIC_RELAXED);
     __atomic_store_n(&s->cache, c, __ATOMIC_RELEASE);
     qs_stat(c, q, QS_NEW_SLAB, 1);
-    qs_stat(c, q, QS_NEW_OBJS, L.num);
+    qs_stat(c, q, QS_NEW_OBJS, born);
     return s;
 }
 
@@ -308,9 +324,9 @@ __thread size_t slabfe_released;
 void slabfe_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list, struct qs_slab **all)
 {
     for (struct qs_slab *s = list; s; s = s->next) {
-        unsigned objs = s->objects;
+        unsigned objs = born_of(c, s); /* NEW_OBJS counted births */
         if (off_slab(s))
-            qs_meta_free(s->freelist, meta_bytes(objs, ix_of(s)));
+            qs_meta_free(s->freelist, meta_bytes(s->objects, ix_of(s)));
         s->freelist = NULL;
         qs_stat(c, q, QS_FREE_SLAB, 1);
         qs_stat(c, q, QS_FREE_OBJS, objs);
@@ -365,8 +381,8 @@ static bool slab_leaving_ok(qslab_cache *c, struct qs_queue *q, struct qs_slab *
 {
     uintptr_t mark = qs_enc(c, NULL);
     unsigned long twice = 0;
-    unsigned bad = 0;
-    for (unsigned i = 0; i < s->objects; i++) {
+    unsigned bad = 0, born = born_of(c, s);
+    for (unsigned i = 0; i < born; i++) { /* the others were never written */
         void *obj = s->base + (size_t)i * c->slot_size;
         uintptr_t w = *qs_link(c, obj);
         if (likely(w == mark))
@@ -402,7 +418,7 @@ static bool slab_leaving_ok(qslab_cache *c, struct qs_queue *q, struct qs_slab *
  * from its slab's side: an array holds it already, or it is lost); *twice
  * counts those freed twice (their second free leaves the counts). */
 unsigned slabfe_take_locked(qslab_cache *c, struct qs_node *n, void **dst, unsigned want,
-                            unsigned *twice)
+                            unsigned *twice, unsigned *births)
 {
     uintptr_t stamp = QS_STAMP(c->secret);
     unsigned got = 0;
@@ -419,7 +435,18 @@ unsigned slabfe_take_locked(qslab_cache *c, struct qs_node *n, void **dst, unsig
             void *obj = s->base + (size_t)idx * c->slot_size;
             bm_flip(s, idx); /* in use */
             n->free_objects--;
-            if (unlikely(!slab_word_ok(c, obj))) {
+            uint32_t span = __atomic_load_n(&s->span, __ATOMIC_RELAXED);
+            if ((size_t)idx * c->slot_size >= span) {
+                /* not born yet: the next in address order (an index past
+                 * the born ones is at its own entry, never written:
+                 * slab.h born_of); born now, its word whatever the
+                 * memory held.  span grows under n->lock only, read
+                 * relaxed by frees' validation (qs_slab_valid_obj): a
+                 * free of this object follows its hand-out, which
+                 * follows this store (the program's own ordering) */
+                __atomic_store_n(&s->span, (uint32_t)((idx + 1) * c->slot_size), __ATOMIC_RELAXED);
+                ++*births;
+            } else if (unlikely(!slab_word_ok(c, obj))) {
                 /* held elsewhere too (the stamp, or 0: handed out from an
                  * array), or written after its free or by the program that
                  * got it from an array: reported, never handed out while
