@@ -427,7 +427,8 @@ struct qs_queue {
     unsigned long guard_mark;
     /* the owner budget (budget.c): objects this queue may hold, granted
      * from its owner's budget (limit = min(grant, hiwater, cap); a SLAB
-     * queue's is unbounded, its limit is SLAB's own), and its misses since
+     * array's grows with its misses up to SLAB's limit: front/slab/slab.c),
+     * and its misses since
      * a steal last looked at it (relaxed: read by other queues' steals);
      * the owner's (a CPU's: under q->lock) */
     uint32_t grant;

@@ -332,9 +332,9 @@ struct qs_queue *qs_queue_attach(qslab_cache *c) /* c exists: start-up has run *
         q = NULL;
         goto out;
     }
-    /* SLQB's queues start with no grant of the owner budget (queue.c: the
-     * first misses ask for it); SLAB's arrays keep SLAB's own limit */
-    QS_STORE(q->grant, slab ? UINT32_MAX : 0);
+    /* queues start with no grant (SLQB's of the owner budget, queue.c;
+     * SLAB's arrays, front/slab/slab.c): the first misses ask for it */
+    QS_STORE(q->grant, 0);
     QS_STORE(q->misses, 0);
     if (slqb || slab)
         qs_queue_limit_set(q);

@@ -803,6 +803,52 @@ static void *array_thread(void *arg)
     return NULL;
 }
 
+/* An array's grant (front/slab/slab.c array_grow): a class with one object
+ * in use keeps a page's worth of objects in its array at most, not a
+ * batch; its misses grow the array up to `limit`. */
+static void *grant_thread(void *arg)
+{
+    struct array_run *r = arg;
+    qslab_cache *c = r->c;
+    if (tu_pin_one_cpu() < 0)
+        fprintf(stderr, "slab: could not pin the grant thread\n");
+    const unsigned long limit = tc_get(r->name, "limit"), batch = tc_get(r->name, "batchcount");
+    CHECKF(limit == 54 && batch == 27, "1000-byte objects: limit %lu batchcount %lu", limit, batch);
+    enum { N = 300 };
+    static void *v[N];
+    struct qslab_cache_stats b;
+    v[0] = qslab_cache_alloc(c);
+    b = tc_stats(c);
+    CHECKF(v[0] && b.queued_objs <= 3 && b.num_objs <= 4,
+           "one object in use: %lu queued (a batch is %lu), %lu born", b.queued_objs, batch,
+           b.num_objs);
+    unsigned long maxq = 0;
+    for (int i = 1; i < N; i++)
+        v[i] = qslab_cache_alloc(c);
+    for (int i = 0; i < N; i++) {
+        qslab_cache_free(c, v[i]);
+        b = tc_stats(c);
+        if (b.queued_objs > maxq)
+            maxq = b.queued_objs;
+    }
+    CHECKF(maxq >= batch && maxq <= limit, "the array grew to %lu (batch %lu, limit %lu)", maxq,
+           batch, limit);
+    validate(c, "after the grant thread");
+    return NULL;
+}
+
+static void test_array_grant(void)
+{
+    struct array_run r = {make("t-slab-grant", 1000, 0, NULL), "t-slab-grant"};
+    if (!r.c)
+        return;
+    pthread_t t;
+    pthread_create(&t, NULL, grant_thread, &r);
+    pthread_join(t, NULL);
+    qslab_cache_shrink(r.c);
+    CHECK(tc_active(r.c) == 0 && qslab_cache_destroy(r.c) == 0);
+}
+
 static void test_array(void)
 {
     struct array_run r = {make("t-slab-array", 128, 0, NULL), "t-slab-array"};
@@ -1787,6 +1833,7 @@ int main(int argc, char **argv)
     test_tunables();
     test_order();
     test_array();
+    test_array_grant();
     test_colour();
     test_ctor();
     test_other_thread();

@@ -96,6 +96,34 @@ static bool double_free(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, v
     return found;
 }
 
+/* ---- the arrays' grants ---- */
+
+/* An array holds at most its grant (q->grant; its limit and park are
+ * min(grant, hiwater = the tunable limit, slots)), which starts at 0 when
+ * the array is attached (owner.c) and grows at each miss, an allocation
+ * that finds the array empty or a free that finds it at its limit, by as
+ * much as it has, at least c->fresh (a page's worth of objects, at most
+ * four), up to the tunable limit; a refill brings at most the grant.  So
+ * an array ends with what its misses show it needs, as SLQB's queues
+ * (docs/design.md, "The owner budget"), where every array of the kernel's
+ * is `limit` long and refilled `batchcount` at a time: each kmalloc class
+ * a program touched a few objects of kept up to a batch of them per CPU.
+ * The grant is the array's owner's, like its limit: a thread's, or the
+ * holder of a CPU's queue lock; only the slow paths change it, so the fast
+ * paths are as they were.  Returns the grant, at most lim. */
+__attribute__((noinline)) static uint32_t array_grow(qslab_cache *c, struct qs_queue *q, uint32_t lim)
+{
+    uint32_t g = q->grant;
+    if (g < lim) {
+        uint32_t f = QS_LOAD(c->fresh), step = g > f ? g : (f ? f : 1);
+        g = step >= lim - g ? lim : g + step;
+        QS_STORE(q->grant, g);
+        qs_queue_limit_set(q);
+        QS_STORE(q->park, QS_LOAD(q->limit));
+    }
+    return g < lim ? g : lim;
+}
+
 /* ---- the owners' slow paths ---- */
 
 /* A free by a caller without an array: straight to its node */
@@ -141,8 +169,11 @@ static void *th_alloc(qslab_cache *c)
     if (!q && !(q = qs_queue_attach(c)))
         return slab_alloc_single(c, NULL, qs_self.node); /* an exited thread */
     for (;;) {
-        if (!QS_TOP_NR(q->top)) {
+        if (!QS_TOP_NR(q->top)) { /* a miss */
+            uint32_t g = array_grow(c, q, qs_slab_array_limit(c));
             unsigned want = QS_LOAD(c->slab_batch);
+            if (want > g)
+                want = g ? g : 1;
             if (!qs_queue_reserve(q, want) && !q->cap) {
                 errno = ENOMEM;
                 return NULL;
@@ -161,6 +192,20 @@ static void *th_alloc(qslab_cache *c)
     }
 }
 
+/* A thread's array at its limit: a step more grant, and slots for it
+ * (apart, so that th_free's common path stays short).  True if it has room
+ * now. */
+__attribute__((noinline)) static bool th_grow(qslab_cache *c, struct qs_queue *q, uint32_t l)
+{
+    unsigned nr = QS_TOP_NR(q->top);
+    uint32_t g = array_grow(c, q, l);
+    if (g > nr && qs_queue_reserve(q, g - nr)) {
+        qs_queue_limit_set(q);
+        QS_STORE(q->park, QS_LOAD(q->limit));
+    }
+    return nr < QS_LOAD(q->limit);
+}
+
 static void th_free(qslab_cache *c, struct qs_slab *s, void *obj)
 {
     struct qs_queue *q = qs_queue_for_free(c); /* queue.c's rule for a thread that only frees */
@@ -175,15 +220,14 @@ static void th_free(qslab_cache *c, struct qs_slab *s, void *obj)
         slabfe_alien_free(c, q, s, obj);
         return;
     }
-    /* the limit is the owner's to raise (as its slots grow) and tune's to
-     * lower (relaxed both): an array over it (a lowered limit) flushes
-     * batches until it is below; park follows it (owner.c) */
+    /* the limit is the owner's to raise (with its grant, as its slots
+     * grow) and tune's to lower (relaxed both): an array over it (a
+     * lowered limit) flushes batches until it is below; park follows it */
     uint64_t t = q->top;
-    if (QS_LOAD(q->limit) < l && QS_TOP_NR(t) >= QS_LOAD(q->limit) && qs_queue_reserve(q, 1)) {
-        QS_STORE(q->limit, l < q->cap ? l : q->cap);
-        QS_STORE(q->park, QS_LOAD(q->limit));
-    }
-    while (QS_TOP_NR(t) >= QS_LOAD(q->limit) && QS_TOP_NR(t)) {
+    while (unlikely(QS_TOP_NR(t) >= QS_LOAD(q->limit))) {
+        /* at its limit, a miss: a step more grant, else a batch out */
+        if (th_grow(c, q, l) || !QS_TOP_NR(t))
+            break;
         th_flusharray(c, q);
         t = q->top;
     }
@@ -209,7 +253,11 @@ static void *pc_alloc(qslab_cache *c)
             *qs_link(c, obj) = 0;
             return obj;
         }
+        /* a miss (the array is empty) */
+        uint32_t g = array_grow(c, q, qs_slab_array_limit(c));
         unsigned want = QS_LOAD(c->slab_batch);
+        if (want > g)
+            want = g ? g : 1;
         if (want > REFILL_MAX)
             want = REFILL_MAX;
         unsigned n = slabfe_gather(c, q, &c->nodes[q->node], buf, want, NULL);
@@ -245,7 +293,11 @@ static void pc_free(qslab_cache *c, struct qs_slab *s, void *obj)
             qs_lock_release(&q->lock);
             return;
         }
-        if (QS_TOP_NR(QS_LOAD(q->top)) >= lim || !qs_percpu_reserve(q, 1)) {
+        unsigned nr = QS_TOP_NR(QS_LOAD(q->top));
+        uint32_t g = q->grant < lim ? q->grant : lim;
+        if (nr >= QS_LOAD(q->limit)) /* a miss */
+            g = array_grow(c, q, lim);
+        if (nr >= g || !qs_percpu_reserve(q, 1)) {
             unsigned b = QS_LOAD(c->slab_batch);
             if (b > REFILL_MAX)
                 b = REFILL_MAX;
@@ -259,7 +311,7 @@ static void pc_free(qslab_cache *c, struct qs_slab *s, void *obj)
             QS_ADD(q->stat[QS_FLUSH], 1);
             slabfe_to_node(c, q, &c->nodes[q->node], buf, (unsigned)k, true);
         }
-        uint32_t ql = lim < q->cap ? lim : q->cap;
+        uint32_t ql = g < q->cap ? g : q->cap;
         QS_STORE(q->limit, ql);
         QS_STORE(q->park, ql);
         *qs_link(c, obj) = q->stamp;
