@@ -837,8 +837,47 @@ static void *grant_thread(void *arg)
     return NULL;
 }
 
+/* A refill that reaches objects not born yet takes a page's worth of them
+ * (front/slab/slabs.c slabfe_take_locked), not a batch: 256-byte objects,
+ * 16 a page, batches of 60, 127 a slab. */
+static void *born_cap_thread(void *arg)
+{
+    struct array_run *r = arg;
+    qslab_cache *c = r->c;
+    if (tu_pin_one_cpu() < 0)
+        fprintf(stderr, "slab: could not pin the birth thread\n");
+    CHECKF(tc_get(r->name, "batchcount") == 60, "256-byte objects: batchcount %lu",
+           tc_get(r->name, "batchcount"));
+    enum { N = 600 };
+    static void *v[N];
+    unsigned long maxq = 0;
+    for (int i = 0; i < N; i++) {
+        v[i] = qslab_cache_alloc(c);
+        struct qslab_cache_stats b = tc_stats(c);
+        if (b.queued_objs > maxq)
+            maxq = b.queued_objs;
+    }
+    struct qslab_cache_stats b = tc_stats(c);
+    CHECKF(maxq <= 15 && b.num_objs <= N + 15,
+           "%d allocations from new slabs: up to %lu queued, %lu born (a page holds 16)", N, maxq,
+           b.num_objs);
+    for (int i = 0; i < N; i++)
+        qslab_cache_free(c, v[i]);
+    validate(c, "after the birth thread");
+    return NULL;
+}
+
 static void test_array_grant(void)
 {
+    struct array_run rb = {make("t-slab-borncap", 256, 0, NULL), "t-slab-borncap"};
+    if (rb.c) {
+        tc_accepted(rb.name, "order", "3", 3); /* 32 KiB slabs: a batch fits in one */
+        pthread_t t;
+        pthread_create(&t, NULL, born_cap_thread, &rb);
+        pthread_join(t, NULL);
+        qslab_cache_shrink(rb.c);
+        CHECK(tc_active(rb.c) == 0 && qslab_cache_destroy(rb.c) == 0);
+    }
     struct array_run r = {make("t-slab-grant", 1000, 0, NULL), "t-slab-grant"};
     if (!r.c)
         return;

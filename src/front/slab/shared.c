@@ -153,7 +153,7 @@ unsigned slabfe_gather(qslab_cache *c, struct qs_queue *q, struct qs_node *n, vo
             got = claim_shared(c, dst, n->shared + n->shared_avail, m, bad, &nbad);
             qs_stat(c, q, QS_CLAIM, 1);
         }
-        got += slabfe_take_locked(c, n, dst + got, want - got, &twice, &births);
+        got += slabfe_take_locked(c, n, dst + got, want - got, &twice, &births, slab_born_max(c));
         qs_lock_release(&n->lock);
         if (births) /* objects born (slab.h: lazy birth) */
             qs_stat(c, q, QS_NEW_OBJS, births);
@@ -176,7 +176,7 @@ unsigned slabfe_gather(qslab_cache *c, struct qs_queue *q, struct qs_node *n, vo
              * whose head slabfe_take_locked takes from while we hold the lock */
             qs_list_add(&n->list, s, QS_SLAB_PARTIAL);
             n->free_objects += s->objects;
-            got = slabfe_take_locked(c, n, dst, 1, &twice, &births);
+            got = slabfe_take_locked(c, n, dst, 1, &twice, &births, 1);
             qs_lock_release(&n->lock);
             if (births)
                 qs_stat(c, q, QS_NEW_OBJS, births);

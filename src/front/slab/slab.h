@@ -144,7 +144,12 @@ void slabfe_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *lis
                          struct qs_slab **all);
 void slabfe_uncount_twice(qslab_cache *c, struct qs_queue *q, unsigned long k);
 unsigned slabfe_take_locked(qslab_cache *c, struct qs_node *n, void **dst, unsigned want,
-                            unsigned *twice, unsigned *births);
+                            unsigned *twice, unsigned *births, unsigned born_max);
+/* objects not born yet a refill takes at most: a page's worth, at least one */
+static inline unsigned slab_born_max(const qslab_cache *c)
+{
+    return c->slot_size < QS_PAGE_SIZE ? (unsigned)(QS_PAGE_SIZE / c->slot_size) : 1;
+}
 void slabfe_free_block_locked(qslab_cache *c, struct qs_node *n, void *const *objs,
                               unsigned long k, struct qs_slab **release, void **twice,
                               unsigned *ntwice);

@@ -413,19 +413,23 @@ static bool slab_leaving_ok(qslab_cache *c, struct qs_queue *q, struct qs_slab *
 }
 
 /* Take up to want objects of node n's slabs into dst, each given the free
- * stamp (it enters an array): partial slabs first, then free ones.  An
- * object whose word is wrong is reported and not taken (it stays in use
- * from its slab's side: an array holds it already, or it is lost); *twice
- * counts those freed twice (their second free leaves the counts). */
+ * stamp (it enters an array): partial slabs first, then free ones, and of
+ * the objects not born yet at most born_max (at least 1), counted in
+ * *births: a refill that reaches new memory takes a page's worth of it, as
+ * SLQB's (c->fresh), not a batch, so that the pages it touches are the
+ * pages its array's owner uses.  An object whose word is wrong is reported
+ * and not taken (it stays in use from its slab's side: an array holds it
+ * already, or it is lost); *twice counts those freed twice (their second
+ * free leaves the counts). */
 unsigned slabfe_take_locked(qslab_cache *c, struct qs_node *n, void **dst, unsigned want,
-                            unsigned *twice, unsigned *births)
+                            unsigned *twice, unsigned *births, unsigned born_max)
 {
     uintptr_t stamp = QS_STAMP(c->secret);
-    unsigned got = 0;
+    unsigned got = 0, born = 0;
     while (got < want) {
         struct qs_slab *s = n->list.partial;
         if (!s) {
-            if (!(s = n->slabs_free))
+            if (born >= born_max || !(s = n->slabs_free)) /* (no free slab left partial empty) */
                 break;
             free_del(n, s);
             qs_list_add(&n->list, s, QS_SLAB_PARTIAL);
@@ -437,6 +441,14 @@ unsigned slabfe_take_locked(qslab_cache *c, struct qs_node *n, void **dst, unsig
             n->free_objects--;
             uint32_t span = __atomic_load_n(&s->span, __ATOMIC_RELAXED);
             if ((size_t)idx * c->slot_size >= span) {
+                if (born >= born_max && born) { /* enough new memory: not taken */
+                    bm_flip(s, idx);
+                    n->free_objects++;
+                    s->inuse--;
+                    want = got;
+                    break;
+                }
+                born++;
                 /* not born yet: the next in address order (an index past
                  * the born ones is at its own entry, never written:
                  * slab.h born_of); born now, its word whatever the
