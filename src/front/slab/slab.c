@@ -10,9 +10,9 @@
  * ARRAY CACHES ARE QUEUES.  An owner's array cache (ac->entry[], limit,
  * batchcount) is a LIFO of object pointers, which is what SLQB's queue is:
  * a SLAB cache's owners have queues, served by the same inline fast paths
- * (fastpath.h), with limit = the tunable `limit` and park = limit, so that
- * the free fast path takes any object of the owner's node while the array
- * has room (SLAB's arrays, unlike SLQB's queues, do not care which owner's
+ * (fastpath.h), with limit = its grant (array_grow: at most the tunable
+ * `limit`) and park = limit, so that the free fast path takes any object
+ * of the owner's node while the array has room (SLAB's arrays, unlike SLQB's queues, do not care which owner's
  * slab an object came from: every slab is the node's).  Everything else is
  * this folder's: the slow paths (the fast paths miss and call the hooks),
  * and the way objects go back to slabs (give_back: queue.c's routing hands
