@@ -7,7 +7,9 @@
 #   make fuzz     libFuzzer build (clang, ASan+UBSan) in build/fuzz, each target
 #                 of fuzz/ run FUZZ_TIME seconds (default 60; fuzz/README.md)
 #
-# Other targets: make install PREFIX=/dir, make clean.  QUICK=1 shortens `make bench`.
+# Other targets: make examples (examples/, built against the build tree and
+# through pkg-config), make install PREFIX=/dir, make clean.  QUICK=1 shortens
+# `make bench`.
 # CMake does the real work; this file only names the build directories and the order.
 
 PREFIX ?= /usr/local
@@ -31,7 +33,8 @@ BENCH_ARGS ?=
 BENCH_RUN   = python3 bench/run.py --bin-dir build/release/bench \
               --qslab-lib build/release/src/malloc/libqslab-malloc.so
 
-.PHONY: all deps bench bench-peers test test-normal test-asan test-tsan install clean fuzz
+.PHONY: all deps bench bench-peers examples test test-normal test-asan test-tsan install clean \
+        fuzz
 .NOTPARALLEL:
 MAKEFLAGS += --no-print-directory
 
@@ -56,6 +59,14 @@ endef
 bench: deps bench-peers
 	$(call build,build/release,-DCMAKE_BUILD_TYPE=Release,bench)
 	$(BENCH_RUN) $(if $(QUICK),--quick) $(BENCH_ARGS)
+
+# make examples: the programs of examples/ built against the build tree
+# (build/release: its headers and libqslab.a) and through pkg-config from an
+# install staged in build/examples/stage, and run (examples/build-examples;
+# ctest runs the same script, test examples_build).
+examples: deps
+	$(call build,build/release,-DCMAKE_BUILD_TYPE=Release)
+	examples/build-examples build/release build/examples
 
 # Peers, gnuplot and the programs of the programs section (sqlite3,
 # redis-tools): installed when missing if we are root (the runner says which
