@@ -1,6 +1,8 @@
 # Quick start:
 #   make bench    Release build in build/release, run the benchmark suite
-#                 (bench/run.py: qslab against glibc, jemalloc, tcmalloc, mimalloc)
+#                 (bench/run.py: qslab against glibc, jemalloc, tcmalloc, mimalloc);
+#                 make bench-quick: one round at fewer sizes, a first look;
+#                 make bench ONLY=slub.pair: one benchmark (or a list, a group: slub)
 #   make test     normal, ASan+UBSan and TSan builds, each tested through ctest,
 #                 with per-CPU and per-thread queues (QSLAB_OWNER=cpu, thread)
 #                 and with each front end (QSLAB_FRONT=slqb, slub, slab, slob)
@@ -8,8 +10,7 @@
 #                 of fuzz/ run FUZZ_TIME seconds (default 60; fuzz/README.md)
 #
 # Other targets: make examples (examples/, built against the build tree and
-# through pkg-config), make install PREFIX=/dir, make clean.  QUICK=1 shortens
-# `make bench`.
+# through pkg-config), make install PREFIX=/dir, make clean.
 # CMake does the real work; this file only names the build directories and the order.
 
 PREFIX ?= /usr/local
@@ -26,15 +27,21 @@ TOOLS   = cmake ninja cc gcc c++ g++ make setarch python3 git nm awk sort valgri
           gnuplot
 HEADERS = /usr/include/stdio.h /usr/include/curses.h
 
-# make bench: QUICK=1 for the quick mode; PEERS=0 not to install missing peer
-# allocators (as root, scripts/install-peers does by default); BENCH_ARGS for
-# more options of bench/run.py, e.g. BENCH_ARGS="--only slub.pair,prodcons".
+# make bench: QUICK=1 for the quick mode (fewer sizes, 3 rounds); ONLY=TEST[,TEST]
+# for some benchmarks (run.py --only: slub.pair, prodcons, slub, fronts,
+# programs.sqlite, ...); PEERS=0 not to install missing peer allocators (as
+# root, scripts/install-peers does by default); BENCH_ARGS for more options of
+# bench/run.py, e.g. BENCH_ARGS="--rounds 9".  make bench-quick: the quick mode
+# in one round (run.py --quick --rounds 1), ONLY too.
 BENCH_ARGS ?=
+QUICK      ?=
+ONLY       ?=
 BENCH_RUN   = python3 bench/run.py --bin-dir build/release/bench \
               --qslab-lib build/release/src/malloc/libqslab-malloc.so
+BENCH_OPTS  = $(if $(filter-out 0 no,$(QUICK)),--quick) $(if $(ONLY),--only $(ONLY))
 
-.PHONY: all deps bench bench-peers examples test test-normal test-asan test-tsan install clean \
-        fuzz
+.PHONY: all deps bench bench-quick bench-peers examples test test-normal test-asan test-tsan \
+        install clean fuzz
 .NOTPARALLEL:
 MAKEFLAGS += --no-print-directory
 
@@ -58,7 +65,11 @@ endef
 
 bench: deps bench-peers
 	$(call build,build/release,-DCMAKE_BUILD_TYPE=Release,bench)
-	$(BENCH_RUN) $(if $(QUICK),--quick) $(BENCH_ARGS)
+	$(BENCH_RUN) $(BENCH_OPTS) $(BENCH_ARGS)
+
+bench-quick: deps bench-peers
+	$(call build,build/release,-DCMAKE_BUILD_TYPE=Release,bench)
+	$(BENCH_RUN) --quick --rounds 1 $(if $(ONLY),--only $(ONLY)) $(BENCH_ARGS)
 
 # make examples: the programs of examples/ built against the build tree
 # (build/release: its headers and libqslab.a) and through pkg-config from an

@@ -32,11 +32,17 @@ faults (bench_calloc).
                  [--quick | --smoke] [--rounds N] [--only TEST,...] [--out DIR]
                  [--owners MODE,...]
 
-Writes to --out (default bench/results): report.txt (what the terminal shows),
-results.csv (medians and ratios), samples.csv (every number of every run),
-programs-rss.csv (the programs' RSS over time), and, when gnuplot is
-installed, one PNG per table (the programs: RSS over time per program, peak
-RSS against glibc's).  --smoke runs every test
+While it runs, stderr gets a line per step (a test's round) with the time
+elapsed and an estimate of the time left.  At the end the terminal gets the
+summary table alone (about 40 lines: each benchmark's figure for qslab and
+the best peer, their ratio, the target met or missed) and a last line naming
+the files.  Writes to --out (default bench/results): report.txt (the summary,
+then the whole report: every table), log.txt (every command run, its time and
+result lines), results.csv (medians and ratios), samples.csv (every number of
+every run), programs-rss.csv (the programs' RSS over time), timings.json
+(seconds per run of each step, for the next run's estimates), and, when
+gnuplot is installed, plots/: one PNG per table (the programs: RSS over time
+per program, peak RSS against glibc's).  --smoke runs every test
 at a tiny size under glibc, qslab and the installed peers and fails (exit 1)
 if a run fails or prints a result line that does not parse; no timing is
 judged.  See docs/benchmarks.md.
@@ -44,6 +50,7 @@ judged.  See docs/benchmarks.md.
 
 import argparse
 import csv
+import json
 import datetime
 import functools
 import math
@@ -201,8 +208,9 @@ class Metric:
     """A number a driver prints, and how a table shows it."""
 
     def __init__(self, key, title, unit, lower_is_better, scale=1.0, split=None, sep="+",
-                 split_desc="median alloc + median free"):
+                 split_desc="median alloc + median free", short=None):
         self.key = key                  # key in the result line
+        self.short = short              # in the summary table: what, and its unit
         self.title = title              # what the number is
         self.unit = unit                # unit after scaling, for the table title
         self.lower_is_better = lower_is_better
@@ -298,13 +306,14 @@ def build_tests(m, ncpus):
 
     n = m["objs"]
     alloc_free = Metric("total", "cycles per object, alloc+free", "cycles", True,
-                        split=("alloc", "free"))
-    pair = Metric("total", "cycles per malloc+free pair", "cycles", True)
-    peak = Metric("peak_rss_kib", "peak RSS", "MiB", True, scale=1 / 1024)
+                        split=("alloc", "free"), short="cycles/object")
+    pair = Metric("total", "cycles per malloc+free pair", "cycles", True, short="cycles/pair")
+    peak = Metric("peak_rss_kib", "peak RSS", "MiB", True, scale=1 / 1024,
+                  short="peak RSS, MiB")
     # exact, when every object is allocated: the allocator's own (anonymous)
     # memory, without the code pages that peak RSS also counts
     anon = Metric("peak_anon_kib", "anonymous memory at the peak (exact, every object allocated)",
-                  "MiB", True, scale=1 / 1024)
+                  "MiB", True, scale=1 / 1024, short="anon. at peak, MiB")
 
     def slub(key, title, seed, models, metrics):
         cases = [Case(str(s), ["--test", key, "--size", str(s), "--objs", str(n),
@@ -338,7 +347,8 @@ def build_tests(m, ncpus):
         "prodcons", "producer/consumer: 4,696-byte buffers + 256-byte heads through queues",
         "netperf UDP_STREAM (UDP-U-4k), the kmalloc-4696/kmalloc-8192 story",
         "prodcons", pc_cases,
-        [Metric("msgs_per_s", "messages per second", "million msg/s", False, scale=1e-6), peak],
+        [Metric("msgs_per_s", "messages per second", "million msg/s", False, scale=1e-6,
+                short="M msgs/s"), peak],
         "a network stack: the sender allocates skbs, the receiver frees them"))
 
     counts = sorted({1, 2, ncpus, 2 * ncpus, 4 * ncpus})
@@ -349,7 +359,7 @@ def build_tests(m, ncpus):
               ["--mode", "scale", "--threads", str(t), "--ops", str(m["ops"])], t)
          for t in counts],
         [Metric("ops_per_s", "operations per second (all threads)", "Mop/s", False,
-                scale=1e-6)],
+                scale=1e-6, short="Mops/s")],
         "a thread pool doing independent work, from 1 to 4x the CPUs"))
 
     nt, wait = m["idle_threads"], m["wait_ms"]
@@ -361,11 +371,11 @@ def build_tests(m, ncpus):
         [Case(f"{nt:,} threads", idle_args),
          Case(f"{nt:,} threads, no malloc", idle_args + ["--objs", "0"], control=True)],
         [Metric("rss_idle_kib", "RSS added, threads alive and idle", "MiB", True,
-                scale=1 / 1024),
+                scale=1 / 1024, short="MiB added, idle"),
          Metric("rss_exit_kib", "RSS added, right after the threads exited", "MiB", True,
-                scale=1 / 1024),
+                scale=1 / 1024, short="MiB, at exit"),
          Metric("rss_later_kib", f"RSS added, {wait / 1000:g} s after the threads exited",
-                "MiB", True, scale=1 / 1024)],
+                "MiB", True, scale=1 / 1024, short=f"MiB, {wait / 1000:g} s later")],
         "a server with many mostly idle threads (the no-malloc row is the stacks' share)",
         parallel=True))
 
@@ -376,11 +386,12 @@ def build_tests(m, ncpus):
         "giveback", f"allocate {m['mib']} MiB (16 B..32 KiB blocks), free it all, stay idle",
         "SLUB's batch frees releasing slabs vs SLQB keeping them; empty_decay_ms",
         "giveback", gb_cases,
-        [Metric("kept_0_pct", "resident right after the frees", "% of the working set", True),
+        [Metric("kept_0_pct", "resident right after the frees", "% of the working set", True,
+                short="% kept, at free"),
          Metric(f"kept_{wait}_pct", f"resident after {wait / 1000:g} s idle",
-                "% of the working set", True),
+                "% of the working set", True, short=f"% kept, {wait / 1000:g} s on"),
          Metric("ws_kib", "the working set, resident before the frees", "MiB", True,
-                scale=1 / 1024)],
+                scale=1 / 1024, short="working set, MiB")],
         "a program that finishes a phase and goes quiet", parallel=True))
 
     co = m["cache_objs"]
@@ -390,7 +401,8 @@ def build_tests(m, ncpus):
         "kmem_cache constructors (the skb initialisation thread)", "cache",
         [Case("request pairs", ["--pattern", "pair"] + cache_args),
          Case(f"batch of {co:,}", ["--pattern", "batch"] + cache_args)],
-        [Metric("cycles", "cycles per request (get, use, put)", "cycles", True)],
+        [Metric("cycles", "cycles per request (get, use, put)", "cycles", True,
+                short="cycles/request")],
         "qslab_cache_alloc with a constructor against malloc + initialisation each time "
         "(qslab-malloc: qslab's malloc, first owner mode, for reference)",
         contenders=cache_contenders))
@@ -403,7 +415,8 @@ def build_tests(m, ncpus):
         "a narrower store does not forward to the load (store-forwarding stall)", "inproc",
         [Case("no write", [], 0), Case("1-byte write", [], 1), Case("2-byte write", [], 2),
          Case("8-byte write", [], 8)],
-        [Metric("cycles", "cycles per malloc+write+free", "cycles", True)],
+        [Metric("cycles", "cycles per malloc+write+free", "cycles", True,
+                short="cycles/op")],
         "the last write to an object before its free (a flag, a refcount, a list link); "
         "allocators dlopen'ed side by side in one process (bench_inproc), "
         f"{m['inproc_rounds']} interleaved rounds per process",
@@ -424,7 +437,7 @@ def build_tests(m, ncpus):
                "--gens", str(max(1, m["churn_ops"] // (t * per_thread)))], t)
          for t in churn_counts],
         [Metric("ops_per_s", "operations per second (all generations)", "Mop/s", False,
-                scale=1e-6)],
+                scale=1e-6, short="Mops/s")],
         "a server starting short-lived threads that take over and free their "
         "predecessors' objects"))
     return tests
@@ -575,6 +588,7 @@ class SharedRun:
         order = self.fronts[k:] + self.fronts[:k]
         cmd = ([os.path.join(bin_dir, "bench_" + self.driver)] + self.args
                + ["--tests", ",".join(self.wanted()), self.names_option, ",".join(order)])
+        t0 = time.time()
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, env=self.environ(),
                                timeout=timeout)
@@ -584,6 +598,7 @@ class SharedRun:
         except OSError as e:
             errors.append(f"{self.key}: {e}")
             return
+        LOG.run(cmd, self.environ(), time.time() - t0, p.stdout, p.stderr, p.returncode)
         if p.returncode != 0:
             errors.append(f"{self.key}: " + exit_error(p.returncode, p.stderr, cmd))
             return
@@ -785,8 +800,11 @@ def exit_error(returncode, stderr, cmd):
 def start(bin_dir, test, case, cont):
     exe = os.path.join(bin_dir, "bench_" + test.driver)
     cmd = [exe] + case.args + cont.extra_args
-    return cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True, env=cont.environ())
+    env = cont.environ()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    proc.qslab_t0, proc.qslab_env = time.time(), env  # for the log
+    return cmd, proc
 
 
 def finish(cmd, proc, test, timeout):
@@ -795,7 +813,9 @@ def finish(cmd, proc, test, timeout):
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
+        LOG.write(f"timed out after {timeout} s: {' '.join(cmd)}")
         raise RunError(f"timed out after {timeout} s: {' '.join(cmd)}")
+    LOG.run(cmd, proc.qslab_env, time.time() - proc.qslab_t0, out, err, proc.returncode)
     if proc.returncode != 0:
         raise RunError(exit_error(proc.returncode, err, cmd))
     result = parse_result(out)
@@ -807,25 +827,126 @@ def finish(cmd, proc, test, timeout):
     return result
 
 
+def fmt_secs(s):
+    """Seconds as m:ss (or h:mm:ss)."""
+    s = int(round(max(s, 0)))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+class Log:
+    """The run's log file (log.txt in --out): every command run, its time and
+    its result lines, the progress lines, the errors.  Off until opened."""
+
+    def __init__(self):
+        self.f, self.t0 = None, time.time()
+
+    def open(self, path):
+        self.f, self.t0 = open(path, "w"), time.time()
+
+    def write(self, text):
+        if self.f:
+            self.f.write(f"[{time.time() - self.t0:7.1f} s] {text}\n")
+            self.f.flush()
+
+    def run(self, cmd, env, secs, stdout, stderr, status):
+        """A process the runner ran: its command and the variables it set,
+        its time, exit status, result lines and the end of its stderr."""
+        if not self.f:
+            return
+        sets = " ".join(f"{k}={v}" for k, v in sorted(env.items())
+                        if (k == "LD_PRELOAD" or k.startswith("QSLAB_")) and os.environ.get(k) != v)
+        self.write(f"run {sets + ' ' if sets else ''}{' '.join(cmd)}: exit {status}, {secs:.2f} s")
+        for line in (stdout or "").splitlines():
+            if line.startswith("result "):
+                self.f.write(f"    {line}\n")
+        err = (stderr or "").strip().splitlines()
+        for line in err[-5:]:
+            self.f.write(f"    stderr: {line}\n")
+
+
+LOG = Log()
+
+
 class Progress:
-    def __init__(self, total):
-        self.total, self.done, self.t0 = total, 0, time.time()
+    """A line per step (one test's round: each case under each allocator, or
+    one shared process) on stderr and in the log, with the time elapsed and an
+    estimate of the time left; on a terminal, the run in progress on a line of
+    its own, rewritten.  The estimate of a step: this run's mean seconds per
+    run of the same step in the rounds done, else the last run's in the same
+    mode (timings.json in --out), else this run's mean over every run so far."""
+
+    def __init__(self, plan, rounds, prior):
+        self.plan = plan                  # [(round, key, tests, runs)]
+        self.rounds = rounds
+        self.prior = prior                # key -> seconds per run, from the last run
+        self.per_run = {}                 # key -> [seconds, runs] measured in this run
+        self.done_runs, self.done_secs = 0, 0.0
+        self.t0 = time.time()
+        self.i, self.step_t0, self.step_runs = -1, self.t0, 0
         self.tty = sys.stderr.isatty()
 
+    def guess(self, key, runs):
+        if key in self.per_run:
+            s, n = self.per_run[key]
+            return s / n * runs
+        if key in self.prior:
+            return self.prior[key] * runs
+        if self.done_runs:
+            return self.done_secs / self.done_runs * runs
+        return None
+
+    def left(self):
+        """Seconds left, or None when nothing is known yet."""
+        total = 0.0
+        for r, key, _, runs in self.plan[self.i + 1:]:
+            g = self.guess(key, runs)
+            if g is None:
+                return None
+            total += g
+        if self.step_t0 is not None and 0 <= self.i < len(self.plan):
+            g = self.guess(self.plan[self.i][1], self.plan[self.i][3])
+            if g is None:
+                return None
+            total += max(g - (time.time() - self.step_t0), 0)
+        return total
+
+    def status(self):
+        left = self.left()
+        return (f"[{self.i + 1:>{len(str(len(self.plan)))}}/{len(self.plan)}] "
+                f"{fmt_secs(time.time() - self.t0)} elapsed, "
+                + (f"about {fmt_secs(left)} left" if left is not None else "time left unknown"))
+
+    def begin(self, i):
+        self.i, self.step_t0, self.step_runs = i, time.time(), 0
+
     def step(self, what, n=1):
-        self.done += n
+        """`what` starts; n runs of the step's count are done with it."""
+        self.step_runs += n
         if self.tty:
-            el = time.time() - self.t0
-            sys.stderr.write(f"\r\033[K[{self.done}/{self.total} runs, {el:.0f} s] {what}")
+            r, key = self.plan[self.i][:2]
+            sys.stderr.write(f"\r\033[K{self.status()} | round {r + 1}/{self.rounds} {what}"[:150])
             sys.stderr.flush()
+
+    def end(self):
+        """The step is done: its line."""
+        r, key, _, runs = self.plan[self.i]
+        secs = time.time() - self.step_t0
+        s, n = self.per_run.get(key, (0.0, 0))
+        self.per_run[key] = (s + secs, n + runs)
+        self.done_secs += secs
+        self.done_runs += runs
+        self.step_t0 = None  # no step in progress: the estimate counts from the next one
+        self.line(f"{self.status()} | round {r + 1}/{self.rounds} {key}: {runs} run{'s' if runs > 1 else ''}"
+                  f" in {secs:.0f} s")
 
     def line(self, text):
         if self.tty:
             sys.stderr.write("\r\033[K")
         sys.stderr.write(text + "\n")
         sys.stderr.flush()
+        LOG.write(text)
 
-    def end(self):
+    def finish(self):
         if self.tty:
             sys.stderr.write("\r\033[K")
             sys.stderr.flush()
@@ -850,10 +971,12 @@ def run_inproc(bin_dir, test, order, timeout):
     """{(case label, contender name): result} from one bench_inproc process;
     and the contenders it skipped, with its reason."""
     cmd, env = inproc_cmd(bin_dir, test, order)
+    t0 = time.time()
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise RunError(f"timed out after {timeout} s: {' '.join(cmd)}")
+    LOG.run(cmd, env, time.time() - t0, r.stdout, r.stderr, r.returncode)
     if r.returncode != 0:
         raise RunError(exit_error(r.returncode, r.stderr, cmd))
     by_x = {c.x: c for c in test.cases}
@@ -875,25 +998,52 @@ def run_inproc(bin_dir, test, order, timeout):
     return got, skipped
 
 
-def run_suite(tests, allocs, rounds, bin_dir, timeout):
-    """samples[(test, case label, contender)] = [result dict per round];
-    seconds[test] = the time its runs took."""
-    columns = {t.key: (t.contenders(allocs) if t.contenders else allocs) for t in tests}
-    total = sum(len(t.cases) * sum(min(rounds, c.rounds or rounds) for c in columns[t.key])
-                for t in tests)
-    progress = Progress(total)
-    samples, errors, seconds = {}, [], {}
+def step_key(test):
+    """The progress step a test's round belongs to: the tests one process
+    feeds (bench_fronts, bench_debug) make one step."""
+    return test.shared.key if test.shared else test.key
+
+
+def run_plan(tests, columns, rounds):
+    """[(round, step key, tests, runs)] in the order they run; a step of no
+    runs (a program past its rounds) is left out."""
+    plan = []
     for r in range(rounds):
-        progress.line(f"round {r + 1}/{rounds}  ({time.time() - progress.t0:.0f} s)")
         for test in tests:
+            n = len(test.cases) * sum(1 for c in columns[test.key]
+                                      if c.rounds is None or r < c.rounds)
+            if not n:
+                continue
+            key = step_key(test)
+            if plan and plan[-1][0] == r and plan[-1][1] == key:
+                plan[-1][2].append(test)
+                plan[-1][3] += n
+            else:
+                plan.append([r, key, [test], n])
+    return plan
+
+
+def run_suite(tests, allocs, rounds, bin_dir, timeout, prior):
+    """samples[(test, case label, contender)] = [result dict per round];
+    seconds[test] = the time its runs took; per_run[step key] = seconds per
+    run (for the next run's estimates)."""
+    columns = {t.key: (t.contenders(allocs) if t.contenders else allocs) for t in tests}
+    plan = run_plan(tests, columns, rounds)
+    progress = Progress(plan, rounds, prior)
+    samples, errors, seconds = {}, [], {}
+    for i, (r, _, step_tests, _) in enumerate(plan):
+        progress.begin(i)
+        for test in step_tests:
             t0 = time.time()
             run_test_round(test, columns[test.key], r, bin_dir, timeout, samples, errors,
                            progress)
             key = (test.shared.key if test.shared else
                    test.section if test.section == "programs" else test.key)
             seconds[key] = seconds.get(key, 0) + time.time() - t0
-    progress.end()
-    return columns, samples, errors, seconds
+        progress.end()
+    progress.finish()
+    per_run = {k: s / n for k, (s, n) in progress.per_run.items() if n}
+    return columns, samples, errors, seconds, per_run
 
 
 def run_test_round(test, cols, r, bin_dir, timeout, samples, errors, progress):
@@ -1095,8 +1245,8 @@ def summary(tests, columns, samples, subject=0):
     return lines
 
 
-def wrap(text, indent):
-    return textwrap.wrap(text, width=110, initial_indent=" " * indent,
+def wrap(text, indent, width=110):
+    return textwrap.wrap(text, width=width, initial_indent=" " * indent,
                          subsequent_indent=" " * (indent + 2))
 
 
@@ -1105,16 +1255,46 @@ def wrap(text, indent):
 MEMORY_TOLERANCE = 0.01
 
 
-def target_lines(lines, desc, ok, miss, what):
+class Target:
+    """A target's verdict, for the summary table: the row it belongs to
+    (tag: "test key/metric key", or a name of the programs section), how many
+    of `what` met it, and the missed case farthest from it (worst)."""
+
+    def __init__(self, tag, desc, ok, miss, what, worst=None):
+        self.tag, self.desc, self.ok, self.miss, self.what = tag, desc, ok, miss, what
+        self.worst = worst
+
+    def short(self):
+        """met, or MISSED with how many met it and the worst miss."""
+        if not self.miss:
+            return "met"
+        if not self.what:  # one figure, no cases
+            return f"MISSED: {self.worst}"
+        n = len(self.ok) + len(self.miss)
+        return f"MISSED at {len(self.miss)}/{n}" + (f", worst {self.worst}" if self.worst else "")
+
+
+def combined(targets):
+    """One verdict for a row several targets judge."""
+    missed = [t.short() for t in targets if t.miss]
+    if not missed:
+        return "met"
+    return "; ".join(m if i == 0 else m.replace("MISSED: ", "").replace("MISSED ", "")
+                     for i, m in enumerate(missed))
+
+
+def target_lines(lines, desc, ok, miss, what, found=None, tag=None, worst=None):
     """A target's lines of the report: met or MISSED, how many of `what`
-    met it, and where it was missed."""
+    met it, and where it was missed; its Target into `found`."""
     status = "met   " if not miss else "MISSED"
     lines.append(f"  {status} {desc}: {len(ok)}/{len(ok) + len(miss)} {what}")
     if miss:
         lines.extend(wrap("missed at: " + ", ".join(miss), 9))
+    if found is not None:
+        found.append(Target(tag, desc, ok, miss, what, worst))
 
 
-def targets(tests, columns, samples):
+def targets(tests, columns, samples, found=None):
     """The suite's targets, measured and reported, never asserted."""
     by_key = {t.key: t for t in tests}
     primary = sorted({columns[t.key][0].name for t in tests})
@@ -1129,13 +1309,18 @@ def targets(tests, columns, samples):
         if metric is None:
             return
         cols = columns[key]
-        ok, miss = [], []
+        ok, miss, far = [], [], []
         for case, r, peer in against_best(samples, test, cols, metric, case_filter):
             met = r <= limit if metric.lower_is_better else r >= limit
             (ok if met else miss).append(f"{case.label} ({r:.2f} vs {peer.name})")
+            if not met:
+                far.append((r if metric.lower_is_better else -r,
+                            f"{case.label}{' B' if test.row_title == 'size' else ''} "
+                            f"{r:.2f}x {peer.name}"))
         if not ok and not miss:
             return
-        target_lines(lines, desc, ok, miss, what)
+        target_lines(lines, desc, ok, miss, what, found, f"{key}/{metric_key}",
+                     max(far)[1] if far else None)
 
     mem = 1 + MEMORY_TOLERANCE
     from_256 = lambda c: c.x is not None and c.x >= 256
@@ -1157,6 +1342,224 @@ def targets(tests, columns, samples):
     for m in (gb.metrics[:2] if gb else []):
         check("memory given back at least as completely as the best peer "
               f"({m.title.replace('resident ', '')})", "giveback", m.key, mem, "cases")
+    return lines
+
+
+# --------------------------------------------------------------------------
+# The summary table: what the terminal shows at the end, at most about 40
+# lines (the whole report goes to report.txt).
+
+SUMMARY_WIDTH = 130
+
+
+def gmean_or_mean(values):
+    """Geometric mean of positive values; the arithmetic mean when one is 0
+    or less (a share of memory kept can be 0)."""
+    if not values:
+        return None
+    if all(v > 0 for v in values):
+        return geomean(values)
+    return sum(values) / len(values)
+
+
+def row_figures(samples, test, cols, metric, subject, other):
+    """(qslab's figure, other's figure, ratio) over the cases both have:
+    the geometric means of the medians, and their ratio."""
+    a, b = [], []
+    for case in test.cases:
+        if case.control:
+            continue
+        x = cell(samples, test, case, subject, metric)
+        y = cell(samples, test, case, other, metric)
+        if x is not None and y is not None:
+            a.append(x.median)
+            b.append(y.median)
+    fa, fb = gmean_or_mean(a), gmean_or_mean(b)
+    if fa is None or fb is None:
+        return None
+    return fa, fb, (fa / fb if fb else None)
+
+
+def verdict(ratio, lower_is_better):
+    """Against the best peer, for a row without a target."""
+    if ratio is None:
+        return "-"
+    gain = 1 / ratio if lower_is_better and ratio else ratio
+    return "ahead" if gain > 1 + TIE else "behind" if gain < 1 - TIE else "tie"
+
+
+def summary_rows(tests, columns, samples, found):
+    """Rows (benchmark, measure, qslab, best peer, ratio, thread/cpu, target)
+    of the tests against the peers."""
+    by_tag = {}
+    for t in found:
+        by_tag.setdefault(t.tag, []).append(t)
+    rows = []
+    for test in tests:
+        cols = columns[test.key]
+        q = cols[0]
+        peers = [c for c in cols if is_peer(c)]
+        other = next((c for c in cols[1:] if c.subject), None)
+        for metric in test.metrics:
+            best = None
+            for p in peers:
+                f = row_figures(samples, test, cols, metric, q, p)
+                if f is None or f[2] is None:
+                    continue
+                worse = f[2] if metric.lower_is_better else -f[2]
+                if best is None or worse > best[0]:
+                    best = (worse, p, f)
+            arrow = "↓" if metric.lower_is_better else "↑"
+            measure = f"{metric.short or metric.title} {arrow}"
+            if best is None:
+                continue
+            _, p, (fq, fp, r) = best
+            tr = row_figures(samples, test, cols, metric, other, q) if other else None
+            tgt = by_tag.get(f"{test.key}/{metric.key}")
+            rows.append((test.key, measure, fmt_num(fq), f"{fmt_num(fp)} {p.name}",
+                         f"{r:.2f}", f"{tr[2]:.2f}" if tr and tr[2] else "-",
+                         combined(tgt) if tgt else verdict(r, metric.lower_is_better)))
+    return rows
+
+
+def program_summary_rows(tests, columns, samples, found):
+    """Rows of the programs section: peak RSS and wall time against the
+    best peer, the front ends' peak RSS against their references, calloc."""
+    by_tag = {t.tag: t for t in found}
+    ptests = [t for t in tests if t.program]
+    rows = []
+    if ptests:
+        cols = columns[ptests[0].key]
+        q = cols[0]
+        peers = [c for c in cols if is_peer(c)]
+
+        def figure(metric, c):
+            cells = program_cells(ptests, cols, samples, metric)
+            return gmean_or_mean([cells[(t.key, c.name)].median for t in ptests
+                                  if (t.key, c.name) in cells])
+
+        n = len(ptests)
+        for metric, tags, short in ((PROGRAM_PEAK, ["programs/peak", "programs/geomean"],
+                                     "peak RSS, MiB"), (PROGRAM_WALL, [], "wall time, s")):
+            fq = figure(metric, q)
+            figs = [(figure(metric, p), p) for p in peers]
+            figs = [(f, p) for f, p in figs if f]
+            if fq is None or not figs:
+                continue
+            fp, p = min(figs, key=lambda x: x[0])
+            tg = [by_tag[t] for t in tags if t in by_tag]
+            rows.append((f"programs ({n})", short + " ↓", fmt_num(fq), f"{fmt_num(fp)} {p.name}",
+                         f"{fq / fp:.2f}", "-",
+                         combined(tg) if tg else verdict(fq / fp, True)))
+        by = {c.name: c for c in cols}
+        for name, ref in (("qslab-slob", "glibc"), ("qslab-slub", q.name),
+                          ("qslab-slab", q.name)):
+            if name not in by or ref not in by:
+                continue
+            fx, fr = figure(PROGRAM_PEAK, by[name]), figure(PROGRAM_PEAK, by[ref])
+            if not fx or not fr:
+                continue
+            t = by_tag.get(f"programs/{name}")
+            rows.append((f"programs {name.split('-')[1]}", "peak RSS, MiB ↓", fmt_num(fx),
+                         f"{fmt_num(fr)} {ref}", f"{fx / fr:.2f}", "-",
+                         t.short() if t else "-"))
+    ct = next((t for t in tests if t.key == "programs.calloc"), None)
+    if ct:
+        cols = columns[ct.key]
+        q = cols[0]
+        for case, metric, name in ((ct.cases[0], ct.metrics[0], "calloc 9 MiB"),
+                                   (ct.cases[1], ct.metrics[1], "calloc small")):
+            x = cell(samples, ct, case, q, metric)
+            peers = [(cell(samples, ct, case, c, metric), c) for c in cols if is_peer(c)]
+            peers = [(y, c) for y, c in peers if y is not None]
+            if x is None or not peers:
+                continue
+            y, c = min(peers, key=lambda p: p[0].median)
+            t = by_tag.get(f"programs.calloc/{metric.key}")
+            short = "page faults" if metric.key == "faults" else "KiB written"
+            rows.append((name, short + " ↓", fmt_num(x.median), f"{fmt_num(y.median)} {c.name}",
+                         f"{x.median / y.median:.2f}" if y.median else "-", "-",
+                         t.short() if t else "-"))
+    return rows
+
+
+def front_summary(tests, columns, samples):
+    """Lines: each front end over the first (slqb), geometric means over the
+    cases of the front-end comparison's tables."""
+    ftests = {t.key: t for t in tests if t.section == "fronts"}
+    if not ftests:
+        return []
+    groups = [
+        ("cycles", [k for k in ftests if k.split(".")[1] in FRONT_PATTERNS],
+         "total"),
+        ("hackbench msgs/s", ["fronts.hackbench"], "msgs_per_s"),
+        ("memory at the peak", ["fronts.memory"], "anon_peak_kib"),
+        ("prodcons msgs/s", ["fronts.prodcons"], "msgs_per_s"),
+    ]
+    lines = []
+    for title, keys, mkey in groups:
+        keys = [k for k in keys if k in ftests]
+        if not keys:
+            continue
+        cols = columns[keys[0]]
+        base = cols[0]
+        lower = True
+        ratios = {c.name: [] for c in cols[1:]}
+        for k in keys:
+            t = ftests[k]
+            metric = next((m for m in t.metrics if m.key == mkey), None)
+            if metric is None:
+                continue
+            lower = metric.lower_is_better
+            for case in t.cases:
+                b = cell(samples, t, case, base, metric)
+                for c in cols[1:]:
+                    x = cell(samples, t, case, c, metric)
+                    if b is not None and x is not None and b.median > 0 and x.median > 0:
+                        ratios[c.name].append(x.median / b.median)
+        parts = [f"{n} {geomean(v):.2f}" for n, v in ratios.items() if v]
+        if parts:
+            lines.append(f"{title} {'↓' if lower else '↑'} {' '.join(parts)}")
+    if not lines:
+        return []
+    return wrap(f"Front ends / {columns[next(iter(ftests))][0].name} (geometric means): "
+                + "; ".join(lines), 0, SUMMARY_WIDTH)
+
+
+def debug_summary(tests, columns, samples):
+    """A line: each debug configuration's cost over plain (the geometric mean
+    of the in-process ratios' medians over the patterns and sizes)."""
+    dtests = [t for t in tests if t.section == "debug"]
+    if not dtests:
+        return []
+    parts = []
+    for c in columns[dtests[0].key]:
+        rs = []
+        for t in dtests:
+            for case in t.cases:
+                runs = samples.get((t.key, case.label, c.name)) or []
+                rat = [x["ratio"] for x in runs if "ratio" in x]
+                if rat:
+                    rs.append(statistics.median(rat))
+        if rs and c.name != "plain":
+            parts.append(f"{c.name} {fmt_ratio(geomean(rs))}")
+    if not parts:
+        return []
+    return wrap("Debug flags, cycles / plain's (geometric mean): " + ", ".join(parts), 0,
+                SUMMARY_WIDTH)
+
+
+def summary_table(head, rows, width=SUMMARY_WIDTH):
+    """The rows as aligned columns; the last (target) cut to the width."""
+    heads = ["benchmark", "measure", head, "best peer", "ratio", "thr/cpu", "target"]
+    ws = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(heads[:-1])]
+    right = {2, 3, 4, 5}
+    fmt = lambda r: "  ".join((f"{x:>{w}}" if i in right else f"{x:<{w}}")
+                              for i, (x, w) in enumerate(zip(r, ws))) + "  " + r[-1]
+    lines = [fmt(heads), "-" * min(width, len(fmt(heads)) + 24)]
+    for r in rows:
+        line = fmt(r)
+        lines.append(line if len(line) <= width else line[:width - 3] + "...")
     return lines
 
 
@@ -1199,13 +1602,89 @@ def draw(gnuplot, script, png, made):
                        capture_output=True, timeout=60)
     if r.returncode == 0:
         made.append(os.path.basename(png))
+    else:
+        LOG.write(f"gnuplot failed on {png}: {r.stderr.strip()[-300:]}")
+
+
+# Plot styles: a colour and a point type per column name, the same in every
+# plot; names not listed take the spare ones in turn.  qslab's primary column
+# is red with filled circles and a thicker line, drawn last (on top) and
+# named first in the key.
+STYLES = {
+    "qslab-cpu": ("#d62728", 7), "qslab": ("#d62728", 7), "slqb": ("#d62728", 7),
+    "plain": ("#d62728", 7),
+    "qslab-thread": ("#ff7f0e", 5), "qslab-malloc": ("#8c564b", 9),
+    "glibc": ("#1f77b4", 4), "jemalloc": ("#2ca02c", 6), "tcmalloc": ("#9467bd", 8),
+    "mimalloc": ("#e377c2", 12),
+    "slub": ("#1f77b4", 5), "slab": ("#2ca02c", 9), "slob": ("#9467bd", 11),
+    "slub+pt": ("#8c564b", 13),
+    "qslab-slub": ("#ff7f0e", 5), "qslab-slab": ("#bcbd22", 9), "qslab-slob": ("#8c564b", 11),
+}
+SPARE_STYLES = [("#17becf", 1), ("#7f7f7f", 2), ("#bcbd22", 3), ("#8c564b", 10),
+                ("#e377c2", 14), ("#2ca02c", 13), ("#1f77b4", 15), ("#9467bd", 1)]
+
+
+def styles(cols):
+    """{column name: (colour, point type)}, distinct within the plot."""
+    out, used, spare = {}, set(), iter(SPARE_STYLES * 3)
+    for c in cols:
+        st = STYLES.get(c.name)
+        while st is None or st in used:
+            st = next(spare)
+        out[c.name] = st
+        used.add(st)
+    return out
+
+
+def line_plots(cols, source):
+    """`plot` terms for lines: every column in its style, the first one
+    (qslab's primary) drawn last, over the others, and named first in the
+    key through a keyentry.  source(i, c): the data part of column i."""
+    st = styles(cols)
+    look = lambda c, lw: f"lc rgb '{st[c.name][0]}' pt {st[c.name][1]} ps 1.2 lw {lw}"
+    q = cols[0]
+    terms = [f"keyentry with linespoints {look(q, 3)} title '{q.name}'"]
+    terms += [f"{source(i, c)} with linespoints {look(c, 2)} title '{c.name}'"
+              for i, c in enumerate(cols) if i]
+    terms.append(f"{source(0, q)} with linespoints {look(q, 3)} notitle")
+    return terms
+
+
+def spans_decades(values):
+    """True when the positive values span more than a factor of 20: a log
+    scale then shows the small ones."""
+    pos = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    return len(pos) > 1 and max(pos) / min(pos) > 20
+
+
+def bar_script(cols, ncases, source, values):
+    """Clustered bars, the clusters filling the width (half a gap at each
+    end), a log scale when the values span decades."""
+    st = styles(cols)
+    script = ["set style data histogram", "set style histogram clustered gap 1",
+              "set style fill solid 0.85 border -1", "set boxwidth 0.95 relative",
+              f"set xrange [-0.5:{ncases - 0.5}]", "set xtics nomirror"]
+    if spans_decades(values):
+        lo = min(v for v in values if v is not None and v > 0 and math.isfinite(v))
+        script += ["set logscale y", f"set yrange [{lo / 2:g}:*]"]
+    else:
+        script += ["set yrange [0:*]"]
+    plots = [f"{source(i, c)} title '{c.name}' lc rgb '{st[c.name][0]}'"
+             for i, c in enumerate(cols)]
+    return script, plots
 
 
 def plot(out, tests, columns, samples):
-    """One PNG per table with gnuplot: lines over size/threads, else bars."""
+    """One PNG per table with gnuplot, in `out` (emptied of the last run's
+    plots first): lines over size/threads, else bars.  Returns the files
+    made and a note for the report."""
     gnuplot = shutil.which("gnuplot")
     if not gnuplot:
-        return "plots: gnuplot not installed (scripts/install-peers installs it), none drawn"
+        return [], "plots: gnuplot not installed (scripts/install-peers installs it), none drawn"
+    os.makedirs(out, exist_ok=True)
+    for f in os.listdir(out):
+        if f.endswith((".png", ".dat")):
+            os.remove(os.path.join(out, f))
     term = ("set terminal pngcairo size 900,500 font ',10' noenhanced"
             if has_pngcairo(gnuplot) else "set terminal png size 900,500 noenhanced")
     made = []
@@ -1216,6 +1695,7 @@ def plot(out, tests, columns, samples):
         for m in test.metrics:
             name = f"{test.key}.{m.key}".replace("_", "-")
             dat = os.path.join(out, name + ".dat")
+            values = []
             with open(dat, "w") as f:
                 f.write("# case\tx\t" + "\t".join(c.name for c in cols) + "\n")
                 for case in test.cases:
@@ -1223,6 +1703,7 @@ def plot(out, tests, columns, samples):
                     for c in cols:
                         x = cell(samples, test, case, c, m)
                         vals.append("NaN" if x is None else f"{x.median:.6g}")
+                        values.append(None if x is None else x.median)
                     f.write(f"{case.label}\t{case.x if case.x is not None else 0}\t"
                             + "\t".join(vals) + "\n")
             numeric = all(c.x is not None for c in test.cases)
@@ -1237,23 +1718,24 @@ def plot(out, tests, columns, samples):
             if numeric:
                 sized = test.row_title in ("size", "data size")
                 xlabel = "object size (bytes)" if sized else "threads"
-                script += ["set logscale x 2", f"set xlabel '{xlabel}'"]
-                if test.key.startswith("slub.") or (test.section and m.key == "total"):
-                    script += ["set logscale y"]
-                plots = [f"'{dat}' using 2:{i + 3} with linespoints lw 2 title '{c.name}'"
-                         for i, c in enumerate(cols)]
+                xs = [c.x for c in test.cases]
+                script += [f"set xlabel '{xlabel}'"]
+                if min(xs) > 0 and max(xs) / min(xs) >= 4:
+                    script += ["set logscale x 2"]
+                script += ["set offsets graph 0.03, graph 0.03, 0, 0"]  # end points visible
+                if spans_decades(values):
+                    script += ["set logscale y", "set grid mytics"]
+                plots = line_plots(cols, lambda i, c: f"'{dat}' using 2:{i + 3}")
             else:
-                script += ["set style data histogram", "set style histogram clustered gap 1",
-                           "set style fill solid 0.8 border -1", "set yrange [0:*]",
-                           "set xtics font ',9'"]
+                more, plots = bar_script(cols, len(test.cases),
+                                         lambda i, c: f"'{dat}' using {i + 3}:xtic(1)", values)
+                script += more + ["set xtics font ',9'"]
                 if len(test.cases) > 6:  # long row labels (the front ends' memory table)
-                    script += ["set xtics rotate by -40 font ',8'", "set bmargin 12"]
-                plots = [f"'{dat}' using {i + 3}:xtic(1) title '{c.name}'"
-                         for i, c in enumerate(cols)]
+                    script += ["set xtics rotate by -40 font ',8'", "set bmargin 9"]
             script.append("plot " + ", ".join(plots))
             draw(gnuplot, script, png, made)
     made += plot_programs(out, tests, columns, samples, gnuplot, term)
-    return f"plots: {len(made)} PNG files in {out}"
+    return made, f"plots: {len(made)} PNG files in {out}"
 
 
 @functools.lru_cache(maxsize=None)
@@ -1583,11 +2065,16 @@ def run_program_round(test, case, order, r, timeout, samples, errors, progress):
     """Round r of a program: one run under each contender of `order`."""
     for c in order:
         progress.step(f"{test.key} {c.name}")
+        t0 = time.time()
         try:
             nums, check, series = test.program.run(c.environ(), timeout)
         except (progs.RunError, OSError) as e:
             errors.append(f"{test.key} {c.name}: {e}")
+            LOG.write(f"{test.key} {c.name}: {e}")
             continue
+        LOG.write(f"{test.key} under {c.name} ({c.describe()}), round {r + 1}: "
+                  f"{time.time() - t0:.2f} s, "
+                  + " ".join(f"{k}={v:g}" for k, v in nums.items()))
         samples.setdefault((test.key, case.label, c.name), []).append(nums)
         test.checks.setdefault(c.name, []).append((r, check))
         test.series.setdefault(c.name, []).append((r, nums["peak_rss_kib"], series))
@@ -1674,7 +2161,7 @@ def median_row(name, cells, fmt):
             max((x.spread for x in cells if x), default=None))
 
 
-def programs_report(tests, columns, samples, number, notes, mismatches, compared):
+def programs_report(tests, columns, samples, number, notes, mismatches, compared, found=None):
     """The section: header, tables, calloc's tables, its targets."""
     lines = [""] + PROGRAMS_HEADER + [f"   {n}" for n in notes]
     ptests = [t for t in tests if t.program and any(
@@ -1770,11 +2257,11 @@ def programs_report(tests, columns, samples, number, notes, mismatches, compared
         for i, metric in enumerate(ct.metrics):
             lines.append("")
             lines += table(ct, metric, columns[ct.key], samples, f"{number}{next(letters)}.")
-    lines += [""] + programs_targets(ptests, ct, columns, samples)
+    lines += [""] + programs_targets(ptests, ct, columns, samples, found)
     return lines
 
 
-def programs_targets(ptests, ct, columns, samples):
+def programs_targets(ptests, ct, columns, samples, found=None):
     """The section's targets, measured, never asserted."""
     tol = 1 + MEMORY_TOLERANCE
     lines = [f"Targets for the programs (medians of peak RSS; 'at most' strict, "
@@ -1786,34 +2273,44 @@ def programs_targets(ptests, ct, columns, samples):
         q = cols[0]
         by = {c.name: c for c in cols}
         peak = program_cells(ptests, cols, samples, PROGRAM_PEAK)
-        ok, miss = [], []
+        ok, miss, far = [], [], []
         for t in ptests:
             peer, best = smallest_peer(peak, t.key, cols)
             x = peak.get((t.key, q.name))
             if x and best:
                 r = x.median / best.median
                 (ok if r <= PROGRAM_LIMIT else miss).append(f"{label(t)} ({r:.2f} vs {peer.name})")
+                if r > PROGRAM_LIMIT:
+                    far.append((r, f"{label(t)} {r:.2f}x {peer.name}"))
         if ok or miss:
             target_lines(lines, f"{q.name}: each program's peak RSS at most {PROGRAM_LIMIT:.2f}x "
-                         "the smallest peer's", ok, miss, "programs")
+                         "the smallest peer's", ok, miss, "programs", found, "programs/peak",
+                         max(far)[1] if far else None)
         rs = [peak[(t.key, q.name)].median / peak[(t.key, "glibc")].median for t in ptests
               if (t.key, q.name) in peak and (t.key, "glibc") in peak]
         if rs:
             g = geomean(rs)
-            lines.append(f"  {'met   ' if g <= tol else 'MISSED'} {q.name}: geomean of peak RSS / "
-                         f"glibc's at most 1.0: {g:.2f} over {len(rs)} programs")
+            desc = f"{q.name}: geomean of peak RSS / glibc's at most 1.0"
+            lines.append(f"  {'met   ' if g <= tol else 'MISSED'} {desc}: {g:.2f} over "
+                         f"{len(rs)} programs")
+            if found is not None:
+                found.append(Target("programs/geomean", desc, [g] if g <= tol else [],
+                                    [] if g <= tol else [g], "", f"geomean {g:.2f}x"))
 
         def against(name, ref, desc):
             if name not in by or ref not in by:
                 return
-            ok, miss = [], []
+            ok, miss, far = [], [], []
             for t in ptests:
                 x, y = peak.get((t.key, name)), peak.get((t.key, ref))
                 if x and y:
                     r = x.median / y.median
                     (ok if r <= tol else miss).append(f"{label(t)} ({r:.2f})")
+                    if r > tol:
+                        far.append((r, f"{label(t)} {r:.2f}x"))
             if ok or miss:
-                target_lines(lines, desc, ok, miss, "programs")
+                target_lines(lines, desc, ok, miss, "programs", found, f"programs/{name}",
+                             max(far)[1] if far else None)
 
         against("qslab-slob", "glibc", "qslab-slob: peak RSS no larger than glibc's")
         against("qslab-slub", q.name, f"qslab-slub: peak RSS no larger than SLQB's ({q.name})")
@@ -1835,7 +2332,9 @@ def programs_targets(ptests, ct, columns, samples):
                     (ok if x.median <= limit else miss).append(f"{c.name} ({x.median:.0f})")
             target_lines(lines, f"a 9 MiB calloc faults no more pages than glibc's + "
                          f"{CALLOC_HANDFUL} ({g.median:.0f} + {CALLOC_HANDFUL})", ok, miss,
-                         "qslab columns")
+                         "qslab columns", found, "programs.calloc/faults",
+                         f"{miss[0].replace(' (', ' ').rstrip(')')} > {limit:.0f}" if miss
+                         else None)
         ok, miss = [], []
         blocks_kib = float(small.args[1]) * 64 / 1024
         for c in subj:
@@ -1846,7 +2345,10 @@ def programs_targets(ptests, ct, columns, samples):
         if ok or miss:
             target_lines(lines, f"callocs of {small.label.split(' (')[0]} from fresh slabs write "
                          f"nothing (pages written at most {CALLOC_WRITTEN_SHARE * 100:.0f}% of the "
-                         f"blocks' {blocks_kib:,.0f} KiB)", ok, miss, "qslab columns")
+                         f"blocks' {blocks_kib:,.0f} KiB)", ok, miss, "qslab columns", found,
+                         "programs.calloc/anon_kib",
+                         f"{miss[0].replace(' (', ' ').rstrip(')')} > "
+                         f"{CALLOC_WRITTEN_SHARE * blocks_kib:.0f}" if miss else None)
     return lines
 
 
@@ -1886,8 +2388,8 @@ def plot_programs(out, tests, columns, samples, gnuplot, term):
                 f.writelines(f"{sec:.3f}\t{kib / 1024:.2f}\n" for sec, kib in series)
                 f.write("\n\n")
         png = os.path.join(out, name + ".png")
-        plots = [f"'{dat}' index {i} using 1:2 with lines lw 2 title '{c.name}'"
-                 for i, c in enumerate(cols)]
+        plots = [p.replace(" with linespoints ", " with lines ")
+                 for p in line_plots(cols, lambda i, c: f"'{dat}' index {i} using 1:2")]
         script = [term, f"set output '{png}'",
                   f"set title \"{t.title}\\nresident memory over time, sampled every "
                   f"{progs.SAMPLE_S * 1000:.0f} ms (the run with the median peak)\"",
@@ -1911,11 +2413,10 @@ def plot_programs(out, tests, columns, samples, gnuplot, term):
             script = [term, f"set output '{png}'",
                       "set title \"real programs: peak RSS / glibc's (lower is better)\"",
                       "set key outside right top", "set grid ytics", "set datafile separator tab",
-                      "set style data histogram", "set style histogram clustered gap 1",
-                      "set style fill solid 0.8 border -1", "set yrange [0:*]",
-                      "set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2",
-                      "plot " + ", ".join(f"'{dat}' using {i + 2}:xtic(1) title '{c.name}'"
-                                          for i, c in enumerate(cols))]
+                      "set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2"]
+            more, plots = bar_script(cols, len(rows),
+                                     lambda i, c: f"'{dat}' using {i + 2}:xtic(1)", [])
+            script += more + ["plot " + ", ".join(plots)]
             draw(gnuplot, script, png, made)
     return made
 
@@ -2009,16 +2510,34 @@ def main():
         keep = args.allocators.split(",")
         allocs = [a for a in allocs if a.subject or a.name in keep]
     os.makedirs(args.out, exist_ok=True)
+    LOG.open(os.path.join(args.out, "log.txt"))
+    LOG.write(f"bench/run.py {' '.join(sys.argv[1:])} ({mode} mode, {rounds} round"
+              f"{'s' if rounds > 1 else ''}): " + ", ".join(a.describe() for a in allocs))
+    # Seconds per run of each step, for the estimates of the time left: the
+    # last run's in --out, else those of bench/timings.json (a full and a
+    # quick run on the project's 2-core VM).
+    timings = os.path.join(args.out, "timings.json")
+    known, shipped = {}, {}
+    for path, into in ((timings, known), (os.path.join(REPO, "bench", "timings.json"), shipped)):
+        try:
+            with open(path) as f:
+                into.update(json.load(f))
+        except (OSError, ValueError):
+            pass
+    prior = {**shipped.get(mode, {}), **known.get(mode, {})}
 
     load = os.getloadavg()[0]
     cpu0, t0 = cpu_times(), time.time()
     try:
-        columns, samples, errors, seconds = run_suite(tests, allocs, rounds, args.bin_dir,
-                                                      args.timeout)
+        columns, samples, errors, seconds, per_run = run_suite(
+            tests, allocs, rounds, args.bin_dir, args.timeout, prior)
     finally:
         if work:
             shutil.rmtree(work, ignore_errors=True)
     elapsed, cpu1 = time.time() - t0, cpu_times()
+    known[mode] = {**known.get(mode, {}), **per_run}
+    with open(timings, "w") as f:
+        json.dump(known, f, indent=1, sort_keys=True)
     mismatches, compared = program_mismatches(tests)
     errors += mismatches
 
@@ -2043,13 +2562,15 @@ def main():
                   + "".join(f", {a.short}/{subjects[0].short} = {a.name}/{subjects[0].name}"
                             for a in subjects[1:])
                   + "; spread = half the range over the rounds, relative, widest of the row")
+    header_len = len(report)
+    found = []  # the targets' verdicts, for the summary table
     peer_tests = [t for t in tests if not t.section]  # the front ends have tables only
     if peer_tests:
         for i in range(len(subjects)):
             report.append("")
             report += summary(peer_tests, columns, samples, i)
         report.append("")
-        report += targets(peer_tests, columns, samples)
+        report += targets(peer_tests, columns, samples, found)
 
     fronts_started = debug_started = programs_started = False
     for t, test in enumerate(tests, 1):
@@ -2057,7 +2578,7 @@ def main():
             if not programs_started:
                 programs_started = True
                 report += programs_report(tests, columns, samples, str(t), program_notes,
-                                          mismatches, compared)
+                                          mismatches, compared, found)
             continue
         if test.section == "fronts" and not fronts_started:
             fronts_started = True
@@ -2085,14 +2606,45 @@ def main():
     write_csvs(args.out, tests, columns, samples)
     if any(t.program for t in tests):
         write_program_series(args.out, tests)
-    note = "plots: not drawn" if (args.no_plots or args.smoke) else plot(
-        args.out, tests, columns, samples)
+    plots = os.path.join(args.out, "plots")
+    made, note = (([], "plots: not drawn") if (args.no_plots or args.smoke)
+                  else plot(plots, tests, columns, samples))
     report += ["", f"CSV: {os.path.join(args.out, 'results.csv')} (medians), samples.csv "
-                   f"(every run); {note}"]
+                   f"(every run); {note}; log of every run: {os.path.join(args.out, 'log.txt')}"]
+
+    # The summary table: first in the report, and all the terminal shows.
+    rows = summary_rows(peer_tests, columns, samples, found)
+    rows += program_summary_rows(tests, columns, samples, found)
+    q = allocs[0].name
+    short = [f"qslab benchmark summary ({mode} mode, {rounds} round{'s' if rounds > 1 else ''}, "
+             f"{fmt_secs(elapsed)}): qslab {allocs[0].version}; {machine()}"]
+    peers = [a.name for a in allocs if not a.subject]
+    if rows:
+        short += wrap(f"{q} against the best of {', '.join(peers)}"
+                      + (f" ({', '.join(n for n, _ in missing)}: not installed)" if missing
+                         else "")
+                      + "; geometric means over the sizes or cases; ratio = "
+                      f"{q} / best peer (↓ lower is better, ↑ higher); thr/cpu = "
+                      f"{subjects[1].name if len(subjects) > 1 else '-'} / {q}; target met or "
+                      "MISSED, else ahead/tie/behind (±5%)", 0, SUMMARY_WIDTH)
+        short += summary_table(q, rows)
+    short += front_summary(tests, columns, samples)
+    short += debug_summary(tests, columns, samples)
+    if errors:
+        short += [f"{len(errors)} run(s) failed (listed in the report); the first: "
+                  + errors[0]][:1]
+        short[-1] = short[-1][:SUMMARY_WIDTH * 2]
+    rel = lambda path: os.path.relpath(path) if not os.path.relpath(path).startswith("..") \
+        else path
+    short.append(f"Full report: {rel(os.path.join(args.out, 'report.txt'))}; plots: "
+                 + (f"{rel(plots)}/ ({len(made)} PNG)" if "PNG files" in note
+                    else note.split(": ", 1)[1])
+                 + f"; log: {rel(os.path.join(args.out, 'log.txt'))}")
+    report[header_len:header_len] = [""] + short[1:-1]
     text = "\n".join(report) + "\n"
     with open(os.path.join(args.out, "report.txt"), "w") as f:
         f.write(text)
-    sys.stdout.write(text)
+    sys.stdout.write("\n".join(short) + "\n")
 
     if args.smoke:
         expected = sum(len(t.cases) * len(columns[t.key]) for t in tests) * rounds
