@@ -70,7 +70,7 @@ void dbg_walk_cache(qslab_cache *c, obj_fn fn, void *arg)
 static void debug_validate(qslab_cache *c, struct qs_walk *w)
 {
     /* quarantined objects: free, and in use in their slabs, as queued ones */
-    w->queued += dbg_quarantine_bytes(c) / c->slot_size;
+    w->queued += dbg_quarantine_objects(c);
     struct check_arg a = {0, false};
     dbg_walk_cache(c, dbg_check_obj, &a);
     if (a.bad)

@@ -70,7 +70,6 @@ unsigned qs_debug_flags_own(unsigned long flags); /* from the cache's flags alon
 unsigned qs_debug_final(unsigned d);    /* the flags a cache with d gets (V under memcheck) */
 /* The hardened profile's flags, on every cache (flags.c) */
 #define QS_DEBUG_HARDEN (QS_DBG_Z | QS_DBG_Q)
-bool qs_debug_hardened(void); /* QSLAB_HARDEN or qslab_harden() */
 void qs_debug_harden(void);   /* qslab_harden(): the caches made from now on */
 
 /* ---- twin.c: debugging turned on for a cache in use ---- */

@@ -99,9 +99,9 @@ void dbg_quarantine_prepare(qslab_cache *c, int node);
  * leaves in its place is returned (its slab in *s), or NULL (room left), or
  * obj itself (no quarantine) */
 void *dbg_quarantine_swap(qslab_cache *c, struct qs_slab **s, void *obj);
-size_t dbg_quarantine_drain(qslab_cache *c);   /* every node's objects to their slabs */
+void dbg_quarantine_drain(qslab_cache *c);     /* every node's objects to their slabs */
 void dbg_quarantine_release(qslab_cache *c);   /* destroy: the arrays freed */
-size_t dbg_quarantine_bytes(const qslab_cache *c); /* slot bytes held, now */
+unsigned long dbg_quarantine_objects(const qslab_cache *c); /* objects held, now */
 
 #pragma GCC visibility pop
 

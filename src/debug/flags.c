@@ -166,11 +166,6 @@ static unsigned harden_flags(void)
     return k == 2 ? QS_DEBUG_HARDEN : 0;
 }
 
-bool qs_debug_hardened(void)
-{
-    return harden_flags() != 0;
-}
-
 static unsigned flags_for(const char *name, unsigned long flags)
 {
     unsigned own = own_flags(flags) | harden_flags();

@@ -38,24 +38,17 @@
 
 #define QS_QUAR_BYTES (64u << 10) /* held per (cache, node), at most */
 #define QS_QUAR_FLOOR (8u << 10)  /* ... and at least, if the cache has fewer slabs */
-#define QS_QUAR_CAP 4096           /* objects, at most */
 
+/* The objects held; each one's slab is found when it leaves (qs_slab_lookup) */
 struct qs_quar {
     uint32_t nr, cap;
     uint64_t rnd; /* xorshift64 state, under the lock */
-    struct qs_quar_entry {
-        void *obj;
-        struct qs_slab *s;
-    } e[];
+    void *obj[];
 };
 
 static uint32_t quar_cap(const qslab_cache *c)
 {
-    size_t slot = c->slot_size ? c->slot_size : 1;
-    if (slot > QS_QUAR_BYTES)
-        return 0;
-    size_t cap = QS_QUAR_BYTES / slot;
-    return cap > QS_QUAR_CAP ? QS_QUAR_CAP : (uint32_t)cap;
+    return (uint32_t)(QS_QUAR_BYTES / c->slot_size); /* 0: objects too large */
 }
 
 /* What the quarantine may hold now, in objects: a sixteenth of the node's
@@ -75,7 +68,7 @@ static uint32_t quar_room(const qslab_cache *c, const struct qs_node *n, const s
 
 static size_t quar_size(uint32_t cap)
 {
-    return sizeof(struct qs_quar) + (size_t)cap * sizeof(struct qs_quar_entry);
+    return sizeof(struct qs_quar) + (size_t)cap * sizeof(void *);
 }
 
 void dbg_quarantine_prepare(qslab_cache *c, int node)
@@ -103,8 +96,8 @@ void *dbg_quarantine_swap(qslab_cache *c, struct qs_slab **s, void *obj)
         return obj;
     *qs_link(c, obj) = QS_QUAR_WORD(c->secret);
     if (q->nr < quar_room(c, &c->nodes[(*s)->node], q)) {
-        q->e[q->nr] = (struct qs_quar_entry){obj, *s};
-        __atomic_store_n(&q->nr, q->nr + 1, __ATOMIC_RELAXED); /* (dbg_quarantine_bytes) */
+        q->obj[q->nr] = obj;
+        __atomic_store_n(&q->nr, q->nr + 1, __ATOMIC_RELAXED); /* (dbg_quarantine_objects) */
         return NULL;
     }
     uint64_t x = q->rnd;
@@ -112,11 +105,11 @@ void *dbg_quarantine_swap(qslab_cache *c, struct qs_slab **s, void *obj)
     x ^= x >> 7;
     x ^= x << 17;
     q->rnd = x;
-    struct qs_quar_entry *e = &q->e[(uint32_t)((x >> 32) * q->nr >> 32)]; /* nr: 1 .. cap */
-    struct qs_quar_entry out = *e;
-    *e = (struct qs_quar_entry){obj, *s};
-    *s = out.s;
-    return out.obj; /* its word QS_QUAR_WORD: the caller's slab_put links it */
+    void **e = &q->obj[(uint32_t)((x >> 32) * q->nr >> 32)]; /* nr: 1 .. cap */
+    void *out = *e;
+    *e = obj;
+    *s = qs_slab_lookup(out); /* a slab of this node: its object keeps it */
+    return out; /* its word QS_QUAR_WORD: the caller's slab_put links it */
 }
 
 /* One object out of node n's quarantine, with its slab; NULL: empty. */
@@ -126,27 +119,22 @@ static void *quarantine_pop(qslab_cache *c, struct qs_node *n, struct qs_slab **
     qs_lock_acquire(&n->lock);
     struct qs_quar *q = n->quar;
     if (q && q->nr) {
-        struct qs_quar_entry e = q->e[q->nr - 1];
+        obj = q->obj[q->nr - 1];
         __atomic_store_n(&q->nr, q->nr - 1, __ATOMIC_RELAXED);
-        obj = e.obj;
-        *s = e.s;
+        *s = qs_slab_lookup(obj);
     }
     qs_lock_release(&n->lock);
     return obj;
 }
 
-size_t dbg_quarantine_drain(qslab_cache *c)
+void dbg_quarantine_drain(qslab_cache *c)
 {
-    size_t n = 0;
     for (int i = 0; i < qs_nr_nodes; i++) {
         struct qs_slab *s;
         void *obj;
-        while ((obj = quarantine_pop(c, &c->nodes[i], &s)) != NULL) {
+        while ((obj = quarantine_pop(c, &c->nodes[i], &s)) != NULL)
             qs_node_put(c, s, obj);
-            n++;
-        }
     }
-    return n;
 }
 
 void dbg_quarantine_release(qslab_cache *c)
@@ -159,13 +147,13 @@ void dbg_quarantine_release(qslab_cache *c)
     }
 }
 
-size_t dbg_quarantine_bytes(const qslab_cache *c)
+unsigned long dbg_quarantine_objects(const qslab_cache *c)
 {
-    size_t objs = 0;
+    unsigned long objs = 0;
     for (int i = 0; i < qs_nr_nodes; i++) {
         struct qs_quar *q = __atomic_load_n(&c->nodes[i].quar, __ATOMIC_ACQUIRE);
         if (q)
             objs += __atomic_load_n(&q->nr, __ATOMIC_RELAXED);
     }
-    return objs * c->slot_size;
+    return objs;
 }

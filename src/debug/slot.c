@@ -263,7 +263,7 @@ bool qs_debug_alloc_locked(qslab_cache *c, struct qs_slab *s, void *p)
         return false;
     }
     set_red(c, obj, RED_ACTIVE);
-    if (poisoned(c) && (c->debug & QS_DBG_P)) /* (Q's zeros stay) */
+    if ((c->debug & QS_DBG_P) && !c->ctor) /* P's in-use fill (Q's zeros stay) */
         memset(obj, POISON_INUSE, c->obj_size);
     if (c->debug & QS_DBG_V) {
         /* a heap block to memcheck (leaks, use after free, its stack);

@@ -541,29 +541,27 @@ static int env_off_mode(void)
     return tu_done();
 }
 
-/* With the default handler: the report, then the fatal line, then SIGABRT. */
+/* With the default handler: the report, then the fatal line, then SIGABRT.
+ * In a process of its own (this program run again), not a fork of this
+ * threaded one: the debug cache's allocation starts the purger, and TSan
+ * refuses a thread started after a multi-threaded fork. */
+static int default_handler_mode(void)
+{
+    qslab_set_fatal_handler(NULL);
+    qslab_cache *c = qslab_cache_create("t-dbg-abort", 24, 0, QSLAB_RED_ZONE, NULL);
+    char *p = qslab_cache_alloc(c);
+    p[24] = 0;
+    qslab_cache_free(c, p);
+    return 0;
+}
+
 static void default_handler(void)
 {
-    int fds[2];
-    CHECK(pipe(fds) == 0);
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fds[0]);
-        dup2(fds[1], 2);
-        qslab_set_fatal_handler(NULL);
-        qslab_cache *c = qslab_cache_create("t-dbg-abort", 24, 0, QSLAB_RED_ZONE, NULL);
-        char *p = qslab_cache_alloc(c);
-        p[24] = 0;
-        qslab_cache_free(c, p);
-        _exit(0);
-    }
-    close(fds[1]);
-    tu_read_all(fds[0], err, sizeof err);
-    close(fds[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "status %d: %s", st, err);
+    tu_stderr_begin();
+    pid_t pid = tu_spawn_self("default-handler", NULL, NULL);
+    int st = pid < 0 ? -1 : tu_wait(pid);
+    tu_stderr_end(err, sizeof err);
+    CHECKF(st == 128 + SIGABRT, "status %d: %s", st, err);
     CHECKF(strncmp(err, "BUG t-dbg-abort: Right Redzone overwritten\n---", 46) == 0, "%s", err);
     const char *last = strstr(err, "\nqslab: BUG t-dbg-abort: Right Redzone overwritten (object 0x");
     CHECKF(last && strchr(last + 1, '\n') == err + strlen(err) - 1, "last line: %s", err);
@@ -571,6 +569,8 @@ static void default_handler(void)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "default-handler") == 0)
+        return default_handler_mode();
     if (argc > 1 && strcmp(argv[1], "env") == 0)
         return env_mode();
     if (argc > 1 && strcmp(argv[1], "env-off") == 0)
