@@ -200,6 +200,7 @@ void qs_init_slow(void)
             .cache_setup = cache_setup,
             .cache_shrink = qslab_cache_shrink,
             .trim = qslab_trim,
+            .zero_block = qs_zero_block,
             .entries = entry_points,
             .nr_entries = sizeof(entry_points) / sizeof(entry_points[0]),
         };

@@ -6,6 +6,7 @@
  * that does the work, which runs after start-up.  Start-up is the API
  * layer's, and so are its triggers (api/api.h, START-UP).
  */
+#include "api/kmalloc.h"
 #include "api/api.h"
 #include "debug/debug.h"
 #include "observe/control.h"
@@ -89,11 +90,13 @@ QSLAB_EXPORT void qslab_owner_info(struct qslab_owner_info *info)
 
 /* The hardened profile from now on: the caches made after this get its
  * flags (debug/flags.c), the caches in use debug twins with them
- * (debug/twin.c); asked before start-up (a first call), the start-up's
- * caches are made with them. */
+ * (debug/twin.c), the large blocks made after it guard pages and a
+ * quarantine (core/large.c); asked before start-up (a first call), the
+ * start-up's caches are made with them. */
 QSLAB_EXPORT int qslab_harden(void)
 {
     qs_debug_harden();
     qs_init();
+    qs_large_protect_add(QS_LARGE_GUARD | QS_LARGE_KEEP);
     return qs_twin_harden_all();
 }

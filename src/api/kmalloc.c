@@ -199,6 +199,11 @@ void qs_kmalloc_init(void)
             qs_os_abort();
         }
     }
+    /* blocks past the classes: the largest class's red zones as guard
+     * pages; its poison or quarantine as freed blocks kept inaccessible */
+    unsigned d = qs_kmalloc_caches[QS_KMALLOC_CLASSES - 1].debug;
+    qs_large_protect_add((d & QS_DBG_Z ? QS_LARGE_GUARD : 0) |
+                         (d & (QS_DBG_P | QS_DBG_Q) ? QS_LARGE_KEEP : 0));
 }
 
 void *qs_large_alloc(size_t size, size_t align)
@@ -224,13 +229,29 @@ void *qs_large_alloc(size_t size, size_t align)
     __atomic_fetch_add(&b->live_bytes, ch->map_size, __ATOMIC_RELAXED);
     if (unlikely(qs_debug_tools))
         qs_debug_large(ch->large_ptr, size, true);
+    if (unlikely(ch->large_flags))
+        qs_track_record(qs_large_track(ch, 0));
     return ch->large_ptr;
+}
+
+_Static_assert(QS_TRACK_BYTES <= QS_LARGE_TRACK_BYTES, "a track fits a large block's header");
+
+/* Large blocks' protection (core/page.h QS_LARGE_*) from now on, and the
+ * fault handler that reports what faults on it (debug/fault.c) */
+void qs_large_protect_add(unsigned flags)
+{
+    if (!flags)
+        return;
+    qs_fault_install();
+    __atomic_fetch_or(&qs_large_protect, flags, __ATOMIC_RELAXED);
 }
 
 static void large_free(struct qs_chunk *ch)
 {
     if (unlikely(qs_debug_tools))
         qs_debug_large(ch->large_ptr, 0, false);
+    if (unlikely(ch->large_flags))
+        qs_track_record(qs_large_track(ch, 1));
     __atomic_fetch_add(&qs_large.free, 1, __ATOMIC_RELAXED);
     __atomic_fetch_sub(&qs_large.live, 1, __ATOMIC_RELAXED);
     __atomic_fetch_sub(&qs_large.live_bytes, ch->map_size, __ATOMIC_RELAXED);

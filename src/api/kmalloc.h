@@ -22,6 +22,9 @@ extern const uint8_t qs_kmalloc_small_index16[QS_KM_SMALL_ENTRIES];
 #define QS_KM_MID_ENTRIES (QS_KM_MID_MAX / 32 + 1)
 extern const uint8_t qs_kmalloc_mid_index[QS_KM_MID_ENTRIES];
 void *qs_large_alloc(size_t size, size_t align);
+/* Protection for the large blocks made from now on (core/page.h
+ * QS_LARGE_*), with the fault handler that reports faults on it */
+void qs_large_protect_add(unsigned flags);
 void qs_free_other(void *p);
 /* free_sized's check, its messages naming `what` ("operator delete", ...) */
 void qs_free_sized_as(void *p, size_t size, const char *what);

@@ -60,6 +60,16 @@ void *qs_zero_alloc(void)
     return p;
 }
 
+/* The fault handler (debug/fault.c, through qs_api_hooks): the block whose
+ * slot holds a, or NULL (not in the range); no lock (a signal handler) */
+void *qs_zero_block(uintptr_t a)
+{
+    char *b = __atomic_load_n(&qs_zero_base, __ATOMIC_ACQUIRE);
+    if (!b || a - (uintptr_t)b >= QS_ZERO_SPAN)
+        return NULL;
+    return (void *)(a & ~(uintptr_t)(QS_ZERO_GRAIN - 1));
+}
+
 /* p is in the range (qs_zero_in): its block's index, or -1 (reported as
  * `what` of a pointer between blocks) */
 static long block_of(const void *p, const char *what)

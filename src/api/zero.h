@@ -16,6 +16,7 @@ void *qs_zero_alloc(void);                            /* NULL: none left (or no 
 bool qs_zero_live(const void *p, const char *what);   /* p in the range: a live block? else reported */
 void qs_zero_free(void *p, const char *what);         /* p in the range: freed, or reported */
 unsigned long qs_zero_live_count(void);               /* blocks live now */
+void *qs_zero_block(uintptr_t a);                     /* the block holding a, or NULL (faults) */
 void qs_zero_fork(bool before);                       /* fork.c: the lock around fork */
 
 #pragma GCC visibility pop

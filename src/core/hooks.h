@@ -13,7 +13,8 @@
  *                     cache as qslab_cache_create does, for SLOB's arena
  *                     and debug twins; shrink and trim, for the control
  *                     channel's requests; the entry points' addresses, for
- *                     the debug tracks' call sites
+ *                     the debug tracks' call sites; zero-size blocks, for
+ *                     the fault handler's reports
  *   qs_front_hooks    the front layer (front/front.c
  *                     qs_front_hooks_register): the purger's tick, an
  *                     owner's exit, a destroyed cache's queues, which
@@ -96,6 +97,10 @@ struct qs_api_hooks {
      * qslab_cache_shrink, qslab_trim */
     size_t (*cache_shrink)(qslab_cache *c);
     size_t (*trim)(void);
+    /* debug/fault.c, a fault: the zero-size block (api/zero.c) whose
+     * 16-byte slot holds address a, or NULL (not in their range):
+     * qs_zero_block */
+    void *(*zero_block)(uintptr_t a);
     /* debug/track.c: the addresses of the entry points a user's code calls
      * (qslab_malloc, qslab_cache_alloc, ...): a direct call of one of them
      * is the user's frame of a track */

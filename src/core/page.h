@@ -29,8 +29,9 @@ struct qs_chunk {
     struct qs_chunk *next, *prev; /* pool->avail */
     struct qs_chunk *all_next, *all_prev; /* every slab chunk of the pool */
     /* large blocks */
-    char *large_ptr;   /* the user's pointer */
-    size_t large_size; /* bytes usable from large_ptr */
+    char *large_ptr;      /* the user's pointer */
+    size_t large_size;    /* bytes usable from large_ptr */
+    unsigned large_flags; /* QS_LARGE_GUARD, QS_LARGE_KEEP: as made */
     struct qs_slab slabs[] __attribute__((aligned(QS_CACHELINE)));
 };
 #define QS_CHUNK_HDR_SLABS 128 /* offset of slabs[] in a chunk */
@@ -146,6 +147,35 @@ void qs_page_unmap_large(struct qs_chunk *ch);
 bool qs_large_freed(const void *p);
 void qs_large_fork(bool before); /* its lock around fork (api/fork.c): a leaf */
 struct qs_chunk *qs_page_remap_large(struct qs_chunk *ch, size_t size);
+
+/* Large blocks' protection, what the blocks made from now on get (each
+ * keeps its own in large_flags); set by the API layer from the kmalloc
+ * classes' debug flags (red zones: GUARD; quarantine: KEEP) and by
+ * qslab_harden():
+ *   QS_LARGE_GUARD  the block ends at an inaccessible page (its size is
+ *                   rounded up to pages), and an inaccessible page lies
+ *                   between its header and its start
+ *   QS_LARGE_KEEP   once freed, its range stays reserved and inaccessible
+ *                   (memory given back) while it is one of the last
+ *                   QS_LARGE_FREED freed, so that any use of it faults */
+#define QS_LARGE_GUARD 1u
+#define QS_LARGE_KEEP 2u
+extern unsigned qs_large_protect;
+/* Room in a large block's header for two tracks of the debug layer's
+ * (where it was allocated, and freed): filled by the API layer while
+ * large_flags is set, kept with the block's range under QS_LARGE_KEEP. */
+#define QS_LARGE_TRACK_BYTES 48
+void *qs_large_track(struct qs_chunk *ch, int which);
+/* What a fault at address a hit, if it is one of the ranges above: a live
+ * block's guard page, or a freed block kept inaccessible.  Called from a
+ * signal handler: no lock, best effort (a range may change under it). */
+struct qs_large_fault {
+    bool freed;         /* a freed block's range (else a live block's guard page) */
+    char *block;        /* the user's pointer */
+    size_t size;        /* its usable size */
+    const void *tracks; /* 2 tracks (allocated, freed): QS_LARGE_TRACK_BYTES each */
+};
+bool qs_large_fault(uintptr_t a, struct qs_large_fault *f);
 /* Give-backs the kernel refused, and the bytes kept for it (page.c) */
 struct qs_page_failures {
     unsigned long decommit, unmap;

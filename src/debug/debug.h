@@ -9,6 +9,8 @@
 #include "core/internal.h"
 #include "core/hooks.h" /* qs_guard_on, qs_twin_divert */
 
+#include <signal.h>
+
 #pragma GCC visibility push(hidden)
 
 /* Fill qs_debug_hooks (core/hooks.h), the calls of the layers below into
@@ -41,6 +43,21 @@ int qs_guard_node(const void *p); /* qslab_object_node of a sample */
  * allocation takes the slow path, which takes the sample) */
 void qs_guard_armed_free(qslab_cache *c, struct qs_queue *q);
 void qs_guard_fork(int phase); /* 0 prepare, 1 parent, 2 child */
+/* A fault (the handler's arguments): an access to the pool? Reported, and
+ * true; false if not the pool's */
+bool qs_guard_fault(int sig, siginfo_t *si, void *uc);
+
+/* ---- fault.c: the SIGSEGV/SIGBUS handler ---- */
+/* Installed once, when something faults on purpose: guarded sampling,
+ * protected large blocks (and then zero-size blocks get reports too) */
+void qs_fault_install(void);
+/* "Read", "Write" or "Access", from the handler's context */
+const char *qs_fault_access(void *uc);
+/* A fault reported: its last line m (no newline yet) to the program's
+ * fatal handler, true if that returned (the caller opens what faulted and
+ * the access is retried); else to stderr, the default action restored and
+ * false (the retried access kills the process) */
+bool qs_fault_conclude(int sig, struct qs_buf *m);
 void qs_guard_report(int fd);  /* the statistics report's Guard: line */
 
 /* ---- the debug front end: debug.c, flags.c, slot.c, track.c, bugs.c ---- */

@@ -30,13 +30,12 @@
  * own free misses its fast path, its slow path empties the queue
  * (qs_guard_armed_free), and the next allocation is a slow one.
  *
- * THE FAULT.  A SIGSEGV/SIGBUS handler (installed only when sampling is
- * on; it chains to the one it replaced for any other fault) reports an
- * access to the pool with the object's cache, the offset, and both owners,
- * then restores the default action and returns: the access faults again
- * and the process dies of SIGSEGV.  A fatal handler the program installed
- * is called instead (qslab_set_fatal_handler); if it returns, the pages
- * are opened and the slot is never reused, so the program goes on.
+ * THE FAULT.  The debug layer's fault handler (fault.c, installed when
+ * sampling is on) asks qs_guard_fault first, which reports an access to
+ * the pool with the object's cache, the offset, and both owners; the
+ * process then dies of SIGSEGV.  A fatal handler the program installed is
+ * called instead (qslab_set_fatal_handler); if it returns, the pages are
+ * opened and the slot is never reused, so the program goes on.
  */
 #define _GNU_SOURCE
 #include "front/fastpath.h"
@@ -82,7 +81,6 @@ static uint32_t freed_head, freed_tail; /* index + 1 */
 static bool pool_failed;
 static unsigned long nr_samples_taken; /* all pool_lock'd except faults */
 static unsigned long nr_pool_full, nr_faults, nr_frees, nr_live;
-static struct sigaction old_segv, old_bus;
 
 static char *slot_page(unsigned i)
 {
@@ -105,18 +103,6 @@ static long parse_num(const char *s, unsigned long max)
             return -1;
     }
     return (long)v;
-}
-
-static void handler(int sig, siginfo_t *si, void *uc);
-
-static void install(int sig, struct sigaction *old)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = handler;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&sa.sa_mask);
-    sigaction(sig, &sa, old);
 }
 
 void qs_guard_init(void)
@@ -153,8 +139,7 @@ void qs_guard_enable(void)
     int st = 0;
     if (__atomic_compare_exchange_n(&guard_enabled, &st, 1, false, __ATOMIC_ACQ_REL,
                                     __ATOMIC_RELAXED)) {
-        install(SIGSEGV, &old_segv);
-        install(SIGBUS, &old_bus);
+        qs_fault_install();
         __atomic_store_n(&qs_guard_on, 1, __ATOMIC_RELEASE);
     }
 }
@@ -575,40 +560,15 @@ size_t qs_guard_usable(const void *p, const char *what)
 
 /* ---- the fault ---- */
 
-static void chain(int sig, siginfo_t *si, void *uc)
-{
-    struct sigaction *old = sig == SIGBUS ? &old_bus : &old_segv;
-    if (old->sa_flags & SA_SIGINFO) {
-        if (old->sa_sigaction) {
-            old->sa_sigaction(sig, si, uc);
-            return;
-        }
-    } else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
-        old->sa_handler(sig);
-        return;
-    }
-    /* the default: die of it when the access is retried, or at once for a
-     * signal that was sent (blocked until this handler returns) */
-    signal(sig, SIG_DFL);
-    if (si->si_code <= 0)
-        raise(sig);
-}
-
-static void handler(int sig, siginfo_t *si, void *uc)
+bool qs_guard_fault(int sig, siginfo_t *si, void *uc)
 {
     uintptr_t a = (uintptr_t)si->si_addr;
     uintptr_t lo = __atomic_load_n(&qs_guard_lo, __ATOMIC_RELAXED),
               hi = __atomic_load_n(&qs_guard_hi, __ATOMIC_ACQUIRE);
-    if (!hi || a - lo >= hi - lo || (sig == SIGSEGV && si->si_code != SEGV_ACCERR)) {
-        chain(sig, si, uc);
-        return;
-    }
+    if (!hi || a - lo >= hi - lo || (sig == SIGSEGV && si->si_code != SEGV_ACCERR))
+        return false;
     __atomic_fetch_add(&nr_faults, 1, __ATOMIC_RELAXED);
-    const char *access = "Access";
-#if defined(__x86_64__)
-    if (uc)
-        access = (((ucontext_t *)uc)->uc_mcontext.gregs[REG_ERR] & 2) ? "Write" : "Read";
-#endif
+    const char *access = qs_fault_access(uc);
     size_t page = (a - lo) / QS_PAGE_SIZE;
     long i;
     const char *what;
@@ -658,24 +618,24 @@ static void handler(int sig, siginfo_t *si, void *uc)
     qs_buf_str(&m, cache);
     qs_buf_str(&m, ": ");
     qs_buf_str(&m, what);
-    qs_buf_str(&m, " (object ");
-    qs_buf_hex(&m, i >= 0 ? (uintptr_t)slots[i].obj : 0);
-    qs_buf_str(&m, ", address ");
+    qs_buf_str(&m, " (");
+    if (i >= 0) {
+        qs_buf_str(&m, "object ");
+        qs_buf_hex(&m, (uintptr_t)slots[i].obj);
+        qs_buf_str(&m, ", ");
+    }
+    qs_buf_str(&m, "address ");
     qs_buf_hex(&m, a);
     qs_buf_putc(&m, ')');
-    qslab_fatal_fn fn = qs_fatal_handler();
-    if (fn) {
-        fn(msg);
-        /* it returned: open the page for good (the slot is never reused;
-         * a guard page's neighbours lose that guard) and retry the access */
+    if (qs_fault_conclude(sig, &m)) {
+        /* the program's fatal handler returned: open the page for good
+         * (the slot is never reused; a guard page's neighbours lose that
+         * guard) and retry the access */
         if (i >= 0)
             slots[i].state = SLOT_BROKEN;
         mprotect(open, QS_PAGE_SIZE, PROT_READ | PROT_WRITE);
-        return;
     }
-    qs_buf_putc(&m, '\n');
-    qs_os_write(2, msg, m.len);
-    signal(sig, SIG_DFL); /* retried: the default action, a SIGSEGV death */
+    return true;
 }
 
 /* ---- fork, statistics ---- */

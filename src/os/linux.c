@@ -176,6 +176,28 @@ int qs_os_decommit(void *p, size_t size)
     return r == 0 ? 0 : -1;
 }
 
+int qs_os_protect(void *p, size_t size, int access)
+{
+    static const int prot[3] = {PROT_NONE, PROT_READ, PROT_READ | PROT_WRITE};
+    int e = errno;
+    int r = mprotect(p, size, prot[access < 0 ? 0 : access > 2 ? 2 : access]);
+    errno = e;
+    return r == 0 ? 0 : -1;
+}
+
+int qs_os_seal(void *p, size_t size)
+{
+    if (fault_hit(QS_OS_FAULT_RELEASE))
+        return -1;
+    /* not mmap(MAP_FIXED) over it: that may fail with the old mapping gone */
+    int e = errno;
+    int r = mprotect(p, size, PROT_NONE);
+    if (r == 0)
+        madvise(p, size, MADV_DONTNEED); /* refused: the pages stay, inaccessible */
+    errno = e;
+    return r == 0 ? 0 : -1;
+}
+
 int qs_os_remap_inplace(void *p, size_t old_size, size_t new_size)
 {
     /* a growth needs pages and address space; a shrink gives them back */

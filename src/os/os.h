@@ -28,6 +28,16 @@ int qs_os_unmap(void *p, size_t size);
  * kernel refused: the pages then stay as they were (resident, contents
  * kept).  Keeps errno. */
 int qs_os_decommit(void *p, size_t size);
+/* Make a mapped range inaccessible (access 0: reads and writes fault),
+ * read-only (1) or read-write again (2): guard pages around large blocks.
+ * 0, or -1 if the kernel refused (a mapping split past vm.max_map_count):
+ * the range keeps its access.  Keeps errno. */
+int qs_os_protect(void *p, size_t size, int access);
+/* Replace a mapped range by address space that can never be read or
+ * written, its pages given back (a freed large block kept inaccessible):
+ * 0, or -1 if the kernel refused (the range then stays as it was).  Keeps
+ * errno. */
+int qs_os_seal(void *p, size_t size);
 /* Try to grow or shrink a mapping in place (no move).  0 on success. */
 int qs_os_remap_inplace(void *p, size_t old_size, size_t new_size);
 /* Move a mapping to `dst` (a reserved range of new_size bytes), without copying. */
@@ -38,7 +48,8 @@ int qs_os_remap_to(void *p, size_t old_size, void *dst, size_t new_size);
  *   QS_OS_FAULT_MAP      requests for memory: qs_os_map_aligned, and the
  *                        growths of qs_os_remap_inplace and qs_os_remap_to
  *                        (mremap needs new pages and VMAs: ENOMEM)
- *   QS_OS_FAULT_RELEASE  memory given back: qs_os_decommit, qs_os_unmap
+ *   QS_OS_FAULT_RELEASE  memory given back: qs_os_decommit, qs_os_unmap,
+ *                        qs_os_seal
  * Armed with nth > 0, the nth request of that kind from now on fails as if
  * the kernel had said ENOMEM (a map returns NULL with errno ENOMEM; a
  * release returns -1 and changes nothing); with `every`, every nth request

@@ -887,8 +887,11 @@ static int child_unmap(void)
     CHECK(qslab_fault_inject(0, QSLAB_FAULT_RELEASE) == 0);
     qslab_large_stats(&lb);
     CHECK(lb.free == la.free + 1 && lb.live == la.live - 1);
-    CHECK(pages_line(&p1) && p1.unmap == p0.unmap + 1 && p1.unmap_bytes - p0.unmap_bytes >= 40 * MIB &&
-          p1.decommit == p0.decommit);
+    if (getenv("QSLAB_DEBUG")) /* P: a freed large block is kept sealed; the seal refused, it is unmapped */
+        CHECK(pages_line(&p1) && p1.unmap == p0.unmap && p1.decommit == p0.decommit);
+    else
+        CHECK(pages_line(&p1) && p1.unmap == p0.unmap + 1 && p1.unmap_bytes - p0.unmap_bytes >= 40 * MIB &&
+              p1.decommit == p0.decommit);
     /* no longer qslab's: a second free is reported as one */
     CHECK(qslab_object_node(l) == -1);
     qslab_set_fatal_handler(capture_fatal);

@@ -9,13 +9,18 @@
  * and destroy empty it; under QSLAB_HARDEN=1 the kmalloc classes have Z
  * and Q, so an overflow past malloc_usable_size is reported at the free;
  * qslab_harden() in a program under way gives the caches in use debug
- * twins with Z and Q, and the caches made after it the flags.
+ * twins with Z and Q, and the caches made after it the flags; blocks over
+ * 32 MiB made under the profile lie between guard pages and stay
+ * inaccessible once freed, and a fault on either is reported.
  */
 #include <qslab.h>
 
 #include "../testutil.h"
 
 #include <pthread.h>
+#include <setjmp.h>
+#include <stdbool.h>
+#include <sys/mman.h>
 
 static char err[65536];
 
@@ -245,6 +250,95 @@ static void threads(void)
     CHECK(qslab_cache_destroy(c) == 0);
 }
 
+/* A write n bytes from p (n may be negative) */
+static void op_poke(void *a)
+{
+    struct op *o = a;
+    o->p[(long)o->n] = 'x';
+}
+
+/* Is [p, p + n) mapped (at any access)?  mincore says ENOMEM if not. */
+static bool mapped(const void *p, size_t n)
+{
+    unsigned char v[64];
+    uintptr_t page = (uintptr_t)p & ~(uintptr_t)4095;
+    return mincore((void *)page, n < sizeof v * 4096 ? n : sizeof v * 4096, v) == 0;
+}
+
+/* Resident pages of [p, p + n), n at most 64 pages */
+static unsigned resident(const void *p, size_t n)
+{
+    unsigned char v[64];
+    unsigned r = 0;
+    if (mincore((void *)p, n, v) != 0)
+        return ~0u;
+    for (size_t i = 0; i < n / 4096; i++)
+        r += v[i] & 1;
+    return r;
+}
+
+#define HUGE (40u << 20)
+
+/* Blocks over 32 MiB under protection (guard: true, qslab_harden() or
+ * QSLAB_HARDEN=1): between guard pages, kept inaccessible once freed;
+ * each fault reported, naming the block, and (the fatal handler returns)
+ * the page opened so that the program goes on.  Without: none of that. */
+static void huge_blocks(bool guard)
+{
+    char s[32];
+    struct op o = {NULL, qslab_malloc(HUGE), 0};
+    CHECK(o.p != NULL);
+    memset(o.p, 'a', 4096);
+    size_t u = qslab_usable_size(o.p);
+    if (!guard) {
+        CHECK(u > HUGE); /* up to the mapping's end */
+        qslab_free(o.p);
+        CHECK(tu_capture_calls() == 0);
+        return;
+    }
+    CHECK(u == HUGE); /* rounded up to pages only */
+    const char *past = "BUG large: out-of-bounds access past a large block";
+    o.n = u;
+    tu_expect_report(err, sizeof err, past, op_poke, &o, past, tu_addr(s, o.p));
+    o.n = (size_t)-1;
+    const char *before = "BUG large: out-of-bounds access before a large block";
+    tu_expect_report(err, sizeof err, before, op_poke, &o, before, tu_addr(s, o.p));
+    /* grown (by copying, the guards go with it) */
+    o.p = qslab_realloc(o.p, HUGE + 5000);
+    CHECK(o.p && o.p[4095] == 'a' && qslab_usable_size(o.p) == HUGE + 8192);
+    o.n = HUGE + 8192;
+    tu_expect_report(err, sizeof err, past, op_poke, &o, past, tu_addr(s, o.p));
+    /* freed: inaccessible, no memory kept */
+    char *was = o.p;
+    qslab_free(o.p);
+    CHECK(mapped(was, 4096) && resident(was, 64 * 4096) == 0);
+    o.n = 8;
+    const char *uaf = "BUG large: use after free of a large block";
+    tu_expect_report(err, sizeof err, uaf, op_poke, &o, uaf, tu_addr(s, was));
+    /* a second free: reported (the range is still reserved) */
+    struct op f = {NULL, was, 0};
+    tu_expect_report(err, sizeof err, "", op_kfree, &f, "a large block freed before", tu_addr(s, was));
+    /* 64 later frees: its range goes back to the system */
+    for (int i = 0; i < 64; i++) {
+        char *q = qslab_malloc(HUGE);
+        CHECK(q != NULL);
+        qslab_free(q);
+    }
+    CHECK(!mapped(was, 4096));
+    CHECK(tu_capture_calls() == 0);
+}
+
+/* The program's own SIGSEGV handler, installed before qslab's: it gets
+ * the faults that are not qslab's */
+static sigjmp_buf own_jump;
+static volatile sig_atomic_t own_faults;
+static void own_handler(int sig)
+{
+    (void)sig;
+    own_faults++;
+    siglongjmp(own_jump, 1);
+}
+
 /* QSLAB_HARDEN=1: the kmalloc classes have Z and Q. */
 static int harden_mode(void)
 {
@@ -268,6 +362,7 @@ static int harden_mode(void)
     tu_expect_report(err, sizeof err, first, op_usable, &o, first, tu_addr(s, was));
     snprintf(first, sizeof first, "BUG kmalloc-%zu: Object already free", u);
     tu_expect_report(err, sizeof err, first, op_kfree, &o, first, tu_addr(s, was));
+    huge_blocks(true);
     return tu_done();
 }
 
@@ -279,7 +374,21 @@ static int harden_api_mode(void)
     qslab_set_fatal_handler(tu_fatal_capture);
     qslab_cache *early = qslab_cache_create("t-q-early", 100, 0, 0, NULL);
     char *old = qslab_malloc(40), *old_obj = qslab_cache_alloc(early);
+    huge_blocks(false);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = own_handler;
+    sigemptyset(&sa.sa_mask);
+    CHECK(sigaction(SIGSEGV, &sa, NULL) == 0);
     CHECK(qslab_harden() == 0);
+    huge_blocks(true);
+    /* a fault that is not qslab's goes to the handler qslab's replaced */
+    char *none = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(none != MAP_FAILED);
+    if (!sigsetjmp(own_jump, 1))
+        none[10] = 1;
+    CHECK(own_faults == 1);
+    munmap(none, 4096);
     char s[32], first[96];
     /* the objects from before: freed as before, no report */
     qslab_free(old);
