@@ -389,17 +389,24 @@ static size_t kmalloc_room(const struct qs_slab *s)
  * program writes by chance), or a free-list link while the slab's free bit
  * says it is on its slab's list.  Read without a lock: the caller says it
  * holds the object, so nothing else writes either while that is true; if
- * it does not, the answer is for its report only.  Objects in a remote
- * batch and the free state front ends keep their own way (SLUB's slab
- * word) are not seen: they read as allocated, as before. */
+ * it does not, the answer is for its report only.  A front end that keeps
+ * its free state its own way (SLUB: its slab word, no free bits) is asked
+ * what it asks at a free: a link to NULL or to another object of the slab
+ * (every allocation clears the word), which user data matches with odds of
+ * 2^-20 at most.  Objects in a remote batch read as allocated. */
 static bool freed(const struct qs_slab *s, const void *obj)
 {
     const qslab_cache *c = s->cache;
     uintptr_t w = __atomic_load_n((const uintptr_t *)((const char *)obj + c->link_off), __ATOMIC_RELAXED);
     if (w == QS_STAMP(c->secret))
         return true;
-    if (!c->keeps_fbits || !qs_looks_free(c, w))
+    if (!qs_looks_free(c, w))
         return false;
+    if (!c->keeps_fbits) {
+        bool bad;
+        void *next = qs_dec(c, w, &bad);
+        return !next || qs_slab_valid_obj(s, next);
+    }
     uint64_t bit, *bits = qs_fbit_word(s, obj, &bit);
     return (__atomic_load_n(bits, __ATOMIC_RELAXED) & bit) != 0;
 }
