@@ -1463,6 +1463,14 @@ def program_summary_rows(tests, columns, samples, found):
             rows.append((f"programs {name.split('-')[1]}", "peak RSS, MiB ↓", fmt_num(fx),
                          f"{fmt_num(fr)} {ref}", f"{fx / fr:.2f}", "-",
                          t.short() if t else "-"))
+        if "qslab-hard" in by:
+            for metric, short in ((PROGRAM_PEAK, "peak RSS, MiB"), (PROGRAM_WALL, "wall time, s")):
+                fx, fr = figure(metric, by["qslab-hard"]), figure(metric, q)
+                if not fx or not fr:
+                    continue
+                t = by_tag.get(f"programs/qslab-hard/{metric.key}")
+                rows.append(("programs hardened", short + " ↓", fmt_num(fx), f"{fmt_num(fr)} {q.name}",
+                             f"{fx / fr:.2f}", "-", t.short() if t else "-"))
     ct = next((t for t in tests if t.key == "programs.calloc"), None)
     if ct:
         cols = columns[ct.key]
@@ -1619,6 +1627,7 @@ STYLES = {
     "slub": ("#1f77b4", 5), "slab": ("#2ca02c", 9), "slob": ("#9467bd", 11),
     "slub+pt": ("#8c564b", 13),
     "qslab-slub": ("#ff7f0e", 5), "qslab-slab": ("#bcbd22", 9), "qslab-slob": ("#8c564b", 11),
+    "qslab-hard": ("#7f7f7f", 3),
 }
 SPARE_STYLES = [("#17becf", 1), ("#7f7f7f", 2), ("#bcbd22", 3), ("#8c564b", 10),
                 ("#e377c2", 14), ("#2ca02c", 13), ("#1f77b4", 15), ("#9467bd", 1)]
@@ -1970,9 +1979,13 @@ DEBUG_HEADER = textwrap.wrap(
 # wall time and output (bench/programs/programs.py runs them), and calloc's
 # page faults (bench_calloc).  The columns: qslab's first owner mode with
 # its default front end (SLQB), then QSLAB_FRONT=slub, slab, slob (the front
-# ends this build has), glibc and the peers, every column in every round.
+# ends this build has), the hardened profile (QSLAB_HARDEN=1: qslab-hard),
+# glibc and the peers, every column in every round.
 
 PROGRAM_FRONTS = ["slub", "slab", "slob"]  # columns beside qslab's default (slqb)
+HARDEN_VAR = "QSLAB_HARDEN"
+HARDEN_PEAK = 1.25         # qslab-hard's peak RSS <= 1.25x qslab's (issue: hardening)
+HARDEN_TIME = 1.5          # ... and its wall time <= 1.5x qslab's, and below glibc's
 CALLOC_HANDFUL = 5         # 9 MiB calloc: faults allowed over glibc's
 CALLOC_WRITTEN_SHARE = 0.05  # small callocs "write nothing": anon added <= 5% of the blocks
 PROGRAM_LIMIT = 1.05       # each program's peak RSS <= 1.05x the smallest peer's
@@ -1992,10 +2005,10 @@ class ProgramRun:
         return self.prog.run(self.scale, env, self.work, timeout)
 
 
-def program_contenders(allocs, fronts, rounds):
+def program_contenders(allocs, fronts, rounds, hard=True):
     """qslab (the first owner mode, QSLAB_FRONT unset: SLQB), a column per
-    other front end, then glibc and the peers; each runs in the first
-    `rounds` rounds of the suite."""
+    other front end, the hardened profile (unless not `hard`), then glibc
+    and the peers; each runs in the first `rounds` rounds of the suite."""
     first = next(a for a in allocs if a.subject)
     env = {**first.env, FRONT_VAR: None}
     cols = [Contender(first.name, first.preload, first.version, env=env, subject=True,
@@ -2005,6 +2018,10 @@ def program_contenders(allocs, fronts, rounds):
             cols.append(Contender(f"qslab-{f}", first.preload, first.version,
                                   env={**env, FRONT_VAR: f}, subject=True, short=f,
                                   rounds=rounds))
+    if hard:
+        cols.append(Contender("qslab-hard", first.preload, first.version,
+                              env={**env, HARDEN_VAR: "1"}, subject=True, short="hard",
+                              rounds=rounds))
     return cols + [Contender(a.name, a.preload, a.version, env=a.env, rounds=rounds)
                    for a in allocs if not a.subject]
 
@@ -2057,7 +2074,8 @@ def programs_section(mode, m, bin_dir, work, wanted):
                     True)],
             "bench_calloc: nothing touches the blocks; pages only read would map the zero "
             "page and add nothing, so what is added was written by calloc or the allocator",
-            contenders=cols, section="programs", row_title="case"))
+            contenders=lambda allocs: program_contenders(allocs, fronts, rounds, hard=False),
+            section="programs", row_title="case"))
     return tests, notes, skipped
 
 
@@ -2315,6 +2333,29 @@ def programs_targets(ptests, ct, columns, samples, found=None):
         against("qslab-slob", "glibc", "qslab-slob: peak RSS no larger than glibc's")
         against("qslab-slub", q.name, f"qslab-slub: peak RSS no larger than SLQB's ({q.name})")
         against("qslab-slab", q.name, f"qslab-slab: peak RSS no larger than SLQB's ({q.name})")
+        if "qslab-hard" in by:
+            wall = program_cells(ptests, cols, samples, PROGRAM_WALL)
+            for metric, cells, limit, what in ((PROGRAM_PEAK, peak, HARDEN_PEAK, "peak RSS"),
+                                                (PROGRAM_WALL, wall, HARDEN_TIME, "wall time")):
+                ok, miss, far = [], [], []
+                for t in ptests:
+                    x, y = cells.get((t.key, "qslab-hard")), cells.get((t.key, q.name))
+                    g = cells.get((t.key, "glibc"))
+                    if not x or not y:
+                        continue
+                    r = x.median / y.median
+                    met = r <= limit and (metric is not PROGRAM_WALL or not g
+                                          or x.median < g.median)
+                    note = f" vs glibc {x.median / g.median:.2f}" if metric is PROGRAM_WALL and g else ""
+                    (ok if met else miss).append(f"{label(t)} ({r:.2f}{note})")
+                    if not met:
+                        far.append((r, f"{label(t)} {r:.2f}x"))
+                extra = ", and below glibc's" if metric is PROGRAM_WALL else ""
+                if ok or miss:
+                    target_lines(lines, f"qslab-hard (QSLAB_HARDEN=1): {what} at most {limit:.2f}x "
+                                 f"{q.name}'s{extra}", ok, miss, "programs", found,
+                                 f"programs/qslab-hard/{metric.key}",
+                                 max(far)[1] if far else None)
 
     if ct:
         cols = columns[ct.key]
