@@ -217,7 +217,8 @@ static const char *const mode_name[MODES] = {"default", "hardened", "debug"};
  * text the last qslab line must hold (caught), "fault: " and that text, or
  * "any" (not promised); slub, slab, slob: the
  * default mode's under that front end (NULL: the same): SLAB knows a slot
- * never born; SLOB's blocks carry headers. */
+ * never born; SLOB's blocks carry headers, and SLOB gives a large block's
+ * slab back as the block is freed. */
 struct kind {
     const char *name;
     const char *want[MODES];
@@ -226,7 +227,8 @@ struct kind {
 
 static const struct kind kinds[] = {
     {"double-free-small", {"double free", "Object already free", "Object already free"}, NULL, NULL, NULL},
-    {"double-free-large", {"double free", "Object already free", "Object already free"}, NULL, NULL, NULL},
+    {"double-free-large", {"double free", "Object already free", "Object already free"}, NULL, NULL,
+     "not an allocated object (free slab memory)"},
     {"double-free-huge", {"a large block freed before", "a large block freed before", "a large block freed before"}, NULL, NULL, NULL},
     {"double-free-delayed", {"missed", "Object already free", "missed"}, NULL, NULL, NULL},
     {"invalid-free", {"not allocated by qslab", "not allocated by qslab", "not allocated by qslab"}, NULL, NULL, NULL},
@@ -252,7 +254,7 @@ static const struct kind kinds[] = {
     {"underflow-1-huge", {"missed", "fault: out-of-bounds access before a large block", "fault: out-of-bounds access before a large block"}, NULL, NULL, NULL},
     {"string-overflow", {"missed", "Freepointer corrupt", "Freepointer corrupt"}, NULL, NULL, NULL},
     {"read-after-free-small", {"stale", "zeroed", "stale"}, NULL, NULL, NULL},
-    {"read-after-free-large", {"stale", "zeroed", "stale"}, NULL, NULL, NULL},
+    {"read-after-free-large", {"stale", "zeroed", "stale"}, NULL, NULL, "zeroed"},
     {"write-after-free-small", {"missed", "Poison overwritten", "Poison overwritten"}, NULL, NULL, NULL},
     {"write-after-free-large", {"missed", "Poison overwritten", "Poison overwritten"}, NULL, NULL, NULL},
     {"read-after-free-huge", {"fault", "fault: use after free of a large block", "fault: use after free of a large block"}, NULL, NULL, NULL},

@@ -23,10 +23,9 @@
  * took twice the time a malloc and free).  Objects over SLOB_RUN_MAX come
  * from their cache's own slabs on the node lists (node.c, one node lock
  * per call), as the kernel's SLOB hands big objects to the page allocator;
- * the kmalloc classes' empty slabs of them are kept for their decay only
- * while they are at most SLOB_KEEP_BYTES, past that given back as they
- * empty, as glibc unmaps a freed block over its mmap threshold (object
- * caches keep theirs by their tunables).  No per-owner
+ * the kmalloc classes' empty slabs of them are given back as they empty,
+ * as glibc unmaps a freed block over its mmap threshold (object caches
+ * keep theirs by their tunables).  No per-owner
  * caching: one lock (slob_lock) for everything, as in the kernel.
  *
  * THE INDEX: A FITTING PAGE WITHOUT A WALK.  mm/slob.c walks a list of pages
@@ -192,27 +191,17 @@ static void big_free(qslab_cache *c, struct qs_slab *s, void *obj)
         return;
     int node = s->node; /* s may go back to the page layer with the free */
     qs_free_direct(c, obj); /* to its node list, under the node's lock */
-    /* The kmalloc classes' empty slabs of big blocks on this node are kept
-     * for their decay (1 s: a program that frees and allocates big blocks
-     * again, as realloc does, faults no pages in) while they are at most
-     * SLOB_KEEP_BYTES; past that this class's are given back at once, as
-     * glibc unmaps a freed block over its mmap threshold.  Not a fraction
-     * of the pages in use, as empty pages are: a big block's slab is
-     * hundreds of KiB to MiBs of one size, which a program that frees it
-     * (SQLite's sorter, a dict's old table) may not ask for again, and
-     * kept it is resident memory at the program's peak (6 MiB of
-     * SQLite's 240).  Object caches keep their empty slabs by their
+    /* A kmalloc class's empty slab of big blocks is given back as it
+     * empties, as glibc unmaps a freed block over its mmap threshold: such
+     * a slab is hundreds of KiB to MiBs of one size, which a program that
+     * frees it (SQLite's sorter, a dict's old table, a grown buffer) may
+     * not ask for again, and kept it is resident memory at the program's
+     * peak (redis 170 KiB, Python dicts 200 KiB; kept up to 256 KiB for a
+     * 1 s decay, it saved py_threads' growing bytearrays a quarter of
+     * their page faults).  Object caches keep their empty slabs by their
      * tunables. */
     struct qs_node *n = &c->nodes[node];
-    if (!c->is_kmalloc || c->obj_size + SLOB_UNIT <= SLOB_RUN_MAX || !QS_LOAD(n->nr_empty))
-        return;
-    size_t held = 0, lim = SLOB_KEEP_BYTES;
-    for (unsigned i = 0; i < QS_KMALLOC_CLASSES && held <= lim; i++) {
-        qslab_cache *k = &qs_kmalloc_caches[i];
-        if (k->front == QS_FRONT_SLOB && k->obj_size + SLOB_UNIT > SLOB_RUN_MAX)
-            held += QS_LOAD(k->nodes[node].nr_empty) * qs_slab_bytes(QS_LOAD(k->order));
-    }
-    if (held > lim)
+    if (c->is_kmalloc && c->obj_size + SLOB_UNIT > SLOB_RUN_MAX && QS_LOAD(n->nr_empty))
         qs_node_shrink(c, NULL, n);
 }
 
