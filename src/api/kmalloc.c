@@ -402,11 +402,8 @@ static bool freed(const struct qs_slab *s, const void *obj)
         return true;
     if (!qs_looks_free(c, w))
         return false;
-    if (!c->keeps_fbits) {
-        bool bad;
-        void *next = qs_dec(c, w, &bad);
-        return !next || qs_slab_valid_obj(s, next);
-    }
+    if (!c->keeps_fbits)
+        return qs_slab_link_in(c, s, w);
     uint64_t bit, *bits = qs_fbit_word(s, obj, &bit);
     return (__atomic_load_n(bits, __ATOMIC_RELAXED) & bit) != 0;
 }

@@ -55,9 +55,9 @@ _Static_assert(QS_CHUNK_HDR_SLABS + 2 * QS_LARGE_TRACK_BYTES <= QS_PAGE_SIZE, "l
 static void guard(struct qs_chunk *ch)
 {
     char *lo = (char *)ch + QS_PAGE_SIZE, *end = ch->large_ptr + ch->large_size;
-    if (qs_os_protect(lo, (size_t)(ch->large_ptr - lo), 0) != 0 ||
-        qs_os_protect(end, (size_t)((char *)ch + ch->map_size - end), 0) != 0) {
-        qs_os_protect(lo, ch->map_size - QS_PAGE_SIZE, 2);
+    if (qs_os_protect(lo, (size_t)(ch->large_ptr - lo), false) != 0 ||
+        qs_os_protect(end, (size_t)((char *)ch + ch->map_size - end), false) != 0) {
+        qs_os_protect(lo, ch->map_size - QS_PAGE_SIZE, true);
         ch->large_flags &= ~QS_LARGE_GUARD;
         ch->large_size = ch->map_size - (size_t)(ch->large_ptr - (char *)ch);
     }
@@ -223,10 +223,9 @@ static struct qs_chunk *remap(struct qs_chunk *ch, size_t size, bool g)
             qs_page_map_set(ch, old, false);
             return ch;
         }
-    } else if (map == old) {
-    } else if (qs_os_remap_inplace(ch, old, map) == 0) {
+    } else if (map > old && qs_os_remap_inplace(ch, old, map) == 0) {
         qs_page_map_set(ch, map, false);
-    } else {
+    } else if (map > old) {
         size_t malign = off > QS_CHUNK_SIZE ? off : QS_CHUNK_SIZE;
         struct qs_chunk *dst = qs_os_map_aligned(map, malign);
         if (!dst)
@@ -241,7 +240,7 @@ static struct qs_chunk *remap(struct qs_chunk *ch, size_t size, bool g)
         ch = dst;
         ch->large_ptr = (char *)ch + off;
         qs_page_map_set(ch, map, false);
-    }
+    } /* (map == old: the same mapping; only the usable size may change) */
     ch->map_size = map;
     ch->large_size = g ? qs_round_up(size, QS_PAGE_SIZE) : map - off;
     return ch;
@@ -251,7 +250,7 @@ struct qs_chunk *qs_page_remap_large(struct qs_chunk *ch, size_t size)
 {
     if (!(ch->large_flags & QS_LARGE_GUARD))
         return remap(ch, size, false);
-    if (qs_os_protect((char *)ch + QS_PAGE_SIZE, ch->map_size - QS_PAGE_SIZE, 2) != 0) {
+    if (qs_os_protect((char *)ch + QS_PAGE_SIZE, ch->map_size - QS_PAGE_SIZE, true) != 0) {
         errno = ENOMEM;
         return NULL;
     }

@@ -76,6 +76,15 @@ static inline bool qs_slab_valid_obj(const struct qs_slab *s, const void *p)
     /* span grows while the slab lives (lazy birth, core/slab.c): relaxed */
     return off < __atomic_load_n(&s->span, __ATOMIC_RELAXED) && off * s->recip < s->recip;
 }
+/* w, a word that looks like a link (qs_looks_free), links into slab s's
+ * free list: to NULL or to another object of s.  User data passes both
+ * tests with odds of 2^-20 at most: SLUB's double-free test, and the free
+ * state of an object of a front end that keeps no free bits. */
+static inline bool qs_slab_link_in(const qslab_cache *c, const struct qs_slab *s, uintptr_t w)
+{
+    void *next = (void *)(w ^ c->secret);
+    return !next || qs_slab_valid_obj(s, next);
+}
 /* Owner lists: doubly linked, head insertion; the caller owns the list. */
 static inline void qs_list_add(struct qs_list *l, struct qs_slab *s, int state)
 {

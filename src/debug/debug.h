@@ -53,11 +53,12 @@ bool qs_guard_fault(int sig, siginfo_t *si, void *uc);
 void qs_fault_install(void);
 /* "Read", "Write" or "Access", from the handler's context */
 const char *qs_fault_access(void *uc);
-/* A fault reported: its last line m (no newline yet) to the program's
- * fatal handler, true if that returned (the caller opens what faulted and
- * the access is retried); else to stderr, the default action restored and
+/* A fault reported: its last line, "qslab: BUG <kind>: <what> (object
+ * <obj>, address <a>)" (obj NULL: no object), to the program's fatal
+ * handler, true if that returned (the caller opens what faulted and the
+ * access is retried); else to stderr, the default action restored and
  * false (the retried access kills the process) */
-bool qs_fault_conclude(int sig, struct qs_buf *m);
+bool qs_fault_conclude(int sig, const char *kind, const char *what, const void *obj, uintptr_t a);
 void qs_guard_report(int fd);  /* the statistics report's Guard: line */
 
 /* ---- the debug front end: debug.c, flags.c, slot.c, track.c, bugs.c ---- */

@@ -64,15 +64,30 @@ const char *qs_fault_access(void *uc)
     return "Access";
 }
 
-bool qs_fault_conclude(int sig, struct qs_buf *m)
+bool qs_fault_conclude(int sig, const char *kind, const char *what, const void *obj, uintptr_t a)
 {
+    char msg[256];
+    struct qs_buf m = {msg, 0, sizeof(msg)};
+    qs_buf_str(&m, "qslab: BUG ");
+    qs_buf_str(&m, kind);
+    qs_buf_str(&m, ": ");
+    qs_buf_str(&m, what);
+    qs_buf_str(&m, " (");
+    if (obj) {
+        qs_buf_str(&m, "object ");
+        qs_buf_hex(&m, (uintptr_t)obj);
+        qs_buf_str(&m, ", ");
+    }
+    qs_buf_str(&m, "address ");
+    qs_buf_hex(&m, a);
+    qs_buf_putc(&m, ')');
     qslab_fatal_fn fn = qs_fatal_handler();
     if (fn) {
-        fn(m->p);
+        fn(msg);
         return true;
     }
-    qs_buf_putc(m, '\n');
-    qs_os_write(2, m->p, m->len);
+    qs_buf_putc(&m, '\n');
+    qs_os_write(2, msg, m.len);
     signal(sig, SIG_DFL); /* retried: the default action, a SIGSEGV death */
     return false;
 }
@@ -106,9 +121,9 @@ static void put_off(struct qs_buf *b, uintptr_t a, const char *obj)
     }
 }
 
-/* The report's body and its last line (in m): the fault at a, on what
- * (an object of size bytes at obj, of `kind`) */
-static void report(struct qs_buf *m, const char *kind, const char *what, uintptr_t a, void *uc,
+/* The report's body: the fault at a, on what (an object of size bytes at
+ * obj, of `kind`); the last line is qs_fault_conclude's */
+static void report(const char *kind, const char *what, uintptr_t a, void *uc,
                    const char *obj, size_t size, const char *detail, const void *tracks)
 {
     char text[512];
@@ -137,15 +152,6 @@ static void report(struct qs_buf *m, const char *kind, const char *what, uintptr
         qs_track_print(&b, "Allocated", tracks);
         qs_track_print(&b, "Freed", (const char *)tracks + QS_LARGE_TRACK_BYTES);
     }
-    qs_buf_str(m, "qslab: BUG ");
-    qs_buf_str(m, kind);
-    qs_buf_str(m, ": ");
-    qs_buf_str(m, what);
-    qs_buf_str(m, " (object ");
-    qs_buf_hex(m, (uintptr_t)obj);
-    qs_buf_str(m, ", address ");
-    qs_buf_hex(m, a);
-    qs_buf_putc(m, ')');
 }
 
 static void handler(int sig, siginfo_t *si, void *uc)
@@ -153,26 +159,26 @@ static void handler(int sig, siginfo_t *si, void *uc)
     if (qs_guard_fault(sig, si, uc))
         return;
     uintptr_t a = (uintptr_t)si->si_addr;
-    char msg[256];
-    struct qs_buf m = {msg, 0, sizeof(msg)};
+    bool access = sig == SIGSEGV && si->si_code == SEGV_ACCERR; /* (not a missing page) */
     struct qs_large_fault f;
-    if (sig == SIGSEGV && si->si_code == SEGV_ACCERR && qs_large_fault(a, &f)) {
+    if (access && qs_large_fault(a, &f)) {
         const char *what = f.freed ? "use after free of a large block"
                            : a < (uintptr_t)f.block ? "out-of-bounds access before a large block"
                                                     : "out-of-bounds access past a large block";
-        report(&m, "large", what, a, uc, f.block, f.size,
+        report("large", what, a, uc, f.block, f.size,
                f.freed ? "a large block, inaccessible since its free"
                        : "a large block, allocated: guard page fault",
                f.tracks);
-        if (qs_fault_conclude(sig, &m)) /* open the page: the access goes on */
+        if (qs_fault_conclude(sig, "large", what, f.block, a)) /* open the page: the access goes on */
             mprotect((void *)(a & ~(uintptr_t)(QS_PAGE_SIZE - 1)), QS_PAGE_SIZE, PROT_READ | PROT_WRITE);
         return;
     }
-    char *z = sig == SIGSEGV && si->si_code == SEGV_ACCERR ? qs_api_hooks.zero_block(a) : NULL;
+    char *z = access ? qs_api_hooks.zero_block(a) : NULL;
     if (z) {
-        report(&m, "zero-size", "access to a zero-size block", a, uc, z, 0,
+        const char *what = "access to a zero-size block";
+        report("zero-size", what, a, uc, z, 0,
                "a zero-size block (malloc(0)): no byte of it can be read or written", NULL);
-        qs_fault_conclude(sig, &m);
+        qs_fault_conclude(sig, "zero-size", what, z, a);
         signal(sig, SIG_DFL); /* its page is other blocks' too: it stays closed */
         return;
     }

@@ -612,22 +612,7 @@ bool qs_guard_fault(int sig, siginfo_t *si, void *uc)
         qs_buf_str(&b, "BUG guard: ");
         put_line(&b, what, NULL);
     }
-    char msg[256];
-    struct qs_buf m = {msg, 0, sizeof(msg)};
-    qs_buf_str(&m, "qslab: BUG ");
-    qs_buf_str(&m, cache);
-    qs_buf_str(&m, ": ");
-    qs_buf_str(&m, what);
-    qs_buf_str(&m, " (");
-    if (i >= 0) {
-        qs_buf_str(&m, "object ");
-        qs_buf_hex(&m, (uintptr_t)slots[i].obj);
-        qs_buf_str(&m, ", ");
-    }
-    qs_buf_str(&m, "address ");
-    qs_buf_hex(&m, a);
-    qs_buf_putc(&m, ')');
-    if (qs_fault_conclude(sig, &m)) {
+    if (qs_fault_conclude(sig, cache, what, i >= 0 ? slots[i].obj : NULL, a)) {
         /* the program's fatal handler returned: open the page for good
          * (the slot is never reused; a guard page's neighbours lose that
          * guard) and retry the access */

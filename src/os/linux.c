@@ -176,11 +176,10 @@ int qs_os_decommit(void *p, size_t size)
     return r == 0 ? 0 : -1;
 }
 
-int qs_os_protect(void *p, size_t size, int access)
+int qs_os_protect(void *p, size_t size, bool rw)
 {
-    static const int prot[3] = {PROT_NONE, PROT_READ, PROT_READ | PROT_WRITE};
     int e = errno;
-    int r = mprotect(p, size, prot[access < 0 ? 0 : access > 2 ? 2 : access]);
+    int r = mprotect(p, size, rw ? PROT_READ | PROT_WRITE : PROT_NONE);
     errno = e;
     return r == 0 ? 0 : -1;
 }

@@ -28,11 +28,11 @@ int qs_os_unmap(void *p, size_t size);
  * kernel refused: the pages then stay as they were (resident, contents
  * kept).  Keeps errno. */
 int qs_os_decommit(void *p, size_t size);
-/* Make a mapped range inaccessible (access 0: reads and writes fault),
- * read-only (1) or read-write again (2): guard pages around large blocks.
- * 0, or -1 if the kernel refused (a mapping split past vm.max_map_count):
- * the range keeps its access.  Keeps errno. */
-int qs_os_protect(void *p, size_t size, int access);
+/* Make a mapped range inaccessible (rw false: reads and writes fault) or
+ * read-write again: guard pages around large blocks.  0, or -1 if the
+ * kernel refused (a mapping split past vm.max_map_count): the range keeps
+ * its access.  Keeps errno. */
+int qs_os_protect(void *p, size_t size, bool rw);
 /* Replace a mapped range by address space that can never be read or
  * written, its pages given back (a freed large block kept inaccessible):
  * 0, or -1 if the kernel refused (the range then stays as it was).  Keeps

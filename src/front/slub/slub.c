@@ -139,8 +139,7 @@ static int owner_node(struct qs_queue *q)
  * object of its slab, which user data matches with odds of 2^-20 at most */
 QS_NOINLINE static bool double_free(qslab_cache *c, struct qs_slab *s, void *obj, uintptr_t w)
 {
-    void *next = (void *)(w ^ c->secret);
-    if (next && !qs_slab_valid_obj(s, next))
+    if (!qs_slab_link_in(c, s, w))
         return false;
     qs_fatal("double free of %p in cache %s", obj, c->name);
     return true;
