@@ -5,11 +5,12 @@
  * one is still a freed slab's (its free is reported); qslab_trim gives
  * every warm slot back at once, the purger those warm for QS_WARM_MS.
  * They come from a cache's empty-slab FIFO past its limit, and from a
- * destroyed cache, which keeps them only within the retention cap: an
+ * destroyed cache, which keeps them only within the retention cap: a
  * sixteenth of the bytes still in slabs (with nothing else in use, a destroy
  * gives everything back at once).  When the page layer hands out memory
  * that is not resident, an empty slab of that order on any cache's FIFO
- * serves instead, and the warm pool is first cut to the cap; empty slabs
+ * serves instead, and the FIFOs and the warm pool together are first
+ * brought down to the cap (fifo_cap: after a phase change); empty slabs
  * of 256 KiB and more of other orders go back once they lay unused
  * through a step of that growth.  The
  * statistics report says how many bytes are warm.
@@ -101,6 +102,76 @@ static void ballast_free(qslab_cache *c, void **objs, size_t n)
         qslab_cache_free(c, objs[i]);
     free(objs);
     CHECK(qslab_cache_destroy(c) == 0);
+}
+
+/* Bytes on every node's empty FIFO of c. */
+static size_t fifo_bytes(qslab_cache *c)
+{
+    size_t b = 0;
+    for (int i = 0; i < qs_nr_nodes; i++)
+        b += QS_LOAD(c->nodes[i].nr_empty) * slab_bytes_of(c);
+    return b;
+}
+
+/* The cap over the FIFOs after a phase change: beside 40 MiB of slabs in
+ * use (so the cap is the fraction, not the floor), 6 MiB of one cache's
+ * empty slabs wait on its FIFO (no decay, no limit) while another cache,
+ * of another order, grows the process by three steps; each step's walk
+ * brings the FIFOs and the warm slots down to the cap, so after the last
+ * they hold the cap and a slab at most. */
+static void fifo_cap(void)
+{
+    qslab_trim();
+    enum { NB = 32, NF = 96, NG = 4096 };
+    qslab_cache *b = qslab_cache_create("t-cap-ballast", 1 << 20, 0, 0, NULL); /* a slab each */
+    qslab_cache *f = qslab_cache_create("t-cap-fifo", 64 << 10, 0, 0, NULL);
+    qslab_cache *g = qslab_cache_create("t-cap-grow", 20000, 0, 0, NULL);
+    CHECK(b && f && g);
+    if (tf_is(f, "slab") || QS_LOAD(f->order) == QS_LOAD(g->order)) { /* SLAB: its own free lists */
+        tf_note("warm_slots", f, "the cap over the FIFOs");
+        CHECK(qslab_cache_destroy(b) == 0 && qslab_cache_destroy(f) == 0 && qslab_cache_destroy(g) == 0);
+        return;
+    }
+    CHECK(qslab_tune("t-cap-fifo", "empty_limit", "1048576") == 0);
+    CHECK(qslab_tune("t-cap-fifo", "empty_decay_ms", "600000") == 0); /* the cap alone */
+    CHECK(qslab_tune("t-cap-fifo", "stash_bytes", "0") == 0);         /* straight to the FIFO */
+    void *bv[NB], *fv[NF], **gv = calloc(NG, sizeof *gv);
+    CHECK(gv != NULL);
+    for (int i = 0; i < NB; i++) { /* a 1 MiB slab each, one page of it touched */
+        CHECK((bv[i] = qslab_cache_alloc(b)) != NULL);
+        memset(bv[i], 6, 64);
+    }
+    for (int i = 0; i < NF; i++) {
+        CHECK((fv[i] = qslab_cache_alloc(f)) != NULL);
+        memset(fv[i], 7, 64);
+    }
+    for (int i = 0; i < NF; i++)
+        qslab_cache_free(f, fv[i]);
+    size_t kept = fifo_bytes(f), fslab = slab_bytes_of(f);
+    size_t cap = qs_page_retain_cap();
+    CHECKF(cap > QS_RETAIN_FLOOR && kept > cap + fslab, "%zu bytes on %s's FIFO, the cap %zu (floor %zu)",
+           kept, f->name, cap, QS_RETAIN_FLOOR);
+    unsigned long walks = QS_LOAD(*qs_node_walks), reclaims = QS_LOAD(*qs_node_reclaims);
+    size_t ng = 0;
+    while (QS_LOAD(*qs_node_walks) < walks + 3 && ng < NG) { /* (a busy qs_global skips a walk) */
+        CHECK((gv[ng] = qslab_cache_alloc(g)) != NULL);
+        memset(gv[ng++], 8, 64);
+    }
+    cap = qs_page_retain_cap();
+    CHECKF(QS_LOAD(*qs_node_walks) >= walks + 3 && QS_LOAD(*qs_node_reclaims) > reclaims,
+           "%zu blocks of %s: %lu walks, %lu of them over the cap", ng, g->name,
+           QS_LOAD(*qs_node_walks) - walks, QS_LOAD(*qs_node_reclaims) - reclaims);
+    CHECKF(fifo_bytes(f) + warm() <= cap + fslab,
+           "%zu bytes on %s's FIFO and %zu warm after the process grew: over the cap %zu (1/%d of %zu "
+           "bytes of slabs) and a slab", fifo_bytes(f), f->name, warm(), cap, QS_RETAIN_FRACTION,
+           __atomic_load_n(qs_page_slab_bytes, __ATOMIC_RELAXED));
+    while (ng)
+        qslab_cache_free(g, gv[--ng]);
+    free(gv);
+    for (int i = 0; i < NB; i++)
+        qslab_cache_free(b, bv[i]);
+    CHECK(qslab_cache_destroy(g) == 0 && qslab_cache_destroy(f) == 0 && qslab_cache_destroy(b) == 0);
+    qslab_trim();
 }
 
 int main(void)
@@ -375,6 +446,8 @@ int main(void)
     }
     CHECK(qslab_cache_destroy(g) == 0);
     CHECK(qslab_cache_destroy(h) == 0);
+
+    fifo_cap();
 
     ballast_free(bal, bobjs, nb);
     qslab_trim();
