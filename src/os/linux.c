@@ -19,6 +19,12 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h> /* RUNNING_ON_VALGRIND: a client request, nothing natively */
+#define QS_OS_VALGRIND 1
+#endif
+#endif
 
 #ifndef MPOL_PREFERRED
 #define MPOL_PREFERRED 1
@@ -599,6 +605,63 @@ static const char *self_register(void)
     return qs_rseq_thread_err;
 }
 
+#ifdef QS_OS_VALGRIND
+/* QS_RSEQ_VALGRIND (os.h): virtual CPU ids, one per thread.  A bit per id,
+ * set by the thread that claims it (compare-and-swap: ids are claimed by
+ * threads at once), cleared by the same thread at its exit (the key's
+ * destructor), after its cpu_id reads "refused": from then on its fast
+ * paths find no queue, so the next owner of the id is alone on it.  The
+ * claim's acquire pairs with the release of the clear. */
+#define VCPU_MAX 4096
+static uint64_t vcpu_used[VCPU_MAX / 64];
+static pthread_key_t vcpu_key;
+static const char why_valgrind[] =
+    "rseq emulated under valgrind (one virtual CPU per thread, as many as CPUs)";
+static const char why_no_vcpu[] = "valgrind: every virtual CPU is taken (one per thread, as many as CPUs)";
+
+static void vcpu_release(void *arg)
+{
+    unsigned id = (unsigned)(uintptr_t)arg - 1;
+    __atomic_store_n(&qs_rseq_area.cpu_id, (uint32_t)QS_RSEQ_CPU_ID_FAILED, __ATOMIC_RELAXED);
+    qs_rseq_thread_err = "valgrind: the thread gave its virtual CPU back (exiting)";
+    __atomic_fetch_and(&vcpu_used[id / 64], ~((uint64_t)1 << (id % 64)), __ATOMIC_RELEASE);
+}
+
+/* Give the calling thread a free virtual CPU id; NULL or the reason not. */
+static const char *vcpu_claim(void)
+{
+    int n = qs_os_cpu_possible();
+    if (n > VCPU_MAX)
+        n = VCPU_MAX;
+    for (int id = 0; id < n; id++) {
+        uint64_t bit = (uint64_t)1 << (id % 64), w = __atomic_load_n(&vcpu_used[id / 64], __ATOMIC_RELAXED);
+        while (!(w & bit)) {
+            if (__atomic_compare_exchange_n(&vcpu_used[id / 64], &w, w | bit, false, __ATOMIC_ACQUIRE,
+                                            __ATOMIC_RELAXED)) {
+                if (pthread_setspecific(vcpu_key, (void *)(uintptr_t)(id + 1)) != 0) {
+                    __atomic_fetch_and(&vcpu_used[id / 64], ~bit, __ATOMIC_RELEASE);
+                    break;
+                }
+                __atomic_store_n(&qs_rseq_area.cpu_id_start, (uint32_t)id, __ATOMIC_RELAXED);
+                __atomic_store_n(&qs_rseq_area.cpu_id, (uint32_t)id, __ATOMIC_RELAXED);
+                return NULL;
+            }
+        }
+    }
+    __atomic_store_n(&qs_rseq_area.cpu_id, (uint32_t)QS_RSEQ_CPU_ID_FAILED, __ATOMIC_RELAXED);
+    qs_rseq_thread_err = why_no_vcpu;
+    return why_no_vcpu;
+}
+
+/* Start-up under valgrind, whose kernel refused rseq: emulate it (os.h). */
+static bool vcpu_init(void)
+{
+    if (!RUNNING_ON_VALGRIND || pthread_key_create(&vcpu_key, vcpu_release) != 0)
+        return false;
+    return vcpu_claim() == NULL;
+}
+#endif
+
 /* glibc registered its area with its own RSEQ_SIG.  Ask the kernel whether
  * that is ours: registering the same area again answers EBUSY when the
  * signature matches and EPERM when it differs (EINVAL if the length differs:
@@ -646,10 +709,15 @@ int qs_os_rseq_init(struct qs_os_rseq_info *out)
             info = (struct qs_os_rseq_info){QS_RSEQ_GLIBC, why_glibc, (long)__rseq_offset, __rseq_size};
     } else {
         const char *bad = self_register();
+        long off = (long)((char *)&qs_rseq_area - qs_os_thread_pointer());
+#ifdef QS_OS_VALGRIND
+        if (bad && errno == ENOSYS && vcpu_init())
+            info = (struct qs_os_rseq_info){QS_RSEQ_VALGRIND, why_valgrind, off, QS_RSEQ_AREA_SIZE};
+        else
+#endif
         if (bad) {
             info.why = bad;
         } else {
-            long off = (long)((char *)&qs_rseq_area - qs_os_thread_pointer());
             info = (struct qs_os_rseq_info){QS_RSEQ_SELF, why_self, off, QS_RSEQ_AREA_SIZE};
         }
     }
@@ -680,6 +748,19 @@ int qs_os_rseq_register_thread(void)
         errno = saved;
         return bad ? -1 : 0;
     }
+#ifdef QS_OS_VALGRIND
+    case QS_RSEQ_VALGRIND: {
+        int32_t cpu = (int32_t)__atomic_load_n(&qs_rseq_area.cpu_id, __ATOMIC_RELAXED);
+        if (cpu >= 0)
+            return 0;
+        if (cpu == QS_RSEQ_CPU_ID_FAILED)
+            return -1;
+        int saved = errno;
+        const char *bad = vcpu_claim();
+        errno = saved;
+        return bad ? -1 : 0;
+    }
+#endif
 #endif
     default:
         return -1;
@@ -714,6 +795,8 @@ static int membarrier_no_cpu_flag;
 
 int qs_os_membarrier_rseq_register(void)
 {
+    if (rseq_info.mode == QS_RSEQ_VALGRIND)
+        return -1; /* no section is the kernel's to restart */
     int saved = errno;
     long r = syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ, 0, 0);
     errno = saved;

@@ -137,6 +137,20 @@ int qs_os_cpus_allowed(void);
  *                  rseq unregistration is performed or after the thread
  *                  exits").  fork() children inherit the registration; execve
  *                  drops it; a new thread starts unregistered.
+ *   QS_RSEQ_VALGRIND  under valgrind, which refuses rseq (ENOSYS), when
+ *                  valgrind's headers were there at build time: qslab's area
+ *                  again, never registered; each thread that asks gets a
+ *                  virtual CPU id of its own, below qs_os_cpu_possible(),
+ *                  written into cpu_id by qslab and given back when the thread
+ *                  exits.  No two threads share an id and nothing else writes
+ *                  it, so no section can be interrupted by another on its
+ *                  queue: the kernel's restarts are not needed (a signal
+ *                  handler that allocates while its thread is inside one
+ *                  would break it, as it breaks any malloc: not async-signal-
+ *                  safe).  A thread that finds no id left runs without a
+ *                  queue.  membarrier is refused (nothing to restart), so
+ *                  queues are never taken from their CPU.  It exists so that
+ *                  callgrind can count the per-CPU fast paths' instructions.
  *   QS_RSEQ_NONE   unusable (no kernel support, seccomp, another library holds
  *                  the registration, signature mismatch, unknown architecture).
  *
@@ -165,10 +179,10 @@ int qs_os_cpus_allowed(void);
 #define QS_RSEQ_SIG 0xd428bc00u
 #endif
 
-enum { QS_RSEQ_NONE = 0, QS_RSEQ_GLIBC = 1, QS_RSEQ_SELF = 2 };
+enum { QS_RSEQ_NONE = 0, QS_RSEQ_GLIBC = 1, QS_RSEQ_SELF = 2, QS_RSEQ_VALGRIND = 3 };
 
 struct qs_os_rseq_info {
-    int mode;        /* QS_RSEQ_NONE, QS_RSEQ_GLIBC or QS_RSEQ_SELF */
+    int mode;        /* QS_RSEQ_NONE, _GLIBC, _SELF or _VALGRIND */
     const char *why; /* static text naming the outcome (never NULL) */
     long offset;     /* area at qs_os_thread_pointer() + offset (mode != NONE) */
     unsigned size;   /* glibc's __rseq_size (may be 20, the feature size, on
@@ -177,8 +191,9 @@ struct qs_os_rseq_info {
 
 /* Decide how threads get their rseq area; call once, from the main thread at
  * start-up, before any qs_os_rseq_register_thread().  In QS_RSEQ_SELF mode
- * this registers the calling thread.  Fills *out (every outcome has a `why`);
- * 0 if rseq is usable (GLIBC or SELF), -1 if not.  Later calls change nothing
+ * this registers the calling thread (VALGRIND: gives it a virtual CPU).
+ * Fills *out (every outcome has a `why`); 0 if rseq is usable (any mode but
+ * NONE), -1 if not.  Later calls change nothing
  * and return the first result.  Keeps errno. */
 int qs_os_rseq_init(struct qs_os_rseq_info *out);
 /* Make sure the calling thread's area is registered: 0 when cpu_id is valid
