@@ -17,11 +17,9 @@ slub.ring prodcons scale cache.pair cache.batch.  Needs valgrind
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run  # noqa: E402  (allocator discovery and result parsing)
@@ -64,20 +62,6 @@ def profiles(test, ncpus):
     sys.exit(f"profile.py: unknown test {test}")
 
 
-def callgrind_ir(cmd, env, functions):
-    """Instructions executed inside `functions` (and what they call)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "cg.out")
-        vg = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
-        vg += [f"--toggle-collect={f}*" for f in functions]
-        r = subprocess.run(vg + cmd, env=env, capture_output=True, text=True, timeout=1800)
-        if r.returncode != 0:
-            raise run.RunError(f"valgrind failed: {r.stderr.strip().splitlines()[-1:]}")
-        text = open(out).read()
-    m = re.search(r"^(?:totals|summary):\s+(\d+)", text, re.M)
-    return int(m.group(1)) if m else 0
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bin-dir", required=True)
@@ -115,7 +99,7 @@ def main():
         cells = []
         for col, (functions, ops) in cols.items():
             try:
-                cells.append(f"{callgrind_ir(cmd, env, functions) / ops:13.1f}")
+                cells.append(f"{run.callgrind_ir(cmd, env, functions) / ops:13.1f}")
             except (run.RunError, OSError, subprocess.SubprocessError) as e:
                 cells.append(f"{'error':>13}")
                 print(f"{a.name}: {e}", file=sys.stderr)

@@ -2470,6 +2470,79 @@ PROGRAMS_HEADER = textwrap.wrap(
     "calloc's page faults (bench_calloc).", width=100)
 
 
+def callgrind_ir(cmd, env, functions, timeout=1800):
+    """Instructions executed inside `functions` (and what they call) by cmd
+    under valgrind's callgrind (bench/profile.py, bench/fastpath_budget.py,
+    the instruction counts below); RunError if the run fails."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "cg.out")
+        vg = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+        vg += [f"--toggle-collect={f}*" for f in functions]
+        r = subprocess.run(vg + cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise RunError(f"valgrind failed: {r.stderr.strip().splitlines()[-1:]}")
+        text = open(out).read()
+    m = re.search(r"^(?:totals|summary):\s+(\d+)", text, re.M)
+    return int(m.group(1)) if m else 0
+
+
+# Instructions per 64-byte malloc + free through the drop-in, counted by
+# callgrind inside bench_slub's measured loops (the loop's own instructions
+# included): `pair`, and `batch` of 1,000 objects.  Valgrind refuses rseq;
+# qslab emulates it there (docs/design.md), so the cpu columns count the
+# per-CPU fast paths.  Target (issue: fast paths): at most 40 per pair for
+# the default front end with per-CPU owners.
+INSTR_OBJS, INSTR_ROUNDS = 1000, 4
+INSTR_FUNCTIONS = {"pair": ["alloc_free_pairs"], "batch": ["alloc_objs", "free_objs"]}
+INSTR_TARGET = 40
+
+
+def instruction_counts(bin_dir, allocs, fronts):
+    """[(column, {test: instructions per pair})]: qslab in every front end
+    (QSLAB_FRONT) and owner mode of its columns, then glibc and each peer."""
+    exe = os.path.join(bin_dir, "bench_slub")
+    cols = []
+    for f in fronts:
+        for a in (a for a in allocs if a.subject):
+            env = dict(a.environ(), QSLAB_FRONT=f)
+            cols.append((f"{f}/{a.short}", env))
+    cols += [(a.name, a.environ()) for a in allocs if not a.subject and not a.info]
+    out = []
+    for name, env in cols:
+        got = {}
+        for test, functions in INSTR_FUNCTIONS.items():
+            cmd = [exe, "--test", test, "--size", "64", "--objs", str(INSTR_OBJS),
+                   "--rounds", str(INSTR_ROUNDS)]
+            try:
+                got[test] = callgrind_ir(cmd, env, functions) / (INSTR_OBJS * (INSTR_ROUNDS + 1))
+            except (RunError, OSError, subprocess.SubprocessError) as e:
+                LOG.write(f"instructions: {name} {test}: {e}")
+        out.append((name, got))
+    return out
+
+
+def instruction_lines(counts, peers):
+    """Summary lines for instruction_counts' result."""
+    if not counts:
+        return []
+    lines = []
+    for test, title in (("pair", "pair"), ("batch", f"batch of {INSTR_OBJS:,}")):
+        q = [(n, c[test]) for n, c in counts if test in c and n not in peers]
+        p = [(n, c[test]) for n, c in counts if test in c and n in peers]
+        if not q:
+            continue
+        best = min(p, key=lambda x: x[1]) if p else None
+        part = f"{title}: " + ", ".join(f"{n} {v:.0f}" for n, v in q)
+        if best:
+            part += f"; best peer {best[0]} {best[1]:.0f} ({q[0][0]}/best {q[0][1] / best[1]:.2f})"
+        if test == "pair":
+            part += (f"; target at most {INSTR_TARGET} for {q[0][0]}: "
+                     + ("met" if q[0][1] <= INSTR_TARGET else "MISSED"))
+        lines.append(part)
+    return wrap("Instructions per 64-byte malloc + free (callgrind, the driver's loop included): "
+                + "; ".join(lines), 0, SUMMARY_WIDTH)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bin-dir", required=True, help="directory of the bench_* drivers")
@@ -2481,7 +2554,8 @@ def main():
     ap.add_argument("--only", help="comma-separated tests (e.g. slub.pair,prodcons; "
                                    "slub: every slub test; fronts: the front-end comparison; "
                                    "debug: the debugging costs; programs: the real programs "
-                                   "and calloc, programs.sqlite: one of them)")
+                                   "and calloc, programs.sqlite: one of them; instructions: "
+                                   "the fast paths' instruction counts, which slub includes)")
     ap.add_argument("--allocators", help="comma-separated allocators (default: all found)")
     ap.add_argument("--owners", help="comma-separated qslab owner modes, one qslab column each "
                                      "(QSLAB_OWNER=MODE; 'default': unset); default: "
@@ -2536,7 +2610,7 @@ def main():
         wanted = args.only.split(",")
         picks = lambda w, t: picks_key(w, t.key)
         unknown = [w for w in wanted if not any(picks(w, t) for t in tests)
-                   and not any(picks_key(w, k) for k in program_skipped)]
+                   and not any(picks_key(w, k) for k in program_skipped) and w != "instructions"]
         if unknown:
             sys.exit(f"run.py: unknown test {', '.join(unknown)}; tests: "
                      + ", ".join(t.key for t in tests))
@@ -2575,6 +2649,13 @@ def main():
     finally:
         if work:
             shutil.rmtree(work, ignore_errors=True)
+    # instruction counts: with the slub tests (or alone: --only instructions)
+    instr = []
+    if (not args.smoke and shutil.which("valgrind")
+            and (not args.only or any(w in ("slub", "instructions") for w in args.only.split(",")))):
+        fronts = discover_fronts(args.bin_dir)[0] or ["slqb"]
+        LOG.write(f"instructions: callgrind, {len(fronts)} front ends")
+        instr = instruction_counts(args.bin_dir, allocs, fronts)
     elapsed, cpu1 = time.time() - t0, cpu_times()
     known[mode] = {**known.get(mode, {}), **per_run}
     with open(timings, "w") as f:
@@ -2671,6 +2752,7 @@ def main():
         short += summary_table(q, rows)
     short += front_summary(tests, columns, samples)
     short += debug_summary(tests, columns, samples)
+    short += instruction_lines(instr, [a.name for a in allocs if not a.subject])
     if errors:
         short += [f"{len(errors)} run(s) failed (listed in the report); the first: "
                   + errors[0]][:1]

@@ -211,7 +211,7 @@ void *qs_large_alloc(size_t size, size_t align)
     if (size == 0) {
         if (!align) { /* malloc(0): a zero-size block, else (none left) 16 bytes */
             void *z = qs_zero_alloc();
-            return z ? z : qs_kmalloc_alloc(qs_kmalloc_small_index16[0], 16);
+            return z ? z : qs_kmalloc_alloc(qs_kmalloc_small_index16[2], 16, qs_kmalloc_small_index16);
         }
         size = 1; /* aligned_alloc(4 MiB, 0): a block of its own, not its end */
     }
@@ -290,6 +290,11 @@ QS_NOINLINE void *qs_kmalloc_slow(unsigned i, size_t size)
             return obj;
     }
     return qs_alloc_slow_unsampled(c);
+}
+
+QS_NOINLINE void *qs_kmalloc_slow_size(size_t size, const uint8_t *small)
+{
+    return qs_kmalloc_slow(qs_kmalloc_index(size, small), size);
 }
 
 QSLAB_EXPORT void *qslab_malloc(size_t size)

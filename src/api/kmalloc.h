@@ -36,6 +36,9 @@ bool qs_kmalloc_owns(const void *p);
 /* qslab_usable_size, a bad pointer reported as `what` of it (0) */
 size_t qs_usable_size_as(const void *p, const char *what);
 void *qs_kmalloc_slow(unsigned i, size_t size); /* size: for a front end without queues */
+/* qs_kmalloc_slow for a request of size (up to QS_KMALLOC_MAX) through the
+ * table `small`: the fast path keeps no class across its section */
+void *qs_kmalloc_slow_size(size_t size, const uint8_t *small);
 
 #define QS_KM_FINE_FIRST 9  /* 8 .. 128: classes 0..8; then eight per power of two */
 #define QS_KM_STEPS 8       /* classes per power of two from 128 bytes up, */
@@ -63,24 +66,21 @@ static inline unsigned qs_kmalloc_index(size_t size, const uint8_t *small)
 }
 
 /* qs_alloc_fast for class i, whose cache id is i (qs_kmalloc_init): the
- * queue lookup does not wait for the cache's line. */
-static inline void *qs_kmalloc_alloc(unsigned i, size_t size)
+ * queue lookup does not wait for the cache's line.  The class is that of
+ * size through the table `small` (its slow path finds it again). */
+static inline void *qs_kmalloc_alloc(unsigned long i, size_t size, const uint8_t *small)
 {
     if (i >= QS_KMALLOC_CLASSES)
         __builtin_unreachable(); /* (thread owner: classes below 16 KiB at fixed offsets) */
 #if QS_HAVE_PERCPU
     if (qs_percpu()) {
         void *obj = qs_percpu_alloc(i, 0); /* no ctor: the link at 0 */
-        return likely(obj != NULL) ? obj : qs_kmalloc_slow(i, size);
+        return likely(obj != NULL) ? obj : qs_kmalloc_slow_size(size, small);
     }
 #endif
     struct qs_queue *q = qs_queue_fast(i);
-    if (likely(QS_TOP_NR(q->top) != 0)) {
-        void *obj = qs_queue_try_pop(q, QS_ALLOC_FAST, 0); /* no ctor: link at 0 */
-        if (likely(obj != NULL))
-            return obj;
-    }
-    return qs_kmalloc_slow(i, size); /* refill, or report the corrupt link */
+    void *obj = qs_queue_try_pop(q, QS_ALLOC_FAST, 0); /* no ctor: link at 0 */
+    return likely(obj != NULL) ? obj : qs_kmalloc_slow_size(size, small); /* refill, or report a bad word */
 }
 
 #define QS_KM_SMALL_CLASSES 33 /* the first table's: 8 .. 1024 */
@@ -97,13 +97,13 @@ static inline void *qs_kmalloc(size_t size, const uint8_t *small)
 {
     size_t m = size - 1;
     if (likely(m < QS_KM_SMALL_MAX)) {
-        unsigned i = small[(m >> 3) + 1];
+        unsigned long i = small[(m >> 3) + 1];
         if (i >= QS_KM_SMALL_CLASSES)
             __builtin_unreachable();
-        return qs_kmalloc_alloc(i, size);
+        return qs_kmalloc_alloc(i, size, small);
     }
     if (likely(m < QS_KMALLOC_MAX))
-        return qs_kmalloc_alloc(qs_kmalloc_index(size, small), size);
+        return qs_kmalloc_alloc(qs_kmalloc_index(size, small), size, small);
     return qs_large_alloc(size, 0); /* and size 0 */
 }
 
@@ -122,19 +122,14 @@ static inline void *qs_kmalloc_fresh(unsigned i, size_t size, bool *fresh)
     uintptr_t want = QS_FRESH_WORD(qs_kmalloc_caches[i].secret);
 #if QS_HAVE_PERCPU
     if (qs_percpu()) {
-        for (;;) {
-            void *obj = qs_percpu_try_alloc0(i);
-            if (likely((uintptr_t)obj > 1)) {
-                *fresh = *(uintptr_t *)obj == want;
-                *(uintptr_t *)obj = 0; /* ours now */
-                return obj;
-            }
-            if (!obj)
-                break;
-            qs_self.rseq_aborts++;
+        void *obj = qs_percpu_try_alloc0(i);
+        if (likely(obj != NULL)) {
+            *fresh = *(uintptr_t *)obj == want;
+            *(uintptr_t *)obj = 0; /* ours now */
+            return obj;
         }
         qs_self.last_word = 0;
-        void *obj = qs_kmalloc_slow(i, size);
+        obj = qs_kmalloc_slow(i, size);
         *fresh = obj && qs_self.last_word == want;
         return obj;
     }
@@ -160,7 +155,7 @@ static inline void qs_kfree(void *p)
 {
     struct qs_slab *s = qs_slab_fast(p); /* NULL for p == NULL */
     if (likely(s && qs_slab_valid_obj(s, p))) {
-        qs_free_fast(s->cache, s, p);
+        qs_free_fast_slab(s, p);
         return;
     }
     qs_free_other(p); /* NULL, big slabs, large blocks, bad pointers */
@@ -185,7 +180,7 @@ static inline __attribute__((always_inline)) bool qs_kfree_sized_fast(void *p, s
         return false;
     if (unlikely(s->cache_id != want))
         return false;
-    qs_free_fast(s->cache, s, p);
+    qs_free_fast_slab(s, p);
     return true;
 }
 

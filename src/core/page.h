@@ -83,10 +83,14 @@ static inline struct qs_chunk *qs_chunk_of(const void *p)
  * be a header slot's or a free slot's (span 0): check qs_slab_valid_obj. */
 static inline struct qs_slab *qs_slab_fast(const void *p)
 {
-    uintptr_t u = (uintptr_t)p;
-    if (unlikely(u >> QS_VA_BITS))
+    uintptr_t u = (uintptr_t)p, unit = u >> QS_CHUNK_SHIFT;
+    /* the unit is tested against the map's size, not u against 2^47, so
+     * that one shift serves both (the empty asm keeps GCC from folding the
+     * test back into a shift of its own) */
+    __asm__("" : "+r"(unit));
+    if (unlikely(unit >= QS_UNITS))
         return NULL;
-    unsigned k = __atomic_load_n(&qs_unit_map[u >> QS_CHUNK_SHIFT], __ATOMIC_ACQUIRE);
+    unsigned k = __atomic_load_n(&qs_unit_map[unit], __ATOMIC_ACQUIRE);
     if (unlikely(k < QS_UNIT_SLABS))
         return NULL;
     struct qs_slab *slabs = (struct qs_slab *)((u & ~(uintptr_t)(QS_CHUNK_SIZE - 1)) + QS_CHUNK_HDR_SLABS);

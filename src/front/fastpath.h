@@ -12,6 +12,12 @@
  * Nothing is loaded from the object.  The chain of
  * dependent loads from the pointer to the queue is: unit map, descriptor,
  * slot array entry; the chunk header and the cache are off that chain.
+ * Per-CPU owners (rseq): the same, the queue found through the CPU's table
+ * (qs_cpu_tables[cpu_id][cache id]: 2 loads after cpu_id) instead of TLS,
+ * plus 1 store of the section's descriptor into the rseq area per path.
+ * Instructions: bench/fastpath_budget.py (a test) holds each front end's
+ * and owner kind's count for a 64-byte pair and a batch of 1,000, measured
+ * with callgrind, and fails when a change adds to them.
  */
 #ifndef QSLAB_FASTPATH_H
 #define QSLAB_FASTPATH_H
@@ -29,7 +35,7 @@
  * qs_free_remote, which hands it to qs_free_slow): one test fewer on both
  * paths.  Nobody writes to qs_no_queue. */
 _Static_assert(65 <= QS_FIXED_SLOTS, "kmalloc queues up to 4 KiB at fixed TLS offsets");
-static inline struct qs_queue *qs_queue_fast(unsigned id)
+static inline struct qs_queue *qs_queue_fast(unsigned long id)
 {
     struct qs_owner *o = &qs_self;
     if (likely(id < QS_FIXED_SLOTS))
@@ -59,7 +65,7 @@ static inline struct qs_queue *qs_queue_of(const qslab_cache *c)
     return qs_queue_of_id(c->id);
 }
 
-/* Pop the top of a non-empty queue, counting it as `item`, with the link
+/* Pop the top of a queue, counting it as `item`, with the link
  * word at link_off (q->link_off; the constant 0 for the kmalloc caches,
  * which have no constructor).  The object's word must hold the free stamp
  * (a push writes it) or a free-list link (a refill leaves the link it had
@@ -67,14 +73,17 @@ static inline struct qs_queue *qs_queue_of(const qslab_cache *c)
  * each, a store into a line of a conflicting set per object); NULL, the
  * queue untouched, if not: the object was freed twice (the first of its two
  * entries was handed out and its word cleared) or written after its free
- * (qs_queue_corrupt tells which).
+ * (qs_queue_corrupt tells which); NULL too if the queue is empty.
  * The caller reports it (qs_queue_pop), so the kmalloc path need not know
  * its cache's address until it is on a slow path.  A fast pop counts
  * itself in `top` (one store); a slow one in stat[]. */
 static inline void *qs_queue_try_pop(struct qs_queue *q, int item, uint32_t link_off)
 {
     uint64_t t = q->top;
-    void *obj = q->slots[QS_TOP_NR(t) - 1];
+    size_t nr = QS_TOP_NR(t); /* size_t: slots[nr - 1] is one address, no 32-bit wrap */
+    if (unlikely(nr == 0))
+        return NULL;
+    void *obj = q->slots[nr - 1];
     uintptr_t *l = (uintptr_t *)((char *)obj + link_off);
     uintptr_t w = *l;
     if (unlikely(w != q->stamp) && ((w ^ q->stamp ^ QS_STAMP(0)) & QS_LINK_TAG_MASK))
@@ -125,62 +134,68 @@ static inline void *qs_queue_pop(qslab_cache *c, struct qs_queue *q, int item)
  * object's word sends it to the slow path, which looks for a double
  * free), and that line is written next anyway. */
 /* The per-CPU free fast path's outcomes (qs_percpu_free_slow's `why`). */
-enum { QS_PC_DONE, QS_PC_REMOTE, QS_PC_FULL, QS_PC_SUSPECT, QS_PC_ABORT };
+/* (QS_PC_REMOTE is not 1, QS_OWNER_CPU: GCC would keep the owner kind it
+ * tested in a register, for a return of 1, at the cost of an instruction
+ * on the common path) */
+enum { QS_PC_DONE, QS_PC_FULL = 2, QS_PC_SUSPECT, QS_PC_REMOTE };
 #if QS_HAVE_PERCPU
-#define QS_PC_REMOTE_ASM 1
-#define QS_PC_FULL_ASM 2
-#define QS_PC_SUSPECT_ASM 3
-#define QS_PC_ABORT_ASM 4
 
 /* The alloc section; WORD is the object's word's address (its link offset:
  * the constant 0 for kmalloc's caches, which have no constructor).  [obj]
- * ends as the object, NULL (slow path) or 1 (restarted); [q] as the queue. */
+ * ends as the object or NULL (slow path); [q] as the queue.  A restart
+ * (7:, from the abort handler) counts itself in qs_self.rseq_aborts and
+ * runs the section again from its entry (11:, which stores the descriptor
+ * the kernel cleared): the caller sees no third outcome to test for. */
 #define QS_PERCPU_ALLOC_ASM(WORD)                                                                  \
+    "11:\n\t"                                                                                      \
     QS_RSEQ_ENTER_FAST                                                                             \
-    "movslq %%fs:4(%%rcx), %%rax\n\t"                                                              \
+    "movslq %%fs:4(%%rcx), %%rdx\n\t"                                                              \
     "movq %[tablesm], %%rcx\n\t"                                                                   \
-    "movq (%%rcx,%%rax,8), %%rax\n\t"                                                              \
-    "movq (%%rax,%[id],8), %[q]\n\t" /* the CPU's queue of cache id */                             \
+    "movq (%%rcx,%%rdx,8), %%rdx\n\t"                                                              \
+    "movq (%%rdx,%[id],8), %[q]\n\t" /* the CPU's queue of cache id */                             \
     "movq " QS_STR(QS_Q_TOP) "(%[q]), %%rcx\n\t"                                                   \
-    "movl %%ecx, %%eax\n\t"                                                                        \
-    "andl $" QS_STR(QS_TOP_MASK_ASM) ", %%eax\n\t"                                                 \
+    "movl %%ecx, %%edx\n\t"                                                                        \
+    "andl $" QS_STR(QS_TOP_MASK_ASM) ", %%edx\n\t"                                                 \
     "jz 8f\n\t"                                                                                    \
     "movq " QS_STR(QS_Q_SLOTS) "(%[q]), %[obj]\n\t"                                                \
-    "movq -8(%[obj],%%rax,8), %[obj]\n\t"                                                          \
-    "movq " WORD ", %%rax\n\t"                                                                     \
-    "cmpq " QS_STR(QS_Q_STAMP) "(%[q]), %%rax\n\t"                                                 \
+    "movq -8(%[obj],%%rdx,8), %[obj]\n\t"                                                          \
+    "movq " WORD ", %%rdx\n\t"                                                                     \
+    "cmpq " QS_STR(QS_Q_STAMP) "(%[q]), %%rdx\n\t"                                                 \
     "je 5f\n\t"                                                                                    \
-    "xorq " QS_STR(QS_Q_STAMP) "(%[q]), %%rax\n\t" /* a link? w ^ secret has */                   \
-    "xorq $1, %%rax\n\t"                           /* no tag bits (0..2, 47..63) */            \
-    "testb $7, %%al\n\t"                                                                           \
+    "xorq " QS_STR(QS_Q_STAMP) "(%[q]), %%rdx\n\t" /* a link? w ^ secret has */                   \
+    "xorq $1, %%rdx\n\t"                           /* no tag bits (0..2, 47..63) */            \
+    "testb $7, %%dl\n\t"                                                                           \
     "jnz 8f\n\t"                                                                                   \
-    "shrq $47, %%rax\n\t"                                                                          \
+    "shrq $47, %%rdx\n\t"                                                                          \
     "jnz 8f\n\t"                                                                                   \
     "5:\n\t"                                                                                       \
     "addq $" QS_STR(QS_TOP_MASK_ASM) ", %%rcx\n\t"                                                 \
     "movq %%rcx, " QS_STR(QS_Q_TOP) "(%[q])\n\t" /* commit */                                      \
     "2:\n\t"                                                                                       \
     ".pushsection __rseq_failure, \"ax\"\n\t" /* the cold exits, out of line */                  \
-    "7:\n\t" /* restarted */                                                                       \
-    "movl $1, %k[obj]\n\t"                                                                         \
-    "jmp 9f\n\t"                                                                                   \
+    "7:\n\t" /* restarted: counted, and again */                                                   \
+    "movq qs_self@gottpoff(%%rip), %%rcx\n\t"                                                      \
+    "addq $1, %%fs:%c[aborts](%%rcx)\n\t"                                                          \
+    "jmp 11b\n\t"                                                                                  \
     "8:\n\t" /* the slow path */                                                                   \
     "xorl %k[obj], %k[obj]\n\t"                                                                    \
     "jmp 9f\n\t"                                                                                   \
     ".popsection\n\t"                                                                              \
     "9:\n\t"
 
-/* Returns the object, NULL (slow path) or (void *)1 (restarted). */
+#define QS_ALLOC_ABORTS [aborts] "i"(__builtin_offsetof(struct qs_owner, rseq_aborts))
+
+/* Returns the object (its word not cleared yet), or NULL (slow path). */
 static inline void *qs_percpu_try_alloc(unsigned long id, unsigned long link_off)
 {
     void *obj;
     struct qs_queue *q;
     __asm__ volatile(QS_PERCPU_ALLOC_ASM("(%[obj],%[loff])")
-                     : [obj] "=&r"(obj), [q] "=&r"(q)
+                     : [obj] "=&a"(obj), [q] "=&r"(q)
                      : [offm] "m"(qs_rseq_off), [tablesm] "m"(qs_cpu_tables), [id] "r"(id),
-                       [loff] "r"(link_off)
-                     : "rax", "rcx", "memory", "cc");
-    if ((uintptr_t)obj > 1)
+                       [loff] "r"(link_off), QS_ALLOC_ABORTS
+                     : "rcx", "rdx", "memory", "cc");
+    if (obj)
         QS_TSAN_ACQUIRE(q);
     return obj;
 }
@@ -190,32 +205,27 @@ static inline void *qs_percpu_try_alloc0(unsigned long id)
     void *obj;
     struct qs_queue *q;
     __asm__ volatile(QS_PERCPU_ALLOC_ASM("(%[obj])")
-                     : [obj] "=&r"(obj), [q] "=&r"(q)
-                     : [offm] "m"(qs_rseq_off), [tablesm] "m"(qs_cpu_tables), [id] "r"(id)
-                     : "rax", "rcx", "memory", "cc");
-    if ((uintptr_t)obj > 1)
+                     : [obj] "=&a"(obj), [q] "=&r"(q)
+                     : [offm] "m"(qs_rseq_off), [tablesm] "m"(qs_cpu_tables), [id] "r"(id), QS_ALLOC_ABORTS
+                     : "rcx", "rdx", "memory", "cc");
+    if (obj)
         QS_TSAN_ACQUIRE(q);
     return obj;
 }
+#undef QS_ALLOC_ABORTS
 
 static inline void *qs_percpu_alloc(unsigned long id, unsigned long link_off)
 {
-    for (;;) {
-        void *obj = __builtin_constant_p(link_off) && link_off == 0 ? qs_percpu_try_alloc0(id)
-                                                                     : qs_percpu_try_alloc(id, link_off);
-        if (likely((uintptr_t)obj > 1)) {
-            *(uintptr_t *)((char *)obj + link_off) = 0; /* ours now */
-            return obj;
-        }
-        if (!obj)
-            return NULL;
-        qs_self.rseq_aborts++;
-    }
+    void *obj = __builtin_constant_p(link_off) && link_off == 0 ? qs_percpu_try_alloc0(id)
+                                                                 : qs_percpu_try_alloc(id, link_off);
+    if (likely(obj != NULL))
+        *(uintptr_t *)((char *)obj + link_off) = 0; /* ours now */
+    return obj;
 }
 
 /* The free section: no outputs, so asm goto (GCC 12's trouble is with asm
  * goto outputs), and the abort handler's label 7 jumps to C's `abort`. */
-static inline int qs_percpu_free(struct qs_slab *s, void *obj, unsigned long id)
+static inline int qs_percpu_free(struct qs_slab *s, void *obj)
 {
 again:;
 #if defined(__SANITIZE_THREAD__)
@@ -223,7 +233,7 @@ again:;
      * before the section, so the section must use that queue: if the
      * thread moved to another CPU in between, it restarts (label 7) and
      * the release is made again on the new CPU's queue */
-    struct qs_queue *expect = qs_tsan_release_cpu_queue(id);
+    struct qs_queue *expect = qs_tsan_release_cpu_queue(s->cache_id);
 #define QS_TSAN_SAME_QUEUE "cmpq %[expect], %%rdx\n\t" "jne 7f\n\t"
 #define QS_TSAN_EXPECT , [expect] "r"(expect)
 #else
@@ -234,7 +244,8 @@ again:;
                  "movslq %%fs:4(%%rcx), %%rax\n\t"
                  "movq %[tablesm], %%rcx\n\t"
                  "movq (%%rcx,%%rax,8), %%rax\n\t"
-                 "movq (%%rax,%[id],8), %%rdx\n\t" /* the queue */
+                 "movl %c[scid](%[s]), %%edx\n\t" /* the slab's cache id */
+                 "movq (%%rax,%%rdx,8), %%rdx\n\t" /* the queue */
                  QS_TSAN_SAME_QUEUE
                  "movq " QS_STR(QS_Q_TOP) "(%%rdx), %%rcx\n\t"
                  "movl %%ecx, %%eax\n\t"
@@ -294,7 +305,7 @@ again:;
                  "movq %[obj], %%rsi\n\t"
                  "shrq $3, %%rsi\n\t"
                  "orq %%rsi, %%rcx\n\t"
-                 "leaq " QS_STR(QS_Q_FB) "(%%rdx), %%rsi\n\t" /* ... into fb */
+                 "leaq " QS_STR(QS_Q_FB) "(%%rdx), %%rdx\n\t" /* ... into fb */
                  "jmp 9f\n\t"
                  "5:\n\t" /* our own object */
                  "cmpl " QS_STR(QS_Q_LIMIT) "(%%rdx), %%eax\n\t"
@@ -307,18 +318,18 @@ again:;
                  "movl %c[loff](%%rdx), %%eax\n\t"
                  "movq " QS_STR(QS_Q_STAMP) "(%%rdx), %%rsi\n\t"
                  "movq %%rsi, (%[obj],%%rax)\n\t" /* the free stamp */
-                 "addq $1, %%rcx\n\t"             /* top + 1 */
-                 "movq %%rdx, %%rsi\n\t"          /* ... into top */
+                 "addq $1, %%rcx\n\t"             /* top + 1: into top (QS_Q_TOP 0) */
                  "9:\n\t"
-                 "movq %%rcx, (%%rsi)\n\t" /* commit: top, or fb */
+                 "movq %%rcx, (%%rdx)\n\t" /* commit: top, or fb */
                  "2:\n\t"
                  ".pushsection __rseq_failure, \"ax\"\n\t" /* label 7: back to C */
                  "7:\n\t"
                  "jmp %l[abort]\n\t"
                  ".popsection\n\t"
                  :
-                 : [offm] "m"(qs_rseq_off), [tablesm] "m"(qs_cpu_tables), [id] "r"(id), [s] "r"(s),
+                 : [offm] "m"(qs_rseq_off), [tablesm] "m"(qs_cpu_tables), [s] "r"(s),
                    [obj] "r"(obj), [list] "i"(__builtin_offsetof(struct qs_queue, list)),
+                   [scid] "i"(__builtin_offsetof(struct qs_slab, cache_id)),
                    [sown] "i"(__builtin_offsetof(struct qs_slab, owner)),
                    [snode] "i"(__builtin_offsetof(struct qs_slab, node)),
                    [loff] "i"(__builtin_offsetof(struct qs_queue, link_off)) QS_TSAN_EXPECT
@@ -348,12 +359,8 @@ static inline void *qs_alloc_fast(qslab_cache *c)
     }
 #endif
     struct qs_queue *q = qs_queue_fast(c->id);
-    if (likely(QS_TOP_NR(q->top) != 0)) {
-        void *obj = qs_queue_try_pop(q, QS_ALLOC_FAST, q->link_off);
-        if (likely(obj != NULL))
-            return obj;
-    }
-    return qs_alloc_slow(c);
+    void *obj = qs_queue_try_pop(q, QS_ALLOC_FAST, q->link_off);
+    return likely(obj != NULL) ? obj : qs_alloc_slow(c); /* empty, or a bad word reported there */
 }
 
 /* Push a free object of slab s on the owner's queue: store its free stamp
@@ -393,17 +400,21 @@ static inline void qs_queue_push(qslab_cache *c, struct qs_queue *q, struct qs_s
 }
 
 /* Free obj (validated: an object of slab s of cache c).  The queue is found
- * through the slab's copy of the cache id, in parallel with loading c. */
-static inline void qs_free_fast(qslab_cache *c, struct qs_slab *s, void *obj)
+ * through the slab's copy of the cache id, in parallel with loading c.
+ * c may be NULL (qs_free_fast_slab): the cache is then read from the slab
+ * only on the paths that need it, none of them the common one. */
+#define QS_FREE_CACHE(c, s) ((c) ? (c) : __atomic_load_n(&(s)->cache, __ATOMIC_RELAXED))
+static inline __attribute__((always_inline)) void qs_free_fast_in(qslab_cache *c, struct qs_slab *s,
+                                                                  void *obj)
 {
 #if QS_HAVE_PERCPU
     if (qs_percpu()) {
-        int r = qs_percpu_free(s, obj, s->cache_id);
+        int r = qs_percpu_free(s, obj); /* the section reads s->cache_id */
         /* the cache is read after the section (its memory clobber keeps
          * the load there): nothing of ours lives across it in a
          * callee-saved register */
         if (unlikely(r != QS_PC_DONE))
-            qs_percpu_free_slow(__atomic_load_n(&s->cache, __ATOMIC_RELAXED), s, obj, r);
+            qs_percpu_free_slow(QS_FREE_CACHE(c, s), s, obj, r);
         return;
     }
 #endif
@@ -414,7 +425,7 @@ static inline void qs_free_fast(qslab_cache *c, struct qs_slab *s, void *obj)
      * (qs_no_queue owns no slab).  A relaxed
      * load: only we make a slab ours, so equality needs no ordering. */
     if (unlikely(__atomic_load_n(&s->owner, __ATOMIC_RELAXED) != &q->list)) {
-        qs_free_remote(c, q, s, obj);
+        qs_free_remote(QS_FREE_CACHE(c, s), q, s, obj);
         return;
     }
     uint64_t t = q->top;
@@ -438,11 +449,32 @@ static inline void qs_free_fast(qslab_cache *c, struct qs_slab *s, void *obj)
             qs_fbit_set_cold(s, obj); /* a tail call: the pair's code stays as it was */
             return;
         }
-        qs_free_full(c, q, s, obj);
+        qs_free_full(QS_FREE_CACHE(c, s), q, s, obj);
         return;
     }
-    qs_queue_push_at(c, q, s, obj, t);
+    unsigned nr = QS_TOP_NR(t);
+    void **sl = q->slots;
+    if (unlikely(sl[(int)nr - 1] == obj)) {
+        qs_free_suspect(QS_FREE_CACHE(c, s), q, s, obj);
+        return;
+    }
+    *(uintptr_t *)((char *)obj + q->link_off) = q->stamp;
+    sl[nr] = obj;
+    /* not counted: FREE_FAST is derived from nr (qs_queue_nr_set) */
+    QS_STORE(q->top, t + 1); /* read by statistics: relaxed store, a plain mov */
 }
+
+static inline __attribute__((always_inline)) void qs_free_fast(qslab_cache *c, struct qs_slab *s, void *obj)
+{
+    qs_free_fast_in(c, s, obj);
+}
+
+/* As qs_free_fast, the cache read from the slab where a slow path needs it */
+static inline __attribute__((always_inline)) void qs_free_fast_slab(struct qs_slab *s, void *obj)
+{
+    qs_free_fast_in(NULL, s, obj);
+}
+#undef QS_FREE_CACHE
 
 /* Slab of a pointer that should be an object of a slab chunk; NULL if not. */
 static inline struct qs_slab *qs_obj_slab(struct qs_chunk *ch, const void *p)

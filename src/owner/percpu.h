@@ -46,6 +46,7 @@
 #define QS_Q_FB_TO 56
 #define QS_Q_FB_MAX 64
 _Static_assert(__builtin_offsetof(struct qs_queue, top) == QS_Q_TOP, "rseq: top");
+_Static_assert(QS_Q_TOP == 0, "rseq: the free section commits through the queue's own address");
 _Static_assert(__builtin_offsetof(struct qs_queue, slots) == QS_Q_SLOTS, "rseq: slots");
 _Static_assert(__builtin_offsetof(struct qs_queue, stamp) == QS_Q_STAMP, "rseq: stamp");
 _Static_assert(__builtin_offsetof(struct qs_queue, limit) == QS_Q_LIMIT, "rseq: limit");
