@@ -2649,10 +2649,12 @@ def main():
     finally:
         if work:
             shutil.rmtree(work, ignore_errors=True)
-    # instruction counts: with the slub tests (or alone: --only instructions)
+    # instruction counts: in full mode with the slub tests (about a minute,
+    # not in bench-quick's first look), or alone: --only instructions
     instr = []
-    if (not args.smoke and shutil.which("valgrind")
-            and (not args.only or any(w in ("slub", "instructions") for w in args.only.split(",")))):
+    wants = args.only.split(",") if args.only else []
+    if shutil.which("valgrind") and ("instructions" in wants or (
+            mode == "full" and (not wants or "slub" in wants))):
         fronts = discover_fronts(args.bin_dir)[0] or ["slqb"]
         LOG.write(f"instructions: callgrind, {len(fronts)} front ends")
         instr = instruction_counts(args.bin_dir, allocs, fronts)
