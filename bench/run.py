@@ -2656,8 +2656,12 @@ def main():
     if shutil.which("valgrind") and ("instructions" in wants or (
             mode == "full" and (not wants or "slub" in wants))):
         fronts = discover_fronts(args.bin_dir)[0] or ["slqb"]
+        t1 = time.time()
+        sys.stderr.write(f"instructions: callgrind counts the fast paths ({len(fronts)} front ends "
+                         "and the peers, about a minute)\n")
         LOG.write(f"instructions: callgrind, {len(fronts)} front ends")
         instr = instruction_counts(args.bin_dir, allocs, fronts)
+        sys.stderr.write(f"instructions: done in {time.time() - t1:.0f} s\n")
     elapsed, cpu1 = time.time() - t0, cpu_times()
     known[mode] = {**known.get(mode, {}), **per_run}
     with open(timings, "w") as f:
