@@ -80,7 +80,7 @@ static inline void *qs_kmalloc_alloc(unsigned long i, size_t size, const uint8_t
 #endif
     struct qs_queue *q = qs_queue_fast(i);
     void *obj = qs_queue_try_pop(q, QS_ALLOC_FAST, 0); /* no ctor: link at 0 */
-    return likely(obj != NULL) ? obj : qs_kmalloc_slow_size(size, small); /* refill, or report a bad word */
+    return likely(obj != NULL) ? obj : qs_kmalloc_slow(i, size); /* refill, or report a bad word */
 }
 
 #define QS_KM_SMALL_CLASSES 33 /* the first table's: 8 .. 1024 */

@@ -419,16 +419,26 @@ static inline __attribute__((always_inline)) void qs_free_fast_in(qslab_cache *c
     }
 #endif
     struct qs_queue *q = qs_queue_fast(s->cache_id);
+    uint64_t t = q->top;
     /* objects of our own slabs go on our queue (our slabs are on our node);
-     * anything else takes the slow path (queued while the queue is short,
-     * else batched home), and so does everything when we have no queue
-     * (qs_no_queue owns no slab).  A relaxed
-     * load: only we make a slab ours, so equality needs no ordering. */
+     * another owner's object of our node too while the queue is short (below
+     * park, a copy of the cache's: SLQB's rule, qs_free_remote's, and the
+     * per-CPU section's; SLAB's arrays, whose park is their limit, take any
+     * object of their node this way), unless its word is a free object's
+     * (the slow path looks for the double free); anything else takes the
+     * slow path (batched home), and so does everything when we have no
+     * queue (qs_no_queue owns no slab and parks nothing).  A relaxed load:
+     * only we make a slab ours, so equality needs no ordering. */
     if (unlikely(__atomic_load_n(&s->owner, __ATOMIC_RELAXED) != &q->list)) {
+        if (QS_TOP_NR(t) < QS_LOAD(q->park)) { /* (qs_no_queue's park is 0) */
+            uintptr_t w = *(uintptr_t *)((char *)obj + q->link_off);
+            if (QS_TOP_NR(t) < QS_LOAD(q->limit) && s->node == q->node && w != q->stamp &&
+                ((w ^ q->stamp ^ QS_STAMP(0)) & QS_LINK_TAG_MASK) != 0)
+                goto push;
+        }
         qs_free_remote(QS_FREE_CACHE(c, s), q, s, obj);
         return;
     }
-    uint64_t t = q->top;
     if (unlikely(QS_TOP_NR(t) >= QS_LOAD(q->limit))) {
         /* full: straight onto our slab's free list (qs_free_full), inline
          * while the queue is at hiwater (not only at its slots' end), the
@@ -452,6 +462,7 @@ static inline __attribute__((always_inline)) void qs_free_fast_in(qslab_cache *c
         qs_free_full(QS_FREE_CACHE(c, s), q, s, obj);
         return;
     }
+push:;
     unsigned nr = QS_TOP_NR(t);
     void **sl = q->slots;
     if (unlikely(sl[(int)nr - 1] == obj)) {
