@@ -167,6 +167,12 @@ static void print_default(struct snap *s)
                s->large_alloc, s->large_free);
         print_large_buckets(s);
     }
+    /* what the purger listens to, as the process's QSLAB_STATS says it */
+    const struct qs_pressure *pr = &s->pressure;
+    printf("Pressure: %s; %lu events gave back %lu bytes; %lu trims near the limit gave back %lu "
+           "bytes; longest trim %lu ms\n",
+           s->pressure_text, pr->events, pr->event_bytes, pr->high_trims, pr->high_bytes,
+           pr->trim_ms_max);
     free(v);
 }
 
@@ -568,6 +574,12 @@ static void print_json(const struct snap *s)
                k->live_bytes);
     }
     printf("]},\n");
+    printf(" \"pressure\": {\"source\": ");
+    json_str(s->pressure_text);
+    printf(", \"limit\": %lu, \"events\": %lu, \"event_bytes\": %lu, \"high_trims\": %lu, "
+           "\"high_bytes\": %lu, \"trim_ms_max\": %lu},\n",
+           s->pressure.limit, s->pressure.events, s->pressure.event_bytes, s->pressure.high_trims,
+           s->pressure.high_bytes, s->pressure.trim_ms_max);
     printf(" \"totals\": {\"objects_in_use\": %zu, \"free_in_partial_slabs\": %zu, "
            "\"held_in_queues\": %zu, \"empty_slabs\": %zu, \"slab_overhead\": %zu, "
            "\"slob_free\": %zu, \"warm_slots\": %zu, \"free_slots\": %zu, \"chunk_headers\": %zu, \"large\": %zu, "

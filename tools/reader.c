@@ -682,6 +682,18 @@ bool read_all(struct snap *s)
         !rdc((uint64_t)(uintptr_t)root.meta_mapped_bytes, &mp, 8, 8) ||
         !rdc(mp, &s->meta_mapped, sizeof(size_t), 8))
         return BAD("the large-block, page-layer or metadata counters are not readable");
+    /* memory pressure (core/pressure.c): the published text, bounded and
+     * printable whatever was read */
+    struct qs_pressure pr;
+    if (!rdc((uint64_t)(uintptr_t)root.pressure, &pr, sizeof pr, 8))
+        return BAD("the memory pressure counters are not readable");
+    s->pressure = pr;
+    char *t = pr.text[pr.cur & 1];
+    t[sizeof pr.text[0] - 1] = '\0';
+    size_t i = 0;
+    for (; t[i]; i++)
+        s->pressure_text[i] = (t[i] >= ' ' && t[i] < 127) ? t[i] : '?';
+    s->pressure_text[i] = '\0';
     s->large_alloc = large.alloc;
     s->large_free = large.free;
     s->large_live = large.live;
@@ -878,6 +890,7 @@ bool attach(struct snap *s)
         {"large buckets", root.large_buckets, QS_LARGE_BUCKETS},
         {"large bucket shift", root.large_bucket_shift0, QS_LARGE_BUCKET_SHIFT0},
         {"sizeof(qs_large_counters)", root.sizeof_large, sizeof(struct qs_large_counters)},
+        {"sizeof(qs_pressure)", root.sizeof_pressure, sizeof(struct qs_pressure)},
     };
     for (size_t i = 0; i < sizeof chk / sizeof chk[0]; i++)
         if (chk[i].theirs != chk[i].ours)

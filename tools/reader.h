@@ -85,6 +85,8 @@ struct snap {
     size_t large_bytes, page_slab_bytes;
     size_t page_chunk_bytes, page_slot_bytes, meta_mapped; /* layout version 3 */
     size_t page_warm_bytes;                                /* layout version 5 */
+    struct qs_pressure pressure;                           /* layout version 10 */
+    char pressure_text[QS_PRESSURE_TEXT];
     struct qs_large_bucket large_bucket[QS_LARGE_BUCKETS]; /* by size (observe.h) */
     struct queue_snap *queues; /* every cache's, in cache order */
     size_t nq, qcap;

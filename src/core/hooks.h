@@ -93,7 +93,8 @@ struct qs_api_hooks {
      * (debug/twin.c) are made through it. */
     bool (*cache_setup)(qslab_cache *c, const char *name, size_t size, size_t align,
                         unsigned long flags, void (*ctor)(void *), bool is_kmalloc, int debug);
-    /* observe/control_cmd.c, the control channel's `shrink` and `trim`:
+    /* observe/control_cmd.c, the control channel's `shrink` and `trim`;
+     * core/pressure.c, the purger under memory pressure (trim):
      * qslab_cache_shrink, qslab_trim */
     size_t (*cache_shrink)(qslab_cache *c);
     size_t (*trim)(void);

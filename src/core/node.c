@@ -26,8 +26,11 @@
  * layer's (qs_front_hooks.tick: front/front.c qs_front_tick): every
  * cache's idle queues (the front ends' `idle` hooks), then the policy on
  * every node of the cache (qs_node_sweep_cache, here), then the front ends'
- * own sweeps.  QSLAB_PURGE=0 disables it (then decay runs only on
- * activity).  It takes qs_global, then each node lock, as everyone else
+ * own sweeps.  Its sleep between ticks listens to memory pressure (a
+ * PSI trigger; pressure.c), and after each tick it looks at the cgroup's
+ * memory limit: either gives back everything not in use at once.
+ * QSLAB_PURGE=0 disables it (then decay runs only on activity, and
+ * nothing listens to pressure).  It takes qs_global, then each node lock, as everyone else
  * does.  Where it is started from matters (see qs_purger_wanted).  After
  * fork the child has no purger until it keeps empty slabs again.
  */
@@ -70,6 +73,7 @@ void qs_node_topology_init(void)
     qs_nr_nodes = real;
     qs_real_numa = real > 1;
     purge_on = qs_env_bool("QSLAB_PURGE", 1, "the purger");
+    qs_pressure_init(purge_on);
     const char *fake = qs_os_getenv("QSLAB_FAKE_NUMA");
     if (fake) {
         int n = parse_small(fake);
@@ -435,9 +439,11 @@ static int purger_state; /* 0 not started, 1 running, -1 disabled */
 static void *purger_main(void *arg)
 {
     qs_os_thread_name("qslab-purger");
+    qs_pressure_open(); /* its source of pressure events (pressure.c) */
     for (;;) {
-        qs_os_sleep_ms(QS_PURGE_TICK_MS);
+        qs_pressure_wait(QS_PURGE_TICK_MS); /* a pressure event meanwhile: a trim at once */
         qs_front_hooks.tick(false); /* front/front.c qs_front_tick */
+        qs_pressure_tick(); /* near the cgroup's memory limit: a trim */
     }
     return arg;
 }

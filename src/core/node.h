@@ -57,4 +57,32 @@ void qs_node_free(qslab_cache *c, struct qs_slab *s, void *obj);
  * the debug layer's quarantine now (debug/quarantine.c) */
 void qs_node_put(qslab_cache *c, struct qs_slab *s, void *obj);
 
+/* ---- pressure.c: memory pressure, heard by the purger's thread ---- */
+#define QS_PRESSURE_PATH 512 /* a cgroup directory's path, at most */
+#define QS_PRESSURE_TEXT 640
+struct qs_pressure {
+    /* one writer (the purger), relaxed; read by anyone (pressure.c) */
+    unsigned long events, event_bytes;   /* PSI events, the bytes their trims gave back */
+    unsigned long high_trims, high_bytes; /* trims near the cgroup's limit, their bytes */
+    unsigned long trim_ms_max;           /* the longest of those trims, ms */
+    unsigned long limit;                 /* the limit watched (bytes), 0 none */
+    unsigned cur;                        /* text[cur & 1] is the published one */
+    /* "cgroup DIR (TRIGGER)" | "system (TRIGGER; cgroup: WHY)" | "none (WHY)",
+     * then "; limit memory.high N of DIR" when there is one */
+    char text[2][QS_PRESSURE_TEXT];
+};
+extern struct qs_pressure qs_pressure;
+/* Tests (tests/unit/pressure.c) point the sources elsewhere before the
+ * purger starts: a directory standing for the cgroup's, a file for the
+ * system's; NULL: the process's own. */
+struct qs_pressure_paths {
+    const char *cgroup, *system;
+};
+extern struct qs_pressure_paths qs_pressure_paths;
+void qs_pressure_init(bool purge_on); /* start-up: QSLAB_PRESSURE */
+void qs_pressure_open(void);          /* the purger's start: pick the source */
+void qs_pressure_wait(unsigned ms);   /* the purger's sleep; an event trims at once */
+void qs_pressure_tick(void);          /* after each tick: the cgroup's limit */
+const char *qs_pressure_text(void);   /* the published text (any thread) */
+
 #endif /* QSLAB_CORE_NODE_H */

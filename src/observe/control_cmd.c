@@ -282,6 +282,19 @@ static void do_stats(struct server *s, struct client *c, const struct qs_ctl_req
                    t->free_fast, t->free_slow, t->flush, t->remote_free, t->remote_batch, t->claim,
                    t->refill, t->new_slab, t->free_slab, t->node_alloc);
     }
+    if (!r->cache[0]) { /* every cache: the process's memory pressure too (core/pressure.c) */
+        const char *src = qs_pressure_text();
+        size_t kind = strcspn(src, " ");
+        ctl_out_printf(c,
+                       "pressure=%.*s events=%lu event_bytes=%lu high_trims=%lu high_bytes=%lu "
+                       "limit=%lu trim_ms_max=%lu\n",
+                       (int)kind, src, __atomic_load_n(&qs_pressure.events, __ATOMIC_RELAXED),
+                       __atomic_load_n(&qs_pressure.event_bytes, __ATOMIC_RELAXED),
+                       __atomic_load_n(&qs_pressure.high_trims, __ATOMIC_RELAXED),
+                       __atomic_load_n(&qs_pressure.high_bytes, __ATOMIC_RELAXED),
+                       __atomic_load_n(&qs_pressure.limit, __ATOMIC_RELAXED),
+                       __atomic_load_n(&qs_pressure.trim_ms_max, __ATOMIC_RELAXED));
+    }
     ctl_out_printf(c, "ok\n");
 }
 

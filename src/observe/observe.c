@@ -61,6 +61,8 @@ QSLAB_EXPORT struct qs_observe_root qslab_observe_root = {
     .large_buckets = QS_LARGE_BUCKETS,
     .large_bucket_shift0 = QS_LARGE_BUCKET_SHIFT0,
     .sizeof_large = sizeof(struct qs_large_counters),
+    .sizeof_pressure = sizeof(struct qs_pressure),
+    .pressure = &qs_pressure,
 };
 
 void qs_observe_ready(void)

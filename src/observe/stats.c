@@ -263,10 +263,32 @@ void qs_stats_report(int fd)
     qs_buf_str(&b, qs_fronts[qs_front_default]->what);
     qs_buf_putc(&b, '\n');
     flush_line(fd, &b);
+    qs_stats_pressure_line(&b); /* what the purger listens to (core/pressure.c) */
+    qs_buf_putc(&b, '\n');
+    flush_line(fd, &b);
     qs_buf_str(&b, "Owner: "); /* which owner kind is in force, and why */
     qs_buf_str(&b, qs_owner_why);
     qs_buf_putc(&b, '\n');
     flush_line(fd, &b);
+}
+
+/* "Pressure: SOURCE[; limit ...]; N events gave back B bytes; N trims
+ * near the limit gave back B bytes; longest trim N ms" (no newline) */
+void qs_stats_pressure_line(struct qs_buf *b)
+{
+    qs_buf_str(b, "Pressure: ");
+    qs_buf_str(b, qs_pressure_text());
+    qs_buf_str(b, "; ");
+    qs_buf_u64(b, __atomic_load_n(&qs_pressure.events, __ATOMIC_RELAXED));
+    qs_buf_str(b, " events gave back ");
+    qs_buf_u64(b, __atomic_load_n(&qs_pressure.event_bytes, __ATOMIC_RELAXED));
+    qs_buf_str(b, " bytes; ");
+    qs_buf_u64(b, __atomic_load_n(&qs_pressure.high_trims, __ATOMIC_RELAXED));
+    qs_buf_str(b, " trims near the limit gave back ");
+    qs_buf_u64(b, __atomic_load_n(&qs_pressure.high_bytes, __ATOMIC_RELAXED));
+    qs_buf_str(b, " bytes; longest trim ");
+    qs_buf_u64(b, __atomic_load_n(&qs_pressure.trim_ms_max, __ATOMIC_RELAXED));
+    qs_buf_str(b, " ms");
 }
 
 void qs_stats_totals(struct qs_totals *t)
@@ -538,6 +560,16 @@ int qs_stats_json(int fd)
     jw_kv(&w, "frees", gs.frees);
     jw_kv(&w, "live", gs.live);
     jw_kv(&w, "faults", gs.faults);
+    jw_raw(&w, "},\n");
+    jw_raw(&w, " \"pressure\": {");
+    jw_key(&w, "source", true);
+    jw_str(&w, qs_pressure_text());
+    jw_kv(&w, "limit", __atomic_load_n(&qs_pressure.limit, __ATOMIC_RELAXED));
+    jw_kv(&w, "events", __atomic_load_n(&qs_pressure.events, __ATOMIC_RELAXED));
+    jw_kv(&w, "event_bytes", __atomic_load_n(&qs_pressure.event_bytes, __ATOMIC_RELAXED));
+    jw_kv(&w, "high_trims", __atomic_load_n(&qs_pressure.high_trims, __ATOMIC_RELAXED));
+    jw_kv(&w, "high_bytes", __atomic_load_n(&qs_pressure.high_bytes, __ATOMIC_RELAXED));
+    jw_kv(&w, "trim_ms_max", __atomic_load_n(&qs_pressure.trim_ms_max, __ATOMIC_RELAXED));
     jw_raw(&w, "},\n");
     struct qs_totals t;
     qs_stats_totals(&t);

@@ -17,6 +17,9 @@ void qs_stats_totals(struct qs_totals *t);
 void qs_slabinfo(int fd);
 void qs_stats_report(int fd);
 int qs_stats_json(int fd);
+/* The report's "Pressure: ..." line, without its newline (the control
+ * channel's `stats` ends with it too) */
+void qs_stats_pressure_line(struct qs_buf *b);
 
 #pragma GCC visibility pop
 

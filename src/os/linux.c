@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <linux/membarrier.h>
 #include <linux/rseq.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -311,26 +312,6 @@ void qs_os_yield(void)
     sched_yield();
 }
 
-/* Read a small sysfs file into buf (NUL-terminated); length or -1. */
-static int read_small_file(const char *path, char *buf, size_t size)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    size_t got = 0;
-    while (got + 1 < size) {
-        ssize_t n = read(fd, buf + got, size - 1 - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    close(fd);
-    buf[got] = '\0';
-    return (int)got;
-}
-
 static const char *parse_uint(const char *s, int *out)
 {
     int v = 0;
@@ -389,7 +370,7 @@ int qs_os_numa_topology(int *cpu_node, int max_cpus)
     struct topo_arg t = {cpu_node, max_cpus, 0, 0};
     for (int c = 0; c < max_cpus; c++)
         cpu_node[c] = 0;
-    if (read_small_file("/sys/devices/system/node/online", buf, sizeof(buf)) <= 0)
+    if (qs_os_read_file("/sys/devices/system/node/online", buf, sizeof(buf)) <= 0)
         return 1;
     for_each_range(buf, mark_node, &t);
     int nodes = t.max_node + 1;
@@ -410,12 +391,209 @@ int qs_os_numa_topology(int *cpu_node, int max_cpus)
         while (len)
             path[k++] = num[--len];
         memcpy(path + k, post, sizeof(post));
-        if (read_small_file(path, buf, sizeof(buf)) <= 0)
+        if (qs_os_read_file(path, buf, sizeof(buf)) <= 0)
             continue;
         t.node = n;
         for_each_range(buf, mark_cpus, &t);
     }
     return nodes < 1 ? 1 : nodes;
+}
+
+/* ---- memory pressure ----------------------------------------------------------- */
+
+int qs_os_read_file(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t got = 0;
+    while (got + 1 < size) {
+        ssize_t n = read(fd, buf + got, size - 1 - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int e = errno;
+            close(fd);
+            errno = e;
+            return -1;
+        }
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    buf[got] = '\0';
+    return (int)got;
+}
+
+/* fn(line, len, arg) for each line of a file (lines of up to 4 KiB; a
+ * longer one is skipped), until fn returns true: true then. */
+static bool each_line(const char *path, bool (*fn)(const char *, size_t, void *), void *arg)
+{
+    char buf[4096];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    size_t have = 0;
+    bool skipping = false, found = false, eof = false;
+    while (!found && !eof) {
+        ssize_t n = read(fd, buf + have, sizeof buf - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            eof = true;
+            if (have && !skipping)
+                buf[have++] = '\n'; /* a last line without its newline */
+        } else {
+            have += (size_t)n;
+        }
+        size_t start = 0;
+        for (size_t i = 0; i < have && !found; i++) {
+            if (buf[i] != '\n')
+                continue;
+            if (!skipping)
+                found = fn(buf + start, i - start, arg);
+            skipping = false;
+            start = i + 1;
+        }
+        memmove(buf, buf + start, have - start);
+        have -= start;
+        if (have == sizeof buf) { /* a line longer than the buffer */
+            have = 0;
+            skipping = true;
+        }
+    }
+    close(fd);
+    return found;
+}
+
+struct cg_find {
+    char *buf;
+    size_t size, len, mount_len;
+    const char *rel; /* the "0::" path, in cg_rel */
+    size_t rel_len;
+    char rel_buf[1024];
+};
+
+static bool cg_line(const char *l, size_t n, void *arg) /* /proc/self/cgroup */
+{
+    struct cg_find *f = arg;
+    if (n < 3 || memcmp(l, "0::", 3) != 0 || n - 3 >= sizeof f->rel_buf)
+        return false;
+    memcpy(f->rel_buf, l + 3, n - 3);
+    f->rel_buf[n - 3] = '\0';
+    f->rel = f->rel_buf;
+    f->rel_len = n - 3;
+    return true;
+}
+
+/* The n-th (from 0) space-separated field of l: its start and length. */
+static const char *field(const char *l, size_t n, int k, size_t *len)
+{
+    size_t i = 0;
+    for (int f = 0; i < n; f++) {
+        size_t s = i;
+        while (i < n && l[i] != ' ')
+            i++;
+        if (f == k) {
+            *len = i - s;
+            return l + s;
+        }
+        i++;
+    }
+    return NULL;
+}
+
+static bool mount_line(const char *l, size_t n, void *arg) /* /proc/self/mountinfo */
+{
+    /* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [TAGS...] - FSTYPE SOURCE SUPER */
+    struct cg_find *f = arg;
+    size_t i;
+    for (i = 0; i + 11 <= n; i++)
+        if (memcmp(l + i, " - cgroup2 ", 11) == 0)
+            break;
+    if (i + 11 > n)
+        return false;
+    size_t rl = 0, ml = 0;
+    const char *root = field(l, n, 3, &rl), *mnt = field(l, n, 4, &ml);
+    if (!root || !mnt || memchr(mnt, '\\', ml)) /* an escaped name: not followed */
+        return false;
+    /* the cgroup's path below the mount's root */
+    const char *rel = f->rel;
+    size_t rel_len = f->rel_len;
+    if (!(rl == 1 && root[0] == '/')) {
+        if (rel_len < rl || memcmp(rel, root, rl) != 0 || (rel_len > rl && rel[rl] != '/'))
+            return false; /* the cgroup is not under this mount */
+        rel += rl;
+        rel_len -= rl;
+    }
+    if (rel_len == 1 && rel[0] == '/')
+        rel_len = 0;
+    if (ml + rel_len + 1 > f->size)
+        return false;
+    memcpy(f->buf, mnt, ml);
+    memcpy(f->buf + ml, rel, rel_len);
+    f->buf[ml + rel_len] = '\0';
+    f->len = ml + rel_len;
+    f->mount_len = ml;
+    return true;
+}
+
+size_t qs_os_cgroup2_dir(char *buf, size_t size, size_t *mount_len, const char **why)
+{
+    struct cg_find f = {.buf = buf, .size = size};
+    if (!each_line("/proc/self/cgroup", cg_line, &f)) {
+        *why = "no cgroup v2 line in /proc/self/cgroup";
+        return 0;
+    }
+    if (!each_line("/proc/self/mountinfo", mount_line, &f)) {
+        *why = "no cgroup2 mount holds the process's cgroup";
+        return 0;
+    }
+    *mount_len = f.mount_len;
+    return f.len;
+}
+
+int qs_os_psi_open(const char *path, const char *trigger)
+{
+    int fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t len = strlen(trigger) + 1; /* with its NUL, as the kernel's example writes it */
+    ssize_t n;
+    while ((n = write(fd, trigger, len)) < 0 && errno == EINTR)
+        ;
+    if (n < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+int qs_os_psi_wait(int fd, unsigned ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLPRI};
+    uint64_t end = qs_os_now_ms() + ms;
+    for (;;) {
+        int r = poll(&p, 1, (int)ms);
+        if (r > 0)
+            return (p.revents & (POLLERR | POLLNVAL | POLLHUP)) ? -1 : 1;
+        if (r == 0)
+            return 0;
+        if (errno != EINTR)
+            return -1;
+        uint64_t now = qs_os_now_ms();
+        if (now >= end)
+            return 0;
+        ms = (unsigned)(end - now);
+    }
+}
+
+void qs_os_close(int fd)
+{
+    close(fd);
 }
 
 static pthread_key_t exit_key;
@@ -503,7 +681,7 @@ int qs_os_cpu_possible(void)
     int saved = errno;
     char buf[512];
     int max = -1;
-    if (read_small_file("/sys/devices/system/cpu/possible", buf, sizeof(buf)) > 0)
+    if (qs_os_read_file("/sys/devices/system/cpu/possible", buf, sizeof(buf)) > 0)
         for_each_range(buf, max_range, &max);
     if (max < 0) {
         /* No sysfs: the raw system call returns the size of the kernel's CPU

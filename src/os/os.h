@@ -106,6 +106,31 @@ void qs_os_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(voi
  * says so); false when it has, or when libc cannot tell. */
 bool qs_os_single_threaded(void);
 
+/* ---- memory pressure (PSI, cgroup v2): core/pressure.c ----------------------
+ *
+ * The purger's thread alone calls these (they may take a few system calls:
+ * never from an allocation). */
+
+/* Read a small file (a few lines: memory.current, memory.high) into buf,
+ * NUL-terminated: its length, or -1 (errno set). */
+int qs_os_read_file(const char *path, char *buf, size_t size);
+/* The calling process's cgroup v2 directory: the cgroup2 mount point
+ * (/proc/self/mountinfo) joined with the "0::" path of /proc/self/cgroup,
+ * into buf; its length, with *mount_len the length of the mount point's
+ * part (the walk up to ancestors stops there).  0 and a static reason in
+ * *why when there is none (no cgroup2 mount, no "0::" line, too long). */
+size_t qs_os_cgroup2_dir(char *buf, size_t size, size_t *mount_len, const char **why);
+/* Open a PSI file (memory.pressure, /proc/pressure/memory) and write a
+ * trigger to it ("some STALL_US WINDOW_US"): its descriptor (close-on-exec),
+ * or -1 with errno (ENOENT: no such file; EINVAL: window refused; EACCES,
+ * EPERM: not permitted; EOPNOTSUPP: PSI off). */
+int qs_os_psi_open(const char *path, const char *trigger);
+/* Wait up to `ms` for the trigger of fd to fire (POLLPRI): 1 it fired, 0
+ * it did not in that time, -1 it cannot fire any more (POLLERR: its cgroup
+ * was removed; or poll failed).  EINTR waits on for the rest. */
+int qs_os_psi_wait(int fd, unsigned ms);
+void qs_os_close(int fd);
+
 /* ---- CPUs ------------------------------------------------------------------ */
 
 /* Number of possible CPU ids: highest possible id + 1, from

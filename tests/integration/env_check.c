@@ -75,6 +75,11 @@ int main(int argc, char **argv)
                                             NULL};
     expect("QSLAB_PURGE", "2", purge_bad, NULL);
     expect("QSLAB_PURGE", "FALSE", none, NULL);
+    static const char *const pressure_bad[] = {"qslab: QSLAB_PRESSURE=sometimes ignored: not a boolean (1, yes, on, "
+                                               "true or 0, no, off, false); the reaction to memory pressure stays on\n",
+                                               NULL};
+    expect("QSLAB_PRESSURE", "sometimes", pressure_bad, NULL);
+    expect("QSLAB_PRESSURE", "Off", none, NULL);
     static const char *const harden_bad[] = {"qslab: QSLAB_HARDEN=maybe ignored: not a boolean (1, yes, on, true or 0, "
                                              "no, off, false); the hardened profile stays off\n",
                                              NULL};

@@ -290,6 +290,11 @@ def shrink_validate(t):
     names = [kv(l).get("name") for l in r.stdout.splitlines()]
     check(r.returncode == 0 and "ctl_a" in names and "ctl_b" in names and "kmalloc-64" in names,
           "--control-stats (every cache)", r.stdout[:300] + r.stderr)
+    pl = [kv(l) for l in r.stdout.splitlines() if l.startswith("pressure=")]
+    check(len(pl) == 1 and pl[0]["pressure"] in ("cgroup", "system", "none") and
+          all(pl[0][k].isdigit() for k in ("events", "event_bytes", "high_trims", "high_bytes",
+                                            "limit", "trim_ms_max")),
+          "--control-stats: the pressure line", r.stdout[-400:])
 
 
 def debug_live(t):

@@ -36,6 +36,7 @@ static size_t slab_bytes_word;
 static size_t *slab_bytes_ptr = &slab_bytes_word;
 static size_t *chunk_bytes_ptr = &slab_bytes_word, *slot_bytes_ptr = &slab_bytes_word,
               *meta_bytes_ptr = &slab_bytes_word, *warm_bytes_ptr = &slab_bytes_word;
+static struct qs_pressure pressure_words;
 
 #define OFF_(s, f) (uint32_t) offsetof(struct s, f),
 struct qs_observe_root qslab_observe_root = {
@@ -76,6 +77,8 @@ struct qs_observe_root qslab_observe_root = {
     .large_buckets = QS_LARGE_BUCKETS,
     .large_bucket_shift0 = QS_LARGE_BUCKET_SHIFT0,
     .sizeof_large = sizeof(struct qs_large_counters),
+    .sizeof_pressure = sizeof(struct qs_pressure),
+    .pressure = &pressure_words,
     .front_names = {"slqb"},
     .ready = 1,
 };

@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 
-LAYOUT_VERSION = 9  # src/observe/observe.h QS_OBSERVE_VERSION
+LAYOUT_VERSION = 10  # src/observe/observe.h QS_OBSERVE_VERSION
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 from toolstest import check, start, stop  # shared by the tools' tests
@@ -80,6 +80,10 @@ def known_counts(target, label):
             check(False, label + ": --json parses", "%s\n%s" % (e, r.stdout[:2000]))
             return
         check(j["layout_version"] == LAYOUT_VERSION and j["pid"] == p.pid, label + ": json header")
+        pj = j.get("pressure", {})
+        check(set(pj) == {"source", "limit", "events", "event_bytes", "high_trims", "high_bytes",
+                          "trim_ms_max"} and re.match(r"(cgroup /|system \(|none \()", pj["source"]),
+              label + ": --json pressure", str(pj))
         caches = {c["name"]: c for c in j["caches"]}
         for name, want in own.items():
             got = caches.get(name)
@@ -131,6 +135,12 @@ def known_counts(target, label):
         check(rows.get("obs_a", [None, None])[1] == "1000", label + ": default obs_a 1000 objects",
               r.stdout)
         check("obs_empty" not in rows, label + ": empty caches hidden without -e", r.stdout)
+        # the purger's source of memory pressure and its counters (core/pressure.c)
+        pl = [l for l in r.stdout.splitlines() if l.startswith("Pressure: ")]
+        check(len(pl) == 1 and re.match(r"Pressure: (cgroup /|system \(|none \().*; \d+ events gave "
+                                         r"back \d+ bytes; \d+ trims near the limit gave back \d+ "
+                                         r"bytes; longest trim \d+ ms$", pl[0]),
+              label + ": default mode's Pressure line", r.stdout)
         r = tool(["-p", str(p.pid), "-e"])
         check("obs_empty " in r.stdout, label + ": -e shows empty caches", r.stdout)
         for opt in ("-S", "-L"):
