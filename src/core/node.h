@@ -73,10 +73,11 @@ struct qs_pressure {
 };
 extern struct qs_pressure qs_pressure;
 /* Tests (tests/unit/pressure.c) point the sources elsewhere before the
- * purger starts: a directory standing for the cgroup's, a file for the
- * system's; NULL: the process's own. */
+ * purger starts: directories standing for the cgroup v2 and the cgroup v1
+ * memory controller's cgroup, a file for the system's PSI; NULL: the
+ * process's own. */
 struct qs_pressure_paths {
-    const char *cgroup, *system;
+    const char *cgroup, *v1, *system;
 };
 extern struct qs_pressure_paths qs_pressure_paths;
 void qs_pressure_init(bool purge_on); /* start-up: QSLAB_PRESSURE */

@@ -16,9 +16,12 @@
  *
  * THE LIMIT.  The nearest cgroup from the process's up to the mount's root
  * whose memory.high or memory.max is a number (the lower of the two) holds
- * the limit, looked for at the open and every QS_LIMIT_RESCAN ticks (a
- * limit set or raised later is seen within 10 s).  At each tick, after
- * the purger's own work, one read of that cgroup's memory.current: at 90%
+ * the limit; without one in cgroup v2 (or without cgroup v2's memory
+ * controller: hybrid hosts), the nearest cgroup of cgroup v1's memory
+ * controller with a memory.limit_in_bytes.  It is looked for at the open
+ * and every QS_LIMIT_RESCAN ticks (a limit set or raised later is seen
+ * within 10 s).  At each tick, after the purger's own work, one read of
+ * that cgroup's usage (memory.current, memory.usage_in_bytes): at 90%
  * of the limit or more (QS_HIGH_MARGIN_PCT, its argument there),
  * everything not in use goes back, at most once a second while usage stays
  * there (a program that lives near its limit pays a trim a second, not
@@ -50,9 +53,22 @@ struct qs_pressure qs_pressure;
 
 static bool pressure_on = true; /* QSLAB_PRESSURE */
 static int psi_fd = -1;         /* the purger's */
-static char current_path[QS_PRESSURE_PATH + 16]; /* the limit's memory.current, or "" */
-static char cg_dir[QS_PRESSURE_PATH];
-static size_t cg_len, cg_mount_len;
+static char current_path[QS_PRESSURE_PATH + 32]; /* the limit's usage file, or "" */
+/* the process's cgroups: cgroup v2's (its PSI file and limits), and cgroup
+ * v1's memory controller's (limits: memory.limit_in_bytes) */
+struct cg {
+    char dir[QS_PRESSURE_PATH];
+    size_t len, mount_len; /* len 0: none */
+};
+static struct cg cg2, cg1;
+/* a hierarchy's limit files: two limits (the lower counts; NULL: one) and
+ * the usage; a limit of 2^62 or more is none (v1's unlimited is
+ * PAGE_COUNTER_MAX pages) */
+struct cg_files {
+    const char *limit[2], *usage;
+};
+static const struct cg_files v2_files = {{"/memory.high", "/memory.max"}, "/memory.current"};
+static const struct cg_files v1_files = {{"/memory.limit_in_bytes", NULL}, "/memory.usage_in_bytes"};
 static unsigned ticks;
 static char source[QS_PRESSURE_TEXT]; /* the source's text, without the limit */
 static uint64_t last_high_ms;
@@ -157,31 +173,51 @@ static uint64_t read_bytes(const char *path)
     return v;
 }
 
-/* The limit (above): the nearest cgroup from ours up with memory.high or
- * memory.max a number. */
+/* In hierarchy g (files f): the nearest cgroup from ours up with a limit;
+ * its limit (0: none), *len its directory's length, *which the file. */
+static uint64_t walk_limit(const struct cg *g, const struct cg_files *f, size_t *len,
+                           const char **which)
+{
+    char path[QS_PRESSURE_PATH + 32];
+    for (*len = g->len; g->len;) {
+        uint64_t best = 0;
+        for (int i = 0; i < 2 && f->limit[i]; i++) {
+            uint64_t v = join(path, sizeof path, g->dir, *len, f->limit[i]) ? read_bytes(path) : 0;
+            if (v >= (uint64_t)1 << 62)
+                v = 0;
+            if (v && (!best || v < best)) {
+                best = v;
+                *which = f->limit[i] + 1;
+            }
+        }
+        if (best)
+            return best;
+        if (*len <= g->mount_len)
+            return 0;
+        while (*len > g->mount_len && g->dir[*len - 1] != '/')
+            (*len)--;
+        if (*len > g->mount_len)
+            (*len)--; /* the '/' */
+    }
+    return 0;
+}
+
+/* The limit (above): cgroup v2's nearest memory.high or memory.max, else
+ * cgroup v1's nearest memory.limit_in_bytes. */
 static void find_limit(void)
 {
-    char path[QS_PRESSURE_PATH + 16];
-    size_t len = cg_len;
-    uint64_t limit = 0;
+    size_t len = 0;
     const char *which = NULL;
-    for (;;) {
-        uint64_t high = join(path, sizeof path, cg_dir, len, "/memory.high") ? read_bytes(path) : 0;
-        uint64_t max = join(path, sizeof path, cg_dir, len, "/memory.max") ? read_bytes(path) : 0;
-        if (high || max) {
-            which = high && (!max || high <= max) ? "memory.high" : "memory.max";
-            limit = high && (!max || high <= max) ? high : max;
-            break;
-        }
-        if (len <= cg_mount_len)
-            break;
-        while (len > cg_mount_len && cg_dir[len - 1] != '/')
-            len--;
-        if (len > cg_mount_len)
-            len--; /* the '/' */
+    const struct cg *g = &cg2;
+    const struct cg_files *f = &v2_files;
+    uint64_t limit = walk_limit(g, f, &len, &which);
+    if (!limit) {
+        g = &cg1;
+        f = &v1_files;
+        limit = walk_limit(g, f, &len, &which);
     }
     uint64_t old = __atomic_load_n(&qs_pressure.limit, __ATOMIC_RELAXED);
-    if (!limit || !join(current_path, sizeof current_path, cg_dir, len, "/memory.current")) {
+    if (!limit || !join(current_path, sizeof current_path, g->dir, len, f->usage)) {
         current_path[0] = '\0';
         limit = 0;
     }
@@ -189,12 +225,29 @@ static void find_limit(void)
         __atomic_store_n(&qs_pressure.limit, limit, __ATOMIC_RELAXED);
         if (limit) {
             char dir[QS_PRESSURE_PATH];
-            memcpy(dir, cg_dir, len);
+            memcpy(dir, g->dir, len);
             dir[len] = '\0';
             set_text("%s; limit %s %u of %s", source, which, (unsigned long)limit, dir);
         } else {
             set_text("%s", source);
         }
+    }
+}
+
+/* g: the stand-in directory `test` (tests/unit/pressure.c), or the
+ * process's own in that hierarchy; *why when there is none */
+static void find_cgroup(struct cg *g, const char *test, bool v1, const char **why)
+{
+    if (test) {
+        g->len = strlen(test);
+        g->len = g->len < sizeof g->dir ? g->len : 0;
+        memcpy(g->dir, test, g->len);
+        g->dir[g->len] = '\0';
+        g->mount_len = g->len;
+        if (!g->len)
+            *why = "path too long";
+    } else {
+        g->len = qs_os_cgroup_dir(v1, g->dir, sizeof g->dir, &g->mount_len, why);
     }
 }
 
@@ -212,24 +265,16 @@ void qs_pressure_open(void)
     const char *why = NULL, *trig = NULL;
     char path[QS_PRESSURE_PATH + 32];
     const char *sys = qs_pressure_paths.system ? qs_pressure_paths.system : "/proc/pressure/memory";
-    if (qs_pressure_paths.cgroup) { /* tests/unit/pressure.c */
-        cg_len = strlen(qs_pressure_paths.cgroup);
-        cg_len = cg_len < sizeof cg_dir ? cg_len : 0;
-        memcpy(cg_dir, qs_pressure_paths.cgroup, cg_len);
-        cg_dir[cg_len] = '\0';
-        cg_mount_len = cg_len;
-        if (!cg_len)
-            why = "path too long";
-    } else {
-        cg_len = qs_os_cgroup2_dir(cg_dir, sizeof cg_dir, &cg_mount_len, &why);
-    }
+    const char *why1 = NULL;
+    find_cgroup(&cg2, qs_pressure_paths.cgroup, false, &why);
+    find_cgroup(&cg1, qs_pressure_paths.v1, true, &why1);
     char cg_why[QS_PRESSURE_PATH + 64] = "";
-    if (cg_len && join(path, sizeof path, cg_dir, cg_len, "/memory.pressure")) {
+    if (cg2.len && join(path, sizeof path, cg2.dir, cg2.len, "/memory.pressure")) {
         psi_fd = open_trigger(path, &trig);
         if (psi_fd >= 0) {
             struct qs_buf b = {source, 0, sizeof source};
             qs_buf_str(&b, "cgroup ");
-            qs_buf_str(&b, cg_dir);
+            qs_buf_str(&b, cg2.dir);
             qs_buf_str(&b, " (");
             qs_buf_str(&b, trig);
             qs_buf_str(&b, ")");
@@ -261,8 +306,7 @@ void qs_pressure_open(void)
         qs_buf_str(&b, ")");
     }
     set_text("%s", source);
-    if (cg_len)
-        find_limit();
+    find_limit();
 }
 
 /* Give back everything not in use; its bytes on *bytes, its count on *n. */
@@ -296,7 +340,7 @@ void qs_pressure_wait(unsigned ms)
             set_text("%s", source);
             __atomic_store_n(&qs_pressure.limit, 0, __ATOMIC_RELAXED);
             current_path[0] = '\0';
-            cg_len = 0;
+            cg2.len = cg1.len = 0;
         }
         uint64_t now = qs_os_now_ms();
         if (now >= end)
@@ -311,7 +355,7 @@ void qs_pressure_wait(unsigned ms)
 
 void qs_pressure_tick(void)
 {
-    if (!pressure_on || !cg_len)
+    if (!pressure_on || (!cg2.len && !cg1.len))
         return;
     if (++ticks % QS_LIMIT_RESCAN == 0)
         find_limit();

@@ -470,20 +470,43 @@ static bool each_line(const char *path, bool (*fn)(const char *, size_t, void *)
 struct cg_find {
     char *buf;
     size_t size, len, mount_len;
-    const char *rel; /* the "0::" path, in cg_rel */
+    bool v1;         /* the cgroup v1 memory controller's hierarchy, not cgroup2's */
+    const char *rel; /* the cgroup's path in its hierarchy, in rel_buf */
     size_t rel_len;
     char rel_buf[1024];
 };
 
+/* Is `word` one of the comma-separated words of s[0..n)? */
+static bool has_word(const char *s, size_t n, const char *word)
+{
+    size_t wl = strlen(word);
+    for (size_t i = 0; i < n;) {
+        size_t e = i;
+        while (e < n && s[e] != ',')
+            e++;
+        if (e - i == wl && memcmp(s + i, word, wl) == 0)
+            return true;
+        i = e + 1;
+    }
+    return false;
+}
+
 static bool cg_line(const char *l, size_t n, void *arg) /* /proc/self/cgroup */
 {
+    /* ID:CONTROLLERS:PATH; cgroup2's is 0::PATH */
     struct cg_find *f = arg;
-    if (n < 3 || memcmp(l, "0::", 3) != 0 || n - 3 >= sizeof f->rel_buf)
+    const char *c1 = memchr(l, ':', n), *c2 = c1 ? memchr(c1 + 1, ':', n - (size_t)(c1 + 1 - l)) : NULL;
+    if (!c2)
         return false;
-    memcpy(f->rel_buf, l + 3, n - 3);
-    f->rel_buf[n - 3] = '\0';
+    bool mine = f->v1 ? has_word(c1 + 1, (size_t)(c2 - c1 - 1), "memory")
+                      : c1 - l == 1 && l[0] == '0' && c2 == c1 + 1;
+    size_t len = n - (size_t)(c2 + 1 - l);
+    if (!mine || len >= sizeof f->rel_buf)
+        return false;
+    memcpy(f->rel_buf, c2 + 1, len);
+    f->rel_buf[len] = '\0';
     f->rel = f->rel_buf;
-    f->rel_len = n - 3;
+    f->rel_len = len;
     return true;
 }
 
@@ -508,15 +531,19 @@ static bool mount_line(const char *l, size_t n, void *arg) /* /proc/self/mountin
 {
     /* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [TAGS...] - FSTYPE SOURCE SUPER */
     struct cg_find *f = arg;
-    size_t i;
-    for (i = 0; i + 11 <= n; i++)
-        if (memcmp(l + i, " - cgroup2 ", 11) == 0)
+    const char *type = f->v1 ? " - cgroup " : " - cgroup2 ";
+    size_t tl = strlen(type), i;
+    for (i = 0; i + tl <= n; i++)
+        if (memcmp(l + i, type, tl) == 0)
             break;
-    if (i + 11 > n)
+    if (i + tl > n)
         return false;
-    size_t rl = 0, ml = 0;
+    size_t rl = 0, ml = 0, sl = 0;
     const char *root = field(l, n, 3, &rl), *mnt = field(l, n, 4, &ml);
+    const char *super = field(l + i + tl, n - i - tl, 1, &sl); /* after SOURCE */
     if (!root || !mnt || memchr(mnt, '\\', ml)) /* an escaped name: not followed */
+        return false;
+    if (f->v1 && (!super || !has_word(super, sl, "memory")))
         return false;
     /* the cgroup's path below the mount's root */
     const char *rel = f->rel;
@@ -539,15 +566,17 @@ static bool mount_line(const char *l, size_t n, void *arg) /* /proc/self/mountin
     return true;
 }
 
-size_t qs_os_cgroup2_dir(char *buf, size_t size, size_t *mount_len, const char **why)
+size_t qs_os_cgroup_dir(bool v1_memory, char *buf, size_t size, size_t *mount_len, const char **why)
 {
-    struct cg_find f = {.buf = buf, .size = size};
+    struct cg_find f = {.buf = buf, .size = size, .v1 = v1_memory};
     if (!each_line("/proc/self/cgroup", cg_line, &f)) {
-        *why = "no cgroup v2 line in /proc/self/cgroup";
+        *why = v1_memory ? "no cgroup v1 memory line in /proc/self/cgroup"
+                         : "no cgroup v2 line in /proc/self/cgroup";
         return 0;
     }
     if (!each_line("/proc/self/mountinfo", mount_line, &f)) {
-        *why = "no cgroup2 mount holds the process's cgroup";
+        *why = v1_memory ? "no cgroup v1 memory mount holds the process's cgroup"
+                         : "no cgroup2 mount holds the process's cgroup";
         return 0;
     }
     *mount_len = f.mount_len;

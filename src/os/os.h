@@ -114,12 +114,14 @@ bool qs_os_single_threaded(void);
 /* Read a small file (a few lines: memory.current, memory.high) into buf,
  * NUL-terminated: its length, or -1 (errno set). */
 int qs_os_read_file(const char *path, char *buf, size_t size);
-/* The calling process's cgroup v2 directory: the cgroup2 mount point
- * (/proc/self/mountinfo) joined with the "0::" path of /proc/self/cgroup,
- * into buf; its length, with *mount_len the length of the mount point's
- * part (the walk up to ancestors stops there).  0 and a static reason in
- * *why when there is none (no cgroup2 mount, no "0::" line, too long). */
-size_t qs_os_cgroup2_dir(char *buf, size_t size, size_t *mount_len, const char **why);
+/* The calling process's cgroup directory: cgroup v2's (v1_memory false:
+ * the cgroup2 mount point, from /proc/self/mountinfo, joined with the "0::"
+ * path of /proc/self/cgroup), or that of cgroup v1's memory controller
+ * (v1_memory: the mount of type cgroup with option "memory", and the
+ * line whose controllers name memory), into buf; its length, with
+ * *mount_len the length of the mount point's part (a walk up to ancestors
+ * stops there).  0 and a static reason in *why when there is none. */
+size_t qs_os_cgroup_dir(bool v1_memory, char *buf, size_t size, size_t *mount_len, const char **why);
 /* Open a PSI file (memory.pressure, /proc/pressure/memory) and write a
  * trigger to it ("some STALL_US WINDOW_US"): its descriptor (close-on-exec),
  * or -1 with errno (ENOENT: no such file; EINVAL: window refused; EACCES,

@@ -10,6 +10,9 @@
  *             slabs kept (a long decay), then memory.current written at
  *             95% of the limit: the purger's next ticks trim, the counters
  *             move, the slabs go back; below 90%, no trim
+ *   v1        no cgroup v2 directory, a directory standing for cgroup v1's
+ *             memory cgroup with memory.limit_in_bytes: "system" with that
+ *             limit, and the same trim at 95% of memory.usage_in_bytes
  *   system    the cgroup's memory.pressure absent: "system", and why not
  *             the cgroup
  *   none      no file at all: "none (...)" naming both
@@ -81,9 +84,14 @@ static int child(const char *mode)
     snprintf(dir, sizeof dir, "%s", d ? d : "");
     char sys[300];
     snprintf(sys, sizeof sys, "%s/system-memory", dir);
+    qs_pressure_paths.v1 = "/nonexistent/v1";
     if (!strcmp(mode, "cgroup") || !strcmp(mode, "off")) {
         qs_pressure_paths.cgroup = dir;
         qs_pressure_paths.system = "/nonexistent/pressure/memory";
+    } else if (!strcmp(mode, "v1")) {
+        qs_pressure_paths.cgroup = "/nonexistent/cgroup";
+        qs_pressure_paths.v1 = dir;
+        qs_pressure_paths.system = sys;
     } else if (!strcmp(mode, "system")) {
         qs_pressure_paths.cgroup = "/nonexistent/cgroup";
         qs_pressure_paths.system = sys;
@@ -104,11 +112,15 @@ static int child(const char *mode)
         } else {
             CHECKF(!strncmp(t, "system (", 8) || !strncmp(t, "none (", 6), "source: %s", t);
         }
-    } else if (!strcmp(mode, "cgroup")) {
+    } else if (!strcmp(mode, "cgroup") || !strcmp(mode, "v1")) {
+        bool v1 = !strcmp(mode, "v1");
         char want[300];
-        snprintf(want, sizeof want, "cgroup %s (some ", dir);
+        snprintf(want, sizeof want, v1 ? "system (some " : "cgroup %s (some ", dir);
         CHECKF(!strncmp(t, want, strlen(want)), "source: %s", t);
-        CHECKF(strstr(t, "; limit memory.high 100000000 of ") != NULL, "no limit in: %s", t);
+        snprintf(want, sizeof want, "; limit %s 100000000 of %s",
+                 v1 ? "memory.limit_in_bytes" : "memory.high", dir);
+        CHECKF(strstr(t, want) != NULL, "no \"%s\" in: %s", want, t);
+        const char *usage = v1 ? "memory.usage_in_bytes" : "memory.current";
         unsigned long kept = empty_slabs(c), trims = P(high_trims);
         CHECKF(kept > 0, "no empty slab kept (%lu)", kept);
         tu_sleep_ms(600); /* two ticks below the margin: no trim (the idle
@@ -116,7 +128,7 @@ static int child(const char *mode)
         CHECKF(P(high_trims) == trims && empty_slabs(c) >= kept,
                "a trim below 90%% of the limit (%lu trims, %lu of %lu slabs kept)",
                P(high_trims) - trims, empty_slabs(c), kept);
-        put("memory.current", "95000000\n");
+        put(usage, "95000000\n");
         for (int w = 0; w < 200 && (P(high_trims) == trims || empty_slabs(c)); w++)
             tu_sleep_ms(100);
         CHECKF(P(high_trims) > trims, "no trim at 95%% of the limit in 20 s");
@@ -124,7 +136,7 @@ static int child(const char *mode)
         CHECKF(P(high_bytes) >= kept * 4096, "%lu bytes given back for %lu slabs",
                P(high_bytes), kept);
         CHECK(P(events) == 0); /* a plain file never fires */
-        put("memory.current", "0\n");
+        put(usage, "0\n");
     } else if (!strcmp(mode, "system")) {
         CHECKF(!strncmp(t, "system (some ", 13) &&
                    strstr(t, "cgroup: /nonexistent/cgroup/memory.pressure: no such file"),
@@ -156,14 +168,17 @@ int main(int argc, char **argv)
     put("memory.high", "100000000\n");
     put("memory.max", "max\n");
     put("memory.current", "0\n");
+    put("memory.limit_in_bytes", "100000000\n");
+    put("memory.usage_in_bytes", "0\n");
     put("system-memory", "");
-    static const char *const modes[] = {"own", "cgroup", "system", "none"};
+    static const char *const modes[] = {"own", "cgroup", "v1", "system", "none"};
     for (unsigned i = 0; i < sizeof modes / sizeof modes[0]; i++)
         CHECKF(tu_reexec(modes[i], "QSLAB_PRESSURE", NULL) == 0, "case %s failed", modes[i]);
     put("memory.current", "95000000\n");
     CHECKF(tu_reexec("off", "QSLAB_PRESSURE", "0") == 0, "case off failed");
     static const char *const files[] = {"memory.pressure", "memory.high", "memory.max",
-                                        "memory.current", "system-memory"};
+                                        "memory.current", "memory.limit_in_bytes",
+                                        "memory.usage_in_bytes", "system-memory"};
     for (unsigned i = 0; i < sizeof files / sizeof files[0]; i++) {
         char p[512];
         snprintf(p, sizeof p, "%s/%s", dir, files[i]);
