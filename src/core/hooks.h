@@ -57,9 +57,6 @@ struct qs_debug_hooks {
     /* front/slqb/queue.c and cpu.c, a slow free while q->guard_armed: empty
      * q: qs_guard_armed_free */
     void (*guard_armed_free)(qslab_cache *c, struct qs_queue *q);
-    /* owner/owner.c, a queue attached while c has a debug twin:
-     * qs_twin_queue_knobs */
-    void (*twin_queue_knobs)(qslab_cache *c, struct qs_queue *q);
     /* qs_twin_divert below: qs_twin_take; and the twin's allocation:
      * qs_twin_alloc */
     qslab_cache *(*twin_take)(qslab_cache *c, qslab_cache *t);
@@ -125,6 +122,11 @@ struct qs_front_hooks {
      * cache quiet: q's grant and stash leave its owner's budget:
      * qs_queue_budget_drop (nothing for other front ends' queues) */
     void (*budget_drop)(qslab_cache *c, struct qs_queue *q);
+    /* owner/owner.c, a queue attached to an owner (inert: limit, park and
+     * hiwater 0; its grant 0, room for one in its slots), qs_global held:
+     * the knobs the fast paths read, the front end's (front.h queue_knobs;
+     * a front end without them leaves the queue inert): front_attached */
+    void (*attached)(qslab_cache *c, struct qs_queue *q);
     /* bit f set (1u << QS_FRONT_*): front end f's caches have queues
      * (front.h `queues`: SLQB, SLAB), whose fast frees push an object
      * without loading its word: core/node.c fifo_whole checks their empty

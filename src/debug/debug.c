@@ -190,7 +190,6 @@ void qs_debug_hooks_register(void)
         .bad_link = qs_debug_bad_link,
         .guard_alloc = qs_guard_alloc,
         .guard_armed_free = qs_guard_armed_free,
-        .twin_queue_knobs = qs_twin_queue_knobs,
         .twin_take = qs_twin_take,
         .twin_alloc = qs_twin_alloc,
         .slab_released = qs_debug_slab_released,

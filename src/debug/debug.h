@@ -98,9 +98,6 @@ unsigned qs_twin_flags(const qslab_cache *c);
 /* The next debug twin of c after `after` (NULL: the first); qs_global held
  * or c quiet (destroy) */
 qslab_cache *qs_twin_next(const qslab_cache *c, const qslab_cache *after);
-/* The caller's queues: nothing pushed or parked while c has a twin
- * (qs_global held; owner.c at attach, tune.c after a change) */
-void qs_twin_queue_knobs(qslab_cache *c, struct qs_queue *q);
 void *qs_twin_alloc(qslab_cache *t, int node); /* an allocation of c's twin t */
 /* qslab_harden() after start-up: every cache in use without debug flags
  * gets a twin with the hardened profile's; -1 if one was refused */

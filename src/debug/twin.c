@@ -14,8 +14,8 @@
  *     kmalloc.c, cache.c's alloc_node), so its new slabs are the twin's,
  *     debug slabs;
  *   - its owners' queues take nothing more: hiwater, limit and park are 0
- *     (qs_twin_queue_knobs; set by tune under qs_global like a lowered
- *     hiwater, and by an owner attaching later), so every free of one of
+ *     (the front end's queue_knobs, front.h: set here under qs_global like
+ *     a lowered hiwater, and by an owner attaching later), so every free of one of
  *     the cache's old objects takes a slow path that puts it straight back
  *     on its slab or batches it home (queue.c qs_free_full, front/slab/slab.c
  *     th_free/pc_free), and an allocation gets a debug object as soon as
@@ -63,23 +63,6 @@ unsigned qs_twin_flags(const qslab_cache *c)
     return t ? t->debug : c->debug;
 }
 
-void qs_twin_queue_knobs(qslab_cache *c, struct qs_queue *q)
-{
-    if (QS_LOAD(c->dbg_alloc)) {
-        QS_STORE(q->hiwater, 0);
-        QS_STORE(q->limit, 0);
-        QS_STORE(q->park, 0);
-        return;
-    }
-    /* back: the owner raises its limit as its next slow free finds it low
-     * (queue.c qs_free_full, front/slab/slab.c th_free and pc_free) */
-    if (c->front == QS_FRONT_SLQB) {
-        QS_STORE(q->hiwater, QS_LOAD(c->hiwater));
-        QS_STORE(q->park, QS_LOAD(c->park));
-    } else if (c->front == QS_FRONT_SLAB) {
-        QS_STORE(q->hiwater, QS_LOAD(c->slab_limit));
-    }
-}
 
 /* Other owners send our old objects home to our inbox, which SLQB claims
  * at a refill; with no refills while the twin takes the allocations, a
@@ -116,13 +99,16 @@ static void twin_name(char *out, const char *name, const char *flags)
     memcpy(out + n + 1, flags, fl + 1);
 }
 
-/* Queue knobs for every queue of c, after dbg_alloc changed (qs_global held) */
+/* Queue knobs for every queue of c, after dbg_alloc changed (qs_global
+ * held): while it is set, every knob 0; back, the owner raises its limit as
+ * its next slow free finds it low (queue.c qs_free_full, front/slab/slab.c
+ * th_free and pc_free).  The front end's `queue_knobs` (front.h); a front
+ * end without one keeps its queues inert. */
 static void knobs_all(qslab_cache *c)
 {
-    if (!qs_front_of(c)->queues)
-        return; /* other front ends' queues stay inert (front.h) */
-    for (struct qs_queue *q = c->queues; q; q = q->all_next)
-        qs_twin_queue_knobs(c, q);
+    void (*knobs)(qslab_cache *, struct qs_queue *, bool) = qs_front_of(c)->queue_knobs;
+    for (struct qs_queue *q = c->queues; q && knobs; q = q->all_next)
+        knobs(c, q, false);
 }
 
 static int refuse(qslab_cache *c, const char *val, int err, const char *why, const char *a,

@@ -24,6 +24,7 @@ const struct qs_front qs_front_slqb = {
     .what = "per-owner LIFO queues, remote frees batched home (SLQB)",
     .shrink = qs_slqb_shrink,
     .idle = qs_slqb_idle,
+    .queue_knobs = qs_slqb_queue_knobs,
     .queues = true,
     .owns_slabs = true,
 };
@@ -130,6 +131,14 @@ static void front_retire(qslab_cache *c, struct qs_queue *q)
     qs_queue_retire(c, q);
 }
 
+/* A queue attached to an owner (owner/owner.c, qs_global held): its
+ * front end's knobs (front.h queue_knobs), or inert. */
+static void front_attached(qslab_cache *c, struct qs_queue *q)
+{
+    if (qs_front_of(c)->queue_knobs)
+        qs_front_of(c)->queue_knobs(c, q, true);
+}
+
 void qs_front_hooks_register(void)
 {
     unsigned queues = 0;
@@ -140,6 +149,7 @@ void qs_front_hooks_register(void)
         .tick = qs_front_tick,
         .retire = front_retire,
         .budget_drop = qs_queue_budget_drop,
+        .attached = front_attached,
         .queues = queues,
     };
 }

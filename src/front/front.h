@@ -130,6 +130,15 @@ struct qs_front {
      * slabs to the node, a diverted allocation claims the inbox, the guard
      * sampler arms its queues */
     bool owns_slabs;
+    /* a queue's copies of c's knobs that the inline fast paths read
+     * (hiwater, limit, park), set from c's tunables: at attach (attach
+     * true: a new queue of an owner, its grant 0, its slots room for one;
+     * owner.c), after a tune (tune.c), when a debug twin comes or goes
+     * (while c->dbg_alloc is set, every knob 0: twin.c).  qs_global held.
+     * NULL: the queues are per-owner state only (SLUB): inert for the fast
+     * paths, limit, park and hiwater 0, so they miss and call the slow
+     * paths */
+    void (*queue_knobs)(qslab_cache *c, struct qs_queue *q, bool attach);
     /* c's front-end tunables changed, or c took or left this front end
      * (qs_global held, or c not yet published): SLAB's arrays and shared
      * arrays follow limit, batchcount and shared */
@@ -186,6 +195,7 @@ void qs_walk_problem(struct qs_walk *w, const char *what, const void *where);
 
 /* ---- front/slqb: what front.c's tables take from SLQB ---- */
 void qs_slqb_idle(qslab_cache *c, struct qs_queue *q); /* cpu.c: SLQB's `idle` hook */
+void qs_slqb_queue_knobs(qslab_cache *c, struct qs_queue *q, bool attach); /* queue.c */
 /* An owner's exit (qs_global held): q's objects, batches, inbox and stash
  * given back, its slabs handed to the node lists (queue.c); the front
  * end's own per-owner state went first (front.c: its `retire` hook) */

@@ -390,24 +390,18 @@ static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
     __atomic_store_n(field(c, (unsigned)t), (uint32_t)v, __ATOMIC_RELEASE);
     if (t == T_GUARD && v)
         qs_guard_enable(); /* guard.c: the fault handler, the slow paths' test */
-    if (t == T_HIWATER && c->front == QS_FRONT_SLQB && !QS_LOAD(c->dbg_alloc)) /* the queues' copies (internal.h); 0 while there is a twin (twin.c) */
-        for (struct qs_queue *q = c->queues; q; q = q->all_next) {
-            QS_STORE(q->hiwater, (uint32_t)v);
-            /* lowered at once; the owner raises it as its slots grow
-             * (qs_free_full) */
-            if (QS_LOAD(q->limit) > (uint32_t)v)
-                QS_STORE(q->limit, (uint32_t)v);
-        }
     qs_tune_derive(c);
     qs_observe_cache(c); /* objects per slab follow the order */
     if (qs_front_of(c)->tuned && (t == T_LIMIT || t == T_BATCHCOUNT || t == T_SHARED))
         qs_front_of(c)->tuned(c); /* SLAB's arrays' limits, its shared arrays */
-    for (struct qs_queue *q = c->queues; q && c->front == QS_FRONT_SLQB; q = q->all_next) {
-        /* the queues' copies (other front ends' queues stay inert: front.h;
-         * parking stays off while there is a debug twin: twin.c) */
-        QS_STORE(q->park, QS_LOAD(c->dbg_alloc) ? 0 : QS_LOAD(c->park));
-    } /* (an open batch's room, fb_max, is its transit reservation: a new
-       * freebatch bounds the next one opened, front/slqb/remote.c) */
+    /* the queues' copies of hiwater, limit and park (the front end's
+     * queue_knobs, front.h: a limit is lowered at once and raised by its
+     * owner; 0 while there is a debug twin; other front ends' queues stay
+     * inert).  (An open batch's room, fb_max, is its transit reservation: a
+     * new freebatch bounds the next one opened, front/slqb/remote.c.) */
+    void (*knobs)(qslab_cache *, struct qs_queue *, bool) = qs_front_of(c)->queue_knobs;
+    for (struct qs_queue *q = c->queues; q && knobs; q = q->all_next)
+        knobs(c, q, false);
     return 0;
 }
 

@@ -313,18 +313,14 @@ struct qs_queue *qs_queue_attach(qslab_cache *c) /* c exists: start-up has run *
     q->cpu = cpu;
     q->stamp = QS_STAMP(c->secret);
     q->link_off = c->link_off;
-    /* a queue of another front end (SLUB's per-owner state) stays inert for
-     * SLQB's fast paths: nothing pushed (limit 0), nothing parked, no open
-     * batch, so they miss and call the slow paths (front.h) */
-    bool slqb = c->front == QS_FRONT_SLQB, slab = c->front == QS_FRONT_SLAB;
-    /* SLAB: its array takes any object of its node while below limit
-     * (park = limit: SLQB's fast paths push it), no batches */
-    uint32_t slab_limit = qs_slab_array_limit(c);
-    QS_STORE(q->hiwater, slab ? slab_limit : QS_LOAD(c->hiwater));
-    QS_STORE(q->park, slqb ? QS_LOAD(c->park) : 0);
+    /* inert until its front end sets the knobs the fast paths read: nothing
+     * pushed (limit 0), nothing parked, no open batch, so they miss and call
+     * the slow paths; a front end without `queue_knobs` (SLUB's per-owner
+     * state) leaves it so (front.h) */
+    QS_STORE(q->hiwater, 0);
+    QS_STORE(q->limit, 0);
+    QS_STORE(q->park, 0);
     QS_STORE(q->fb_max, 0); /* set when a batch opens (remote.c) */
-    if (slab && q->cap < slab_limit)
-        qs_queue_reserve(q, slab_limit); /* or fewer, on ENOMEM: limit is capped by cap */
     if (!q->slots && !qs_queue_reserve(q, 1)) { /* a first few slots; they grow */
         q->owner = NULL;
         q->pool_next = c->pool;
@@ -336,14 +332,9 @@ struct qs_queue *qs_queue_attach(qslab_cache *c) /* c exists: start-up has run *
      * SLAB's arrays, front/slab/slab.c): the first misses ask for it */
     QS_STORE(q->grant, 0);
     QS_STORE(q->misses, 0);
-    if (slqb || slab)
-        qs_queue_limit_set(q);
-    else
-        QS_STORE(q->limit, 0);
-    if (slab)
-        QS_STORE(q->park, q->limit);
-    if ((slqb || slab) && QS_LOAD(c->dbg_alloc)) /* a debug twin takes the allocations (twin.c) */
-        qs_debug_hooks.twin_queue_knobs(c, q);
+    /* hiwater, limit, park (0 while a debug twin takes the allocations,
+     * twin.c): the front end's */
+    qs_front_hooks.attached(c, q);
     qs_lock_acquire(&q->inbox.lock);
     q->inbox.dead = 0;
     qs_lock_release(&q->inbox.lock);

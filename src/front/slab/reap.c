@@ -171,11 +171,7 @@ void slabfe_slab_tuned(qslab_cache *c)
     /* while the cache has a debug twin, the arrays take nothing (twin.c) */
     uint32_t lim = qs_slab_array_limit(c);
     for (struct qs_queue *q = c->queues; q; q = q->all_next) {
-        QS_STORE(q->hiwater, lim);
-        if (QS_LOAD(q->limit) > lim) { /* lowered at once; raised by the owner */
-            QS_STORE(q->limit, lim);
-            QS_STORE(q->park, lim);
-        }
+        qs_front_slab.queue_knobs(c, q, false); /* limit lowered at once; raised by the owner */
         /* the caller's own array (a thread's) gives back its excess now */
         if (q->cpu < 0 && q == qs_queue_of(c) && QS_TOP_NR(q->top) > lim)
             qs_queue_flush(c, q, QS_TOP_NR(q->top) - lim);

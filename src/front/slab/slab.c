@@ -381,6 +381,29 @@ static void slab_slabinfo_tunables(const qslab_cache *c, unsigned long out[3])
     out[2] = QS_LOAD(c->slab_shared);
 }
 
+/* SLAB's `queue_knobs` (front.h): an array's hiwater is the tunable limit
+ * (0 while a debug twin takes the allocations, or for objects alone in
+ * their slabs: qs_slab_array_limit); its limit and park are min(grant,
+ * hiwater, slots): park = limit, so the free fast path takes any object of
+ * the owner's node.  A new array gets its slots at once (the kernel's are
+ * `limit` long; fewer on ENOMEM, which caps limit); an existing one's limit
+ * and park are lowered at once and raised by its owner at its misses
+ * (array_grow). */
+static void slab_queue_knobs(qslab_cache *c, struct qs_queue *q, bool attach)
+{
+    uint32_t lim = qs_slab_array_limit(c);
+    QS_STORE(q->hiwater, lim);
+    if (attach) {
+        if (q->cap < lim)
+            qs_queue_reserve(q, lim);
+        qs_queue_limit_set(q);
+        QS_STORE(q->park, QS_LOAD(q->limit));
+    } else if (QS_LOAD(q->limit) > lim) {
+        QS_STORE(q->limit, lim);
+        QS_STORE(q->park, lim);
+    }
+}
+
 const struct qs_front qs_front_slab = {
     .name = "slab",
     .what = "per-owner arrays, a shared array and alien arrays per node (SLAB)",
@@ -399,5 +422,6 @@ const struct qs_front qs_front_slab = {
     .give_back = slabfe_slab_give_back,
     .objs_per_slab = slabfe_slab_objs_per_slab,
     .tuned = slabfe_slab_tuned,
+    .queue_knobs = slab_queue_knobs,
     .slabinfo_tunables = slab_slabinfo_tunables,
 };

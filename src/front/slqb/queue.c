@@ -219,6 +219,23 @@ unsigned long qs_route_vec(qslab_cache *c, struct qs_queue *q, void *const *objs
 }
 
 /* Route the top `count` objects of the queue home (shrink, trim). */
+/* SLQB's `queue_knobs` (front.h): hiwater and park are the cache's (0
+ * while a debug twin takes the allocations: twin.c); a new queue's limit
+ * follows from hiwater and its slots (its grant grows at its misses:
+ * budget.c), an existing one's is lowered at once to a lower hiwater and
+ * raised by its owner (qs_free_full: the slots grow as it needs). */
+void qs_slqb_queue_knobs(qslab_cache *c, struct qs_queue *q, bool attach)
+{
+    bool twin = QS_LOAD(c->dbg_alloc) != NULL;
+    uint32_t hw = twin ? 0 : QS_LOAD(c->hiwater);
+    QS_STORE(q->hiwater, hw);
+    QS_STORE(q->park, twin ? 0 : QS_LOAD(c->park));
+    if (attach && !twin)
+        qs_queue_limit_set(q);
+    else if (QS_LOAD(q->limit) > hw)
+        QS_STORE(q->limit, hw);
+}
+
 void qs_queue_flush(qslab_cache *c, struct qs_queue *q, unsigned count)
 {
     unsigned nr = QS_TOP_NR(q->top);
