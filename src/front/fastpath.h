@@ -65,6 +65,14 @@ static inline struct qs_queue *qs_queue_of(const qslab_cache *c)
     return qs_queue_of_id(c->id);
 }
 
+/* Is w, an object's word, no free object's on queue q's cache: neither the
+ * free stamp (a queued object) nor a free-list link (w ^ secret has no tag
+ * bits; the secret is stamp ^ QS_STAMP(0))? */
+static inline bool qs_queue_word_taken(const struct qs_queue *q, uintptr_t w)
+{
+    return w != q->stamp && ((w ^ q->stamp ^ QS_STAMP(0)) & QS_LINK_TAG_MASK) != 0;
+}
+
 /* Pop the top of a queue, counting it as `item`, with the link
  * word at link_off (q->link_off; the constant 0 for the kmalloc caches,
  * which have no constructor).  The object's word must hold the free stamp
@@ -86,7 +94,7 @@ static inline void *qs_queue_try_pop(struct qs_queue *q, int item, uint32_t link
     void *obj = q->slots[nr - 1];
     uintptr_t *l = (uintptr_t *)((char *)obj + link_off);
     uintptr_t w = *l;
-    if (unlikely(w != q->stamp) && ((w ^ q->stamp ^ QS_STAMP(0)) & QS_LINK_TAG_MASK))
+    if (unlikely(qs_queue_word_taken(q, w)))
         return NULL; /* neither the free stamp nor a free-list link */
     if (item == QS_ALLOC_FAST) {
         QS_STORE(q->top, t + QS_TOP_POP);
@@ -374,13 +382,14 @@ static inline void *qs_alloc_fast(qslab_cache *c)
  * own slabs straight to it (no queue round trip: a burst of frees touches
  * each object once). */
 /* The push itself, below the limit (t: q->top, just loaded). */
+/* (c may be NULL: the slab's cache, read only for the report) */
 static inline void qs_queue_push_at(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj,
                                     uint64_t t)
 {
     unsigned nr = QS_TOP_NR(t);
     void **sl = q->slots;
     if (unlikely(sl[(int)nr - 1] == obj)) {
-        qs_free_suspect(c, q, s, obj);
+        qs_free_suspect(c ? c : __atomic_load_n(&s->cache, __ATOMIC_RELAXED), q, s, obj);
         return;
     }
     *(uintptr_t *)((char *)obj + q->link_off) = q->stamp;
@@ -432,8 +441,7 @@ static inline __attribute__((always_inline)) void qs_free_fast_in(qslab_cache *c
     if (unlikely(__atomic_load_n(&s->owner, __ATOMIC_RELAXED) != &q->list)) {
         if (QS_TOP_NR(t) < QS_LOAD(q->park)) { /* (qs_no_queue's park is 0) */
             uintptr_t w = *(uintptr_t *)((char *)obj + q->link_off);
-            if (QS_TOP_NR(t) < QS_LOAD(q->limit) && s->node == q->node && w != q->stamp &&
-                ((w ^ q->stamp ^ QS_STAMP(0)) & QS_LINK_TAG_MASK) != 0)
+            if (QS_TOP_NR(t) < QS_LOAD(q->limit) && s->node == q->node && qs_queue_word_taken(q, w))
                 goto push;
         }
         qs_free_remote(QS_FREE_CACHE(c, s), q, s, obj);
@@ -452,6 +460,7 @@ static inline __attribute__((always_inline)) void qs_free_fast_in(qslab_cache *c
         uint32_t inuse = s->inuse - 1;
         if (likely(fl != NULL && inuse != 0 && QS_TOP_NR(t) >= QS_LOAD(q->hiwater) &&
                    ((w ^ secret) & QS_LINK_TAG_MASK) != 0 && w != q->stamp)) {
+            /* (qs_queue_word_taken's test, with the secret the link needs) */
             *l = (uintptr_t)fl ^ secret;
             s->freelist = obj;
             s->inuse = inuse;
@@ -462,17 +471,8 @@ static inline __attribute__((always_inline)) void qs_free_fast_in(qslab_cache *c
         qs_free_full(QS_FREE_CACHE(c, s), q, s, obj);
         return;
     }
-push:;
-    unsigned nr = QS_TOP_NR(t);
-    void **sl = q->slots;
-    if (unlikely(sl[(int)nr - 1] == obj)) {
-        qs_free_suspect(QS_FREE_CACHE(c, s), q, s, obj);
-        return;
-    }
-    *(uintptr_t *)((char *)obj + q->link_off) = q->stamp;
-    sl[nr] = obj;
-    /* not counted: FREE_FAST is derived from nr (qs_queue_nr_set) */
-    QS_STORE(q->top, t + 1); /* read by statistics: relaxed store, a plain mov */
+push:
+    qs_queue_push_at(c, q, s, obj, t);
 }
 
 static inline __attribute__((always_inline)) void qs_free_fast(qslab_cache *c, struct qs_slab *s, void *obj)

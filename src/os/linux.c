@@ -944,6 +944,9 @@ int qs_os_rseq_register_thread(void)
     case QS_RSEQ_GLIBC: /* glibc registers every thread it creates */
         return qs_os_rseq_cpu(rseq_info.offset) >= 0 ? 0 : -1;
 #ifdef QS_RSEQ_SIG
+#ifdef QS_OS_VALGRIND
+    case QS_RSEQ_VALGRIND: /* qslab's area as well: a virtual CPU instead of the kernel's */
+#endif
     case QS_RSEQ_SELF: {
         int32_t cpu = (int32_t)__atomic_load_n(&qs_rseq_area.cpu_id, __ATOMIC_RELAXED);
         if (cpu >= 0)
@@ -951,23 +954,14 @@ int qs_os_rseq_register_thread(void)
         if (cpu == QS_RSEQ_CPU_ID_FAILED)
             return -1;
         int saved = errno;
-        const char *bad = self_register();
-        errno = saved;
-        return bad ? -1 : 0;
-    }
 #ifdef QS_OS_VALGRIND
-    case QS_RSEQ_VALGRIND: {
-        int32_t cpu = (int32_t)__atomic_load_n(&qs_rseq_area.cpu_id, __ATOMIC_RELAXED);
-        if (cpu >= 0)
-            return 0;
-        if (cpu == QS_RSEQ_CPU_ID_FAILED)
-            return -1;
-        int saved = errno;
-        const char *bad = vcpu_claim();
+        const char *bad = rseq_info.mode == QS_RSEQ_VALGRIND ? vcpu_claim() : self_register();
+#else
+        const char *bad = self_register();
+#endif
         errno = saved;
         return bad ? -1 : 0;
     }
-#endif
 #endif
     default:
         return -1;
