@@ -18,6 +18,7 @@
 #include "observe/observe.h"
 #include "debug/debug.h"
 #include "owner/owner.h"
+#include "api/kmalloc.h"
 #include "api/zero.h"
 #include "api/api.h"
 #include "observe/stats.h"
@@ -201,6 +202,7 @@ void qs_init_slow(void)
             .cache_shrink = qslab_cache_shrink,
             .trim = qslab_trim,
             .zero_block = qs_zero_block,
+            .kmalloc_fast = qs_kmalloc_fast,
             .entries = entry_points,
             .nr_entries = sizeof(entry_points) / sizeof(entry_points[0]),
         };

@@ -65,13 +65,15 @@
     27, 27, 27, 27, 27, 27, 28, 28, 28, 28, 28, 28, 28, 28, 29, 29, \
     29, 29, 29, 29, 29, 29, 30, 30, 30, 30, 30, 30, 30, 30, 31, 31, \
     31, 31, 31, 31, 31, 31, 32, 32, 32, 32, 32, 32, 32, 32
-const uint8_t qs_kmalloc_small_index[QS_KM_SMALL_ENTRIES] = {0, 0, 1, QS_KM_SMALL_FROM_17};
-const uint8_t qs_kmalloc_small_index16[QS_KM_SMALL_ENTRIES] = {1, 1, 1, QS_KM_SMALL_FROM_17};
+/* (the second halves: every class's fast path, QS_FAST_THREAD (0) until
+ * start-up sets them: qs_kmalloc_fast) */
+uint8_t qs_kmalloc_small_index[2 * QS_KM_SMALL_ENTRIES] = {0, 0, 1, QS_KM_SMALL_FROM_17};
+uint8_t qs_kmalloc_small_index16[2 * QS_KM_SMALL_ENTRIES] = {1, 1, 1, QS_KM_SMALL_FROM_17};
 
 /* (size + 31) >> 5 -> class, for sizes from 1 KiB to 32 KiB (every class
  * boundary there is a multiple of 32 bytes; the entries below 1 KiB are
  * never read).  Generated from class_size. */
-const uint8_t qs_kmalloc_mid_index[QS_KM_MID_ENTRIES] = {
+uint8_t qs_kmalloc_mid_index[2 * QS_KM_MID_ENTRIES] = {
     0, 2, 4, 6, 8, 10, 12, 14, 16, 17, 18, 19, 20, 21, 22, 23,
     24, 25, 25, 26, 26, 27, 27, 28, 28, 29, 29, 30, 30, 31, 31, 32,
     32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47,
@@ -211,7 +213,7 @@ void *qs_large_alloc(size_t size, size_t align)
     if (size == 0) {
         if (!align) { /* malloc(0): a zero-size block, else (none left) 16 bytes */
             void *z = qs_zero_alloc();
-            return z ? z : qs_kmalloc_alloc(qs_kmalloc_small_index16[2], 16, qs_kmalloc_small_index16);
+            return z ? z : qs_kmalloc(16, qs_kmalloc_small_index16);
         }
         size = 1; /* aligned_alloc(4 MiB, 0): a block of its own, not its end */
     }
@@ -259,6 +261,27 @@ static void large_free(struct qs_chunk *ch)
     __atomic_fetch_sub(&b->live, 1, __ATOMIC_RELAXED);
     __atomic_fetch_sub(&b->live_bytes, ch->map_size, __ATOMIC_RELAXED);
     qs_page_unmap_large(ch);
+}
+
+/* Class c's fast path (c->fast, front.c qs_front_fast) into the class
+ * tables' second halves, at every entry of the class.  Relaxed byte
+ * stores: a malloc that read the old one takes the old route once more,
+ * which stays correct (qs_front_fast). */
+void qs_kmalloc_fast(qslab_cache *c)
+{
+    size_t i = (size_t)(c - qs_kmalloc_caches);
+    if (c < qs_kmalloc_caches || i >= QS_KMALLOC_CLASSES)
+        return; /* not a class (a class's debug twin, say) */
+    uint8_t k = QS_LOAD(c->fast);
+    for (size_t j = 0; j < QS_KM_SMALL_ENTRIES; j++) {
+        if (qs_kmalloc_small_index[j] == i)
+            QS_STORE(qs_kmalloc_small_index[QS_KM_SMALL_ENTRIES + j], k);
+        if (qs_kmalloc_small_index16[j] == i)
+            QS_STORE(qs_kmalloc_small_index16[QS_KM_SMALL_ENTRIES + j], k);
+    }
+    for (size_t j = 0; j < QS_KM_MID_ENTRIES; j++)
+        if (qs_kmalloc_mid_index[j] == i)
+            QS_STORE(qs_kmalloc_mid_index[QS_KM_MID_ENTRIES + j], k);
 }
 
 /* qs_kmalloc_alloc's slow path: the queue is empty (or missing), or its

@@ -16,11 +16,18 @@
 
 #define QS_KM_SMALL_MAX 1024
 #define QS_KM_SMALL_ENTRIES (QS_KM_SMALL_MAX / 8 + 1)
-extern const uint8_t qs_kmalloc_small_index[QS_KM_SMALL_ENTRIES];
-extern const uint8_t qs_kmalloc_small_index16[QS_KM_SMALL_ENTRIES];
+/* The class tables: entry j of the first half is the class of the sizes
+ * whose (size + 7) >> 3 (or (size + 31) >> 5) is j, entry j of the second
+ * half that class's fast path (QS_FAST_*, its cache's fast: kept equal by
+ * qs_kmalloc_fast), so that the fast path's choice is one compare with
+ * the table's base already in a register.  Written only by qs_kmalloc_fast. */
+extern uint8_t qs_kmalloc_small_index[2 * QS_KM_SMALL_ENTRIES];
+extern uint8_t qs_kmalloc_small_index16[2 * QS_KM_SMALL_ENTRIES];
 #define QS_KM_MID_MAX 32768
 #define QS_KM_MID_ENTRIES (QS_KM_MID_MAX / 32 + 1)
-extern const uint8_t qs_kmalloc_mid_index[QS_KM_MID_ENTRIES];
+extern uint8_t qs_kmalloc_mid_index[2 * QS_KM_MID_ENTRIES];
+/* A kmalloc class's cache changed its fast path (qs_api_hooks.kmalloc_fast) */
+void qs_kmalloc_fast(qslab_cache *c);
 void *qs_large_alloc(size_t size, size_t align);
 /* Protection for the large blocks made from now on (core/page.h
  * QS_LARGE_*), with the fault handler that reports faults on it */
@@ -65,22 +72,18 @@ static inline unsigned qs_kmalloc_index(size_t size, const uint8_t *small)
     return QS_KM_BIG_FIRST - QS_KM_STEPS + QS_KM_STEPS * (k - 16) + (unsigned)((size - 1) >> (k - 4));
 }
 
-/* qs_alloc_fast for class i, whose cache id is i (qs_kmalloc_init): the
+/* qs_alloc_fast for class i, whose cache id is i (qs_kmalloc_init), by
+ * its fast path's kind byte at kp (the class table's second half): the
  * queue lookup does not wait for the cache's line.  The class is that of
- * size through the table `small` (its slow path finds it again). */
-static inline void *qs_kmalloc_alloc(unsigned long i, size_t size, const uint8_t *small)
+ * size through the table `small`: the slow path finds it again, so that
+ * the fast path keeps no class across its section. */
+static inline __attribute__((always_inline)) void *qs_kmalloc_alloc(unsigned long i, const uint8_t *kp,
+                                                                    size_t size, const uint8_t *small)
 {
     if (i >= QS_KMALLOC_CLASSES)
         __builtin_unreachable(); /* (thread owner: classes below 16 KiB at fixed offsets) */
-#if QS_HAVE_PERCPU
-    if (qs_percpu()) {
-        void *obj = qs_percpu_alloc(i, 0); /* no ctor: the link at 0 */
-        return likely(obj != NULL) ? obj : qs_kmalloc_slow_size(size, small);
-    }
-#endif
-    struct qs_queue *q = qs_queue_fast(i);
-    void *obj = qs_queue_try_pop(q, QS_ALLOC_FAST, 0); /* no ctor: link at 0 */
-    return likely(obj != NULL) ? obj : qs_kmalloc_slow(i, size); /* refill, or report a bad word */
+    void *obj = qs_alloc_fast_at(i, 0, kp); /* no ctor: the link at 0 */
+    return likely(obj != NULL) ? obj : qs_kmalloc_slow_size(size, small); /* refill, or report a bad word */
 }
 
 #define QS_KM_SMALL_CLASSES 33 /* the first table's: 8 .. 1024 */
@@ -97,13 +100,21 @@ static inline void *qs_kmalloc(size_t size, const uint8_t *small)
 {
     size_t m = size - 1;
     if (likely(m < QS_KM_SMALL_MAX)) {
-        unsigned long i = small[(m >> 3) + 1];
+        size_t j = (m >> 3) + 1;
+        unsigned long i = small[j];
         if (i >= QS_KM_SMALL_CLASSES)
             __builtin_unreachable();
-        return qs_kmalloc_alloc(i, size, small);
+        return qs_kmalloc_alloc(i, &small[QS_KM_SMALL_ENTRIES + j], size, small);
     }
-    if (likely(m < QS_KMALLOC_MAX))
-        return qs_kmalloc_alloc(qs_kmalloc_index(size, small), size, small);
+    if (likely(m < QS_KMALLOC_MAX)) {
+        if (likely(size <= QS_KM_MID_MAX)) {
+            size_t j = (size + 31) >> 5;
+            return qs_kmalloc_alloc(qs_kmalloc_mid_index[j], &qs_kmalloc_mid_index[QS_KM_MID_ENTRIES + j],
+                                    size, small);
+        }
+        unsigned i = qs_kmalloc_index(size, small);
+        return qs_kmalloc_alloc(i, &qs_kmalloc_caches[i].fast, size, small);
+    }
     return qs_large_alloc(size, 0); /* and size 0 */
 }
 
@@ -120,8 +131,19 @@ static inline void *qs_kmalloc_fresh(unsigned i, size_t size, bool *fresh)
     if (i >= QS_KMALLOC_CLASSES)
         __builtin_unreachable();
     uintptr_t want = QS_FRESH_WORD(qs_kmalloc_caches[i].secret);
+    unsigned k = QS_LOAD(qs_kmalloc_caches[i].fast);
+    if (unlikely(k > QS_FAST_CPU)) { /* SLUB's lists' objects are not fresh */
+        void *obj = qs_alloc_fast_at(i, 0, &qs_kmalloc_caches[i].fast);
+        *fresh = false;
+        if (likely(obj != NULL))
+            return obj;
+        qs_self.last_word = 0; /* its slow path's block may be (slub/slabs.c) */
+        obj = qs_kmalloc_slow(i, size);
+        *fresh = obj && qs_self.last_word == want;
+        return obj;
+    }
 #if QS_HAVE_PERCPU
-    if (qs_percpu()) {
+    if (k == QS_FAST_CPU) {
         void *obj = qs_percpu_try_alloc0(i);
         if (likely(obj != NULL)) {
             *fresh = *(uintptr_t *)obj == want;
@@ -151,7 +173,7 @@ static inline void *qs_kmalloc_fresh(unsigned i, size_t size, bool *fresh)
     return obj;
 }
 
-static inline void qs_kfree(void *p)
+static inline __attribute__((always_inline)) void qs_kfree(void *p)
 {
     struct qs_slab *s = qs_slab_fast(p); /* NULL for p == NULL */
     if (likely(s && qs_slab_valid_obj(s, p))) {

@@ -99,6 +99,9 @@ struct qs_api_hooks {
      * 16-byte slot holds address a, or NULL (not in their range):
      * qs_zero_block */
     void *(*zero_block)(uintptr_t a);
+    /* front/front.c qs_front_fast: a kmalloc class's cache changed its
+     * fast path, which the class tables copy: qs_kmalloc_fast */
+    void (*kmalloc_fast)(qslab_cache *c);
     /* debug/track.c: the addresses of the entry points a user's code calls
      * (qslab_malloc, qslab_cache_alloc, ...): a direct call of one of them
      * is the user's frame of a track */

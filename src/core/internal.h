@@ -234,8 +234,12 @@ struct qs_slab {
     char *base;             /* first object */
     uint64_t recip;         /* ceil(2^64 / slot_size): divisibility check */
     uint32_t span;          /* objects * slot_size: bytes of born objects; 0: none */
-    uint32_t cache_id;      /* cache->id: the free path finds its queue
+    uint16_t cache_id;      /* cache->id: the free path finds its queue
                                without waiting for the cache's line */
+    uint8_t fast;           /* QS_FAST_*: the free fast path this slab's
+                               objects take (its cache's free_fast) */
+    uint8_t spare;
+    /* (cache ids fit cache_id: QS_MAX_CACHES, asserted in core/caches.c) */
     char *mem;              /* slab start (page aligned); set by page layer */
     struct qs_list *owner;  /* atomic (acquire/release) */
     void *freelist;         /* objects free in the slab (encoded links) */
@@ -473,6 +477,10 @@ struct qslab_cache {
     uint32_t park;         /* others' objects queued while nr < park */
     uint32_t refill;       /* objects a refill aims for (queue.c) */
     uint32_t fresh;        /* ... and takes at least, of new memory */
+    /* QS_FAST_*: the fast paths an allocation (fast) and a free of one of
+     * its slabs' objects (free_fast, copied into each slab) take; set by
+     * front.c qs_front_fast */
+    uint8_t fast, free_fast;
     void (*ctor)(void *);
     /* cold */
     size_t obj_size, align;
@@ -660,6 +668,14 @@ void qs_owner_budget_stats(struct qslab_budget_stats *st); /* after start-up */
  *   (percpu.c), or after taking the queue from its CPU (qs_percpu_take).
  * The kind is chosen once, at start-up (QSLAB_OWNER, rseq available). */
 enum { QS_OWNER_THREAD, QS_OWNER_CPU };
+/* The fast path a cache's allocations (c->fast, and kmalloc's class
+ * tables) and its slabs' frees (s->fast) take: the owners' queues, per
+ * thread or per CPU (SLQB's, SLAB's arrays; the other front ends' queues
+ * are inert: their fast paths always miss), or SLUB's active slab's list
+ * (front/slub/fast.h), per thread or per CPU.  One compare with 1 sends
+ * each to its own path (front/fastpath.h); 0, the per-thread queues', is
+ * what memory holds before start-up (their lookups then find qs_no_queue). */
+enum { QS_FAST_THREAD, QS_FAST_CPU, QS_FAST_SLUB_THREAD, QS_FAST_SLUB_CPU };
 extern int qs_owner_kind;
 extern const char *qs_owner_why;
 extern long qs_rseq_off;                 /* struct rseq at thread pointer + this */

@@ -434,6 +434,7 @@ struct qs_slab *qs_slab_new(qslab_cache *c, struct qs_queue *q, int node, bool b
     __atomic_store_n(&s->span, 0, __ATOMIC_RELAXED); /* read by frees' validation */
     s->recip = ~(uint64_t)0 / c->slot_size + 1;
     s->cache_id = c->id;
+    s->fast = c->free_fast;
     s->inuse = 0;
     s->freelist = s->tail = NULL;
     if (born)

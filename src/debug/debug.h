@@ -22,7 +22,7 @@ void qs_debug_slab_released(struct qs_slab *s); /* its memory usable again (page
 /* ---- guard.c (QSLAB_GUARD_SAMPLE: docs/debugging.md) ---- */
 extern unsigned long qs_guard_rate;   /* QSLAB_GUARD_SAMPLE's N; 0: none (start-up) */
 /* qs_guard_on (core/hooks.h): sampling anywhere (N, or a cache's guard_sample) */
-void qs_guard_enable(void);           /* a cache's guard_sample was set */
+void qs_guard_enable(bool locked);    /* sampling wanted (locked: qs_global held) */
 #define QS_GUARD_MAX_RATE 1000000000UL
 extern uintptr_t qs_guard_lo, qs_guard_hi; /* the pool's range, once mapped */
 void qs_guard_init(void);             /* start-up: the environment */

@@ -129,18 +129,24 @@ void qs_guard_init(void)
             nr_slots = (unsigned)k;
     }
     __atomic_store_n(&qs_guard_rate, (unsigned long)n, __ATOMIC_RELAXED);
-    qs_guard_enable();
+    qs_guard_enable(false);
 }
 
 /* Sampling is wanted (the environment, or a cache's tunable guard_sample):
  * the fault handler, then the slow paths' flag. */
-void qs_guard_enable(void)
+void qs_guard_enable(bool locked)
 {
     int st = 0;
     if (__atomic_compare_exchange_n(&guard_enabled, &st, 1, false, __ATOMIC_ACQ_REL,
                                     __ATOMIC_RELAXED)) {
         qs_fault_install();
         __atomic_store_n(&qs_guard_on, 1, __ATOMIC_RELEASE);
+        /* SLUB's allocations to their slow path, where they are counted */
+        if (!locked)
+            qs_lock_acquire(&qs_global);
+        qs_front_fast_all();
+        if (!locked)
+            qs_lock_release(&qs_global);
     }
 }
 

@@ -154,6 +154,7 @@ int qs_twin_tune(qslab_cache *c, const char *value, size_t vlen)
         if (QS_LOAD(c->dbg_alloc)) {
             __atomic_store_n(&c->dbg_alloc, NULL, __ATOMIC_RELEASE);
             knobs_all(c);
+            qs_front_fast(c); /* SLUB's own fast path again */
         }
         qs_lock_release(&qs_global);
         qs_lock_release(&twin_lock);
@@ -189,6 +190,7 @@ int qs_twin_tune(qslab_cache *c, const char *value, size_t vlen)
     qs_lock_acquire(&qs_global);
     __atomic_store_n(&c->dbg_alloc, t, __ATOMIC_RELEASE);
     knobs_all(c);
+    qs_front_fast(c); /* SLUB's allocations to the slow path, which diverts */
     qs_lock_release(&qs_global);
     qs_lock_release(&twin_lock);
     /* the CPUs' queues and the caller's own hand their objects back now */

@@ -15,6 +15,10 @@
  * Per-CPU owners (rseq): the same, the queue found through the CPU's table
  * (qs_cpu_tables[cpu_id][cache id]: 2 loads after cpu_id) instead of TLS,
  * plus 1 store of the section's descriptor into the rseq area per path.
+ * Which path: one compare of a byte in memory, the cache's fast (or for a
+ * free the slab's copy, in the descriptor's first line; for malloc the
+ * class table's, beside the class): per-CPU queue, per-thread queue, or
+ * SLUB's own (front/slub/fast.h); QS_FAST_DISPATCH below.
  * Instructions: bench/fastpath_budget.py (a test) holds each front end's
  * and owner kind's count for a 64-byte pair and a batch of 1,000, measured
  * with callgrind, and fails when a change adds to them.
@@ -26,24 +30,9 @@
 #include "front/queue.h"
 #include "owner/percpu.h"
 #include "owner/owner.h"
+#include "front/slub/fast.h"
 
 #pragma GCC visibility push(hidden) /* as internal.h */
-
-/* The caller's queue for the cache with id `id`, for the fast paths: never
- * NULL.  A thread without a queue for the cache gets qs_no_queue, which is
- * always empty (alloc goes to its slow path) and owns no slab (free goes to
- * qs_free_remote, which hands it to qs_free_slow): one test fewer on both
- * paths.  Nobody writes to qs_no_queue. */
-_Static_assert(65 <= QS_FIXED_SLOTS, "kmalloc queues up to 4 KiB at fixed TLS offsets");
-static inline struct qs_queue *qs_queue_fast(unsigned long id)
-{
-    struct qs_owner *o = &qs_self;
-    if (likely(id < QS_FIXED_SLOTS))
-        return o->fixed[id];
-    if (id < o->cap && o->slots[id])
-        return o->slots[id];
-    return &qs_no_queue;
-}
 
 /* The caller's queue for the cache with id `id` (its thread's, or its
  * CPU's at this moment), or NULL if it has none: for the slow paths. */
@@ -236,25 +225,12 @@ static inline void *qs_percpu_alloc(unsigned long id, unsigned long link_off)
 static inline int qs_percpu_free(struct qs_slab *s, void *obj)
 {
 again:;
-#if defined(__SANITIZE_THREAD__)
     /* TSan: the push is told as a release of the queue (percpu.h), made
      * before the section, so the section must use that queue: if the
      * thread moved to another CPU in between, it restarts (label 7) and
      * the release is made again on the new CPU's queue */
-    struct qs_queue *expect = qs_tsan_release_cpu_queue(s->cache_id);
-#define QS_TSAN_SAME_QUEUE "cmpq %[expect], %%rdx\n\t" "jne 7f\n\t"
-#define QS_TSAN_EXPECT , [expect] "r"(expect)
-#else
-#define QS_TSAN_SAME_QUEUE ""
-#define QS_TSAN_EXPECT
-#endif
-    __asm__ goto(QS_RSEQ_ENTER_FAST
-                 "movslq %%fs:4(%%rcx), %%rax\n\t"
-                 "movq %[tablesm], %%rcx\n\t"
-                 "movq (%%rcx,%%rax,8), %%rax\n\t"
-                 "movl %c[scid](%[s]), %%edx\n\t" /* the slab's cache id */
-                 "movq (%%rax,%%rdx,8), %%rdx\n\t" /* the queue */
-                 QS_TSAN_SAME_QUEUE
+    QS_TSAN_FREE_BEGIN(s);
+    __asm__ goto(QS_PERCPU_FREE_ENTER
                  "movq " QS_STR(QS_Q_TOP) "(%%rdx), %%rcx\n\t"
                  "movl %%ecx, %%eax\n\t"
                  "andl $" QS_STR(QS_TOP_MASK_ASM) ", %%eax\n\t" /* nr */
@@ -340,11 +316,9 @@ again:;
                    [scid] "i"(__builtin_offsetof(struct qs_slab, cache_id)),
                    [sown] "i"(__builtin_offsetof(struct qs_slab, owner)),
                    [snode] "i"(__builtin_offsetof(struct qs_slab, node)),
-                   [loff] "i"(__builtin_offsetof(struct qs_queue, link_off)) QS_TSAN_EXPECT
+                   [loff] "i"(__builtin_offsetof(struct qs_queue, link_off)) QS_TSAN_FREE_EXPECT
                  : "rax", "rcx", "rdx", "rsi", "memory", "cc"
                  : remote, full, suspect, abort);
-#undef QS_TSAN_SAME_QUEUE
-#undef QS_TSAN_EXPECT
     return QS_PC_DONE;
 remote:
     return QS_PC_REMOTE;
@@ -358,17 +332,58 @@ abort:
 }
 #endif
 
+/* The choice of fast path by the kind byte at kp (internal.h QS_FAST_*:
+ * c->fast, s->fast, kmalloc's class tables): one compare of the byte in
+ * memory with QS_FAST_CPU; the per-thread queues' (below) jump to label
+ * `thread`, SLUB's (above) to `other`, and the per-CPU queues' fall
+ * through, with no taken branch (a jump to them cost the default path 2
+ * cycles a pair, 12%, for one instruction fewer).  In C, GCC loads the
+ * byte into a register first.  The byte is written while other threads
+ * allocate (front.c qs_front_fast): a stale value takes the old route once
+ * more, which stays correct. */
+#if QS_HAVE_PERCPU
+#define QS_FAST_DISPATCH(kp, thread, other)                                                        \
+    __asm__ goto("cmpb $1, %0\n\t" /* QS_FAST_CPU */                                           \
+                 "jb %l1\n\t"                                                                     \
+                 "ja %l2\n\t"                                                                     \
+                 :                                                                                 \
+                 : "m"(*(const uint8_t *)(kp))                                                     \
+                 : "cc"                                                                            \
+                 : thread, other)
+#else
+#define QS_FAST_DISPATCH(kp, thread, other)                                                        \
+    do {                                                                                           \
+        if (likely(*(const uint8_t *)(kp) == QS_FAST_THREAD))                                       \
+            goto thread;                                                                           \
+        goto other;                                                                                \
+    } while (0)
+#endif
+_Static_assert(QS_FAST_THREAD == 0 && QS_FAST_CPU == 1 && QS_FAST_SLUB_THREAD > 1,
+               "QS_FAST_DISPATCH: thread below, SLUB above");
+
+/* An allocation's fast path, by the kind byte at kp: the object, its word
+ * cleared, or NULL for the slow path. */
+static inline __attribute__((always_inline)) void *qs_alloc_fast_at(unsigned long id,
+                                                                    unsigned long link_off,
+                                                                    const uint8_t *kp)
+{
+    QS_FAST_DISPATCH(kp, thread, slub);
+#if QS_HAVE_PERCPU
+    return qs_percpu_alloc(id, link_off);
+#endif
+thread:;
+    struct qs_queue *q = qs_queue_fast(id);
+    /* empty, or a bad word (reported by the slow path) */
+    return qs_queue_try_pop(q, QS_ALLOC_FAST, (uint32_t)link_off);
+slub:;
+    /* QS_FAST_SLUB_CPU exactly when the owners are CPUs (qs_front_fast) */
+    return qs_slub_alloc_fast(id, link_off);
+}
+
 static inline void *qs_alloc_fast(qslab_cache *c)
 {
-#if QS_HAVE_PERCPU
-    if (qs_percpu()) {
-        void *obj = qs_percpu_alloc(c->id, c->link_off);
-        return likely(obj != NULL) ? obj : qs_alloc_slow(c);
-    }
-#endif
-    struct qs_queue *q = qs_queue_fast(c->id);
-    void *obj = qs_queue_try_pop(q, QS_ALLOC_FAST, q->link_off);
-    return likely(obj != NULL) ? obj : qs_alloc_slow(c); /* empty, or a bad word reported there */
+    void *obj = qs_alloc_fast_at(c->id, c->link_off, &c->fast);
+    return likely(obj != NULL) ? obj : qs_alloc_slow(c);
 }
 
 /* Push a free object of slab s on the owner's queue: store its free stamp
@@ -416,8 +431,10 @@ static inline void qs_queue_push(qslab_cache *c, struct qs_queue *q, struct qs_s
 static inline __attribute__((always_inline)) void qs_free_fast_in(qslab_cache *c, struct qs_slab *s,
                                                                   void *obj)
 {
+    /* s->fast: the slab's cache's free_fast, set with cache_id */
+    QS_FAST_DISPATCH(&s->fast, thread, slub);
 #if QS_HAVE_PERCPU
-    if (qs_percpu()) {
+    {
         int r = qs_percpu_free(s, obj); /* the section reads s->cache_id */
         /* the cache is read after the section (its memory clobber keeps
          * the load there): nothing of ours lives across it in a
@@ -427,6 +444,10 @@ static inline __attribute__((always_inline)) void qs_free_fast_in(qslab_cache *c
         return;
     }
 #endif
+slub:
+    qs_slub_free(s, obj); /* a tail call: the other paths keep their registers */
+    return;
+thread:;
     struct qs_queue *q = qs_queue_fast(s->cache_id);
     uint64_t t = q->top;
     /* objects of our own slabs go on our queue (our slabs are on our node);

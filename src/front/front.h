@@ -164,6 +164,10 @@ unsigned qs_front_objs_per_slab(const qslab_cache *c, unsigned order);
 /* c's front end is f now (before its first allocation), with what the
  * layers below copy from the front end's properties (keeps_fbits) */
 void qs_front_set(qslab_cache *c, int f);
+/* c's fast paths (c->fast, c->free_fast) from its front end, its debug
+ * twin and sampling; _all: every cache's (qs_global held) */
+void qs_front_fast(qslab_cache *c);
+void qs_front_fast_all(void);
 /* The default order of c's slabs under front end f. */
 unsigned qs_front_order(const qslab_cache *c, int f);
 /* c's event counters, its queues' and its orphan ones, summed into

@@ -389,7 +389,7 @@ static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
     }
     __atomic_store_n(field(c, (unsigned)t), (uint32_t)v, __ATOMIC_RELEASE);
     if (t == T_GUARD && v)
-        qs_guard_enable(); /* guard.c: the fault handler, the slow paths' test */
+        qs_guard_enable(true); /* guard.c: the fault handler, the slow paths' test */
     qs_tune_derive(c);
     qs_observe_cache(c); /* objects per slab follow the order */
     if (qs_front_of(c)->tuned && (t == T_LIMIT || t == T_BATCHCOUNT || t == T_SHARED))

@@ -37,6 +37,22 @@ static inline void qs_owner_set_slot(struct qs_owner *o, unsigned id, struct qs_
         __atomic_store_n(&o->ids[id], q ? q : &qs_no_queue, __ATOMIC_RELEASE);
 }
 
+/* The caller's queue for the cache with id `id`, for the fast paths: never
+ * NULL.  A thread without a queue for the cache gets qs_no_queue, which is
+ * always empty (alloc goes to its slow path) and owns no slab (free goes to
+ * qs_free_remote, which hands it to qs_free_slow): one test fewer on both
+ * paths.  Nobody writes to qs_no_queue. */
+_Static_assert(65 <= QS_FIXED_SLOTS, "kmalloc queues up to 4 KiB at fixed TLS offsets");
+static inline struct qs_queue *qs_queue_fast(unsigned long id)
+{
+    struct qs_owner *o = &qs_self;
+    if (likely(id < QS_FIXED_SLOTS))
+        return o->fixed[id];
+    if (id < o->cap && o->slots[id])
+        return o->slots[id];
+    return &qs_no_queue;
+}
+
 /* The owner the caller would use now: its CPU's (NULL if that CPU has none
  * yet, or the thread has no rseq registration) or its thread's. */
 static inline struct qs_owner *qs_owner_now(void)

@@ -143,6 +143,31 @@ static inline struct qs_queue *qs_tsan_release_cpu_queue(unsigned long id)
 }
 #endif
 
+#if QS_HAVE_PERCPU
+/* The free sections' start (front/fastpath.h, front/slub/fast.h): the
+ * CPU's queue of slab [s]'s cache (cache_id at [scid]) into %rdx, through
+ * the CPU's table; %rax and %rcx are scratch.  Under TSan the section
+ * restarts (7:) unless that is the queue QS_TSAN_FREE_BEGIN released; a
+ * section using this names QS_TSAN_FREE_EXPECT among its inputs. */
+#if defined(__SANITIZE_THREAD__)
+#define QS_TSAN_FREE_BEGIN(s) struct qs_queue *qs_expect_q = qs_tsan_release_cpu_queue((s)->cache_id)
+#define QS_TSAN_FREE_EXPECT , [expect] "r"(qs_expect_q)
+#define QS_TSAN_FREE_SAME "cmpq %[expect], %%rdx\n\t" "jne 7f\n\t"
+#else
+#define QS_TSAN_FREE_BEGIN(s) ((void)0)
+#define QS_TSAN_FREE_EXPECT
+#define QS_TSAN_FREE_SAME ""
+#endif
+#define QS_PERCPU_FREE_ENTER                                                                       \
+    QS_RSEQ_ENTER_FAST                                                                             \
+    "movslq %%fs:4(%%rcx), %%rax\n\t"                                                              \
+    "movq %[tablesm], %%rcx\n\t"                                                                   \
+    "movq (%%rcx,%%rax,8), %%rax\n\t"                                                              \
+    "movzwl %c[scid](%[s]), %%edx\n\t" /* the slab's cache id */                                   \
+    "movq (%%rax,%%rdx,8), %%rdx\n\t"  /* the queue */                                             \
+    QS_TSAN_FREE_SAME
+#endif
+
 #define QS_RSEQ_MOVED (-1) /* the caller does not run on the queue's CPU */
 #define QS_RSEQ_ABORT (-2) /* restarted by the kernel: try again */
 

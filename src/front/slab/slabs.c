@@ -303,6 +303,7 @@ struct qs_slab *slabfe_slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_n
     s->objects = L.num;
     s->recip = ~(uint64_t)0 / c->slot_size + 1;
     s->cache_id = c->id;
+    s->fast = c->free_fast;
     s->tail = NULL; /* not a FIFO slab's (slab_init_free) */
     unsigned born = born_whole(c) ? L.num : 0;
     slab_init_free(c, s, arr, born, true);

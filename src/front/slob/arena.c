@@ -89,6 +89,7 @@ struct qs_slab *slob_page_new(unsigned kind, int node)
     sp->base = sp->mem;
     sp->recip = ~(uint64_t)0 / SLOB_UNIT + 1; /* any 8-byte step passes qs_slab_valid_obj */
     sp->cache_id = a->id;
+    sp->fast = a->free_fast;
     sp->owner = NULL; /* no queue's: the fast frees miss */
     sp->tail = NULL;
     sp->next = sp->prev = NULL;

@@ -164,118 +164,6 @@ void slub_corrupt_link(qslab_cache *c, void *obj)
         [loff] "i"(__builtin_offsetof(struct qs_queue, link_off)),                                 \
         [stamp] "i"(__builtin_offsetof(struct qs_queue, stamp))
 
-_Static_assert(__builtin_offsetof(struct qs_queue, sl.freelist) ==
-                   __builtin_offsetof(struct qs_queue, sl.pushes) + 8 &&
-               __builtin_offsetof(struct qs_queue, sl.pops) ==
-                   __builtin_offsetof(struct qs_queue, sl.freelist) + 8,
-               "rseq: pushes, freelist, pops in a row (one 16-byte commit each)");
-
-/* Pop the CPU's list: the object, NULL (empty, no queue, or its link is
- * wrong: the slow path sorts it out), or 1 (restarted).  The commit stores
- * (next, pops + 1) with one movups: one instruction, so a preemption either
- * precedes it (restart) or follows it. */
-static inline void *pc_pop(unsigned long id)
-{
-    void *obj;
-    struct qs_queue *q;
-    __asm__ volatile(QS_RSEQ_ENTER_FAST
-                     "movslq %%fs:4(%%rcx), %%rax\n\t"
-                     "movq %[tablesm], %%rcx\n\t"
-                     "movq (%%rcx,%%rax,8), %%rax\n\t"
-                     "movq (%%rax,%[id],8), %[q]\n\t"
-                     "movq " SL_FREE "(%[q]), %[obj]\n\t"
-                     "testq %[obj], %[obj]\n\t"
-                     "jz 8f\n\t"
-                     "movl %c[loff](%[q]), %%eax\n\t"
-                     "movq (%[obj],%%rax), %%rax\n\t"
-                     "xorq %c[stamp](%[q]), %%rax\n\t" /* the stamp is secret ^ 1 */
-                     "xorq $1, %%rax\n\t"              /* next = word ^ secret */
-                     "testb $7, %%al\n\t"
-                     "jnz 8f\n\t"
-                     "movq %%rax, %%rcx\n\t"
-                     "shrq $47, %%rcx\n\t"
-                     "jnz 8f\n\t"
-                     "movq %%rax, %%xmm0\n\t"
-                     "movq %c[spop](%[q]), %%rcx\n\t"
-                     "incq %%rcx\n\t"
-                     "movq %%rcx, %%xmm1\n\t"
-                     "punpcklqdq %%xmm1, %%xmm0\n\t"
-                     "movups %%xmm0, " SL_FREE "(%[q])\n\t" /* commit: next, pops + 1 */
-                     "2:\n\t"
-                     ".pushsection __rseq_failure, \"ax\"\n\t"
-                     "7:\n\t"
-                     "movl $1, %k[obj]\n\t"
-                     "jmp 9f\n\t"
-                     "8:\n\t"
-                     "xorl %k[obj], %k[obj]\n\t"
-                     "jmp 9f\n\t"
-                     ".popsection\n\t"
-                     "9:\n\t"
-                     : [obj] "=&r"(obj), [q] "=&r"(q)
-                     : [offm] "m"(qs_rseq_off), [tablesm] "m"(qs_cpu_tables), [id] "r"(id), SL_OFFS
-                     : "rax", "rcx", "xmm0", "xmm1", "memory", "cc");
-    if ((uintptr_t)obj > 1)
-        QS_TSAN_ACQUIRE(q);
-    return obj;
-}
-
-enum { PC_DONE, PC_MISS, PC_SUSPECT, PC_ABORT };
-
-/* Push obj (of slab s) on the CPU's list if s is its active slab; the
- * commit stores (pushes + 1, obj) with one movups. */
-static inline int pc_push(unsigned long id, struct qs_slab *s, void *obj)
-{
-    long r;
-    struct qs_queue *q;
-#if defined(__SANITIZE_THREAD__)
-    struct qs_queue *expect = qs_tsan_release_cpu_queue(id); /* percpu.h */
-#define SL_SAME_QUEUE "cmpq %[expect], %[q]\n\t" "jne 7f\n\t"
-#define SL_EXPECT , [expect] "r"(expect)
-#else
-#define SL_SAME_QUEUE ""
-#define SL_EXPECT
-#endif
-    __asm__ volatile(QS_RSEQ_ENTER_FAST
-                     "movslq %%fs:4(%%rcx), %%rax\n\t"
-                     "movq %[tablesm], %%rcx\n\t"
-                     "movq (%%rcx,%%rax,8), %%rax\n\t"
-                     "movq (%%rax,%[id],8), %[q]\n\t"
-                     SL_SAME_QUEUE
-                     "movl $1, %k[r]\n\t"
-                     "cmpq %[s], " SL_SLAB "(%[q])\n\t"
-                     "jne 9f\n\t" /* not the active slab: PC_MISS */
-                     "movl $2, %k[r]\n\t"
-                     "movq " SL_FREE "(%[q]), %%rax\n\t"
-                     "cmpq %%rax, %[obj]\n\t"
-                     "je 9f\n\t" /* the head: freed twice, PC_SUSPECT */
-                     "xorq %c[stamp](%[q]), %%rax\n\t"
-                     "xorq $1, %%rax\n\t" /* its link: head ^ secret */
-                     "movl %c[loff](%[q]), %%ecx\n\t"
-                     "movq %%rax, (%[obj],%%rcx)\n\t"
-                     "movq %c[spush](%[q]), %%rcx\n\t"
-                     "incq %%rcx\n\t"
-                     "movq %%rcx, %%xmm0\n\t"
-                     "movq %[obj], %%xmm1\n\t"
-                     "punpcklqdq %%xmm1, %%xmm0\n\t"
-                     "xorl %k[r], %k[r]\n\t"
-                     "movups %%xmm0, %c[spush](%[q])\n\t" /* commit: pushes + 1, obj */
-                     "2:\n\t"
-                     ".pushsection __rseq_failure, \"ax\"\n\t"
-                     "7:\n\t"
-                     "movl $3, %k[r]\n\t"
-                     "jmp 9f\n\t"
-                     ".popsection\n\t"
-                     "9:\n\t"
-                     : [r] "=&r"(r), [q] "=&r"(q)
-                     : [offm] "m"(qs_rseq_off), [tablesm] "m"(qs_cpu_tables), [id] "r"(id),
-                       [s] "r"(s), [obj] "r"(obj), SL_OFFS SL_EXPECT
-                     : "rax", "rcx", "xmm0", "xmm1", "memory", "cc");
-#undef SL_SAME_QUEUE
-#undef SL_EXPECT
-    (void)q;
-    return (int)r;
-}
-
 /* The lock holder's sections on q (QS_RSEQ_MOVED: not on q's CPU).
  * Detach: the list is taken by the section's one store, its commit; the
  * active slab is cleared after it, by the lock holder.  A store before the
@@ -499,33 +387,12 @@ static void *slub_alloc_any(qslab_cache *c)
 {
 #if QS_HAVE_PERCPU
     if (qs_percpu()) {
-        for (;;) {
-            void *obj = pc_pop(c->id);
-            if (likely((uintptr_t)obj > 1)) {
-                *qs_link(c, obj) = 0;
-                return obj;
-            }
-            if (!obj)
-                return pc_alloc_slow(c);
-            qs_self.rseq_aborts++;
-        }
+        void *obj = qs_slub_pc_pop(c->id, c->link_off);
+        return likely(obj != NULL) ? obj : pc_alloc_slow(c);
     }
 #endif
-    struct qs_queue *q = qs_queue_of(c);
-    if (likely(q != NULL)) {
-        void *obj = q->sl.freelist;
-        if (likely(obj != NULL)) {
-            bool bad;
-            void *next = qs_dec(c, *qs_link(c, obj), &bad);
-            if (likely(!bad)) {
-                q->sl.freelist = next;
-                *qs_link(c, obj) = 0;
-                QS_STORE(q->sl.pops, q->sl.pops + 1); /* stats.c reads it */
-                return obj;
-            }
-        }
-    }
-    return th_alloc_slow(c, q);
+    void *obj = qs_slub_th_pop(c->id, c->link_off);
+    return likely(obj != NULL) ? obj : th_alloc_slow(c, qs_queue_of(c));
 }
 
 /* pass_through: a kmalloc block of its own pages, from the page layer and
@@ -546,6 +413,7 @@ QS_NOINLINE static void *pass_alloc(qslab_cache *c, size_t size)
     s->objects = 1;
     s->recip = ~(uint64_t)0 / bytes + 1;
     s->cache_id = c->id;
+    s->fast = c->free_fast;
     s->inuse = 1;
     s->freelist = NULL;
     s->fw = 0;
@@ -567,7 +435,11 @@ static void *slub_kmalloc(qslab_cache *c, size_t size, size_t align)
     return slub_alloc(c, QSLAB_NUMA_NO_NODE);
 }
 
-static void slub_free(qslab_cache *c, struct qs_slab *s, void *obj)
+/* A free whose word was checked (it is no free object's): onto the
+ * owner's list if obj is of its active slab (front/slub/fast.h), else to
+ * its slab (or the page layer: a pass-through block).  An aborted push
+ * may have left a link in obj's word, so nothing here reads it. */
+static void free_checked(qslab_cache *c, struct qs_slab *s, void *obj, int r)
 {
     if (unlikely(get_state(s) == QS_SLAB_PASS)) {
         sl_stat(c, NULL, QS_FREE_SLOW, 1);
@@ -576,40 +448,44 @@ static void slub_free(qslab_cache *c, struct qs_slab *s, void *obj)
         qs_page_free_slab(s);
         return;
     }
+    if (r == QS_SLUB_LOOKS_FREE)
+        r = qs_slub_push_checked(s, obj, qs_link(c, obj));
+    if (likely(r == QS_SLUB_DONE))
+        return;
+    if (r == QS_SLUB_SUSPECT) {
+        qs_fatal("double free of %p in cache %s", obj, c->name);
+        return;
+    }
+    slub_slab_free(c, qs_queue_of(c), s, obj, true);
+}
+
+/* The front end's free (front.h): the word checked here (a free object's
+ * is looked for on its slab: double_free), then free_checked. */
+static void slub_free(qslab_cache *c, struct qs_slab *s, void *obj)
+{
     uintptr_t w = *qs_link(c, obj);
-    if (unlikely(qs_looks_free(c, w)) && double_free(c, s, obj, w))
+    if (unlikely(qs_looks_free(c, w)) && get_state(s) != QS_SLAB_PASS && double_free(c, s, obj, w))
         return;
-#if QS_HAVE_PERCPU
-    if (qs_percpu()) {
-        for (;;) {
-            int r = pc_push(c->id, s, obj);
-            if (likely(r == PC_DONE))
-                return;
-            if (r == PC_SUSPECT) {
-                qs_fatal("double free of %p in cache %s", obj, c->name);
-                return;
-            }
-            if (r == PC_MISS)
-                break;
-            qs_self.rseq_aborts++;
-        }
-        slub_slab_free(c, qs_queue_of(c), s, obj, true);
-        return;
-    }
-#endif
-    struct qs_queue *q = qs_queue_of(c);
-    if (likely(q && q->sl.slab == s)) {
-        void *head = q->sl.freelist;
-        if (unlikely(head == obj)) {
-            qs_fatal("double free of %p in cache %s", obj, c->name);
-            return;
-        }
-        *qs_link(c, obj) = qs_enc(c, head);
-        q->sl.freelist = obj;
-        QS_STORE(q->sl.pushes, q->sl.pushes + 1);
-        return;
-    }
-    slub_slab_free(c, q, s, obj, true);
+    free_checked(c, s, obj, QS_SLUB_LOOKS_FREE);
+}
+
+void qs_slub_free(struct qs_slab *s, void *obj)
+{
+    int r = qs_slub_push(s, obj);
+    if (unlikely(r != QS_SLUB_DONE))
+        qs_slub_free_miss(s, obj, r);
+}
+
+/* The fast free's miss (front/slub/fast.h): its word looks free (slub_free
+ * looks for the double free), obj is not of the owner's active slab, or it
+ * is the list's head (a double free). */
+void qs_slub_free_miss(struct qs_slab *s, void *obj, int why)
+{
+    qslab_cache *c = __atomic_load_n(&s->cache, __ATOMIC_RELAXED);
+    if (why == QS_SLUB_LOOKS_FREE)
+        slub_free(c, s, obj);
+    else
+        free_checked(c, s, obj, why);
 }
 
 const struct qs_front qs_front_slub = {
