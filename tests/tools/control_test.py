@@ -88,10 +88,11 @@ def tool(args, env=None, preexec=None, prefix=()):
     e.pop("QSLAB_CONTROL", None)
     e.pop("QSLAB_CONTROL_DIR", None)
     # qslabinfo starts no thread (and links neither qslab nor pthreads):
-    # TSan's sleep at its exit (atexit_sleep_ms, 100 ms: CMakeLists.txt), so
-    # that threads still running can report, waits for nothing there.  Some
-    # 50 tool runs: 5 s of this test, the longest of each TSan run of make
-    # test.  (The last value of an option wins; other builds ignore it.)
+    # the TSan build makes it without TSan (tools/CMakeLists.txt), and where
+    # a qslabinfo has TSan all the same, TSan's sleep at its exit
+    # (atexit_sleep_ms, 100 ms: CMakeLists.txt), so that threads still
+    # running can report, waits for nothing there.  (The last value of an
+    # option wins; other builds ignore it.)
     if "TSAN_OPTIONS" in e:
         e["TSAN_OPTIONS"] += ":atexit_sleep_ms=0"
     if env:
