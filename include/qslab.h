@@ -101,7 +101,8 @@ size_t qslab_usable_size(const void *p);
  * owner_budget, the bytes each owner (a CPU, or a thread) may keep of free
  * objects and empty slabs in its queues and stashes over all its caches
  * (default: 16 MiB over the possible CPUs, 256 KiB to 4 MiB each;
- * qslab_budget_stats below).  Returns 0, or -1 with
+ * qslab_budget_stats below), and cached_max, the cap on the empty slabs
+ * kept for reuse (qslab_cached_stats below).  Returns 0, or -1 with
  * errno EINVAL (unknown cache or attribute, value not a number or out of
  * range; a message naming the allowed range is printed on stderr and
  * nothing is changed).
@@ -130,6 +131,23 @@ struct qslab_budget_stats {
     unsigned long transit_peak;   /* ... the most one owner (gone ones too) ever had */
 };
 void qslab_budget_stats(struct qslab_budget_stats *st);
+
+/* The cached-memory cap (docs/design.md, "The cached-memory cap"): a cap
+ * on the empty slabs qslab keeps for reuse (the caches' FIFOs, the owners'
+ * stashes, warm slots, SLOB's empty pages), set by QSLAB_CACHED_MAX=BYTES
+ * at start-up, qslab_tune("*", "cached_max", "BYTES") or the control
+ * channel's "set * cached_max BYTES" at any time; 0 (the default) is none,
+ * and the retention rule alone bounds them by the working set.  With a
+ * cap, a keep that takes them past it gives back the oldest first, down to
+ * seven eighths of it. */
+struct qslab_cached_stats {
+    unsigned long max;       /* the cap, bytes; 0: none */
+    unsigned long cached;    /* bytes of empty slabs kept now (FIFOs, stashes, warm slots) */
+    unsigned long walks;     /* the cap's walks (a keep past it, or a cap set) */
+    unsigned long cuts;      /* walks that gave memory back */
+    unsigned long cut_bytes; /* the bytes they gave back */
+};
+void qslab_cached_stats(struct qslab_cached_stats *st);
 
 /*
  * The control channel (docs/observability.md, "Control channel"): a Unix

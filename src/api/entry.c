@@ -62,6 +62,16 @@ QSLAB_EXPORT void qslab_budget_stats(struct qslab_budget_stats *st)
     qs_owner_budget_stats(st); /* front/slqb/budget.c */
 }
 
+QSLAB_EXPORT void qslab_cached_stats(struct qslab_cached_stats *st)
+{
+    qs_init();
+    st->max = __atomic_load_n(&qs_cached.max, __ATOMIC_RELAXED);
+    st->cached = qs_node_cached_bytes(); /* core/node.c */
+    st->walks = __atomic_load_n(&qs_cached.walks, __ATOMIC_RELAXED);
+    st->cuts = __atomic_load_n(&qs_cached.cuts, __ATOMIC_RELAXED);
+    st->cut_bytes = __atomic_load_n(&qs_cached.cut_bytes, __ATOMIC_RELAXED);
+}
+
 /* Fault injection of the OS's requests and give-backs, for tests
  * (os/os.h). */
 QSLAB_EXPORT int qslab_fault_inject(unsigned long nth, unsigned flags)

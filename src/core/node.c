@@ -61,9 +61,34 @@ static void node_reclaim(int node, unsigned order); /* below */
 
 static bool purge_on = true; /* QSLAB_PURGE, read at start-up (below) */
 
+static void cached_walk(void); /* below */
+
+/* QSLAB_CACHED_MAX: the cached-memory cap at start-up, in bytes (0: none);
+ * anything else is said in one line and ignored. */
+static void cached_env(void)
+{
+    const char *v = qs_os_getenv("QSLAB_CACHED_MAX");
+    if (!v)
+        return;
+    unsigned long n = 0;
+    bool ok = *v != '\0';
+    for (const char *p = v; *p && ok; p++) {
+        ok = *p >= '0' && *p <= '9' && n <= QS_CACHED_MAX_MAX;
+        n = n * 10 + (unsigned long)(*p - '0');
+    }
+    if (ok && n <= QS_CACHED_MAX_MAX)
+        qs_page_set_cached_max(n);
+    else
+        qs_warn("QSLAB_CACHED_MAX=%s ignored: %sallowed range is 0..%u bytes (0: no cap); "
+                "no cap on cached memory",
+                v, qs_env_why(v), QS_CACHED_MAX_MAX);
+}
+
 void qs_node_topology_init(void)
 {
     qs_page_set_reclaim(node_reclaim);
+    qs_page_set_cached_walk(cached_walk);
+    cached_env();
     int real = qs_os_numa_topology(cpu_node, QS_MAX_CPUS);
     if (real > QS_MAX_NODES)
         real = QS_MAX_NODES;
@@ -139,6 +164,7 @@ static void empty_policy_locked(qslab_cache *c, struct qs_node *n, struct qs_sla
 
 static void fifo_append_locked(struct qs_node *n, struct qs_slab *list, uint64_t now)
 {
+    size_t kept = 0;
     while (list) {
         struct qs_slab *s = list;
         list = list->next;
@@ -156,7 +182,9 @@ static void fifo_append_locked(struct qs_node *n, struct qs_slab *list, uint64_t
             n->empty_head = s;
         n->empty_tail = s;
         QS_STORE(n->nr_empty, n->nr_empty + 1);
+        kept += qs_slab_bytes(s->order);
     }
+    qs_page_cached_kept(kept); /* the cached-memory cap's estimate (page.c) */
 }
 
 /* Every slab of n's FIFO, detached (n->lock held, or n's cache gone from
@@ -258,6 +286,8 @@ void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *li
         b += qs_page_keep_empties(warm);
     if (bytes)
         *bytes += b;
+    else /* after a keep (qs_node_put_empty_locked's callers end here) */
+        qs_page_cached_check();
 }
 
 /* THE RETENTION RULE's part here (page.c has the whole rule): the page
@@ -317,6 +347,17 @@ static size_t fifo_sum(void) /* qs_global held */
         for (int i = 0; i < qs_nr_nodes; i++)
             b += QS_LOAD(c->nodes[i].nr_empty) * qs_slab_bytes(QS_LOAD(c->order));
     return b;
+}
+
+size_t qs_node_cached_bytes(void)
+{
+    qs_lock_acquire(&qs_global);
+    size_t b = fifo_sum();
+    for (qslab_cache *c = qs_caches; c; c = c->next)
+        for (struct qs_queue *q = c->queues; q; q = q->all_next)
+            b += QS_LOAD(q->stash_bytes);
+    qs_lock_release(&qs_global);
+    return b + __atomic_load_n(qs_page_warm_bytes, __ATOMIC_RELAXED);
 }
 
 /* REUSE (above): one FIFO slab of (node, order) goes warm; qs_global held */
@@ -388,6 +429,35 @@ static void big_cut(unsigned order)
         __atomic_fetch_add(&big_cuts, cut, __ATOMIC_RELAXED);
 }
 
+/* The oldest slab of each FIFO in turn back to the OS while the FIFOs
+ * (*fifo bytes) and the warm slots (warm) keep more than cap; *fifo
+ * follows; bytes the OS took.  qs_global held; node locks tried. */
+static size_t fifo_cut(size_t cap, size_t *fifo, size_t warm)
+{
+    size_t back = 0;
+    for (bool took = true; took && *fifo + warm > cap;) {
+        took = false;
+        for (qslab_cache *c = qs_caches; c && *fifo + warm > cap; c = c->next)
+            for (int i = 0; i < qs_nr_nodes && *fifo + warm > cap; i++) {
+                struct qs_node *n = &c->nodes[i];
+                if (!QS_LOAD(n->nr_empty) || !qs_lock_try(&n->lock))
+                    continue;
+                struct qs_slab *s = n->empty_head;
+                if (s)
+                    fifo_del(n, s);
+                qs_lock_release(&n->lock);
+                if (s) {
+                    size_t sb = qs_slab_bytes(s->order);
+                    s->next = NULL;
+                    qs_node_release_list(c, NULL, s, &back);
+                    *fifo = *fifo > sb ? *fifo - sb : 0;
+                    took = true;
+                }
+            }
+    }
+    return back;
+}
+
 static void node_reclaim(int node, unsigned order)
 {
     size_t cap = qs_page_retain_cap(), step = cap / 8 > QS_RECLAIM_STEP ? cap / 8 : QS_RECLAIM_STEP;
@@ -407,27 +477,45 @@ static void node_reclaim(int node, unsigned order)
         return;
     }
     __atomic_fetch_add(&reclaims, 1, __ATOMIC_RELAXED);
-    /* then the oldest of each FIFO in turn, back to the OS */
-    for (bool took = true; took && fifo + warm > cap;) {
-        took = false;
-        for (qslab_cache *c = qs_caches; c && fifo + warm > cap; c = c->next)
-            for (int i = 0; i < qs_nr_nodes && fifo + warm > cap; i++) {
-                struct qs_node *n = &c->nodes[i];
-                if (!QS_LOAD(n->nr_empty) || !qs_lock_try(&n->lock))
-                    continue;
-                struct qs_slab *s = n->empty_head;
-                if (s)
-                    fifo_del(n, s);
-                qs_lock_release(&n->lock);
-                if (s) {
-                    size_t bytes = 0, sb = qs_slab_bytes(s->order);
-                    s->next = NULL;
-                    qs_node_release_list(c, NULL, s, &bytes);
-                    fifo = fifo > sb ? fifo - sb : 0;
-                    took = true;
-                }
-            }
+    fifo_cut(cap, &fifo, warm); /* then the oldest of each FIFO in turn, back to the OS */
+    qs_lock_release(&qs_global);
+}
+
+/* THE CACHED-MEMORY CAP's walk (page.c keeps its state; docs/design.md,
+ * "The cached-memory cap"): what the FIFOs and the warm slots keep,
+ * summed exactly, goes back down to seven eighths of the cap (the oldest
+ * slab of each FIFO in turn, then the warm slots, biggest first) whenever
+ * it is over that, so that the next walk comes once an eighth of the cap
+ * has been kept again rather than at every keep of a program that runs
+ * near its cap.  Called after a keep (qs_page_cached_check: held + kept
+ * over the cap) and when the cap is set.  Locks as node_reclaim's: the
+ * caller may hold a queue lock, a node lock or SLOB's, so qs_global and
+ * the node locks are only tried (a busy qs_global skips the walk: `kept`
+ * stays, and the next keep tries again; a busy node is passed over this
+ * time).  kept is zeroed before the sum: a keep whose add the store
+ * erases appended its slabs before its add (fifo_append_locked, under the
+ * node lock) and so before the sum reads nr_empty, give or take the
+ * reordering of relaxed accesses on other CPUs, which only makes the
+ * figure an estimate that the next walk corrects.  held and the counters
+ * are written under qs_global, by one walk at a time. */
+static void cached_walk(void)
+{
+    size_t cap = __atomic_load_n(&qs_cached.max, __ATOMIC_RELAXED);
+    if (!cap || !qs_lock_try(&qs_global))
+        return;
+    __atomic_store_n(&qs_cached.kept, 0, __ATOMIC_RELAXED);
+    QS_STORE(qs_cached.walks, qs_cached.walks + 1);
+    size_t low = cap - cap / 8, fifo = fifo_sum(),
+           warm = __atomic_load_n(qs_page_warm_bytes, __ATOMIC_RELAXED), back = 0;
+    if (fifo + warm > low) {
+        back = fifo_cut(low, &fifo, warm);
+        if (fifo + warm > low)
+            back += qs_page_warm_cut(low > fifo ? low - fifo : 0);
+        warm = __atomic_load_n(qs_page_warm_bytes, __ATOMIC_RELAXED);
+        QS_STORE(qs_cached.cuts, qs_cached.cuts + 1);
+        QS_STORE(qs_cached.cut_bytes, qs_cached.cut_bytes + back);
     }
+    QS_STORE(qs_cached.held, fifo + warm);
     qs_lock_release(&qs_global);
 }
 

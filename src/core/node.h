@@ -28,6 +28,9 @@ extern unsigned long *const qs_node_reclaims; /* node.c's retention reclaims (at
 extern unsigned long *const qs_node_big_cuts; /* big empty slabs given back by a walk (atomic) */
 extern unsigned long *const qs_node_walks;    /* node_reclaim's walks (a step of growth each) */
 size_t qs_node_shrink(qslab_cache *c, struct qs_queue *q, struct qs_node *n);
+/* Bytes of empty slabs kept now: every FIFO's and stash's, and the warm
+ * slots (takes qs_global; the statistics' "Cached:" figure) */
+size_t qs_node_cached_bytes(void);
 /* The newest empty slab of n's FIFO, taken off it (NULL: none). */
 struct qs_slab *qs_node_take_empty(struct qs_node *n);
 /* The purger's tick and malloc_trim, core's part (the tick is the front

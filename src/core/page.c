@@ -422,7 +422,56 @@ static size_t free_cut(struct qs_slab *list, size_t cut)
 size_t qs_page_retain_cap(void)
 {
     size_t cap = __atomic_load_n(&slab_bytes, __ATOMIC_RELAXED) / QS_RETAIN_FRACTION;
-    return cap > QS_RETAIN_FLOOR ? cap : QS_RETAIN_FLOOR;
+    cap = cap > QS_RETAIN_FLOOR ? cap : QS_RETAIN_FLOOR;
+    size_t max = __atomic_load_n(&qs_cached.max, __ATOMIC_RELAXED); /* the cached-memory cap */
+    return max && max < cap ? max : cap;
+}
+
+/* ---- the cached-memory cap (page.h; node.c cached_walk; docs/design.md,
+ * "The cached-memory cap") ----
+ *
+ * `max` is the tunable's (qs_page_set_cached_max: any thread, relaxed).
+ * `kept` counts what is kept empty from its caller's point of view, only
+ * while there is a cap: the bytes of slabs appended to a FIFO (node.c) and
+ * of slabs kept warm that came from no FIFO (keep_slabs below); slabs that
+ * leave a FIFO or a warm pool are not subtracted, so held + kept bounds
+ * what is kept from above, give or take the reorderings below.  When that
+ * passes the cap, the walk (node.c) sums the FIFOs and the warm slots
+ * exactly under qs_global, gives back the oldest down to seven eighths of
+ * the cap, stores what is left in `held` and zeroes `kept`: the next walk
+ * comes once an eighth of the cap has been kept again.  One atomic add per
+ * keep (a list of slabs, on a slow path) and one relaxed load per check,
+ * none without a cap; nothing on an allocation's or a free's fast path. */
+struct qs_cached qs_cached;
+static void (*cached_walk)(void);
+
+void qs_page_set_cached_walk(void (*fn)(void))
+{
+    cached_walk = fn;
+}
+
+void qs_page_set_cached_max(unsigned long max)
+{
+    __atomic_store_n(&qs_cached.max, max, __ATOMIC_RELAXED);
+    if (max) /* held + kept: the first check walks */
+        __atomic_store_n(&qs_cached.held, max, __ATOMIC_RELAXED);
+}
+
+void qs_page_cached_apply(void)
+{
+    if (__atomic_load_n(&qs_cached.max, __ATOMIC_RELAXED) && cached_walk)
+        cached_walk();
+}
+
+void qs_page_cached_check(void)
+{
+    unsigned long max = __atomic_load_n(&qs_cached.max, __ATOMIC_RELAXED);
+    if (likely(!max))
+        return;
+    if (__atomic_load_n(&qs_cached.held, __ATOMIC_RELAXED) +
+            __atomic_load_n(&qs_cached.kept, __ATOMIC_RELAXED) >
+        max && cached_walk)
+        cached_walk();
 }
 
 /* Keep a ->next list warm up to `limit` bytes warm in all; `since`: the
@@ -432,7 +481,9 @@ static size_t keep_slabs(struct qs_slab *list, size_t limit, bool since)
 {
     uint64_t now = qs_os_now_ms();
     struct qs_slab *cold = NULL;
-    size_t cut = 0;
+    size_t cut = 0, kept = 0, max = __atomic_load_n(&qs_cached.max, __ATOMIC_RELAXED);
+    if (unlikely(max) && max < limit)
+        limit = max; /* the cached-memory cap bounds the warm slots alone too */
     while (list) {
         struct qs_slab *s = list;
         list = list->next;
@@ -447,6 +498,7 @@ static size_t keep_slabs(struct qs_slab *list, size_t limit, bool since)
             continue;
         }
         __atomic_add_fetch(&warm_bytes, sb, __ATOMIC_RELAXED);
+        kept += sb;
         /* since when it is unused; its memory is no longer zero (it held
          * a cache's objects) */
         s->empty_ms = since ? s->empty_ms & QS_MS_MASK : (uint32_t)now & QS_MS_MASK;
@@ -464,6 +516,10 @@ static size_t keep_slabs(struct qs_slab *list, size_t limit, bool since)
     size_t back = free_cut(cold, cut);
     if (__atomic_load_n(&warm_bytes, __ATOMIC_RELAXED))
         qs_node_purger_want(); /* it gives them back once old */
+    if (unlikely(max) && !since && kept) { /* a FIFO's slabs were counted on the FIFO */
+        qs_page_cached_kept(kept);
+        qs_page_cached_check();
+    }
     return back;
 }
 
@@ -505,6 +561,11 @@ static size_t warm_trim(size_t cap)
     if (cut)
         __atomic_fetch_add(&warm_trims, 1, __ATOMIC_RELAXED);
     return free_cut(go, cut);
+}
+
+size_t qs_page_warm_cut(size_t cap)
+{
+    return warm_trim(cap);
 }
 
 size_t qs_page_sweep_warm(bool all)

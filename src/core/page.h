@@ -134,6 +134,36 @@ extern unsigned long *const qs_page_warm_trims; /* atomic: cuts to the retention
 #define QS_WARM_LIMIT ((size_t)1 << 30)     /* at most this many bytes warm */
 #define QS_RETAIN_FRACTION 16               /* kept empty: at most 1/16 of slab bytes ... */
 #define QS_RETAIN_FLOOR ((size_t)1 << 20)   /* ... or this, when the process grows */
+/* THE CACHED-MEMORY CAP (tunable cached_max, QSLAB_CACHED_MAX: page.c
+ * holds its state and its counters, node.c its walk; docs/design.md,
+ * "The cached-memory cap").  0: none, the retention rule alone. */
+struct qs_cached {
+    unsigned long max;       /* the cap, bytes (0: none); relaxed */
+    unsigned long kept;      /* atomic: bytes kept since the last walk (an estimate) */
+    unsigned long held;      /* what the last walk left kept (FIFOs + warm slots) */
+    unsigned long walks;     /* walks (written under qs_global) */
+    unsigned long cuts;      /* walks that gave memory back (under qs_global) */
+    unsigned long cut_bytes; /* ... the bytes they gave back (under qs_global) */
+};
+extern struct qs_cached qs_cached;
+#define QS_CACHED_MAX_MAX ((unsigned long)1 << 40) /* the largest cap accepted */
+/* bytes just kept empty (a FIFO's slabs, warm slots): counted for the cap,
+ * when there is one (any context: one atomic add) */
+static inline void qs_page_cached_kept(size_t bytes)
+{
+    if (unlikely(__atomic_load_n(&qs_cached.max, __ATOMIC_RELAXED)))
+        __atomic_fetch_add(&qs_cached.kept, bytes, __ATOMIC_RELAXED);
+}
+/* With a cap, past it by the estimate: the walk (node.c) gives back.  No
+ * lock held but, possibly, a queue lock, a node lock or SLOB's lock (the
+ * walk only tries qs_global and the node locks). */
+void qs_page_cached_check(void);
+void qs_page_set_cached_walk(void (*fn)(void)); /* node.c's, at start-up */
+void qs_page_set_cached_max(unsigned long max); /* the tunable; 0: none */
+void qs_page_cached_apply(void); /* a walk now (a cap just set), with a cap */
+/* Cut the warm slots to `cap` bytes (biggest first, oldest first in a
+ * pool); bytes the OS took */
+size_t qs_page_warm_cut(size_t cap);
 /* Push every slab of a ->next list onto *all (lists gathered for one
  * qs_page_free_slabs call) */
 static inline void qs_slabs_gather(struct qs_slab **all, struct qs_slab *list)

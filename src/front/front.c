@@ -151,6 +151,9 @@ size_t qs_front_tick(bool all)
     for (int f = 0; f < QS_FRONT_NR; f++) /* what the front ends keep of their own */
         if (qs_fronts[f]->sweep)
             bytes += qs_fronts[f]->sweep(all);
+    /* the cached-memory cap (core/page.c): a keep whose walk found
+     * qs_global busy left its estimate over the cap; the tick walks then */
+    qs_page_cached_check();
     return bytes;
 }
 

@@ -25,7 +25,10 @@
 
 enum { T_ORDER, T_HIWATER, T_FREEBATCH, T_EMPTY_LIMIT, T_EMPTY_DECAY, T_STASH, T_FRONT,
        T_CPU_PARTIAL, T_MIN_PARTIAL, T_PASS_THROUGH, T_LIMIT, T_BATCHCOUNT, T_SHARED, T_RANDOM,
-       T_GUARD, T_DEBUG, T_OWNER_BUDGET };
+       T_GUARD, T_DEBUG, T_OWNER_BUDGET, T_CACHED_MAX };
+/* the process's tunables, named "*" only: what each is, for messages */
+#define PROCESS_T(t) ((t) == T_OWNER_BUDGET || (t) == T_CACHED_MAX)
+#define PROCESS_WHAT(t) ((t) == T_OWNER_BUDGET ? "the owner budget" : "the cached-memory cap")
 
 static const struct tunable {
     const char *name, *unit, *doc;
@@ -55,6 +58,9 @@ static const struct tunable {
     [T_OWNER_BUDGET] = {"owner_budget", "bytes",
                         "the process's, named \"*\": what each owner (a CPU, or a thread) keeps "
                         "of free objects and empty slabs in its queues and stashes, over all caches"},
+    [T_CACHED_MAX] = {"cached_max", "bytes",
+                      "the process's, named \"*\": the cap on empty slabs kept for reuse (FIFOs, "
+                      "warm slots, SLOB's pages), 0 for none"},
 };
 #define NR_TUNABLES (sizeof(tunables) / sizeof(tunables[0]))
 
@@ -144,6 +150,10 @@ static void range(qslab_cache *c, unsigned t, unsigned long *lo, unsigned long *
     case T_OWNER_BUDGET:
         *lo = QS_OWNER_BUDGET_MIN;
         *hi = QS_OWNER_BUDGET_MAX;
+        break;
+    case T_CACHED_MAX:
+        *lo = 0;
+        *hi = QS_CACHED_MAX_MAX;
         break;
     default:
         *lo = 0;
@@ -279,7 +289,7 @@ static int find_tunable(const char *attr, size_t len)
 static bool parse_ulong(const char *s, size_t len, unsigned long *out)
 {
     unsigned long v = 0;
-    if (len == 0 || len > 12)
+    if (len == 0 || len > 13)
         return false;
     for (size_t i = 0; i < len; i++) {
         if (s[i] < '0' || s[i] > '9')
@@ -382,6 +392,10 @@ static int set_one_locked(qslab_cache *c, int t, const char *value, size_t vlen)
         QS_STORE(qs_owner_budget, v);
         return 0;
     }
+    if (t == T_CACHED_MAX) { /* the process's (core/page.c): its walk follows at once (qs_tune) */
+        qs_page_set_cached_max(v);
+        return 0;
+    }
     if (t == T_RANDOM && v && !qs_slab_random_init(c)) { /* `random` publishes it */
         qs_warn("tune %s random=1 refused: out of memory for its permutation", c->name);
         errno = ENOMEM;
@@ -460,7 +474,7 @@ static void unknown_attribute(const char *who, const char *attr, size_t len)
     else
         qs_warn("%s: unknown attribute '%s' (the attributes: order, hiwater, freebatch, empty_limit, "
                 "empty_decay_ms, stash_bytes, front, cpu_partial, min_partial, pass_through, limit, "
-                "batchcount, shared, random, guard_sample, debug, owner_budget)",
+                "batchcount, shared, random, guard_sample, debug, owner_budget, cached_max)",
                 who, a);
 }
 
@@ -480,16 +494,18 @@ int qs_tune(const char *cache, const char *attr, const char *value)
         errno = EINVAL;
         return -1;
     }
-    if (t == T_OWNER_BUDGET && strcmp(cache, "*") != 0) {
-        qs_warn("tune %s owner_budget refused: the owner budget is the process's, one for every "
-                "cache: name \"*\"", cache);
+    if (PROCESS_T(t) && strcmp(cache, "*") != 0) {
+        qs_warn("tune %s %s refused: %s is the process's, one for every cache: name \"*\"", cache,
+                tunables[t].name, PROCESS_WHAT(t));
         errno = EINVAL;
         return -1;
     }
-    if (t == T_OWNER_BUDGET) { /* once, whatever the caches */
+    if (PROCESS_T(t)) { /* once, whatever the caches */
         qs_lock_acquire(&qs_global);
         int r = set_one_locked(&qs_kmalloc_caches[0], t, value, strlen(value));
         qs_lock_release(&qs_global);
+        if (r == 0 && t == T_CACHED_MAX)
+            qs_page_cached_apply(); /* a cap below what is kept: given back now (node.c) */
         return r;
     }
     if (strcmp(cache, "*") == 0) {
@@ -517,8 +533,9 @@ int qs_tune_get(const char *cache, const char *attr, unsigned long *out)
         return -1;
     }
     int t = find_tunable(attr, strlen(attr));
-    if (t == T_OWNER_BUDGET && (strcmp(cache, "*") == 0 || qs_cache_find(cache))) {
-        *out = QS_LOAD(qs_owner_budget); /* the process's: the same for every cache */
+    if (PROCESS_T(t) && (strcmp(cache, "*") == 0 || qs_cache_find(cache))) {
+        /* the process's: the same for every cache */
+        *out = t == T_OWNER_BUDGET ? QS_LOAD(qs_owner_budget) : QS_LOAD(qs_cached.max);
         return 0;
     }
     qslab_cache *c = qs_cache_find(cache);
@@ -614,9 +631,9 @@ static void env_parse(qslab_cache *first)
                 } else if (t == T_DEBUG) { /* a twin now would take a kmalloc class's id */
                     qs_warn("%s: debug ignored: QSLAB_DEBUG gives caches their debug flags when they are "
                             "made (docs/debugging.md)", who);
-                } else if (t == T_OWNER_BUDGET && !all) {
-                    qs_warn("%s: owner_budget ignored: the owner budget is the process's, one for every "
-                            "cache: name \"*\"", who);
+                } else if (PROCESS_T(t) && !all) {
+                    qs_warn("%s: %s ignored: %s is the process's, one for every cache: name \"*\"",
+                            who, tunables[t].name, PROCESS_WHAT(t));
                 } else if (t == T_FRONT && qs_front_find(val, vlen) < 0 &&
                            !(parse_ulong(val, vlen, &num) && num < QS_FRONT_NAMED)) {
                     char f[32];
@@ -631,7 +648,7 @@ static void env_parse(qslab_cache *first)
                     f[n] = '\0';
                     qs_warn("%s: %s=%s ignored: not a number (%s, in %s)", who, tunables[t].name, f,
                             tunables[t].doc, tunables[t].unit);
-                } else if (t == T_OWNER_BUDGET) { /* the process's: once, now */
+                } else if (PROCESS_T(t)) { /* the process's: once, now */
                     (void)set_one(first, t, val, vlen);
                 } else if (nr_env_sets == TUNE_ENV_SETS) {
                     qs_warn("%s: %s ignored: QSLAB_TUNE sets at most %u attributes", who,

@@ -107,6 +107,19 @@ int main(int argc, char **argv)
     expect("QSLAB_FAKE_NUMA", "two", numa_word, NULL);
     static const char *const numa_big[] = {"qslab: QSLAB_FAKE_NUMA=99 ignored: allowed range is 1..64\n", NULL};
     expect("QSLAB_FAKE_NUMA", "99", numa_big, NULL);
+    static const char *const cached_word[] = {"qslab: QSLAB_CACHED_MAX=64M ignored: not a number; allowed range "
+                                              "is 0..1099511627776 bytes (0: no cap); no cap on cached memory\n",
+                                              NULL};
+    expect("QSLAB_CACHED_MAX", "64M", cached_word, NULL);
+    static const char *const cached_big[] = {"qslab: QSLAB_CACHED_MAX=1099511627777 ignored: allowed range is "
+                                             "0..1099511627776 bytes (0: no cap); no cap on cached memory\n",
+                                             NULL};
+    expect("QSLAB_CACHED_MAX", "1099511627777", cached_big, NULL);
+    static const char *const cached_empty[] = {"qslab: QSLAB_CACHED_MAX= ignored: empty; allowed range is "
+                                               "0..1099511627776 bytes (0: no cap); no cap on cached memory\n",
+                                               NULL};
+    expect("QSLAB_CACHED_MAX", "", cached_empty, NULL);
+    expect("QSLAB_CACHED_MAX", "1048576", none, NULL);
 
     /* QSLAB_DEBUG: flags, and cache names that name no cache */
     static const char *const dbg_flag[] = {

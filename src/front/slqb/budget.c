@@ -414,12 +414,15 @@ void qs_queue_steal_idle_stash(qslab_cache *c, struct qs_queue *q)
  * 128 KiB by default) or empty_limit slabs the stash goes to the node,
  * where the empty-slab policy and the purger see it; a cache tuned to keep
  * no empties (stash_bytes, limit or decay 0) has no stash.  A slab the
- * owner budget has no room for goes to the node at once. */
+ * owner budget has no room for goes to the node at once; with a
+ * cached-memory cap, every slab does. */
 void slqb_stash_add(qslab_cache *c, struct qs_queue *q, struct qs_slab *list)
 {
     unsigned limit = QS_LOAD(c->empty_limit);
     uint32_t bytes = QS_LOAD(c->stash_bytes);
-    if (QS_LOAD(c->empty_decay_ms) == 0 || bytes == 0)
+    /* with a cached-memory cap (core/page.h), empty slabs wait where the
+     * cap sees them: on the node's FIFO */
+    if (QS_LOAD(c->empty_decay_ms) == 0 || bytes == 0 || QS_LOAD(qs_cached.max))
         limit = 0;
     struct qs_slab *full = NULL;
     qs_lock_acquire(&q->stash_lock);
