@@ -140,6 +140,8 @@ static void print_large_buckets(const struct snap *s)
     }
 }
 
+static void print_cached(const struct snap *s); /* below */
+
 static void print_default(struct snap *s)
 {
     struct cache_snap *v = sorted_caches(s, cmp_cache);
@@ -173,6 +175,7 @@ static void print_default(struct snap *s)
            "bytes; longest trim %lu ms\n",
            s->pressure_text, pr->events, pr->event_bytes, pr->high_trims, pr->high_bytes,
            pr->trim_ms_max);
+    print_cached(s);
     free(v);
 }
 
@@ -428,6 +431,20 @@ static void compute_totals(const struct snap *s, struct totals *t)
     t->rss_anon_kb = status_field(g_pid, "RssAnon");
 }
 
+/* the cached-memory cap, as the process's QSLAB_STATS says it (what is
+ * kept counted from the snapshot: empty slabs and warm slots) */
+static void print_cached(const struct snap *s)
+{
+    struct totals t;
+    compute_totals(s, &t);
+    char cap[32] = "none";
+    if (s->cached.max)
+        snprintf(cap, sizeof cap, "%lu bytes", s->cached.max);
+    printf("Cached: cap %s; %zu bytes of empty slabs kept (FIFOs, stashes, warm slots); the cap gave "
+           "back %lu bytes in %lu of %lu walks\n",
+           cap, t.empty + t.warm, s->cached.cut_bytes, s->cached.cuts, s->cached.walks);
+}
+
 static void print_totals(const struct snap *s)
 {
     struct totals t;
@@ -580,6 +597,9 @@ static void print_json(const struct snap *s)
            "\"high_bytes\": %lu, \"trim_ms_max\": %lu},\n",
            s->pressure.limit, s->pressure.events, s->pressure.event_bytes, s->pressure.high_trims,
            s->pressure.high_bytes, s->pressure.trim_ms_max);
+    printf(" \"cached\": {\"max\": %lu, \"cached\": %zu, \"walks\": %lu, \"cuts\": %lu, "
+           "\"cut_bytes\": %lu},\n",
+           s->cached.max, t.empty + t.warm, s->cached.walks, s->cached.cuts, s->cached.cut_bytes);
     printf(" \"totals\": {\"objects_in_use\": %zu, \"free_in_partial_slabs\": %zu, "
            "\"held_in_queues\": %zu, \"empty_slabs\": %zu, \"slab_overhead\": %zu, "
            "\"slob_free\": %zu, \"warm_slots\": %zu, \"free_slots\": %zu, \"chunk_headers\": %zu, \"large\": %zu, "

@@ -688,6 +688,8 @@ bool read_all(struct snap *s)
     if (!rdc((uint64_t)(uintptr_t)root.pressure, &pr, sizeof pr, 8))
         return BAD("the memory pressure counters are not readable");
     s->pressure = pr;
+    if (!rdc((uint64_t)(uintptr_t)root.cached, &s->cached, sizeof s->cached, 8))
+        return BAD("the cached-memory cap's counters are not readable");
     char *t = pr.text[pr.cur & 1];
     t[sizeof pr.text[0] - 1] = '\0';
     size_t i = 0;
@@ -891,6 +893,7 @@ bool attach(struct snap *s)
         {"large bucket shift", root.large_bucket_shift0, QS_LARGE_BUCKET_SHIFT0},
         {"sizeof(qs_large_counters)", root.sizeof_large, sizeof(struct qs_large_counters)},
         {"sizeof(qs_pressure)", root.sizeof_pressure, sizeof(struct qs_pressure)},
+        {"sizeof(qs_cached)", root.sizeof_cached, sizeof(struct qs_cached)},
     };
     for (size_t i = 0; i < sizeof chk / sizeof chk[0]; i++)
         if (chk[i].theirs != chk[i].ours)

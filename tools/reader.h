@@ -87,6 +87,7 @@ struct snap {
     size_t page_warm_bytes;                                /* layout version 5 */
     struct qs_pressure pressure;                           /* layout version 10 */
     char pressure_text[QS_PRESSURE_TEXT];
+    struct qs_cached cached;                               /* layout version 11 */
     struct qs_large_bucket large_bucket[QS_LARGE_BUCKETS]; /* by size (observe.h) */
     struct queue_snap *queues; /* every cache's, in cache order */
     size_t nq, qcap;

@@ -294,6 +294,13 @@ static void do_stats(struct server *s, struct client *c, const struct qs_ctl_req
                        __atomic_load_n(&qs_pressure.high_bytes, __ATOMIC_RELAXED),
                        __atomic_load_n(&qs_pressure.limit, __ATOMIC_RELAXED),
                        __atomic_load_n(&qs_pressure.trim_ms_max, __ATOMIC_RELAXED));
+        /* and the cached-memory cap (core/page.c, node.c) */
+        ctl_out_printf(c, "cached_max=%lu cached=%zu cached_walks=%lu cached_cuts=%lu "
+                          "cached_cut_bytes=%lu\n",
+                       __atomic_load_n(&qs_cached.max, __ATOMIC_RELAXED), qs_node_cached_bytes(),
+                       __atomic_load_n(&qs_cached.walks, __ATOMIC_RELAXED),
+                       __atomic_load_n(&qs_cached.cuts, __ATOMIC_RELAXED),
+                       __atomic_load_n(&qs_cached.cut_bytes, __ATOMIC_RELAXED));
     }
     ctl_out_printf(c, "ok\n");
 }

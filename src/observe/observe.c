@@ -63,6 +63,8 @@ QSLAB_EXPORT struct qs_observe_root qslab_observe_root = {
     .sizeof_large = sizeof(struct qs_large_counters),
     .sizeof_pressure = sizeof(struct qs_pressure),
     .pressure = &qs_pressure,
+    .sizeof_cached = sizeof(struct qs_cached),
+    .cached = &qs_cached,
 };
 
 void qs_observe_ready(void)

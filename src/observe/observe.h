@@ -35,14 +35,15 @@
 #pragma GCC visibility push(hidden)
 
 #define QS_OBSERVE_MAGIC 0x5652455342534c51ULL /* "QSLBSERV" little-endian */
-#define QS_OBSERVE_VERSION 10u /* 2: large buckets, queue nodes, owners' thread ids;
+#define QS_OBSERVE_VERSION 11u /* 2: large buckets, queue nodes, owners' thread ids;
                                * 3: the page layer's chunks and the metadata's mappings;
                                * 4: `ready`; 5: the page layer's warm slots;
                                * 6: 177 kmalloc classes, qs_owner's budget;
                                * 7: qslab_cache's report scratch (report_act);
                                * 8: 193 kmalloc classes, 88 fixed queue slots;
                                * 9: qs_queue's adopt_top;
-                               * 10: memory pressure's counters */
+                               * 10: memory pressure's counters;
+                               * 11: the cached-memory cap's */
 #define QS_OBSERVE_FRONTS 8 /* room for front-end names */
 
 /* The fields the reader reads, by offset: the fingerprint both sides
@@ -103,6 +104,8 @@ struct qs_observe_root {
     uint32_t sizeof_large;             /* sizeof(struct qs_large_counters) */
     uint32_t sizeof_pressure;          /* sizeof(struct qs_pressure) */
     const struct qs_pressure *pressure; /* &qs_pressure (core/pressure.c) */
+    uint32_t sizeof_cached;            /* sizeof(struct qs_cached) */
+    const struct qs_cached *cached;    /* &qs_cached (core/page.c: the cached-memory cap) */
     /* 0 until the library first runs (qs_init_slow, from its constructor or
      * its first call), then 1 for good.  The addresses above are link-time
      * values until the dynamic loader has relocated the library, and a

@@ -266,6 +266,9 @@ void qs_stats_report(int fd)
     qs_stats_pressure_line(&b); /* what the purger listens to (core/pressure.c) */
     qs_buf_putc(&b, '\n');
     flush_line(fd, &b);
+    qs_stats_cached_line(&b); /* the cached-memory cap (core/page.c, node.c) */
+    qs_buf_putc(&b, '\n');
+    flush_line(fd, &b);
     qs_buf_str(&b, "Owner: "); /* which owner kind is in force, and why */
     qs_buf_str(&b, qs_owner_why);
     qs_buf_putc(&b, '\n');
@@ -289,6 +292,28 @@ void qs_stats_pressure_line(struct qs_buf *b)
     qs_buf_str(b, " bytes; longest trim ");
     qs_buf_u64(b, __atomic_load_n(&qs_pressure.trim_ms_max, __ATOMIC_RELAXED));
     qs_buf_str(b, " ms");
+}
+
+/* "Cached: cap N bytes|none; N bytes of empty slabs kept (FIFOs, stashes,
+ * warm slots); the cap gave back N bytes in N of N walks" (no newline) */
+void qs_stats_cached_line(struct qs_buf *b)
+{
+    unsigned long max = __atomic_load_n(&qs_cached.max, __ATOMIC_RELAXED);
+    qs_buf_str(b, "Cached: cap ");
+    if (max) {
+        qs_buf_u64(b, max);
+        qs_buf_str(b, " bytes; ");
+    } else {
+        qs_buf_str(b, "none; ");
+    }
+    qs_buf_u64(b, qs_node_cached_bytes());
+    qs_buf_str(b, " bytes of empty slabs kept (FIFOs, stashes, warm slots); the cap gave back ");
+    qs_buf_u64(b, __atomic_load_n(&qs_cached.cut_bytes, __ATOMIC_RELAXED));
+    qs_buf_str(b, " bytes in ");
+    qs_buf_u64(b, __atomic_load_n(&qs_cached.cuts, __ATOMIC_RELAXED));
+    qs_buf_str(b, " of ");
+    qs_buf_u64(b, __atomic_load_n(&qs_cached.walks, __ATOMIC_RELAXED));
+    qs_buf_str(b, " walks");
 }
 
 void qs_stats_totals(struct qs_totals *t)
@@ -570,6 +595,14 @@ int qs_stats_json(int fd)
     jw_kv(&w, "high_trims", __atomic_load_n(&qs_pressure.high_trims, __ATOMIC_RELAXED));
     jw_kv(&w, "high_bytes", __atomic_load_n(&qs_pressure.high_bytes, __ATOMIC_RELAXED));
     jw_kv(&w, "trim_ms_max", __atomic_load_n(&qs_pressure.trim_ms_max, __ATOMIC_RELAXED));
+    jw_raw(&w, "},\n");
+    jw_raw(&w, " \"cached\": {");
+    jw_key(&w, "max", true);
+    jw_u64(&w, __atomic_load_n(&qs_cached.max, __ATOMIC_RELAXED));
+    jw_kv(&w, "cached", qs_node_cached_bytes());
+    jw_kv(&w, "walks", __atomic_load_n(&qs_cached.walks, __ATOMIC_RELAXED));
+    jw_kv(&w, "cuts", __atomic_load_n(&qs_cached.cuts, __ATOMIC_RELAXED));
+    jw_kv(&w, "cut_bytes", __atomic_load_n(&qs_cached.cut_bytes, __ATOMIC_RELAXED));
     jw_raw(&w, "},\n");
     struct qs_totals t;
     qs_stats_totals(&t);

@@ -20,6 +20,9 @@ int qs_stats_json(int fd);
 /* The report's "Pressure: ..." line, without its newline (the control
  * channel's `stats` ends with it too) */
 void qs_stats_pressure_line(struct qs_buf *b);
+/* The report's "Cached: ..." line (the cached-memory cap), without its
+ * newline; takes qs_global */
+void qs_stats_cached_line(struct qs_buf *b);
 
 #pragma GCC visibility pop
 

@@ -239,6 +239,38 @@ def hiwater(t):
         print("hiwater: front %s does not flush by hiwater: its effect not checked" % c2["front"])
 
 
+def cached(t, path):
+    """The cached-memory cap set, read and refused on the live process."""
+    r = tool(["-p", str(t.pid), "--set", "*", "cached_max=1048576"])
+    check(r.returncode == 0 and "cached_max = 1048576" in r.stdout, "--set * cached_max=1048576",
+          r.stdout + r.stderr)
+    _, j = json_cache(t.pid, "ctl_a")
+    check(j["cached"]["max"] == 1048576 and j["cached"]["walks"] >= 1,
+          "--json shows the cap and its walk at the set", j["cached"])
+    r = tool(["-p", str(t.pid)])
+    check(r.returncode == 0 and "Cached: cap 1048576 bytes; " in r.stdout,
+          "qslabinfo's Cached: line shows the cap", r.stdout[-600:])
+    c = Conn(path)
+    body, end = c.answer(b"get ctl_a cached_max\n")
+    check(end == "ok" and body == ["1048576"], "get ctl_a cached_max", (body, end))
+    body, end = c.answer(b"stats\n")
+    last = kv(body[-1]) if body else {}
+    check(end == "ok" and last.get("cached_max") == "1048576" and "cached_cut_bytes" in last,
+          "stats ends with the cap's counters", body[-2:])
+    c.close()
+    for args, pat in ((["ctl_a", "cached_max=1"],
+                       r"tune ctl_a cached_max refused: the cached-memory cap is the process's"),
+                      (["*", "cached_max=4M"],
+                       r"tune kmalloc-8 cached_max=4M refused: not a number; allowed range is "
+                       r"0\.\.1099511627776 bytes")):
+        r = tool(["-p", str(t.pid), "--set"] + args)
+        check(r.returncode == 1 and one_line(r) and re.search(pat, r.stderr),
+              "--set %s refused with the library's text" % " ".join(args), r.stdout + r.stderr)
+    r = tool(["-p", str(t.pid), "--set", "*", "cached_max=0"])
+    _, j = json_cache(t.pid, "ctl_a")
+    check(r.returncode == 0 and j["cached"]["max"] == 0, "--set * cached_max=0: no cap", j["cached"])
+
+
 def refusals(t):
     c0, _ = json_cache(t.pid, "ctl_a")
     cases = [
@@ -555,6 +587,7 @@ def main():
                 order(t)
                 hiwater(t)
                 refusals(t)
+                cached(t, path)
                 shrink_validate(t)
                 debug_live(t)
             if a.part in ("peers", "all"):

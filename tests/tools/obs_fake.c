@@ -37,6 +37,7 @@ static size_t *slab_bytes_ptr = &slab_bytes_word;
 static size_t *chunk_bytes_ptr = &slab_bytes_word, *slot_bytes_ptr = &slab_bytes_word,
               *meta_bytes_ptr = &slab_bytes_word, *warm_bytes_ptr = &slab_bytes_word;
 static struct qs_pressure pressure_words;
+static struct qs_cached cached_words;
 
 #define OFF_(s, f) (uint32_t) offsetof(struct s, f),
 struct qs_observe_root qslab_observe_root = {
@@ -79,6 +80,8 @@ struct qs_observe_root qslab_observe_root = {
     .sizeof_large = sizeof(struct qs_large_counters),
     .sizeof_pressure = sizeof(struct qs_pressure),
     .pressure = &pressure_words,
+    .sizeof_cached = sizeof(struct qs_cached),
+    .cached = &cached_words,
     .front_names = {"slqb"},
     .ready = 1,
 };

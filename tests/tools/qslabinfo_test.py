@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 
-LAYOUT_VERSION = 10  # src/observe/observe.h QS_OBSERVE_VERSION
+LAYOUT_VERSION = 11  # src/observe/observe.h QS_OBSERVE_VERSION
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 from toolstest import check, start, stop  # shared by the tools' tests
@@ -84,6 +84,9 @@ def known_counts(target, label):
         check(set(pj) == {"source", "limit", "events", "event_bytes", "high_trims", "high_bytes",
                           "trim_ms_max"} and re.match(r"(cgroup /|system \(|none \()", pj["source"]),
               label + ": --json pressure", str(pj))
+        cj = j.get("cached", {})
+        check(set(cj) == {"max", "cached", "walks", "cuts", "cut_bytes"} and cj["max"] == 0 and
+              cj["cuts"] == 0, label + ": --json cached (no cap)", str(cj))
         caches = {c["name"]: c for c in j["caches"]}
         for name, want in own.items():
             got = caches.get(name)
@@ -141,6 +144,11 @@ def known_counts(target, label):
                                          r"back \d+ bytes; \d+ trims near the limit gave back \d+ "
                                          r"bytes; longest trim \d+ ms$", pl[0]),
               label + ": default mode's Pressure line", r.stdout)
+        cl = [l for l in r.stdout.splitlines() if l.startswith("Cached: ")]
+        check(len(cl) == 1 and re.match(r"Cached: cap none; \d+ bytes of empty slabs kept \(FIFOs, "
+                                         r"stashes, warm slots\); the cap gave back 0 bytes in 0 of "
+                                         r"\d+ walks$", cl[0]),
+              label + ": default mode's Cached line", r.stdout)
         r = tool(["-p", str(p.pid), "-e"])
         check("obs_empty " in r.stdout, label + ": -e shows empty caches", r.stdout)
         for opt in ("-S", "-L"):
