@@ -22,8 +22,11 @@ JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 CTEST_JOBS ?= $(shell echo $$(( 2 * $(JOBS) )))
 CTEST   = ctest -j$(CTEST_JOBS) --output-on-failure
 # A build's later ctest runs, in other modes: without the tests labelled
-# "once" (the layout checks, package_man, preload_exports: they read sources,
-# object files and man pages, which no run-time mode changes), and with
+# "once", which no run-time mode changes (the layout checks, package_man,
+# preload_exports: they read sources, object files and man pages;
+# package_install and examples_build: installs and builds against it;
+# preload_qslab_run: the wrapper's arguments; the tools' refusals of other
+# processes and qslabtop's screen: tests/tools/CMakeLists.txt), and with
 # QSLAB_TEST_AGAIN=1, which leaves glibc's and the peers' columns out of
 # bench_smoke (the modes change qslab alone; bench/CMakeLists.txt).
 CTEST_AGAIN = QSLAB_TEST_AGAIN=1 $(CTEST) -LE once
