@@ -43,11 +43,16 @@ void qs_front_set(qslab_cache *c, int f)
 {
     c->front = (uint8_t)f;
     c->keeps_fbits = !qs_fronts[f]->own_free_state;
+    /* the slabs' copy: set before the first slab (tune.c refuses a front
+     * end after the first allocation), never changed after */
+    unsigned own = qs_percpu() ? QS_FAST_CPU : QS_FAST_THREAD;
+    c->free_fast = (uint8_t)(f == QS_FRONT_SLUB ? own + QS_FAST_SLUB_THREAD : own);
     qs_front_fast(c);
 }
 
-/* The fast paths of c's allocations and of its slabs' frees (internal.h
- * QS_FAST_*), by its front end and the owner kind: SLUB's own for a SLUB
+/* The fast path of c's allocations (internal.h QS_FAST_*; its slabs'
+ * frees': free_fast, qs_front_set), by its front end and the owner kind:
+ * SLUB's own for a SLUB
  * cache (front/slub/fast.h), the owners' queues for every other (SLQB's,
  * SLAB's arrays; the other front ends' queues are inert, so their fast
  * paths miss to the slow paths, which are theirs).  A SLUB cache's
@@ -55,8 +60,8 @@ void qs_front_set(qslab_cache *c, int f)
  * its checks, then SLUB's) while it has a debug twin (whose diversion is
  * on the slow path) or guarded sampling is on (which counts a front end
  * without queues on its slow path: debug/guard.c).  Called when any of
- * that changes: the front end set (before the first allocation, so the
- * slabs' copy of free_fast never changes), a twin coming or going
+ * that changes: the front end set (before the first allocation), a twin
+ * coming or going
  * (debug/twin.c), sampling turned on (guard.c).  Relaxed stores: a fast
  * path that read the old value takes the old route once more, which stays
  * correct: both end in the same slow paths, and SLUB's list, which a twin
@@ -65,10 +70,8 @@ void qs_front_set(qslab_cache *c, int f)
 void qs_front_fast(qslab_cache *c)
 {
     unsigned own = qs_percpu() ? QS_FAST_CPU : QS_FAST_THREAD;
-    bool slub = c->front == QS_FRONT_SLUB;
-    QS_STORE(c->free_fast, (uint8_t)(slub ? own + QS_FAST_SLUB_CPU : own));
-    bool alloc = slub && !QS_LOAD(c->dbg_alloc) && !QS_LOAD(qs_guard_on);
-    QS_STORE(c->fast, (uint8_t)(alloc ? own + QS_FAST_SLUB_CPU : own));
+    bool slub = c->front == QS_FRONT_SLUB && !QS_LOAD(c->dbg_alloc) && !QS_LOAD(qs_guard_on);
+    QS_STORE(c->fast, (uint8_t)(slub ? own + QS_FAST_SLUB_THREAD : own));
     if (c->is_kmalloc && qs_api_hooks.kmalloc_fast)
         qs_api_hooks.kmalloc_fast(c);
 }
