@@ -51,22 +51,20 @@ void qs_front_set(qslab_cache *c, int f)
 }
 
 /* The fast path of c's allocations (internal.h QS_FAST_*; its slabs'
- * frees': free_fast, qs_front_set), by its front end and the owner kind:
- * SLUB's own for a SLUB
- * cache (front/slub/fast.h), the owners' queues for every other (SLQB's,
- * SLAB's arrays; the other front ends' queues are inert, so their fast
- * paths miss to the slow paths, which are theirs).  A SLUB cache's
- * allocations take the queues' path (always a miss: the slow path, with
- * its checks, then SLUB's) while it has a debug twin (whose diversion is
- * on the slow path) or guarded sampling is on (which counts a front end
- * without queues on its slow path: debug/guard.c).  Called when any of
- * that changes: the front end set (before the first allocation), a twin
- * coming or going
- * (debug/twin.c), sampling turned on (guard.c).  Relaxed stores: a fast
- * path that read the old value takes the old route once more, which stays
- * correct: both end in the same slow paths, and SLUB's list, which a twin
- * or a sample bypasses only for the objects it holds, is the owner's
- * either way. */
+ * frees' is free_fast, qs_front_set), by its front end and the owner
+ * kind: SLUB's own for a SLUB cache (front/slub/fast.h), the owners'
+ * queues for every other (SLQB's, SLAB's arrays; the other front ends'
+ * queues are inert, so their fast paths miss to the slow paths, which are
+ * theirs).  A SLUB cache's allocations take the queues' path (always a
+ * miss: the slow path, with its checks, then SLUB's) while it has a debug
+ * twin (whose diversion is on the slow path) or guarded sampling is on
+ * (which counts a front end without queues on its slow path:
+ * debug/guard.c).  Called when any of that changes: the front end set
+ * (before the first allocation), a twin coming or going (debug/twin.c),
+ * sampling turned on (guard.c).  Relaxed stores: a fast path that read the
+ * old value takes the old route once more, which stays correct: both end
+ * in the same slow paths, and SLUB's list, which a twin or a sample
+ * bypasses only for the objects it holds, is the owner's either way. */
 void qs_front_fast(qslab_cache *c)
 {
     unsigned own = qs_percpu() ? QS_FAST_CPU : QS_FAST_THREAD;

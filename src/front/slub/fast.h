@@ -40,8 +40,6 @@
  * comes before the section: after one, obj's word may hold the link of an
  * aborted attempt, which no later check must take for a free object's. */
 enum { QS_SLUB_DONE, QS_SLUB_MISS, QS_SLUB_SUSPECT, QS_SLUB_LOOKS_FREE };
-/* A miss of the free fast path (slub.c): the slow free, or the report */
-void qs_slub_free_miss(struct qs_slab *s, void *obj, int why);
 
 _Static_assert(__builtin_offsetof(struct qs_queue, sl.freelist) ==
                    __builtin_offsetof(struct qs_queue, sl.pushes) + 8 &&
@@ -219,10 +217,6 @@ static inline void *qs_slub_alloc_fast(unsigned long id, unsigned long link_off)
     return qs_slub_th_pop(id, link_off);
 }
 
-/* The push, after a look at obj's word (its cache's line: the link
- * offset and the secret): a free object's word (a link with the cache's
- * tag bits) is QS_SLUB_LOOKS_FREE, for the slow path to look for the
- * double free. */
 /* The push of an object whose word was checked, its link word at l */
 static inline int qs_slub_push_checked(struct qs_slab *s, void *obj, uintptr_t *l)
 {
@@ -233,11 +227,15 @@ static inline int qs_slub_push_checked(struct qs_slab *s, void *obj, uintptr_t *
     return qs_slub_th_push(s, obj, l);
 }
 
+/* The push, after a look at obj's word (its cache's line: the link
+ * offset and the secret): a free object's word (a link with the cache's
+ * tag bits) is QS_SLUB_LOOKS_FREE, for the slow path to look for the
+ * double free. */
 static inline int qs_slub_push(struct qs_slab *s, void *obj)
 {
     const qslab_cache *c = __atomic_load_n(&s->cache, __ATOMIC_RELAXED);
-    uintptr_t *l = (uintptr_t *)((char *)obj + c->link_off);
-    if (unlikely(((*l ^ c->secret) & QS_LINK_TAG_MASK) == 0))
+    uintptr_t *l = qs_link(c, obj);
+    if (unlikely(qs_looks_free(c, *l)))
         return QS_SLUB_LOOKS_FREE;
     return qs_slub_push_checked(s, obj, l);
 }

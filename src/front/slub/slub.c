@@ -469,23 +469,19 @@ static void slub_free(qslab_cache *c, struct qs_slab *s, void *obj)
     free_checked(c, s, obj, QS_SLUB_LOOKS_FREE);
 }
 
+/* The free fast path (front/slub/fast.h).  A miss: its word looks free
+ * (slub_free looks for the double free), obj is not of the owner's active
+ * slab, or it is the list's head (a double free). */
 void qs_slub_free(struct qs_slab *s, void *obj)
 {
     int r = qs_slub_push(s, obj);
-    if (unlikely(r != QS_SLUB_DONE))
-        qs_slub_free_miss(s, obj, r);
-}
-
-/* The fast free's miss (front/slub/fast.h): its word looks free (slub_free
- * looks for the double free), obj is not of the owner's active slab, or it
- * is the list's head (a double free). */
-void qs_slub_free_miss(struct qs_slab *s, void *obj, int why)
-{
+    if (likely(r == QS_SLUB_DONE))
+        return;
     qslab_cache *c = __atomic_load_n(&s->cache, __ATOMIC_RELAXED);
-    if (why == QS_SLUB_LOOKS_FREE)
+    if (r == QS_SLUB_LOOKS_FREE)
         slub_free(c, s, obj);
     else
-        free_checked(c, s, obj, why);
+        free_checked(c, s, obj, r);
 }
 
 const struct qs_front qs_front_slub = {
