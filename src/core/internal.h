@@ -293,6 +293,9 @@ struct qs_inbox {
     int pending;       /* atomic hint: head != NULL */
     void *head, *tail; /* encoded links, under lock */
     unsigned long nr;
+    uint32_t kept_ms; /* under lock: since when the head holds objects a
+                         claim put back (its low bit set), 0 if none
+                         (front/slqb/remote.c slqb_claim_into) */
 } __attribute__((aligned(QS_CACHELINE)));
 
 struct qs_owner;

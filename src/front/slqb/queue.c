@@ -7,8 +7,9 @@
  *
  * ALLOC SLOW PATH (the queue is empty), slqb_refill_gather, in order:
  *   1. claim the inbox: remote frees other owners posted to us go into the
- *      queue's slots, up to its room, the rest back to their slabs (SLQB's
- *      claim_remote_free_list);
+ *      queue's slots, up to its room, the rest back to the inbox for the
+ *      next refills, or home to their slabs once it waited empty_decay_ms
+ *      (SLQB's claim_remote_free_list; remote.c slqb_claim_into);
  *   2. refill from slabs: walk slabs' free lists into the slots until they
  *      hold c->refill objects (half a batch, at most 64 KiB): our own
  *      partial slabs first, then our stash of empty slabs, then the node's
@@ -611,6 +612,7 @@ void qs_queue_retire(qslab_cache *c, struct qs_queue *q)
     unsigned long n = q->inbox.nr;
     q->inbox.head = q->inbox.tail = NULL;
     q->inbox.nr = 0;
+    q->inbox.kept_ms = 0;
     __atomic_store_n(&q->inbox.pending, 0, __ATOMIC_RELAXED);
     qs_lock_release(&q->inbox.lock);
     if (head)

@@ -272,14 +272,19 @@ void qs_free_remote(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void 
     pending_add(c, q, s, obj);
 }
 
-/* Detach our inbox (what other owners posted): its list and count. */
-static void *inbox_detach(struct qs_queue *q, unsigned long *n)
+/* Detach our inbox (what other owners posted, and what a claim put back):
+ * its list, count and last object, and since when it has held objects put
+ * back (0: none). */
+static void *inbox_detach(struct qs_queue *q, unsigned long *n, void **tail, uint32_t *kept_ms)
 {
     qs_lock_acquire(&q->inbox.lock);
     void *head = q->inbox.head;
     *n = q->inbox.nr;
+    *tail = q->inbox.tail;
+    *kept_ms = q->inbox.kept_ms;
     q->inbox.head = q->inbox.tail = NULL;
     q->inbox.nr = 0;
+    q->inbox.kept_ms = 0;
     __atomic_store_n(&q->inbox.pending, 0, __ATOMIC_RELAXED);
     qs_lock_release(&q->inbox.lock);
     return head;
@@ -290,7 +295,9 @@ static void *inbox_detach(struct qs_queue *q, unsigned long *n)
 void qs_queue_claim(qslab_cache *c, struct qs_queue *q)
 {
     unsigned long n;
-    void *head = inbox_detach(q, &n);
+    void *tail;
+    uint32_t kept;
+    void *head = inbox_detach(q, &n, &tail, &kept);
     if (!head)
         return;
     QS_ADD(q->stat[QS_CLAIM], 1);
@@ -298,28 +305,71 @@ void qs_queue_claim(qslab_cache *c, struct qs_queue *q)
 }
 
 /* Claim the inbox for a refill: up to `room` objects into dst (their links
- * stay: they look free, see qs_queue_try_pop), the rest straight back to
- * their slabs (ours, or routed).  Returns how many went to dst. */
+ * stay: they look free, see qs_queue_try_pop); the rest goes back to the
+ * inbox's head, for the next refills, unless what a claim put back there
+ * has waited for the cache's empty_decay_ms: then the rest goes straight
+ * back to its slabs (ours, or routed).  Returns how many went to dst.
+ *
+ * Why put back: a producer whose objects another thread frees finds a
+ * round's worth in its inbox at its first refill.  Routing them all to
+ * their slabs at once, for the next refills to take them off the slabs'
+ * lists again, read every object's link twice on this CPU, with a slab's
+ * bookkeeping each time (a 4 KiB object is a page, and a TLB miss, each
+ * time); put back, each is read once, when a refill takes it, and the put
+ * back costs one link.  The objects are this owner's either way (on its
+ * slabs' lists or in its inbox), and so is the memory; the decay bounds how
+ * long a claim keeps them from their slabs, which can only go empty (and
+ * back to the OS) once their objects are home: an owner that stopped
+ * asking routes them at its next refill, a CPU queue left idle at the
+ * purger's next tick (qs_queue_empty_out), any queue at a shrink or trim.
+ * The inbox lock orders the put back with posts (at the tail) and other
+ * claims; the objects between head and tail are ours while detached. */
 unsigned slqb_claim_into(qslab_cache *c, struct qs_queue *q, void **dst, unsigned room)
 {
     unsigned long n;
-    void *head = inbox_detach(q, &n);
+    void *tail;
+    uint32_t kept;
+    void *head = inbox_detach(q, &n, &tail, &kept);
     if (!head)
         return 0;
     QS_ADD(q->stat[QS_CLAIM], 1);
+    /* into dst from its end: the queue pops its last slot first, so the
+     * refill hands them out in the inbox's order, the order they were freed
+     * in (the same order, round after round, for a producer whose consumer
+     * frees what it made in order; popped the other way, each refill's run
+     * reversed, and a run of 1 KiB objects scattered over more pages and
+     * cache sets at every round) */
     unsigned long k = n < room ? n : room, i = 0;
     for (; i < k; i++) {
         bool bad;
         void *next = qs_dec(c, *qs_link(c, head), &bad);
         if (unlikely(bad)) { /* keep head out of the queue, follow nothing more */
             qs_report_bad_link(c, q, head);
+            __builtin_memmove(dst, dst + (k - i), i * sizeof(void *));
             return (unsigned)i;
         }
-        dst[i] = head;
+        dst[k - 1 - i] = head;
         head = next;
     }
-    if (n > k)
+    if (n == k)
+        return (unsigned)k;
+    uint32_t now = (uint32_t)qs_os_now_ms() | 1;
+    if (!kept)
+        kept = now;
+    if (now - kept >= QS_LOAD(c->empty_decay_ms)) {
         qs_route_list(c, q, head, n - k);
+        return (unsigned)k;
+    }
+    qs_lock_acquire(&q->inbox.lock);
+    if (q->inbox.head) /* posted since: after ours */
+        *qs_link(c, tail) = qs_enc(c, q->inbox.head);
+    else
+        q->inbox.tail = tail;
+    q->inbox.head = head;
+    q->inbox.nr += n - k;
+    q->inbox.kept_ms = kept;
+    __atomic_store_n(&q->inbox.pending, 1, __ATOMIC_RELAXED);
+    qs_lock_release(&q->inbox.lock);
     return (unsigned)k;
 }
 
