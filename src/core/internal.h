@@ -148,6 +148,15 @@ static inline size_t qs_round_up(size_t v, size_t a)
 #define QS_MAX_SLAB_SHARED 64u     /* SLAB shared (batches) */
 
 #define QS_LINK_TAG_MASK 0xffff800000000007ULL
+/* The tag bits but bit 0's: those of w ^ stamp for a free object's word w
+ * (front/fastpath.h qs_queue_word_taken).  The fast paths' asm tests a
+ * word against the masks in memory (qs_tag_masks, core/slab.c: a test with
+ * a RIP-relative operand, where a 64-bit immediate would need a register
+ * and an instruction more). */
+#define QS_WORD_TAG_MASK (QS_LINK_TAG_MASK & ~1ull)
+extern const uint64_t qs_tag_masks[2]; /* QS_LINK_TAG_MASK, QS_WORD_TAG_MASK */
+#define QS_TAG_MASK_ASM "qs_tag_masks(%%rip)"
+#define QS_WORD_MASK_ASM "qs_tag_masks+8(%%rip)"
 /* The word of an object in a queue, its free stamp: no valid link (its tag
  * bit 0 is wrong), so a list walker that meets it (an object freed again
  * while it sat on a free list: the fast free stores without loading) stops

@@ -465,6 +465,9 @@ uint32_t qs_slab_list_lost(struct qs_slab *s)
  * qs_uncount_frees below. */
 struct qs_queue qs_no_queue;
 
+/* The tag masks for the fast paths' asm (internal.h QS_TAG_MASK_ASM). */
+const uint64_t qs_tag_masks[2] = {QS_LINK_TAG_MASK, QS_WORD_TAG_MASK};
+
 /* A queue's seqcount around a slow change of its nr (core/queue.h). */
 void qs_queue_seq_begin(struct qs_queue *q)
 {

@@ -54,12 +54,21 @@ static inline struct qs_queue *qs_queue_of(const qslab_cache *c)
     return qs_queue_of_id(c->id);
 }
 
-/* Is w, an object's word, no free object's on queue q's cache: neither the
- * free stamp (a queued object) nor a free-list link (w ^ secret has no tag
- * bits; the secret is stamp ^ QS_STAMP(0))? */
+/* Is w, an object's word, no free object's on queue q's cache?  A free
+ * object's word is the free stamp (queued) or a free-list link (w ^ secret
+ * has no tag bits; the secret is stamp ^ QS_STAMP(0), bit 0).  A link's
+ * w ^ stamp is the link ^ 1: it has no tag bit but bit 0, QS_WORD_TAG_MASK,
+ * one test.  That test passes one more kind of word, no free object's: a
+ * w ^ secret with bit 0 set and no other tag bit, so a word written after a
+ * free passes it with odds of 2^-19, not 2^-20 (and 0, an object handed
+ * out, never: the secret has bit 63 set).  In the alloc section, a link
+ * costs three instructions and a jump fewer than testing its tag bits from
+ * w ^ secret; the stamp, the word of every object a free pushed, is still
+ * found by one compare. */
+_Static_assert(QS_STAMP(0) == 1, "the stamp is the secret with bit 0 flipped");
 static inline bool qs_queue_word_taken(const struct qs_queue *q, uintptr_t w)
 {
-    return w != q->stamp && ((w ^ q->stamp ^ QS_STAMP(0)) & QS_LINK_TAG_MASK) != 0;
+    return w != q->stamp && ((w ^ q->stamp) & qs_tag_masks[1]) != 0; /* QS_WORD_TAG_MASK */
 }
 
 /* Pop the top of a queue, counting it as `item`, with the link
@@ -156,14 +165,11 @@ enum { QS_PC_DONE, QS_PC_FULL = 2, QS_PC_SUSPECT, QS_PC_REMOTE };
     "jz 8f\n\t"                                                                                    \
     "movq " QS_STR(QS_Q_SLOTS) "(%[q]), %[obj]\n\t"                                                \
     "movq -8(%[obj],%%rdx,8), %[obj]\n\t"                                                          \
-    "movq " WORD ", %%rdx\n\t"                                                                     \
+    "movq " WORD ", %%rdx\n\t" /* the stamp, or a link: qs_queue_word_taken */                     \
     "cmpq " QS_STR(QS_Q_STAMP) "(%[q]), %%rdx\n\t"                                                 \
     "je 5f\n\t"                                                                                    \
-    "xorq " QS_STR(QS_Q_STAMP) "(%[q]), %%rdx\n\t" /* a link? w ^ secret has */                   \
-    "xorq $1, %%rdx\n\t"                           /* no tag bits (0..2, 47..63) */            \
-    "testb $7, %%dl\n\t"                                                                           \
-    "jnz 8f\n\t"                                                                                   \
-    "shrq $47, %%rdx\n\t"                                                                          \
+    "xorq " QS_STR(QS_Q_STAMP) "(%[q]), %%rdx\n\t"                                                 \
+    "testq %%rdx, " QS_WORD_MASK_ASM "\n\t"                                                        \
     "jnz 8f\n\t"                                                                                   \
     "5:\n\t"                                                                                       \
     "addq $" QS_STR(QS_TOP_MASK_ASM) ", %%rcx\n\t"                                                 \
@@ -244,14 +250,9 @@ again:;
                   * the load costs no extra miss */
                  "movl %c[loff](%%rdx), %%eax\n\t"
                  "movq (%[obj],%%rax), %%rsi\n\t"
-                 "xorq " QS_STR(QS_Q_STAMP) "(%%rdx), %%rsi\n\t" /* w ^ stamp */
+                 "xorq " QS_STR(QS_Q_STAMP) "(%%rdx), %%rsi\n\t" /* qs_queue_word_taken */
+                 "testq %%rsi, " QS_WORD_MASK_ASM "\n\t"
                  "jz %l[remote]\n\t"
-                 "xorq $1, %%rsi\n\t" /* w ^ secret: a link has tag bits 0 */
-                 "testl $7, %%esi\n\t"
-                 "jnz 10f\n\t"
-                 "shrq $47, %%rsi\n\t"
-                 "jz %l[remote]\n\t"
-                 "10:\n\t"
                  "movl %%ecx, %%eax\n\t"
                  "andl $" QS_STR(QS_TOP_MASK_ASM) ", %%eax\n\t" /* nr again */
                  /* a short queue takes it if it is of our node

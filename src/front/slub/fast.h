@@ -109,10 +109,7 @@ static const uint64_t qs_slub_one_lo[2] __attribute__((aligned(16), used)) = {1,
     "movq " WORD ", %%rdx\n\t"                                                                     \
     "xorq %c[stamp](%[q]), %%rdx\n\t" /* the stamp is secret ^ 1 */                                \
     "xorq $1, %%rdx\n\t"              /* next = word ^ secret */                                  \
-    "testb $7, %%dl\n\t"                                                                           \
-    "jnz 8f\n\t"                                                                                   \
-    "movq %%rdx, %%rcx\n\t"                                                                        \
-    "shrq $47, %%rcx\n\t"                                                                          \
+    "testq %%rdx, " QS_TAG_MASK_ASM "\n\t" /* a link: no tag bit */                                \
     "jnz 8f\n\t"                                                                                   \
     "movq %%rdx, %%xmm0\n\t"                                                                       \
     "movhps %c[spop](%[q]), %%xmm0\n\t" /* (next, pops) */                                         \
