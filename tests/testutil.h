@@ -23,6 +23,8 @@
  *   tu_pin_one_cpu()       keep the calling thread on one CPU: with per-CPU
  *                          queues (QSLAB_OWNER=cpu), a test that counts what
  *                          "its" queue does must not migrate
+ *   tu_allowed_cpus(cpu)   the first two CPUs the thread may use: how many
+ *   tu_pin_cpu(cpu)        pin the calling thread to that CPU
  *
  * Counters are atomic: CHECK may be used from any thread.  Nothing here calls
  * qslab, so a test sees only the calls it makes itself.
@@ -494,21 +496,35 @@ static inline int tu_reexec(const char *mode, const char *name, const char *valu
     return pid < 0 ? -1 : tu_wait(pid);
 }
 
-/* Pin the calling thread to the first CPU it may use; returns that CPU.
- * (Raw system calls: includers need not define _GNU_SOURCE first.) */
-static inline int tu_pin_one_cpu(void)
+/* The first two CPUs the calling thread may run on, into cpu[]: how many
+ * (0 to 2).  (Raw system calls: includers need not define _GNU_SOURCE
+ * first.) */
+static inline int tu_allowed_cpus(int cpu[2])
 {
     unsigned long set[1024 / (8 * sizeof(unsigned long))] = {0};
     long n = syscall(SYS_sched_getaffinity, 0, sizeof set, set);
-    if (n <= 0)
+    int k = 0;
+    for (int i = 0; n > 0 && i < (int)(n * 8) && k < 2; i++)
+        if (set[i / (8 * sizeof(unsigned long))] >> (i % (8 * sizeof(unsigned long))) & 1)
+            cpu[k++] = i;
+    return k;
+}
+
+/* Pin the calling thread to `cpu`: 0, or -1. */
+static inline int tu_pin_cpu(int cpu)
+{
+    unsigned long set[1024 / (8 * sizeof(unsigned long))] = {0};
+    set[cpu / (8 * sizeof(unsigned long))] = 1ul << (cpu % (8 * sizeof(unsigned long)));
+    return syscall(SYS_sched_setaffinity, 0, sizeof set, set) == 0 ? 0 : -1;
+}
+
+/* Pin the calling thread to the first CPU it may use; returns that CPU. */
+static inline int tu_pin_one_cpu(void)
+{
+    int cpu[2];
+    if (tu_allowed_cpus(cpu) < 1)
         return -1;
-    for (int cpu = 0; cpu < (int)(n * 8); cpu++)
-        if (set[cpu / (8 * sizeof(unsigned long))] >> (cpu % (8 * sizeof(unsigned long))) & 1) {
-            memset(set, 0, sizeof set);
-            set[cpu / (8 * sizeof(unsigned long))] = 1ul << (cpu % (8 * sizeof(unsigned long)));
-            return syscall(SYS_sched_setaffinity, 0, sizeof set, set) == 0 ? cpu : -1;
-        }
-    return -1;
+    return tu_pin_cpu(cpu[0]) == 0 ? cpu[0] : -1;
 }
 
 #endif /* QSLAB_TESTUTIL_H */

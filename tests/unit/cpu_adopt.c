@@ -18,23 +18,9 @@
 
 enum { N = 20000, SIZE = 64 };
 
-/* The CPUs the thread may run on, up to two: how many */
-static int allowed_cpus(int cpu[2])
-{
-    unsigned long set[1024 / (8 * sizeof(unsigned long))] = {0};
-    long n = syscall(SYS_sched_getaffinity, 0, sizeof set, set);
-    int k = 0;
-    for (int i = 0; n > 0 && i < (int)(n * 8) && k < 2; i++)
-        if (set[i / (8 * sizeof(unsigned long))] >> (i % (8 * sizeof(unsigned long))) & 1)
-            cpu[k++] = i;
-    return k;
-}
-
 static void pin(int cpu)
 {
-    unsigned long set[1024 / (8 * sizeof(unsigned long))] = {0};
-    set[cpu / (8 * sizeof(unsigned long))] = 1ul << (cpu % (8 * sizeof(unsigned long)));
-    CHECKF(syscall(SYS_sched_setaffinity, 0, sizeof set, set) == 0, "cannot pin to CPU %d", cpu);
+    CHECKF(tu_pin_cpu(cpu) == 0, "cannot pin to CPU %d", cpu);
 }
 
 static int cmp_ptr(const void *a, const void *b)
@@ -55,7 +41,7 @@ int main(int argc, char **argv)
     if (!tf_cpu_owner("cpu_adopt", argc, argv))
         return tu_done();
     int cpu[2];
-    if (allowed_cpus(cpu) < 2) {
+    if (tu_allowed_cpus(cpu) < 2) {
         fprintf(stderr, "cpu_adopt: needs two CPUs, one allowed: nothing to test\n");
         return tu_done();
     }

@@ -28,22 +28,9 @@ static qslab_cache *c;
 static void *objs[N], *sorted[N], *again[2 * N];
 static int cpus[2], ncpus;
 
-static int allowed_cpus(int cpu[2])
-{
-    unsigned long set[1024 / (8 * sizeof(unsigned long))] = {0};
-    long n = syscall(SYS_sched_getaffinity, 0, sizeof set, set);
-    int k = 0;
-    for (int i = 0; n > 0 && i < (int)(n * 8) && k < 2; i++)
-        if (set[i / (8 * sizeof(unsigned long))] >> (i % (8 * sizeof(unsigned long))) & 1)
-            cpu[k++] = i;
-    return k;
-}
-
 static void pin(int cpu)
 {
-    unsigned long set[1024 / (8 * sizeof(unsigned long))] = {0};
-    set[cpu / (8 * sizeof(unsigned long))] = 1ul << (cpu % (8 * sizeof(unsigned long)));
-    CHECKF(syscall(SYS_sched_setaffinity, 0, sizeof set, set) == 0, "cannot pin to CPU %d", cpu);
+    CHECKF(tu_pin_cpu(cpu) == 0, "cannot pin to CPU %d", cpu);
 }
 
 /* The producer's queue's inbox: how many objects it holds. */
@@ -117,7 +104,7 @@ int main(int argc, char **argv)
         CHECKF(st == 0, "the run with QSLAB_PURGE=0 exited %d", st);
         return tu_done();
     }
-    ncpus = allowed_cpus(cpus);
+    ncpus = tu_allowed_cpus(cpus);
     c = qslab_cache_create("t-remote-inbox", SIZE, 0, 0, NULL);
     CHECK(c != NULL);
     if (!c || tf_debug_skip("remote_inbox", c))
