@@ -16,6 +16,8 @@
  *   tu_spawn_self()        the same, after a setup of the caller's in the child
  *   tu_wait(pid)           a child's exit status, or 128 + its signal
  *   tu_now(), tu_now_ms(), tu_sleep_ms()  CLOCK_MONOTONIC time, a sleep
+ *   TU_WAIT_MS             the cap of a wait for what another thread or process
+ *                          does (the purger's tick, a child's exit)
  *   tu_cmp_ptr             qsort's comparison of pointers, by address
  *   tu_sorted_dups(v, n)   objects handed out twice, for long arrays
  *   tu_kmalloc_class(n)    the kmalloc class of n bytes, from the documented
@@ -164,6 +166,15 @@ static inline uint64_t tu_now_ms(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
+
+/* The cap, in milliseconds, of a test's wait for something another thread
+ * or process does in its own time (the purger's next tick, its walk of the
+ * debug caches, a child's exit seen by the kernel).  Such a wait polls its
+ * condition and ends as soon as it holds, so the cap costs a passing test
+ * nothing; it only bounds a wait that would never end.  Generous: make
+ * test shares a loaded machine, where a thread that asked to wake in
+ * 250 ms may run seconds later. */
+#define TU_WAIT_MS 120000
 
 /* Sleep ms milliseconds, signals or not. */
 static inline void tu_sleep_ms(unsigned ms)

@@ -408,10 +408,10 @@ static void purger_walk(void)
     p[10] = 0;
     tu_capture_reset();
     tu_stderr_begin();
-    /* the purger checks debug caches every second: wait for it, at most
-     * 20 s (a loaded machine), not a timing check */
-    for (int i = 0; i < 2000 && tu_capture_calls() == 0; i++)
-        usleep(10000);
+    /* the purger checks debug caches every second: wait for its report,
+     * up to TU_WAIT_MS (a loaded machine), not a timing check */
+    for (uint64_t end = tu_now_ms() + TU_WAIT_MS; tu_capture_calls() == 0 && tu_now_ms() < end;)
+        tu_sleep_ms(10);
     tu_stderr_end(err, sizeof err);
     CHECKF(strncmp(err, "BUG t-dbg-walk: Poison overwritten\n", 35) == 0, "walk: %s", err);
     tu_check_fatal("BUG t-dbg-walk: Poison overwritten", "");

@@ -14,9 +14,10 @@
  * 10 minutes), checks that the purger names the limit, then touches
  * anonymous memory outside qslab until the cgroup's usage (memory.current,
  * memory.usage_in_bytes) is at 92% of the limit (or a trim came first,
- * past 90%).  Within 20 s the purger must have trimmed (the counters moved,
- * at least 64 MiB given back), and usage must be at least that much below
- * what it was before the hog plus the hog.  The parent removes the cgroup.
+ * past 90%).  Within TU_WAIT_MS the purger must have trimmed (the
+ * counters moved, at least 64 MiB given back), and usage must be at least
+ * that much below what it was before the hog plus the hog.  The parent
+ * removes the cgroup.
  */
 #include "../testutil.h"
 #include "../front.h"
@@ -94,7 +95,8 @@ static int inside(void)
         if (objs[i])
             qslab_cache_free(c, objs[i]);
     const char *t = qs_pressure_text();
-    for (int w = 0; w < 200 && strstr(t, "not watched yet"); w++) {
+    for (uint64_t end = tu_now_ms() + TU_WAIT_MS;
+         strstr(t, "not watched yet") && tu_now_ms() < end;) {
         qslab_cache_free(c, qslab_cache_alloc(c)); /* a slow path may start the purger */
         tu_sleep_ms(100);
         t = qs_pressure_text();
@@ -121,7 +123,7 @@ static int inside(void)
             hog[touched] = 1;
     unsigned long peak = get(dir, usage);
     double t0 = tu_now();
-    for (int w = 0; w < 400 && P(high_trims) == trims; w++)
+    for (uint64_t end = tu_now_ms() + TU_WAIT_MS; P(high_trims) == trims && tu_now_ms() < end;)
         tu_sleep_ms(50);
     double waited = tu_now() - t0;
     unsigned long after = get(dir, usage);
@@ -129,7 +131,8 @@ static int inside(void)
            "gave back %lu bytes (longest %lu ms); %lu pressure events gave back %lu bytes\n",
            touched, peak, after, waited, P(high_trims) - trims, P(high_bytes), P(trim_ms_max),
            P(events), P(event_bytes));
-    CHECKF(P(high_trims) > trims, "no trim near the limit in 20 s (usage %lu)", after);
+    CHECKF(P(high_trims) > trims, "no trim near the limit in %d s (usage %lu)", TU_WAIT_MS / 1000,
+           after);
     CHECKF(P(high_bytes) >= SET * 2 / 3, "%lu bytes given back of %lu kept", P(high_bytes), SET);
     /* without the trim, usage would be what it was plus the hog */
     CHECKF(after + SET * 2 / 3 <= before + touched + (8ul << 20),
@@ -197,7 +200,8 @@ int main(int argc, char **argv)
     pid_t pid = tu_spawn_self("inside", move_in, cg);
     int st = pid < 0 ? -1 : tu_wait(pid);
     CHECKF(st == 0, "the child in %s: status %d", cg, st);
-    for (int w = 0; w < 50 && rmdir(cg) != 0; w++) /* the child's exit is seen a little later */
+    /* the child's exit is seen a little later */
+    for (uint64_t end = tu_now_ms() + TU_WAIT_MS; rmdir(cg) != 0 && tu_now_ms() < end;)
         tu_sleep_ms(100);
     struct stat sb;
     CHECKF(stat(cg, &sb) != 0, "%s is still there", cg);
