@@ -9,7 +9,7 @@
 # Four sources, not all of them: the largest ones and the malloc shim, chosen
 # for their size and spread of code (cc1 allocates most on long functions
 # and many inlined helpers).  Every source also compiles on qslab in
-# preload_self_build (in the SLQB modes; this test runs in every mode);
+# preload_self_build (in the default mode; this test runs in every mode);
 # compiling all of them here again cost 35 s a mode (7 modes in make test).
 #
 # The glibc side depends on the compilers and their input only, not on the

@@ -9,18 +9,20 @@
 # SELF_BUILD_TARGETS (space separated), SELF_BUILD_CC/CXX (the build's compilers).
 #
 # A Debug build (-g, no optimisation): it compiles in about half the time of
-# -O2 -g, and runs in make test's two SLQB modes; preload_gcc compiles the
+# -O2 -g, and runs in make test's default mode; preload_gcc compiles the
 # largest sources at -O2 -g on qslab, byte for byte against glibc.
 source "$(dirname "$0")/common.sh"
 : "${QSLAB_SOURCE_DIR:?}" "${CMAKE_COMMAND:?}" "${SELF_BUILD_TARGETS:?}"
-# The whole build (cmake, make, the compilers, the linker) runs on the
-# default front end, in both owner modes; under the others the compiler runs
-# on qslab in preload_gcc (its largest sources, -O2 -g, against glibc's
-# objects), git, sqlite3 and python in theirs.  Exit 77: skipped.
-case "${QSLAB_FRONT:-slqb}" in
-slqb) ;;
+# The whole build (cmake, make, the compilers, the linker) runs in the
+# default mode (SLQB, per-CPU queues where the kernel has rseq), the
+# costliest test of a run; in the other modes the compiler and assembler
+# run on qslab in preload_gcc (its largest sources, -O2 -g, against glibc's
+# objects), and git, sqlite3, sort and python, threaded ones among them,
+# in theirs.  Exit 77: skipped.
+case "${QSLAB_FRONT:-slqb}/${QSLAB_OWNER:-default}" in
+slqb/default | slqb/cpu) ;;
 *)
-    echo "preload_self_build: skipped under QSLAB_FRONT=$QSLAB_FRONT (it runs under SLQB; preload_gcc runs the compiler on this front end)"
+    echo "preload_self_build: skipped under QSLAB_FRONT=${QSLAB_FRONT:-} QSLAB_OWNER=${QSLAB_OWNER:-} (it runs in the default mode; preload_gcc runs the compiler in this one)"
     exit 77
     ;;
 esac
