@@ -18,7 +18,10 @@ JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 # Two tests per CPU: many tests wait part of the time (a purger tick, a
 # control timeout, a child process, tmux), so two per CPU keep the CPUs busy.
 # On the 2-CPU VMs one mode of the normal build took 88 s with -j2 (the CPUs
-# 81% busy) and 66 s with -j4 (95%).
+# 81% busy) and 66 s with -j4 (95%).  On a VM shared with other work -j4
+# also takes a larger share of the CPUs: ASan's per-thread concurrency run,
+# alternated, 44.8 and 52.2 s with -j2, 37.4 and 35.4 s with -j4 (load
+# average 33 to 52).
 CTEST_JOBS ?= $(shell echo $$(( 2 * $(JOBS) )))
 CTEST   = ctest -j$(CTEST_JOBS) --output-on-failure
 # A build's later ctest runs, in other modes: without the tests labelled
@@ -124,8 +127,10 @@ test: test-normal test-asan test-tsan
 # which must report nothing, and with guarded sampling at one allocation in
 # 50 (QSLAB_GUARD_SAMPLE=50: docs/debugging.md, "Guarded sampling"), which
 # must report nothing either.  Every test that runs qslab's code runs in every
-# mode; the first run of each build is complete, the later ones
-# ($(CTEST_AGAIN)) leave out only what no mode changes (above).
+# mode, but for the tests of one front end (PINNED, above) and qslab's own
+# build on qslab (the default mode: tests/preload/self_build.sh); the first
+# run of each build leaves out only the tests of one front end, the later
+# ones ($(CTEST_AGAIN)) what no mode changes too (above).
 test-normal: deps
 	$(call build,build/test,)
 	cd build/test && QSLAB_OWNER=cpu $(CTEST) -LE '$(call pinned_but,)'
