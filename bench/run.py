@@ -22,6 +22,9 @@ for SLUB once more with the page-allocator pass-through.  After it, the
 debugging costs (debug.*): one bench_debug process per round runs the
 slub_test pair and batch patterns on a plain cache and on caches with SLUB's
 debug flags (F, Z, P, U, FZPU), and gives each one's ratio to plain.
+Then cooperative defragmentation (defrag.kv): bench_defrag (examples/kvcache.c)
+deletes 90% of a key-value cache's entries at random and shrinks, with and
+without mobility callbacks; RSS against live bytes, the shrink's time.
 Last, the real programs (programs.*): Python, sqlite3 and
 redis-server (bench/programs/programs.py) under every allocator and under
 qslab with each front end, for their peak RSS, wall time and output, which
@@ -281,22 +284,31 @@ DEBUG_FULL = dict(debug_sizes=[64, 1024], debug_rounds=9)
 DEBUG_QUICK = dict(debug_sizes=[64, 1024], debug_rounds=5)
 DEBUG_SMOKE = dict(debug_sizes=[64, 1024], debug_rounds=1)
 
+# Cooperative defragmentation: the key-value cache's entries (bench_defrag,
+# examples/kvcache.c), of which 90% are deleted before the shrink.
+DEFRAG_FULL = dict(defrag_entries=2000000)
+DEFRAG_QUICK = dict(defrag_entries=500000)
+DEFRAG_SMOKE = dict(defrag_entries=20000)
+# The target: the resident set's growth once the shrink's slabs have gone
+# back, at most this many times the live bytes (with mobility).
+DEFRAG_TARGET = 1.3
+
 # Sizes and lengths per mode.  Full: the seed tables' sizes and lengths.
 MODES = {
     "full": dict(rounds=7, sizes=[8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384],
                  objs=10000, inner=5, msgs=300000, ops=3000000, idle_threads=1000,
                  mib=256, wait_ms=2000, cache_objs=10000, inproc_rounds=21,
                  churn_ops=16000000, program_rounds=3, calloc_blocks=100000,
-                 **FRONTS_FULL, **DEBUG_FULL),
+                 **FRONTS_FULL, **DEBUG_FULL, **DEFRAG_FULL),
     "quick": dict(rounds=3, sizes=[8, 64, 256, 1024, 4096, 16384],
                   objs=10000, inner=3, msgs=100000, ops=1000000, idle_threads=1000,
                   mib=64, wait_ms=2000, cache_objs=10000, inproc_rounds=21,
                   churn_ops=6000000, program_rounds=1, calloc_blocks=100000,
-                  **FRONTS_QUICK, **DEBUG_QUICK),
+                  **FRONTS_QUICK, **DEBUG_QUICK, **DEFRAG_QUICK),
     "smoke": dict(rounds=1, sizes=[64, 4096], objs=200, inner=1, msgs=2000, ops=20000,
                   idle_threads=20, mib=2, wait_ms=500, cache_objs=200, inproc_rounds=3,
                   churn_ops=32000, program_rounds=1, calloc_blocks=1000,
-                  **FRONTS_SMOKE, **DEBUG_SMOKE),
+                  **FRONTS_SMOKE, **DEBUG_SMOKE, **DEFRAG_SMOKE),
 }
 
 
@@ -1912,6 +1924,48 @@ def debug_section(m, bin_dir, owner):
     return tests, notes
 
 
+DEFRAG_HEADER = textwrap.wrap(
+    "Cooperative defragmentation (docs/design.md, qslab_cache_set_mobility): "
+    "bench_defrag (examples/kvcache.c) loads a hash table of 64-byte entries from a qslab "
+    "cache, deletes 90% at random and calls qslab_cache_shrink, with the table's mobility "
+    "callbacks and without; every key is checked after.  Memory: the growth of the resident "
+    "set over the program's start, as a multiple of the live bytes (entries, buckets, the "
+    "bitmap of kept keys), right after the shrink and 1.5 s later (the retention rule's "
+    "second: slabs that emptied during the shrink go back by then).  The two columns run "
+    "in turn, one process each.", 110)
+
+
+def defrag_section(m, owner):
+    """The defragmentation test: one case, a column with mobility and one without."""
+    env = {OWNER_VAR: None if owner == "default" else owner}
+    version = qslab_version()
+    cols = [Contender("mobility", None, version, env=env, subject=True, short="mobility"),
+            Contender("no-mobility", None, version, extra_args=["--no-mobility"], env=env,
+                      subject=True, short="no-mobility")]
+    n = m["defrag_entries"]
+    return [Test(
+        "defrag.kv", f"defragmentation: {n:,} key-value entries, 90% deleted at random, "
+                     "then qslab_cache_shrink",
+        'the "slab defrag" series (kmem_cache_setup_defrag), issue 38', "defrag",
+        [Case(f"{n:,} entries", [str(n)])],
+        [Metric("settled_ratio", "RSS growth / live bytes, 1.5 s after the shrink", "x", True),
+         Metric("after_ratio", "RSS growth / live bytes, right after the shrink", "x", True),
+         Metric("shrink_ms", "time of qslab_cache_shrink", "ms", True)],
+        "a cache whose population was mostly freed at random: every slab keeps survivors",
+        contenders=lambda allocs: cols, section="defrag")]
+
+
+def defrag_target(test, columns, samples):
+    """The target line of the defragmentation test."""
+    metric, case = test.metrics[0], test.cases[0]
+    c = cell(samples, test, case, columns[test.key][0], metric)
+    if c is None:
+        return ["   target: not measured"]
+    ok = c.median <= DEFRAG_TARGET
+    return [f"   target: RSS growth 1.5 s after the shrink at most {DEFRAG_TARGET}x the live "
+            f"bytes with mobility: {c.median:.2f}x, {'met' if ok else 'MISSED'}"]
+
+
 def debug_table(tests, columns, samples, number):
     """The debugging costs as one table: a row per configuration, a column
     per (pattern, size): median cycles and the median of the in-process
@@ -2591,6 +2645,8 @@ def main():
         tests += more
         if not more and args.only:
             sys.exit(f"run.py: debug: {debug_notes[0]}")
+    if not args.only or any(w.split(".")[0] == "defrag" for w in args.only.split(",")):
+        tests += defrag_section(params, owners[0])
     program_notes, program_skipped, work = [], [], None
     only = args.only.split(",") if args.only else None
     picks_key = lambda w, k: k == w or k.startswith(w + ".")  # "slub": every slub.*
@@ -2700,7 +2756,7 @@ def main():
         report.append("")
         report += targets(peer_tests, columns, samples, found)
 
-    fronts_started = debug_started = programs_started = False
+    fronts_started = debug_started = programs_started = defrag_started = False
     for t, test in enumerate(tests, 1):
         if test.section == "programs":  # the section prints its tables together
             if not programs_started:
@@ -2708,6 +2764,10 @@ def main():
                 report += programs_report(tests, columns, samples, str(t), program_notes,
                                           mismatches, compared, found)
             continue
+        if test.section == "defrag" and not defrag_started:
+            defrag_started = True
+            report += [""] + DEFRAG_HEADER
+            report += defrag_target(test, columns, samples)
         if test.section == "fronts" and not fronts_started:
             fronts_started = True
             report += [""] + FRONTS_HEADER + [f"   {n}" for n in front_notes]

@@ -65,6 +65,59 @@ void qslab_cache_free(qslab_cache *c, void *obj);
 /* Flush the calling thread's queue and give every empty slab back to the OS.
  * Returns the number of bytes given back. */
 size_t qslab_cache_shrink(qslab_cache *c);
+
+/*
+ * COOPERATIVE DEFRAGMENTATION.  After a program frees most of a population
+ * at random, every slab keeps a few survivors and none can go back.  The
+ * owner of a typed cache who can move its objects says so with
+ * qslab_cache_set_mobility; then qslab_cache_shrink (and the purger, when
+ * the cache's slabs hold more than twice its live objects, and under
+ * memory pressure) picks the cache's sparsest slabs, turns away allocations
+ * from them, and hands the owner the addresses of the objects in them that
+ * may be live.  For each slab:
+ *
+ *   isolate(c, objs, n, arg)   objs[0..n): addresses of objects of c, or of
+ *       its debug twin, that are not free as far as qslab can tell: most
+ *       are the owner's live objects, but any may be free or another
+ *       thread's in flight.  The owner keeps those it will move: it moves
+ *       them to the front of objs and returns how many (0..n); the rest are
+ *       declined.  It must recognise its objects by address without
+ *       trusting their contents (an address may hold a free object's
+ *       bytes), e.g. by a tag word it writes and clears with atomic stores
+ *       under its own lock, or a lookup of the address in its own index.
+ *   migrate(c, old, new, arg)  for each kept object, in order: new is a
+ *       fresh object of c in a fuller slab (allocated as qslab_cache_alloc
+ *       allocates: a constructed object of a constructor cache, the
+ *       constructor is not run again).  The owner checks that old is still
+ *       its live object (between isolate and migrate another thread of its
+ *       own may have freed it, unless isolate pinned it), copies old into
+ *       new, points every reference at new and returns 0: qslab then frees
+ *       old itself (the owner must not free it, nor touch it again, and a
+ *       constructor cache's old object is left in its constructed state, as
+ *       for any free).  Any other return declines: qslab frees new, and old
+ *       stays the owner's, untouched.
+ *
+ * Rules for the callbacks: they run in the thread that shrinks (or in
+ * qslab's purger thread), with no qslab lock held; they may allocate and
+ * free (of c too), and other threads may allocate from and free to c all
+ * along.  Whatever excludes a free of old by the owner's other threads
+ * during its move is the owner's (its lock around each migrate, or a
+ * reference taken in isolate).  They must not call qslab_cache_shrink,
+ * qslab_cache_set_mobility or qslab_cache_destroy on c (those wait for the
+ * pass).  Objects that other owners' queues (per-thread owners) hold free
+ * keep their slabs from emptying; slabs that do empty go back as any empty
+ * slab does (qslab_cache_shrink gives them back at once).
+ *
+ * isolate may be NULL (every address is kept); migrate NULL turns mobility
+ * off.  Returns 0, or -1 with errno EINVAL (NULL cache, a kmalloc cache or a
+ * debug twin, isolate without migrate) or ENOTSUP (the cache's front end is
+ * SLOB, whose pages every cache shares), with a line on stderr.  The
+ * counters are in struct qslab_cache_stats (defrag_*).
+ */
+typedef size_t (*qslab_isolate_fn)(qslab_cache *c, void **objs, size_t n, void *arg);
+typedef int (*qslab_migrate_fn)(qslab_cache *c, void *old_obj, void *new_obj, void *arg);
+int qslab_cache_set_mobility(qslab_cache *c, qslab_isolate_fn isolate, qslab_migrate_fn migrate,
+                             void *arg);
 /* 0, or -1 with errno EBUSY when objects are still allocated (the cache is
  * then left intact and usable, and a report is printed on stderr).  The
  * destroyed cache's slabs stay resident for the next caches' slabs (warm: at
@@ -207,6 +260,11 @@ struct qslab_cache_stats {
     unsigned long nr_queues;     /* queues: one per CPU or thread that used the cache */
     size_t slab_bytes;           /* bytes of one slab (4 KiB << order) */
     size_t metadata_bytes;       /* the cache's descriptor, nodes, queues and their slots */
+    /* ---- since layout 3 (cooperative defragmentation) ---- */
+    unsigned long defrag_passes;   /* defragmentation passes run on the cache */
+    unsigned long defrag_moved;    /* objects its owner moved out of sparse slabs */
+    unsigned long defrag_declined; /* objects offered and declined (isolate or migrate) */
+    unsigned long defrag_slabs;    /* sparse slabs that the passes emptied and gave back */
 };
 /* Fill the first `size` bytes of *st for cache `c` (size: the caller's
  * sizeof(struct qslab_cache_stats)); 0, or -1/EINVAL for NULL arguments or

@@ -331,6 +331,10 @@ static int print_one(struct snap *s, const char *name)
                c->hiwater, c->freebatch, c->slab_limit, c->slab_batch, c->slab_shared);
         printf("  metadata %zu bytes; efficiency %u%%\n", c->meta_bytes,
                pct(st->active_objs * st->object_size, space_of(c)));
+        if (st->defrag_passes) /* a mobile cache (qslab_cache_set_mobility) */
+            printf("  defragmentation: %lu passes moved %lu objects, declined %lu, emptied %lu "
+                   "slabs\n",
+                   st->defrag_passes, st->defrag_moved, st->defrag_declined, st->defrag_slabs);
         return 0;
     }
     die(EXIT_CANNOT, "process %d has no cache named %s", (int)g_pid, name);
@@ -545,6 +549,10 @@ static void print_json(const struct snap *s)
                st->objs_per_slab, st->order, slab_bytes_of(c), st->active_objs, st->num_objs,
                st->num_slabs, st->empty_slabs, c->partial_slabs, c->owner_slabs, st->queued_objs,
                c->nr_queues, c->nr_owned_queues, space_of(c), c->meta_bytes);
+        if (st->defrag_passes) /* as the library's JSON: a cache that has had a pass */
+            printf(" \"defrag_passes\": %lu, \"defrag_moved\": %lu, \"defrag_declined\": %lu, "
+                   "\"defrag_slabs\": %lu,",
+                   st->defrag_passes, st->defrag_moved, st->defrag_declined, st->defrag_slabs);
         printf("\n   \"alloc\": %lu, \"alloc_fast\": %lu, \"alloc_slow\": %lu, \"free\": %lu, "
                "\"free_fast\": %lu, \"free_slow\": %lu, \"flush\": %lu, \"remote_free\": %lu, "
                "\"remote_batch\": %lu, \"claim\": %lu, \"refill\": %lu, \"new_slab\": %lu, "

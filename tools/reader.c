@@ -574,6 +574,10 @@ bool read_cache(uint64_t addr, struct cache_snap *cs, int nr_nodes)
         sum[i] += c.orphan_stat[i];
     st->alloc_fast = 0; /* qs_calc_fill sets every event field */
     qs_calc_fill(sum, st);
+    st->defrag_passes = c.defrag_passes; /* a mobile cache's (api/defrag.c) */
+    st->defrag_moved = c.defrag_moved;
+    st->defrag_declined = c.defrag_declined;
+    st->defrag_slabs = c.defrag_slabs;
     if (nr_nodes > 0) {
         static struct qs_node nodes[QS_MAX_NODES];
         if (!rdc((uint64_t)(uintptr_t)c.nodes, nodes, (size_t)nr_nodes * sizeof(struct qs_node), 64))

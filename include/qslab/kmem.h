@@ -68,6 +68,26 @@ static inline int kmem_cache_shrink(qslab_cache *c)
     (void)qslab_cache_shrink(c);
     return 0;
 }
+/*
+ * Movable objects (the "slab defrag" series' kmem_cache_setup_defrag, with
+ * qslab's callbacks: qslab_cache_set_mobility in qslab.h, where the rules
+ * are stated in full).  In short: kmem_cache_shrink then hands `isolate`
+ * the addresses of the objects that may be live in the cache's sparsest
+ * slabs; it keeps (moves to the front, counts) those it will move,
+ * recognising its objects by address without trusting their bytes.
+ * `migrate(c, old, new, arg)` then copies each into a new object of a
+ * fuller slab and repoints every reference, under whatever lock keeps the
+ * owner's other threads from freeing old meanwhile, and returns 0: qslab
+ * frees old (left in its constructed state in a constructor cache).  Any
+ * other return declines, and qslab frees new.  The callbacks run in the
+ * shrinking thread or qslab's purger thread, with no qslab lock held, and
+ * must not shrink, destroy or set up mobility on the same cache.
+ */
+static inline int kmem_cache_setup_mobility(qslab_cache *c, qslab_isolate_fn isolate,
+                                            qslab_migrate_fn migrate, void *arg)
+{
+    return qslab_cache_set_mobility(c, isolate, migrate, arg);
+}
 static inline void *kmalloc(size_t size, gfp_t flags)
 {
     return (flags & __GFP_ZERO) ? qslab_calloc(1, size) : qslab_malloc(size);

@@ -36,6 +36,13 @@ bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align,
 void qs_bad_free(qslab_cache *expected, const void *p);
 void qs_bad_pointer(qslab_cache *expected, const void *p, const char *what); /* as `what` of p */
 
+/* qslab_cache_shrink's work without a defragmentation pass */
+size_t qs_cache_shrink_all(qslab_cache *c);
+
+/* ---- defrag.c ---- */
+size_t qs_defrag_shrink(qslab_cache *c); /* qslab_cache_shrink of a mobile cache */
+size_t qs_defrag_tick(bool pressure);    /* the purger's: qs_api_hooks.defrag */
+
 /* ---- kmalloc.c ---- */
 void qs_kmalloc_init(void);
 

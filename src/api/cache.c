@@ -201,6 +201,7 @@ void qs_init_slow(void)
             .cache_setup = cache_setup,
             .cache_shrink = qslab_cache_shrink,
             .trim = qslab_trim,
+            .defrag = qs_defrag_tick,
             .zero_block = qs_zero_block,
             .kmalloc_fast = qs_kmalloc_fast,
             .entries = entry_points,
@@ -403,9 +404,9 @@ static size_t shrink_one(qslab_cache *c)
     return bytes;
 }
 
-QSLAB_EXPORT size_t qslab_cache_shrink(qslab_cache *c)
+/* qslab_cache_shrink's work, and a defragmentation pass's end (defrag.c) */
+size_t qs_cache_shrink_all(qslab_cache *c)
 {
-    qs_init();
     size_t bytes = shrink_one(c);
     for (qslab_cache *t = NULL;;) { /* and its debug twins (twin.c) */
         qs_lock_acquire(&qs_global);
@@ -415,6 +416,14 @@ QSLAB_EXPORT size_t qslab_cache_shrink(qslab_cache *c)
             return bytes;
         bytes += shrink_one(t);
     }
+}
+
+QSLAB_EXPORT size_t qslab_cache_shrink(qslab_cache *c)
+{
+    qs_init();
+    if (__atomic_load_n(&c->mob_migrate, __ATOMIC_RELAXED)) /* its owner can move objects */
+        return qs_defrag_shrink(c);
+    return qs_cache_shrink_all(c);
 }
 
 
@@ -494,7 +503,10 @@ QSLAB_EXPORT int qslab_cache_destroy(qslab_cache *c)
      * again */
     for (;;) {
         qslab_cache *p = __atomic_load_n(&qs_ctl_pinned, __ATOMIC_ACQUIRE);
-        if (likely(p != c && (!p || p->twin_of != c)))
+        /* nor may a defragmentation pass (the purger's) be under way on
+         * it: the purger takes mob_busy under qs_global (defrag.c) */
+        if (likely(p != c && (!p || p->twin_of != c)) &&
+            !__atomic_load_n(&c->mob_busy, __ATOMIC_ACQUIRE))
             break;
         qs_lock_release(&qs_global);
         qs_os_yield();

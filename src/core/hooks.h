@@ -95,6 +95,11 @@ struct qs_api_hooks {
      * qslab_cache_shrink, qslab_trim */
     size_t (*cache_shrink)(qslab_cache *c);
     size_t (*trim)(void);
+    /* core/node.c, the purger's thread, no lock held: a defragmentation
+     * pass on each mobile cache worth one (pressure: core/pressure.c, on a
+     * pressure event or near the limit, before its trim); bytes given
+     * back: api/defrag.c qs_defrag_tick */
+    size_t (*defrag)(bool pressure);
     /* debug/fault.c, a fault: the zero-size block (api/zero.c) whose
      * 16-byte slot holds address a, or NULL (not in their range):
      * qs_zero_block */

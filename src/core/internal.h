@@ -558,6 +558,18 @@ struct qslab_cache {
                                  counted as allocated, in no slab */
     uint64_t rand_key, rand_ctr;
     const uint8_t *rand_seq;
+    /* cooperative defragmentation (api/defrag.c): the owner's callbacks
+     * (mob_migrate NULL: none), written and read only by whoever holds
+     * mob_busy (taken by compare-and-swap 0 -> 1: a pass, a change, a
+     * destroy's wait); the passes' counters, added by the pass that holds
+     * mob_busy and read relaxed by the statistics */
+    qslab_isolate_fn mob_isolate;
+    qslab_migrate_fn mob_migrate;
+    void *mob_arg;
+    int mob_busy;
+    unsigned long mob_stale; /* slabs after a purger's pass that moved nothing
+                                (qs_global): none before they change */
+    unsigned long defrag_passes, defrag_moved, defrag_declined, defrag_slabs;
 };
 /* A walk over 0..n-1 in the cache's random order (core/slab.c): 8-bit digits
  * under a top digit as wide as n needs, each through the permutation of

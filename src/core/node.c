@@ -523,15 +523,20 @@ static void cached_walk(void)
 #define QS_PURGE_TICK_MS 250
 #endif
 static int purger_state; /* 0 not started, 1 running, -1 disabled */
+/* A look at the mobile caches (cooperative defragmentation) every second */
+#define QS_DEFRAG_TICKS (1000 / QS_PURGE_TICK_MS > 0 ? 1000 / QS_PURGE_TICK_MS : 1)
 
 static void *purger_main(void *arg)
 {
     qs_os_thread_name("qslab-purger");
     qs_pressure_open(); /* its source of pressure events (pressure.c) */
-    for (;;) {
+    for (unsigned ticks = 1;; ticks++) {
         qs_pressure_wait(QS_PURGE_TICK_MS); /* a pressure event meanwhile: a trim at once */
         qs_front_hooks.tick(false); /* front/front.c qs_front_tick */
         qs_pressure_tick(); /* near the cgroup's memory limit: a trim */
+        if (ticks % QS_DEFRAG_TICKS == 0) /* the mobile caches much emptier than in use */
+            if (qs_api_hooks.defrag)
+                qs_api_hooks.defrag(false); /* api/defrag.c qs_defrag_tick */
     }
     return arg;
 }

@@ -713,9 +713,78 @@ static size_t decommit(char *mem, size_t bytes)
     return bytes;
 }
 
+/* PINS.  While a defragmentation pass (api/defrag.c) reads the objects of
+ * slabs it found by qs_page_walk, those slabs may leave their cache (every
+ * object freed by other threads) and their slots return to their chunks; a
+ * pin keeps every chunk mapped meanwhile, so that such a read finds
+ * memory (zeros, or another cache's objects), never a hole.  Why it holds:
+ * qs_page_pin's increment comes before the walk takes a pool's lock; a
+ * slot_return that would unmap a chunk decides under that same lock.  If
+ * it decided before the walk, the chunk left the pool's list first and the
+ * walk never saw it; if after, the walk's release of the lock happens
+ * before the decision, so the decision sees the pin and keeps the chunk,
+ * fully free, in its pool.  qs_page_unpin's last release unmaps those kept
+ * beyond each pool's one. */
+static unsigned long page_pins;
+
+void qs_page_pin(void)
+{
+    __atomic_fetch_add(&page_pins, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Unlink fully free chunk ch from pool p (p->lock held): it is to be unmapped */
+static void pool_del_chunk(struct qs_page_pool *p, struct qs_chunk *ch)
+{
+    avail_del(p, ch);
+    if (ch->all_prev)
+        ch->all_prev->all_next = ch->all_next;
+    else
+        p->all = ch->all_next;
+    if (ch->all_next)
+        ch->all_next->all_prev = ch->all_prev;
+}
+
+static void chunk_unmap(struct qs_page_pool *p, struct qs_chunk *unmap)
+{
+    qs_page_map_set(unmap, unmap->map_size, true);
+    size_t mapped = unmap->map_size, slots = chunk_slot_bytes(unmap);
+    if (unlikely(qs_os_unmap(unmap, mapped) != 0)) {
+        chunk_keep(p, unmap);
+    } else {
+        __atomic_fetch_sub(&chunk_bytes, mapped, __ATOMIC_RELAXED);
+        __atomic_fetch_sub(&slot_bytes, slots, __ATOMIC_RELAXED);
+    }
+}
+
+void qs_page_unpin(void)
+{
+    if (__atomic_sub_fetch(&page_pins, 1, __ATOMIC_SEQ_CST) != 0)
+        return;
+    for (int n = 0; n < qs_nr_nodes; n++)
+        for (int o = 0; o < QS_NR_ORDERS; o++) {
+            struct qs_page_pool *p = &pools[n][o];
+            for (;;) {
+                struct qs_chunk *unmap = NULL;
+                qs_lock_acquire(&p->lock);
+                if (p->nr_fully_free > 1 && !__atomic_load_n(&page_pins, __ATOMIC_RELAXED))
+                    for (struct qs_chunk *ch = p->all; ch; ch = ch->all_next)
+                        if (ch->nr_free == ch->nr_slots - ch->first_slot) {
+                            pool_del_chunk(p, ch);
+                            p->nr_fully_free--;
+                            unmap = ch;
+                            break;
+                        }
+                qs_lock_release(&p->lock);
+                if (!unmap)
+                    break;
+                chunk_unmap(p, unmap);
+            }
+        }
+}
+
 /* A left slab's slot (decommitted, or refused) back to its chunk; a chunk
  * all of whose slots are free then unmapped, unless it is its pool's only
- * fully free one. */
+ * fully free one or a pass holds a pin (above). */
 static void slot_return(struct qs_slab *s)
 {
     struct qs_chunk *ch = qs_chunk_of(s->mem);
@@ -727,30 +796,16 @@ static void slot_return(struct qs_slab *s)
     if (ch->nr_free++ == 0)
         avail_add(p, ch);
     if (ch->nr_free == ch->nr_slots - ch->first_slot) {
-        if (p->nr_fully_free >= 1) {
-            avail_del(p, ch);
-            if (ch->all_prev)
-                ch->all_prev->all_next = ch->all_next;
-            else
-                p->all = ch->all_next;
-            if (ch->all_next)
-                ch->all_next->all_prev = ch->all_prev;
+        if (p->nr_fully_free >= 1 && !__atomic_load_n(&page_pins, __ATOMIC_RELAXED)) {
+            pool_del_chunk(p, ch);
             unmap = ch;
         } else {
             p->nr_fully_free++;
         }
     }
     qs_lock_release(&p->lock);
-    if (unmap) {
-        qs_page_map_set(unmap, unmap->map_size, true);
-        size_t mapped = unmap->map_size, slots = chunk_slot_bytes(unmap);
-        if (unlikely(qs_os_unmap(unmap, mapped) != 0)) {
-            chunk_keep(p, unmap);
-        } else {
-            __atomic_fetch_sub(&chunk_bytes, mapped, __ATOMIC_RELAXED);
-            __atomic_fetch_sub(&slot_bytes, slots, __ATOMIC_RELAXED);
-        }
-    }
+    if (unmap)
+        chunk_unmap(p, unmap);
 }
 
 size_t qs_page_free_slab_now(struct qs_slab *s)

@@ -246,5 +246,10 @@ void qs_page_lock_all(bool lock);
  * the pool's lock (rank 3: fn takes no lock; validation of quiescent
  * caches, which cannot otherwise find SLUB's full slabs). */
 void qs_page_walk(void (*fn)(struct qs_slab *s, void *arg), void *arg);
+/* Keep every chunk mapped from qs_page_pin to its qs_page_unpin, so that a
+ * slab found by qs_page_walk stays readable memory after the walk even if
+ * it leaves its cache meanwhile (api/defrag.c; the argument is page.c's). */
+void qs_page_pin(void);
+void qs_page_unpin(void);
 
 #endif /* QSLAB_CORE_PAGE_H */

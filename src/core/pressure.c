@@ -319,6 +319,12 @@ static void trim(unsigned long *n, unsigned long *bytes)
     __atomic_store_n(bytes, *bytes + b, __ATOMIC_RELAXED);
     if (took > qs_pressure.trim_ms_max)
         __atomic_store_n(&qs_pressure.trim_ms_max, took, __ATOMIC_RELAXED);
+    /* then the mobile caches' sparse slabs, after the trim, which the
+     * reaction's delay is about: their moves cost the owners' time */
+    if (qs_api_hooks.defrag) {
+        b = qs_api_hooks.defrag(true); /* api/defrag.c qs_defrag_tick */
+        __atomic_store_n(bytes, *bytes + b, __ATOMIC_RELAXED);
+    }
 }
 
 void qs_pressure_wait(unsigned ms)

@@ -83,6 +83,9 @@ void qs_debug_bad_link(qslab_cache *c, void *obj); /* Freepointer corrupt */
 bool qs_debug_bad_pointer(qslab_cache *c, struct qs_slab *s, const void *p);
 /* destroy with live objects: list where they were allocated (U) */
 void qs_debug_leaks(qslab_cache *c, int fd);
+/* A defragmentation pass moved object `from` of cache fc to `to` of tc
+ * (api/defrag.c): the alloc track follows the object where both keep them */
+void qs_debug_moved(qslab_cache *fc, void *from, qslab_cache *tc, void *to);
 unsigned qs_debug_letter(char ch);      /* QS_DBG_* of a letter of FZPUTRVQ; 0: none */
 unsigned qs_debug_flags_own(unsigned long flags); /* from the cache's flags alone */
 unsigned qs_debug_final(unsigned d);    /* the flags a cache with d gets (V under memcheck) */

@@ -382,3 +382,13 @@ void qs_debug_leaks(qslab_cache *c, int fd)
     qs_os_write(fd, head, sizeof(head) - 1);
     calls(c, fd, 0);
 }
+
+/* The moved object keeps where it was allocated (its owner allocated it
+ * there; the pass's own allocation of `to` is no news): its alloc track,
+ * the first of the two, copied over the one `to` got.  The pass owns both
+ * objects now (old not yet freed, new not yet handed to the owner). */
+void qs_debug_moved(qslab_cache *fc, void *from, qslab_cache *tc, void *to)
+{
+    if ((fc->debug & QS_DBG_U) && (tc->debug & QS_DBG_U))
+        memcpy(track_of(tc, to, 0), track_of(fc, from, 0), sizeof(struct qs_track));
+}

@@ -109,6 +109,10 @@ struct qs_front {
     /* kmalloc gets the request's own size and alignment (SLOB): aligned
      * allocations within a page go to it */
     bool kmalloc_exact;
+    /* its caches' objects live in pages every cache shares (SLOB): no slab
+     * holds one cache's objects only, so a cache cannot be defragmented by
+     * emptying its slabs (api/defrag.c refuses it) */
+    bool shared_pages;
     /* the nodes' partial and full lists hold slabs under the front end's
      * own rules (SLUB, SLAB): validation leaves them to its hook */
     bool own_node_lists;

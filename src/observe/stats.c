@@ -55,6 +55,10 @@ static void fill(qslab_cache *c, struct qslab_cache_stats *st)
     st->order = QS_LOAD(c->order);
     st->objs_per_slab = qs_front_objs_per_slab(c, st->order);
     st->slab_bytes = (size_t)QS_PAGE_SIZE << st->order;
+    st->defrag_passes = QS_LOAD(c->defrag_passes); /* api/defrag.c */
+    st->defrag_moved = QS_LOAD(c->defrag_moved);
+    st->defrag_declined = QS_LOAD(c->defrag_declined);
+    st->defrag_slabs = QS_LOAD(c->defrag_slabs);
 }
 
 /* The first layout of struct qslab_cache_stats ended at queued_objs. */
@@ -212,6 +216,25 @@ void qs_stats_report(int fd)
         line_done(fd, &b);
         last = best_act;
         last_c = best;
+    }
+    /* "Defrag: NAME: N passes moved N, declined N, slabs emptied N": the
+     * mobile caches that have had a pass (api/defrag.c) */
+    for (qslab_cache *c = qs_caches; c; c = c->next) {
+        unsigned long passes = QS_LOAD(c->defrag_passes);
+        if (!passes)
+            continue;
+        qs_buf_str(&b, "Defrag: ");
+        qs_buf_str(&b, c->name);
+        qs_buf_str(&b, ": ");
+        qs_buf_u64(&b, passes);
+        qs_buf_str(&b, " passes moved ");
+        qs_buf_u64(&b, QS_LOAD(c->defrag_moved));
+        qs_buf_str(&b, ", declined ");
+        qs_buf_u64(&b, QS_LOAD(c->defrag_declined));
+        qs_buf_str(&b, ", slabs emptied ");
+        qs_buf_u64(&b, QS_LOAD(c->defrag_slabs));
+        qs_buf_putc(&b, '\n');
+        line_done(fd, &b);
     }
     qs_lock_release(&qs_global);
     flush_line(fd, &b);
@@ -496,6 +519,12 @@ static void jw_cache(struct jw *w, qslab_cache *c, const struct qslab_cache_stat
     jw_kv(w, "queues", st->nr_queues);
     jw_kv(w, "space", st->num_slabs * st->slab_bytes);
     jw_kv(w, "metadata_bytes", st->metadata_bytes);
+    if (st->defrag_passes) { /* a mobile cache's defragmentation (api/defrag.c) */
+        jw_kv(w, "defrag_passes", st->defrag_passes);
+        jw_kv(w, "defrag_moved", st->defrag_moved);
+        jw_kv(w, "defrag_declined", st->defrag_declined);
+        jw_kv(w, "defrag_slabs", st->defrag_slabs);
+    }
     jw_raw(w, ",\n   ");
     jw_key(w, "alloc", true);
     jw_u64(w, st->alloc);

@@ -466,4 +466,5 @@ const struct qs_front qs_front_slob = {
     .lock_all = slob_lock_all,
     .report = slob_report,
     .kmalloc_exact = true,
+    .shared_pages = true,
 };

@@ -1,0 +1,479 @@
+/*
+ * defrag.c - cooperative defragmentation of object caches
+ * (qslab_cache_set_mobility; docs/design.md "Defragmentation").
+ *
+ * One mechanism for every front end whose slabs hold one cache's objects
+ * (SLQB, SLUB, SLAB and the debug front end; SLOB's pages are every
+ * cache's and it is refused): the pass finds the cache's slabs through the
+ * page layer (qs_page_walk), reads their objects' words to tell which may
+ * be live (a free object's word is a link or a free stamp, core/slab.h
+ * qs_maybe_free; an allocated one's is not, but for a 2^-20 chance), and
+ * moves objects only through the cache's own allocation and free, so no
+ * front end's lists, words or locks are touched here.
+ *
+ * A PASS over cache c:
+ *  1. Pin the page layer (qs_page_pin: no chunk is unmapped until the
+ *     unpin), walk the slabs of c and of its debug twins, count in each the
+ *     objects that look live.
+ *  2. Pick the sparse slabs: sorted by live objects, the sparsest are
+ *     drained while what they hold fits in the free room of the slabs kept
+ *     (and none that is three quarters full).
+ *  3. For each, sparsest first: gather the addresses that look live, call
+ *     isolate, then for each object kept allocate its new place and call
+ *     migrate.  A new object that comes from a slab being drained, or
+ *     drained already, is held (allocated to the pass, not handed out) and
+ *     the allocation tried again: so no allocation of the pass fills a slab
+ *     it empties, and what the pass holds keeps the other threads' from
+ *     them too once the pass has taken them.  A new object from a sparse
+ *     slab not yet drained makes that slab a destination (it is kept).
+ *     The old objects of the moves are freed at the end, not at once (each
+ *     would otherwise come straight back from this thread's queue as the
+ *     next new object, to be held).
+ *  4. Free what the pass holds and the moved objects, shrink the cache
+ *     (qslab_cache_shrink's own work: the queues flushed, every empty slab
+ *     given back), count the drained slabs that left the cache, unpin.
+ *
+ * CONCURRENCY.  Who owns what:
+ *  - c->mob_busy (taken 0 -> 1 by compare-and-swap, released with a
+ *    release store) serialises the passes, qslab_cache_set_mobility and
+ *    destroy's wait over c's callbacks and counters: whoever holds it alone
+ *    reads or writes mob_isolate, mob_migrate, mob_arg and adds to the
+ *    defrag_* counters (the statistics load those relaxed; each stands
+ *    alone).  The purger takes it under qs_global, and destroy waits for it
+ *    to be 0 under qs_global before it unlinks the cache in that same hold,
+ *    so the purger never runs a pass on a cache being destroyed.  Callbacks
+ *    run with mob_busy held and no qslab lock.
+ *  - The slab records are the pass's own.  A slab's descriptor is read
+ *    with relaxed loads of `cache` and `span` (the fields slab_leave and
+ *    lazy birth change with atomic stores) under the pool's lock in the
+ *    walk, and `cache` again later: a record may go stale (the slab left
+ *    c, or was reused), which costs only a useless offer, since the owner
+ *    verifies every address.  The memory stays mapped, by the pin
+ *    (core/page.c PINS has the argument).
+ *  - The objects' words are read with no ordering while other threads may
+ *    write them (users write their objects, frees write links): the read
+ *    is a guess, a racy one by design (scan_live carries QS_NO_SANITIZE for
+ *    that), and nothing is decided on it but which addresses to offer.
+ *  - The new objects and the held ones are allocated to the pass like any
+ *    caller's; an old object becomes the pass's when migrate returns 0
+ *    (the owner has stopped referring to it), and the pass frees it.
+ *    Every allocation and free is the public one, with the front end's own
+ *    locking and ordering.
+ */
+#include "api/api.h"
+#include "core/hooks.h"
+#include "debug/debug.h"
+#include "front/front.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* the scan reads words other threads may be writing (above) */
+#define QS_NO_SANITIZE __attribute__((no_sanitize("address", "thread")))
+
+enum { R_KEPT, R_PENDING, R_DRAIN };
+
+struct rec {
+    struct qs_slab *s;
+    qslab_cache *c; /* c or one of its twins: the slab's cache at the walk */
+    char *base;
+    uint32_t nobj, live;
+    int state;
+};
+
+struct pass {
+    qslab_cache *c;
+    struct rec *r;   /* the slabs, by live objects then (after pick) */
+    struct rec **by; /* the same, by descriptor address: find() */
+    size_t n, cap;
+    void **held;     /* what the pass holds to free at the end */
+    size_t nheld, capheld;
+    bool oom;
+};
+
+static void collect(struct qs_slab *s, void *arg) /* the pool's lock held */
+{
+    struct pass *p = arg;
+    qslab_cache *sc = __atomic_load_n(&s->cache, __ATOMIC_RELAXED);
+    if (sc != p->c && (!sc || sc->twin_of != p->c))
+        return;
+    if (p->n < p->cap) {
+        struct rec *r = &p->r[p->n];
+        r->s = s;
+        r->c = sc;
+        r->base = s->base;
+        r->nobj = __atomic_load_n(&s->span, __ATOMIC_RELAXED) / sc->slot_size;
+        r->live = 0;
+        r->state = R_KEPT;
+    }
+    p->n++;
+}
+
+/* Does the object at obj look allocated? */
+static QS_NO_SANITIZE bool looks_live(const qslab_cache *c, const char *obj)
+{
+    uintptr_t w = *(const volatile uintptr_t *)(obj + c->link_off);
+    return !qs_maybe_free(c, w);
+}
+
+/* Still a slab of the cache it was at the walk, with the same objects? */
+static bool rec_valid(const struct rec *r)
+{
+    return __atomic_load_n(&r->s->cache, __ATOMIC_RELAXED) == r->c && r->s->base == r->base;
+}
+
+static uint32_t scan_live(const struct rec *r, void **out)
+{
+    uint32_t n = 0;
+    size_t slot = r->c->slot_size;
+    for (uint32_t i = 0; i < r->nobj; i++) {
+        char *obj = r->base + (size_t)i * slot;
+        if (looks_live(r->c, obj)) {
+            if (out)
+                out[n] = obj;
+            n++;
+        }
+    }
+    return n;
+}
+
+static int by_live(const void *a, const void *b)
+{
+    const struct rec *x = a, *y = b;
+    return x->live < y->live ? -1 : x->live > y->live;
+}
+static int by_addr(const void *a, const void *b)
+{
+    const struct rec *x = *(struct rec *const *)a, *y = *(struct rec *const *)b;
+    return x->s < y->s ? -1 : x->s > y->s;
+}
+
+static struct rec *find(struct pass *p, const struct qs_slab *s)
+{
+    size_t lo = 0, hi = p->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (p->by[mid]->s == s)
+            return p->by[mid];
+        if (p->by[mid]->s < s)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+static bool hold(struct pass *p, void *obj)
+{
+    if (p->nheld == p->capheld) {
+        size_t cap = p->capheld ? 2 * p->capheld : 1024;
+        void **v = qslab_realloc(p->held, cap * sizeof(void *));
+        if (!v)
+            return false;
+        p->held = v;
+        p->capheld = cap;
+    }
+    p->held[p->nheld++] = obj;
+    return true;
+}
+
+/* A new object for a move, from no slab the pass drains (above, 3.) */
+static void *new_place(struct pass *p)
+{
+    for (;;) {
+        void *obj = qslab_cache_alloc(p->c);
+        if (!obj)
+            return NULL;
+        struct qs_slab *s = qs_slab_lookup(obj);
+        struct rec *r = s ? find(p, s) : NULL;
+        if (!r || r->state == R_KEPT || !rec_valid(r))
+            return obj;
+        if (!hold(p, obj)) {
+            qslab_cache_free(p->c, obj);
+            return NULL;
+        }
+        /* marked, so that the scan of its slab does not offer it: the
+         * free stamp in its word, which allocation left 0; the pass owns
+         * the object, and puts the 0 back before it frees it (a debug
+         * cache's words are its checks', left alone) */
+        uintptr_t *w = qs_link(r->c, obj);
+        if (!r->c->debug && *w == 0)
+            *w = QS_STAMP(r->c->secret);
+    }
+}
+
+/* 4.: what the pass holds, freed */
+static void unhold(struct pass *p)
+{
+    for (size_t i = 0; i < p->nheld; i++) {
+        void *obj = p->held[i];
+        struct qs_slab *s = qs_slab_lookup(obj);
+        qslab_cache *oc = s ? __atomic_load_n(&s->cache, __ATOMIC_RELAXED) : NULL;
+        if (oc && !oc->debug && *qs_link(oc, obj) == QS_STAMP(oc->secret))
+            *qs_link(oc, obj) = 0;
+        qslab_cache_free(p->c, obj);
+    }
+}
+
+/* 1. and 2.: the records, sorted, the slabs to drain marked R_PENDING;
+ * false: nothing to do (or no memory for the records) */
+static bool pick(struct pass *p)
+{
+    for (;;) {
+        p->n = 0;
+        qs_page_walk(collect, p);
+        if (p->n <= p->cap)
+            break;
+        size_t cap = p->n + p->n / 4 + 16;
+        qslab_free(p->r);
+        qslab_free(p->by);
+        p->r = qslab_malloc(cap * sizeof(*p->r));
+        p->by = qslab_malloc(cap * sizeof(*p->by));
+        if (!p->r || !p->by)
+            return false;
+        p->cap = cap;
+    }
+    if (p->n < 2)
+        return false;
+    size_t room = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        p->r[i].live = scan_live(&p->r[i], NULL);
+        room += p->r[i].nobj - p->r[i].live;
+    }
+    qsort(p->r, p->n, sizeof(*p->r), by_live);
+    size_t moving = 0, drain = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        struct rec *r = &p->r[i];
+        if ((size_t)r->live * 4 >= (size_t)r->nobj * 3)
+            break;
+        room -= r->nobj - r->live; /* no destination now */
+        if (moving + r->live > room)
+            break;
+        moving += r->live;
+        r->state = R_PENDING;
+        drain++;
+    }
+    for (size_t i = 0; i < p->n; i++)
+        p->by[i] = &p->r[i];
+    qsort(p->by, p->n, sizeof(*p->by), by_addr);
+    return drain > 0;
+}
+
+/* 3. for one slab */
+static void drain(struct pass *p, struct rec *r, void **objs, qslab_isolate_fn isolate,
+                  qslab_migrate_fn migrate, void *arg, unsigned long *moved,
+                  unsigned long *declined)
+{
+    r->state = R_DRAIN;
+    if (!rec_valid(r))
+        return;
+    size_t n = scan_live(r, objs), k = n;
+    if (isolate) {
+        k = isolate(p->c, objs, n, arg);
+        if (k > n)
+            k = n;
+    }
+    *declined += n - k;
+    for (size_t i = 0; i < k; i++) {
+        if (p->oom) {
+            *declined += k - i;
+            return;
+        }
+        void *nu = new_place(p);
+        if (!nu) {
+            p->oom = true;
+            continue;
+        }
+        struct qs_slab *os = qs_slab_lookup(objs[i]), *ns = qs_slab_lookup(nu);
+        if (os && ns && os->cache && ns->cache)
+            qs_debug_moved(os->cache, objs[i], ns->cache, nu); /* before nu is published */
+        if (migrate(p->c, objs[i], nu, arg) == 0) {
+            if (!hold(p, objs[i])) {
+                qslab_cache_free(p->c, objs[i]); /* the pass's now: free it at once */
+                p->oom = true;
+            }
+            (*moved)++;
+        } else {
+            qslab_cache_free(p->c, nu);
+            (*declined)++;
+        }
+    }
+}
+
+/* The pass; mob_busy held.  Returns the bytes the closing shrink gave back. */
+static size_t pass(qslab_cache *c)
+{
+    qslab_isolate_fn isolate = c->mob_isolate;
+    qslab_migrate_fn migrate = c->mob_migrate;
+    void *arg = c->mob_arg;
+    struct pass p = {.c = c};
+    unsigned long moved = 0, declined = 0, freed = 0;
+    void **objs = NULL;
+    size_t nobjs = 0;
+    qs_page_pin();
+    if (pick(&p)) {
+        for (size_t i = 0; i < p.n && !p.oom; i++) {
+            struct rec *r = &p.r[i];
+            if (r->state != R_PENDING)
+                continue;
+            if (r->nobj > nobjs) {
+                qslab_free(objs);
+                nobjs = r->nobj;
+                objs = qslab_malloc(nobjs * sizeof(void *));
+                if (!objs) {
+                    nobjs = 0;
+                    break;
+                }
+            }
+            drain(&p, r, objs, isolate, migrate, arg, &moved, &declined);
+        }
+    }
+    /* the slabs that empty now stay on the FIFOs (no limit, no warm
+     * overflow: node.c) for the shrink to give back together (core/page.c
+     * qs_page_free_slabs: adjacent slabs, one madvise) */
+    __atomic_fetch_add(&c->shrinking, 1, __ATOMIC_RELAXED);
+    unhold(&p);
+    size_t bytes = qs_cache_shrink_all(c);
+    __atomic_fetch_sub(&c->shrinking, 1, __ATOMIC_RELAXED);
+    for (size_t i = 0; i < p.n && p.n <= p.cap; i++)
+        if (p.r[i].state == R_DRAIN && !rec_valid(&p.r[i]))
+            freed++;
+    qs_page_unpin();
+    qslab_free(objs);
+    qslab_free(p.held);
+    qslab_free(p.r);
+    qslab_free(p.by);
+    __atomic_fetch_add(&c->defrag_passes, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&c->defrag_moved, moved, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&c->defrag_declined, declined, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&c->defrag_slabs, freed, __ATOMIC_RELAXED);
+    return bytes;
+}
+
+static bool busy_try(qslab_cache *c)
+{
+    int z = 0;
+    return __atomic_compare_exchange_n(&c->mob_busy, &z, 1, false, __ATOMIC_ACQUIRE,
+                                       __ATOMIC_RELAXED);
+}
+static void busy_take(qslab_cache *c)
+{
+    while (!busy_try(c))
+        qs_os_yield();
+}
+static void busy_drop(qslab_cache *c)
+{
+    __atomic_store_n(&c->mob_busy, 0, __ATOMIC_RELEASE);
+}
+
+/* Why c cannot be made mobile, or NULL */
+static const char *refusal(const qslab_cache *c, int *err)
+{
+    *err = EINVAL;
+    if (c->is_kmalloc)
+        return "is a kmalloc cache: its objects are malloc's callers'";
+    if (c->twin_of)
+        return "is a debug twin: set mobility on its cache";
+    if (qs_front_of(c)->shared_pages) {
+        *err = ENOTSUP;
+        return "uses the front end slob, whose pages every cache shares: no slab of its own to empty";
+    }
+    return NULL;
+}
+
+QSLAB_EXPORT int qslab_cache_set_mobility(qslab_cache *c, qslab_isolate_fn isolate,
+                                          qslab_migrate_fn migrate, void *arg)
+{
+    qs_init();
+    if (!c) {
+        qs_warn("qslab_cache_set_mobility: cache is NULL");
+        errno = EINVAL;
+        return -1;
+    }
+    if (isolate && !migrate) {
+        qs_warn("qslab_cache_set_mobility: cache %s: isolate without migrate", c->name);
+        errno = EINVAL;
+        return -1;
+    }
+    int err;
+    const char *why = migrate ? refusal(c, &err) : NULL;
+    if (why) {
+        qs_warn("qslab_cache_set_mobility: cache %s %s", c->name, why);
+        errno = err;
+        return -1;
+    }
+    busy_take(c);
+    c->mob_isolate = migrate ? isolate : NULL;
+    c->mob_arg = migrate ? arg : NULL;
+    __atomic_store_n(&c->mob_migrate, migrate, __ATOMIC_RELAXED);
+    busy_drop(c);
+    return 0;
+}
+
+/* qslab_cache_shrink of a mobile cache (cache.c): a pass, whose end is the
+ * shrink */
+size_t qs_defrag_shrink(qslab_cache *c)
+{
+    busy_take(c);
+    size_t bytes;
+    int err;
+    if (c->mob_migrate && !refusal(c, &err)) /* its front end may have changed since */
+        bytes = pass(c);
+    else
+        bytes = qs_cache_shrink_all(c);
+    busy_drop(c);
+    return bytes;
+}
+
+/* Is c worth a pass now?  Its slabs hold more than twice its live objects
+ * and at least 1 MiB (under pressure: any slab's worth more than its live
+ * objects need), and they changed since a pass that moved nothing. */
+static unsigned long slabs_of(qslab_cache *c, unsigned long *live) /* qs_global held */
+{
+    unsigned long sum[QS_STAT_NR];
+    qs_stats_sum(c, sum);
+    *live = sum[QS_ALLOC_FAST] + sum[QS_ALLOC_SLOW] - sum[QS_FREE_FAST] - sum[QS_FREE_SLOW];
+    return sum[QS_NEW_SLAB] - sum[QS_FREE_SLAB];
+}
+
+static bool worth(qslab_cache *c, bool pressure) /* qs_global held */
+{
+    unsigned long live, slabs = slabs_of(c, &live);
+    unsigned order = QS_LOAD(c->order);
+    unsigned long per = qs_front_objs_per_slab(c, order);
+    if (!per || slabs < 2 || slabs == c->mob_stale)
+        return false;
+    if (pressure)
+        return slabs * per > live + 2 * per;
+    return slabs * per > 2 * live && slabs * qs_slab_bytes(order) >= (1u << 20);
+}
+
+/* The purger's look at the mobile caches (core/hooks.h qs_api_hooks.defrag):
+ * each worth it gets a pass, in the purger's thread. */
+size_t qs_defrag_tick(bool pressure)
+{
+    size_t bytes = 0;
+    qs_lock_acquire(&qs_global);
+    for (qslab_cache *c = qs_caches; c;) {
+        if (!__atomic_load_n(&c->mob_migrate, __ATOMIC_RELAXED) || !worth(c, pressure) ||
+            !busy_try(c)) {
+            c = c->next;
+            continue;
+        }
+        /* c stays listed while mob_busy is held: destroy waits for it */
+        qs_lock_release(&qs_global);
+        int err;
+        unsigned long before = QS_LOAD(c->defrag_moved);
+        if (c->mob_migrate && !refusal(c, &err))
+            bytes += pass(c);
+        qs_lock_acquire(&qs_global);
+        unsigned long live;
+        c->mob_stale = QS_LOAD(c->defrag_moved) == before ? slabs_of(c, &live) : 0;
+        qslab_cache *next = c->next;
+        busy_drop(c);
+        c = next;
+    }
+    qs_lock_release(&qs_global);
+    return bytes;
+}
