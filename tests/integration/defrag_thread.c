@@ -14,7 +14,10 @@
  *     once per object born, never for a move.
  *  3. A debug cache (red zones, owner tracking): the same load, delete and
  *     shrink; every key right and the cache validates (red zones intact).
- *  4. Bad calls: NULL cache, isolate without migrate, a kmalloc cache.
+ *  4. Bad calls: NULL cache, isolate without migrate.
+ *  5. The purger alone: a mobile cache whose slabs hold more than twice its
+ *     live objects gets a pass within a few seconds, without a shrink
+ *     (skipped with QSLAB_PURGE=0).
  */
 #include "../testutil.h"
 
@@ -395,6 +398,31 @@ static void bad_calls(void)
     CHECK(qslab_cache_destroy(c) == 0);
 }
 
+/* 5. */
+static void by_purger(bool mobile)
+{
+    const char *purge = getenv("QSLAB_PURGE");
+    if (!mobile || (purge && strcmp(purge, "0") == 0))
+        return;
+    qslab_cache *c = qslab_cache_create("defrag_purged", sizeof(struct entry), 0, 0, NULL);
+    size_t n = N;
+    struct table *t = table_new(c, n);
+    CHECK(qslab_cache_set_mobility(c, t_isolate, t_migrate, t) == 0);
+    load_delete(t, n);
+    struct qslab_cache_stats st = {0};
+    for (int i = 0; i < 100 && !st.defrag_moved; i++) { /* the purger looks once a second */
+        tu_sleep_ms(100);
+        CHECK(qslab_cache_stats(c, &st) == 0);
+    }
+    CHECKF(st.defrag_passes >= 1 && st.defrag_moved > 0, "purger: %lu passes moved %lu",
+           st.defrag_passes, st.defrag_moved);
+    CHECKF(check_survivors(t, n) == 0, "survivors wrong after the purger's pass");
+    for (size_t i = 0; i < n; i++)
+        if (kept[i / 8] >> (i % 8) & 1)
+            CHECK(erase(t, i + 1));
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
 int main(void)
 {
     if (getenv("QSLAB_TEST_QUICK") || getenv("TSAN_OPTIONS"))
@@ -405,5 +433,6 @@ int main(void)
     with_ctor(mobile);
     with_debug(mobile);
     bad_calls();
+    by_purger(mobile);
     return tu_done();
 }
