@@ -42,6 +42,7 @@ size_t qs_cache_shrink_all(qslab_cache *c);
 /* ---- defrag.c ---- */
 size_t qs_defrag_shrink(qslab_cache *c); /* qslab_cache_shrink of a mobile cache */
 size_t qs_defrag_tick(bool pressure);    /* the purger's: qs_api_hooks.defrag */
+void qs_defrag_forked(void);             /* fork's child (fork.c) */
 
 /* ---- kmalloc.c ---- */
 void qs_kmalloc_init(void);

@@ -299,6 +299,21 @@ static void drain(struct pass *p, struct rec *r, void **objs, qslab_isolate_fn i
     }
 }
 
+/* The cache whose pass this thread runs (NULL: none), for fork's child */
+static __thread qslab_cache *passing;
+
+/* After fork, in the child (api/fork.c), its only thread: the passes other
+ * threads were running are gone with them, so their caches' mob_busy and
+ * their page pins are let go; the forking thread's own pass (a callback
+ * that forks) keeps its own. */
+void qs_defrag_forked(void)
+{
+    for (qslab_cache *c = qs_caches; c; c = c->next)
+        if (c != passing)
+            c->mob_busy = 0;
+    qs_page_pins_forked(passing ? 1 : 0);
+}
+
 /* The pass; mob_busy held.  Returns the bytes the closing shrink gave back. */
 static size_t pass(qslab_cache *c)
 {
@@ -309,6 +324,7 @@ static size_t pass(qslab_cache *c)
     unsigned long moved = 0, declined = 0, freed = 0;
     void **objs = NULL;
     size_t nobjs = 0;
+    passing = c;
     qs_page_pin();
     if (pick(&p)) {
         for (size_t i = 0; i < p.n && !p.oom; i++) {
@@ -338,6 +354,7 @@ static size_t pass(qslab_cache *c)
         if (p.r[i].state == R_DRAIN && !rec_valid(&p.r[i]))
             freed++;
     qs_page_unpin();
+    passing = NULL;
     qslab_free(objs);
     qslab_free(p.held);
     qslab_free(p.r);

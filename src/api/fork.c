@@ -26,6 +26,7 @@
 #include "front/front.h"
 #include "debug/debug.h"
 #include "api/zero.h"
+#include "api/api.h"
 
 static void for_each_lock(void (*op)(qs_lock *), bool reverse)
 {
@@ -96,6 +97,7 @@ static void fork_child(void)
     fork_release();
     qs_guard_fork(2); /* after fork_release's qs_guard_fork(1): the sampler is gone */
     qs_node_purger_forked();
+    qs_defrag_forked(); /* passes of threads the child does not have */
     if (qs_self.state == 1) /* the forking thread is the child's only one: its id */
         qs_self.tid = qs_os_gettid();
 }

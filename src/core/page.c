@@ -732,6 +732,12 @@ void qs_page_pin(void)
     __atomic_fetch_add(&page_pins, 1, __ATOMIC_SEQ_CST);
 }
 
+/* After fork, in the child: only the forking thread's pins are left */
+void qs_page_pins_forked(unsigned long mine)
+{
+    __atomic_store_n(&page_pins, mine, __ATOMIC_RELAXED);
+}
+
 /* Unlink fully free chunk ch from pool p (p->lock held): it is to be unmapped */
 static void pool_del_chunk(struct qs_page_pool *p, struct qs_chunk *ch)
 {

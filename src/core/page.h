@@ -251,5 +251,6 @@ void qs_page_walk(void (*fn)(struct qs_slab *s, void *arg), void *arg);
  * it leaves its cache meanwhile (api/defrag.c; the argument is page.c's). */
 void qs_page_pin(void);
 void qs_page_unpin(void);
+void qs_page_pins_forked(unsigned long mine); /* fork's child: the forking thread's pins */
 
 #endif /* QSLAB_CORE_PAGE_H */

@@ -18,6 +18,8 @@
  *  5. The purger alone: a mobile cache whose slabs hold more than twice its
  *     live objects gets a pass within a few seconds, without a shrink
  *     (skipped with QSLAB_PURGE=0).
+ *  6. fork while another thread's pass runs: the child's shrink of that
+ *     cache does not wait for the pass, which the child does not have.
  */
 #include "../testutil.h"
 
@@ -423,6 +425,60 @@ static void by_purger(bool mobile)
     CHECK(qslab_cache_destroy(c) == 0);
 }
 
+/* 6. */
+static atomic_int in_pass;
+static int slow_migrate(qslab_cache *c, void *old_obj, void *new_obj, void *arg)
+{
+    if (!atomic_exchange(&in_pass, 1))
+        tu_sleep_ms(300); /* outside the table's lock: the fork comes meanwhile */
+    return t_migrate(c, old_obj, new_obj, arg);
+}
+static void *shrinker(void *arg)
+{
+    qslab_cache_shrink(arg);
+    return NULL;
+}
+#if defined(__SANITIZE_THREAD__)
+#define TSAN_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TSAN_BUILD 1
+#endif
+#endif
+static void fork_in_pass(bool mobile)
+{
+#ifdef TSAN_BUILD /* the child starts its purger: TSan refuses threads after such a fork */
+    mobile = false;
+#endif
+    if (!mobile)
+        return;
+    qslab_cache *c = qslab_cache_create("defrag_fork", sizeof(struct entry), 0, 0, NULL);
+    size_t n = 20000;
+    struct table *t = table_new(c, n);
+    CHECK(qslab_cache_set_mobility(c, t_isolate, slow_migrate, t) == 0);
+    load_delete(t, n);
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, shrinker, c) == 0);
+    while (!atomic_load(&in_pass))
+        tu_sleep_ms(1);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(20); /* a shrink that waits for the parent's pass would hang */
+        qslab_cache_shrink(c); /* a pass of its own, in the child */
+        _exit(qslab_cache_set_mobility(c, NULL, NULL, NULL) == 0 &&
+                      check_survivors(t, n) == 0 ? 0 : 1);
+    }
+    CHECK(pid > 0);
+    int st = tu_wait(pid);
+    CHECKF(st == 0, "child: status %d", st);
+    CHECK(pthread_join(th, NULL) == 0);
+    CHECKF(check_survivors(t, n) == 0, "survivors wrong");
+    for (size_t i = 0; i < n; i++)
+        if (kept[i / 8] >> (i % 8) & 1)
+            CHECK(erase(t, i + 1));
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
 int main(void)
 {
     if (getenv("QSLAB_TEST_QUICK") || getenv("TSAN_OPTIONS"))
@@ -434,5 +490,6 @@ int main(void)
     with_debug(mobile);
     bad_calls();
     by_purger(mobile);
+    fork_in_pass(mobile);
     return tu_done();
 }
