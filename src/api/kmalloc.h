@@ -125,7 +125,11 @@ static inline void *qs_kmalloc(size_t size, const uint8_t *small)
  * popped object's word (it is ours after the commit); the slow paths leave
  * it in qs_self.last_word (only SLQB's pops write it: anything else, a
  * guarded sample, a twin's or another front end's object, reads as not
- * fresh). */
+ * fresh).  Before the slow path, last_word says QS_WORD_CALLOC: a slow
+ * path that would birth objects from zero memory hands one out born bare
+ * instead, written nowhere, and leaves QS_FRESH_WORD (core/slab.c
+ * qs_slab_born_bare), so that a run of callocs from fresh slabs touches
+ * no page; after it, 0, so that no other slow path reads the request. */
 static inline void *qs_kmalloc_fresh(unsigned i, size_t size, bool *fresh)
 {
     if (i >= QS_KMALLOC_CLASSES)
@@ -137,9 +141,10 @@ static inline void *qs_kmalloc_fresh(unsigned i, size_t size, bool *fresh)
         *fresh = false;
         if (likely(obj != NULL))
             return obj;
-        qs_self.last_word = 0; /* its slow path's block may be (slub/slabs.c) */
+        qs_self.last_word = QS_WORD_CALLOC; /* its slow path's block may be (slub/slabs.c) */
         obj = qs_kmalloc_slow(i, size);
         *fresh = obj && qs_self.last_word == want;
+        qs_self.last_word = 0;
         return obj;
     }
 #if QS_HAVE_PERCPU
@@ -150,9 +155,10 @@ static inline void *qs_kmalloc_fresh(unsigned i, size_t size, bool *fresh)
             *(uintptr_t *)obj = 0; /* ours now */
             return obj;
         }
-        qs_self.last_word = 0;
+        qs_self.last_word = QS_WORD_CALLOC;
         obj = qs_kmalloc_slow(i, size);
         *fresh = obj && qs_self.last_word == want;
+        qs_self.last_word = 0;
         return obj;
     }
 #endif
@@ -167,9 +173,10 @@ static inline void *qs_kmalloc_fresh(unsigned i, size_t size, bool *fresh)
             return obj;
         }
     }
-    qs_self.last_word = 0;
+    qs_self.last_word = QS_WORD_CALLOC;
     void *obj = qs_kmalloc_slow(i, size);
     *fresh = obj && qs_self.last_word == want;
+    qs_self.last_word = 0;
     return obj;
 }
 

@@ -278,6 +278,11 @@ struct qs_slab {
 #define QS_MS_MASK 0x7fffffffu
 #define QS_FRESH_LINK ((uintptr_t)8)
 #define QS_FRESH_WORD(secret) ((uintptr_t)(secret) ^ QS_FRESH_LINK)
+/* qs_self.last_word as calloc's slow path starts (kmalloc.h): the caller
+ * wants zero bytes, so a slow path that would birth objects from zero
+ * memory may hand it one born bare instead (qs_slab_born_bare), written
+ * nowhere; it then leaves QS_FRESH_WORD there.  No object's word is 1. */
+#define QS_WORD_CALLOC ((uintptr_t)1)
 static inline uint32_t qs_ms_stamp(uint64_t now, uint32_t old)
 {
     return (old & QS_SLAB_ZERO) | ((uint32_t)now & QS_MS_MASK);
@@ -645,7 +650,8 @@ struct qs_owner {
     unsigned direct_frees; /* frees routed without a queue while state 0 */
     uintptr_t last_word;    /* a thread's: the word of the object its last
                                slow SLQB allocation handed out (calloc reads
-                               QS_FRESH_WORD there: kmalloc.c) */
+                               QS_FRESH_WORD there: kmalloc.c); before
+                               calloc's slow path, QS_WORD_CALLOC */
     int cpu;                /* a CPU's owner: its id; a thread's: -1 */
     int tid;                /* a thread's owner: its thread id (qslabinfo -l); a CPU's: -1 */
     unsigned long rseq_aborts; /* a thread's: its critical sections restarted */

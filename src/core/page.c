@@ -42,7 +42,8 @@
  * took); a chunk whose unmap failed goes back to its pool as a fully free
  * chunk; a large block's pages are decommitted instead and its address
  * range is left mapped (no longer qslab's).  Nothing relies on a slot's
- * memory being zero: objects are written when they are born (core/slab.c).
+ * memory being zero but what QS_SLAB_ZERO says of it (calloc's births:
+ * core/slab.c), which a slot whose give-back was refused does not get.
  *
  * Lock: pool->lock protects a pool's chunk list and each of its chunks'
  * slot lists and counters.  The unit map needs no lock: a chunk's units are

@@ -395,6 +395,40 @@ static uint32_t slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
     return k;
 }
 
+/* BARE BIRTH, for calloc.  A birth writes every object's word (a free-list
+ * link, or the stamp of an object born into a queue), so a run of callocs
+ * of small blocks from fresh slabs dirtied every page they were given,
+ * although their bytes were zero and calloc itself writes nothing there
+ * (100,000 callocs of 64 bytes: 6.4 MiB of anonymous memory).  When the
+ * caller is calloc's slow path and the slab's next object would be born
+ * from zero memory (qs_slab_born_zero: no constructor, no debugging), it
+ * is born alone and handed out at once, its word never written: an object
+ * in use with every byte zero, as calloc wants.  Only the next object in
+ * address order, so span stays the born prefix; not with `random`, whose
+ * births are shuffled runs.  The caller owns s's free list, which is
+ * empty (a bare birth past objects on it would strand none, but the
+ * refill takes those first), and puts s on its list as its state says
+ * (qs_slab_growable).  Its free bit (the first granule's, the only one
+ * ever read) is cleared only if set: a page of bits only read stays the
+ * kernel's zero page. */
+bool qs_slab_bare_ok(const qslab_cache *c, const struct qs_slab *s)
+{
+    return !s->freelist && qs_slab_born_zero(c, s) && !qs_slab_random(c) && qs_slab_growable(c, s);
+}
+
+void *qs_slab_born_bare(qslab_cache *c, struct qs_queue *q, struct qs_slab *s)
+{
+    uint32_t n = s->objects, size = c->slot_size;
+    char *obj = s->base + (size_t)n * size;
+    if (qs_keeps_fbits(c) && qs_fbit_test(s, obj))
+        qs_fbit_clear(s, obj);
+    s->inuse++;
+    s->objects = n + 1;
+    __atomic_store_n(&s->span, (n + 1) * size, __ATOMIC_RELAXED);
+    qs_stat(c, q, QS_NEW_OBJS, 1);
+    return obj;
+}
+
 uint32_t qs_slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, uint32_t want)
 {
     uint32_t placed;

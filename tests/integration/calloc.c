@@ -10,7 +10,8 @@
  *   - large blocks, and a large block grown by realloc then freed;
  * and a 9 MiB calloc of fresh memory leaves its pages untouched under
  * every front end (mincore: only its first page, where its word was, is
- * resident).
+ * resident), and small callocs from fresh slabs leave theirs untouched
+ * under SLQB, SLUB and SLAB (born bare).
  */
 #include <qslab.h>
 
@@ -238,9 +239,79 @@ static void test_untouched(void)
     qslab_free(p);
 }
 
+/* Small callocs of a class nothing used yet, from fresh slabs: the
+ * blocks are born bare (core/slab.c qs_slab_born_bare), so their pages
+ * stay untouched (mincore) under the front ends that do so (all but SLOB);
+ * mallocs in between take the same slabs' next objects the usual way, and
+ * every block reads zero, before and after its neighbours are written;
+ * freed and calloc'ed again, they come back cleared. */
+static size_t resident_pages(void *const *v, int n)
+{
+    size_t res = 0;
+    uintptr_t last = 0;
+    for (int i = 0; i < n; i++) {
+        uintptr_t pg = (uintptr_t)v[i] & ~(uintptr_t)4095;
+        if (pg == last)
+            continue;
+        last = pg;
+        unsigned char vec;
+        if (mincore((void *)pg, 4096, &vec) == 0)
+            res += vec & 1;
+    }
+    return res;
+}
+
+static void test_bare(void)
+{
+    enum { N = 20000, SZ = 112 };
+    static void *v[N], *m[N / 100];
+    qslab_cache *k = qslab_cache_find("kmalloc-112");
+    const char *f = tf_kmalloc_front();
+    int bare = strcmp(f, "slob") != 0 && !getenv("QSLAB_DEBUG") &&
+               !getenv("QSLAB_GUARD_SAMPLE") && !getenv("QSLAB_TUNE");
+    CHECK(k != NULL);
+    for (int i = 0; i < N / 2; i++) {
+        v[i] = qslab_calloc(1, SZ);
+        CHECK(v[i] != NULL);
+        if (!v[i])
+            return;
+    }
+    size_t pages = (size_t)N / 2 * SZ / 4096, res = resident_pages(v, N / 2);
+    if (bare)
+        CHECKF(res <= pages / 10, "%zu of about %zu pages of %d small fresh callocs resident", res, pages,
+               N / 2);
+    else
+        tf_note("integration_calloc", NULL, "small fresh callocs born bare (not SLOB's)");
+    for (int i = N / 2; i < N; i++) {
+        v[i] = qslab_calloc(1, SZ);
+        CHECK(v[i] != NULL);
+        if (!v[i])
+            return;
+        if (i % 50 == 25) /* a malloc between: the slab's next objects born as usual */
+            m[(i - N / 2) / 50] = qslab_malloc(SZ);
+    }
+    for (int i = 0; i < N; i++)
+        CHECK_ZERO(v[i], SZ, "born bare");
+    for (int i = 0; i < N / 100; i++) {
+        CHECK(m[i] != NULL);
+        if (m[i])
+            memset(m[i], 0xc3, SZ);
+    }
+    for (int i = 0; i < N; i += 2)
+        memset(v[i], 0x99, SZ);
+    for (int i = 1; i < N; i += 2)
+        CHECK_ZERO(v[i], SZ, "born bare, its neighbours written");
+    for (int i = 0; i < N; i++)
+        qslab_free(v[i]);
+    for (int i = 0; i < N / 100; i++)
+        qslab_free(m[i]);
+    calloc_zero_free(v, N, SZ, "born bare, written, freed");
+}
+
 int main(void)
 {
     test_untouched(); /* first: the process has touched no 9 MiB slab yet */
+    test_bare();      /* and no 112-byte block */
     test_fresh();
     test_recycled();
     test_remote();

@@ -4,8 +4,9 @@
  * objects and its list of free indices), names it, and the slab validates
  * again once the block is put back.  White box: the block's layout is
  * front/slab/slab.h's (the bitmap, a bit per object in 64-bit words, then one
- * index per object, one byte each for slabs of up to 256 objects; the
- * free indices are entries inuse .. objects-1).
+ * index per object, one byte each for slabs of up to 256 objects, each
+ * entry holding its index XOR its place; the free indices are entries
+ * inuse .. objects-1).
  */
 #include "../testutil.h"
 #include "../front.h"
@@ -57,6 +58,8 @@ int main(void)
     CHECK(!(bm[live / 64] >> (live % 64) & 1)); /* in use: its bit clear */
     unsigned first = s->inuse; /* the first free index's entry */
     uint8_t saved0 = ix[first], saved1 = ix[first + 1];
+    unsigned v0 = saved0 ^ first; /* the index entry `first` names */
+#define ENTRY(pos, v) (uint8_t)((v) ^ (pos))
 
     /* a live object's bit set: one free object too many in the bitmap */
     bm[live / 64] ^= (uint64_t)1 << (live % 64);
@@ -65,17 +68,17 @@ int main(void)
     CHECK(qslab_cache_validate(c) == 0);
 
     /* a free index out of range */
-    ix[first] = (uint8_t)(s->objects + 3 > 255 ? 255 : s->objects + 3);
+    ix[first] = ENTRY(first, s->objects + 3 > 255 ? 255 : s->objects + 3);
     expect_problem(c, "free index out of range", "index out of range");
     ix[first] = saved0;
 
     /* a free index naming a live object */
-    ix[first] = (uint8_t)live;
+    ix[first] = ENTRY(first, live);
     expect_problem(c, "free index of an object its bitmap says is in use", "index of a live object");
     ix[first] = saved0;
 
     /* one free object named twice (and another not at all) */
-    ix[first + 1] = saved0;
+    ix[first + 1] = ENTRY(first + 1, v0);
     expect_problem(c, "object free twice in its slab's index list", "index twice");
     ix[first + 1] = saved1;
     CHECK(qslab_cache_validate(c) == 0);

@@ -247,8 +247,9 @@ static void check_slab(struct qs_walk *w, struct qs_node *n, struct qs_slab *s, 
             qs_walk_problem(w, "free index of an object not born yet out of place", s->mem);
             break;
         }
-    /* the bitmap: exactly the free objects (a word at a time; bits past
-     * the last object do not count) */
+    /* the bitmap: exactly the free objects born (a word at a time; bits
+     * past the last object do not count; slab.h: those not born yet are
+     * free by their place, their bits 0) */
     unsigned long bits = 0;
     const uint64_t *bm = free_bm(s);
     for (unsigned i = 0; i < s->objects / 64; i++)
@@ -256,7 +257,7 @@ static void check_slab(struct qs_walk *w, struct qs_node *n, struct qs_slab *s, 
     if (s->objects % 64)
         bits += (unsigned long)__builtin_popcountll(bm[s->objects / 64] &
                                                     (((uint64_t)1 << (s->objects % 64)) - 1));
-    if (bits != s->objects - s->inuse)
+    if (born < s->inuse || bits != born - s->inuse)
         qs_walk_problem(w, "slab's free bitmap does not match its free count", s->mem);
     /* the free indices: in range, each once, free in the bitmap.  The seen
      * set is a copy of the bitmap whose bits are cleared as indices name
@@ -272,6 +273,8 @@ static void check_slab(struct qs_walk *w, struct qs_node *n, struct qs_slab *s, 
             qs_walk_problem(w, "free index out of range", s->mem);
             break;
         }
+        if (i >= born) /* an object not born yet at its own entry: checked above */
+            continue;
         if (track && (seen[v / 64] >> (v % 64) & 1)) {
             seen[v / 64] &= ~((uint64_t)1 << (v % 64));
             continue;

@@ -137,9 +137,12 @@ static unsigned claim_shared(qslab_cache *c, void **dst, void *const *src, unsig
 /* Fill dst with up to want objects for an owner of node n: the shared
  * array first, then slabs, then a new slab (cache_alloc_refill).  fresh
  * (one object only): set when it is a new slab's, zero but for its word
- * (calloc need not clear it). */
+ * (calloc need not clear it).  bare (calloc's refill, else NULL): set when
+ * the one object returned was born bare (slabfe_take_locked): nothing
+ * else was found first, and it goes to the caller as it is, past the
+ * array. */
 unsigned slabfe_gather(qslab_cache *c, struct qs_queue *q, struct qs_node *n, void **dst, unsigned want,
-                       bool *fresh)
+                       bool *fresh, bool *bare)
 {
     unsigned got = 0, twice = 0, births = 0;
     qs_stat(c, q, QS_REFILL, 1);
@@ -153,7 +156,8 @@ unsigned slabfe_gather(qslab_cache *c, struct qs_queue *q, struct qs_node *n, vo
             got = claim_shared(c, dst, n->shared + n->shared_avail, m, bad, &nbad);
             qs_stat(c, q, QS_CLAIM, 1);
         }
-        got += slabfe_take_locked(c, n, dst + got, want - got, &twice, &births, slab_born_max(c));
+        got += slabfe_take_locked(c, n, dst + got, want - got, &twice, &births, slab_born_max(c),
+                                  got ? NULL : bare);
         qs_lock_release(&n->lock);
         if (births) /* objects born (slab.h: lazy birth) */
             qs_stat(c, q, QS_NEW_OBJS, births);
@@ -171,16 +175,18 @@ unsigned slabfe_gather(qslab_cache *c, struct qs_queue *q, struct qs_node *n, vo
         if (!s)
             return 0;
         qs_lock_acquire(&n->lock);
-        if (fresh && zero && want == 1) {
+        if (zero && ((fresh && want == 1) || bare)) {
             /* its first object is ours: the slab goes on the partial list,
-             * whose head slabfe_take_locked takes from while we hold the lock */
+             * whose head slabfe_take_locked takes from while we hold the
+             * lock (calloc's refill: born bare) */
             qs_list_add(&n->list, s, QS_SLAB_PARTIAL);
             n->free_objects += s->objects;
-            got = slabfe_take_locked(c, n, dst, 1, &twice, &births, 1);
+            got = slabfe_take_locked(c, n, dst, 1, &twice, &births, 1, bare);
             qs_lock_release(&n->lock);
             if (births)
                 qs_stat(c, q, QS_NEW_OBJS, births);
-            *fresh = got != 0;
+            if (fresh)
+                *fresh = got != 0;
             return got;
         }
         if (likely(!s->inuse)) /* a FIFO slab may keep objects in use (slab_from_fifo) */

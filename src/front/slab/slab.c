@@ -154,12 +154,31 @@ static void *slab_alloc_single(qslab_cache *c, struct qs_queue *q, int node)
 {
     void *obj;
     bool fresh = false;
-    if (!slabfe_gather(c, q, &c->nodes[node], &obj, 1, &fresh))
+    if (!slabfe_gather(c, q, &c->nodes[node], &obj, 1, &fresh, NULL))
         return NULL;
     *qs_link(c, obj) = 0;
     qs_self.last_word = fresh ? QS_FRESH_WORD(c->secret) : 0;
     qs_stat(c, q, QS_ALLOC_SLOW, 1);
     qs_stat(c, q, QS_NODE_ALLOC, 1);
+    return obj;
+}
+
+/* calloc's miss (api/kmalloc.h: QS_WORD_CALLOC): a refill that would
+ * birth objects from zero memory gives one born bare instead
+ * (slabfe_take_locked), which bare_out hands out past the array: a slow
+ * pop, counted in moved as qs_percpu_refilled counts the object it hands
+ * out (the array's owner: the thread, or the holder of its CPU's lock). */
+static inline bool calloc_miss(void)
+{
+    return qs_self.last_word == QS_WORD_CALLOC;
+}
+
+static void *bare_out(qslab_cache *c, struct qs_queue *q, void *obj)
+{
+    qs_queue_seq_begin(q);
+    qs_queue_seq_end(q, 1);
+    qs_stat(c, q, QS_ALLOC_SLOW, 1);
+    qs_self.last_word = QS_FRESH_WORD(c->secret);
     return obj;
 }
 
@@ -181,9 +200,13 @@ static void *th_alloc(qslab_cache *c)
             unsigned room = q->cap - QS_TOP_NR(q->top);
             if (want > room)
                 want = room;
-            unsigned got = slabfe_gather(c, q, &c->nodes[q->node], q->slots, want, NULL);
+            bool bare = false;
+            unsigned got = slabfe_gather(c, q, &c->nodes[q->node], q->slots, want, NULL,
+                                         calloc_miss() ? &bare : NULL);
             if (!got)
                 return NULL;
+            if (bare)
+                return bare_out(c, q, q->slots[0]);
             qs_queue_nr_set(q, got);
         }
         void *obj = qs_queue_pop(c, q, QS_ALLOC_SLOW);
@@ -260,10 +283,16 @@ static void *pc_alloc(qslab_cache *c)
             want = g ? g : 1;
         if (want > REFILL_MAX)
             want = REFILL_MAX;
-        unsigned n = slabfe_gather(c, q, &c->nodes[q->node], buf, want, NULL);
+        bool bare = false;
+        unsigned n = slabfe_gather(c, q, &c->nodes[q->node], buf, want, NULL, calloc_miss() ? &bare : NULL);
         if (!n) {
             qs_lock_release(&q->lock);
             return NULL;
+        }
+        if (bare) {
+            bare_out(c, q, buf[0]);
+            qs_lock_release(&q->lock);
+            return buf[0];
         }
         return qs_percpu_refilled(c, q, buf, n); /* queue.c: SLQB's step */
     }

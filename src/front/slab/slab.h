@@ -52,16 +52,22 @@ static inline void bm_flip(const struct qs_slab *s, unsigned i)
 {
     free_bm(s)[i / 64] ^= (uint64_t)1 << (i % 64);
 }
+/* Entry i of the index array holds its index XOR i (entries are as wide
+ * as the indices: i and v have the same width), so that an entry still
+ * zero names its own object: a new slab's array starts in order without a
+ * write, and one of zero memory (the page layer's, QS_SLAB_ZERO) is not
+ * written at all until an object goes back (slab_init_free: bare births
+ * for calloc leave a slab's every page untouched). */
 static inline unsigned get_free_idx(const struct qs_slab *s, unsigned i)
 {
     const void *a = (const char *)s->freelist + bm_bytes(s->objects);
     switch (ix_of(s)) {
     case 1:
-        return ((const uint8_t *)a)[i];
+        return ((const uint8_t *)a)[i] ^ i;
     case 2:
-        return ((const uint16_t *)a)[i];
+        return ((const uint16_t *)a)[i] ^ i;
     default:
-        return ((const uint32_t *)a)[i];
+        return ((const uint32_t *)a)[i] ^ i;
     }
 }
 static inline void set_free_idx(struct qs_slab *s, unsigned i, unsigned v)
@@ -69,13 +75,13 @@ static inline void set_free_idx(struct qs_slab *s, unsigned i, unsigned v)
     void *a = (char *)s->freelist + bm_bytes(s->objects);
     switch (ix_of(s)) {
     case 1:
-        ((uint8_t *)a)[i] = (uint8_t)v;
+        ((uint8_t *)a)[i] = (uint8_t)(v ^ i);
         break;
     case 2:
-        ((uint16_t *)a)[i] = (uint16_t)v;
+        ((uint16_t *)a)[i] = (uint16_t)(v ^ i);
         break;
     default:
-        ((uint32_t *)a)[i] = v;
+        ((uint32_t *)a)[i] = v ^ i;
     }
 }
 static inline bool off_slab(const struct qs_slab *s)
@@ -96,7 +102,11 @@ static inline unsigned obj_index(const qslab_cache *c, const struct qs_slab *s, 
  * each at its own entry; the refill that takes one births it
  * (slabfe_take_locked) and a new slab makes no page resident but the ones
  * its objects in use and its free-list block are on (the kernel's SLAB
- * writes every object's index into the slab when it makes it).  Caches
+ * writes every object's index into the slab when it makes it).  The
+ * bitmap has the bits of born free objects only: an object not born yet is
+ * free by its place (its entry at or past born), its bit 0, so that a
+ * birth flips nothing and a slab of zero memory needs no write to start
+ * (slab_init_free).  Caches
  * with a constructor (run outside the node lock at the slab's birth) or
  * `random` (a shuffled index array names objects in no order) are born
  * whole.  On the node's FIFO a slab's `objects` is its born ones (linked:
@@ -144,7 +154,7 @@ void slabfe_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *lis
                          struct qs_slab **all);
 void slabfe_uncount_twice(qslab_cache *c, struct qs_queue *q, unsigned long k);
 unsigned slabfe_take_locked(qslab_cache *c, struct qs_node *n, void **dst, unsigned want,
-                            unsigned *twice, unsigned *births, unsigned born_max);
+                            unsigned *twice, unsigned *births, unsigned born_max, bool *bare);
 /* objects not born yet a refill takes at most: a page's worth, at least one */
 static inline unsigned slab_born_max(const qslab_cache *c)
 {
@@ -160,7 +170,7 @@ void slabfe_to_node(qslab_cache *c, struct qs_queue *q, struct qs_node *n, void 
                     unsigned long k, bool shared_first);
 void slabfe_slab_give_back(qslab_cache *c, struct qs_queue *q, void *const *objs, unsigned long k);
 unsigned slabfe_gather(qslab_cache *c, struct qs_queue *q, struct qs_node *n, void **dst,
-                       unsigned want, bool *fresh);
+                       unsigned want, bool *fresh, bool *bare);
 void slabfe_drain_shared(qslab_cache *c, struct qs_node *n, unsigned max);
 void slabfe_alien_drain(qslab_cache *c, struct qs_queue *q);
 void slabfe_alien_free(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);

@@ -164,19 +164,20 @@ unsigned slabfe_free_limit(const qslab_cache *c)
  * allocator's part, alike. */
 static bool slab_word_ok(qslab_cache *c, void *obj);
 
-static void slab_init_free(qslab_cache *c, struct qs_slab *s, void *arr, unsigned born, bool ctor)
+static void slab_init_free(qslab_cache *c, struct qs_slab *s, void *arr, unsigned born, bool ctor,
+                           bool zero)
 {
     unsigned num = s->objects;
     s->inuse = 0;
     s->freelist = arr;
-    memset(arr, 0, bm_bytes(num));
+    /* the bitmap clear (the objects not born yet are free by their place:
+     * slab.h), every entry its own index (0: slab.h get_free_idx); memory
+     * the page layer gave zero (zero) is so already, and stays untouched */
+    if (!zero)
+        memset(arr, 0, meta_bytes(num, ix_of(s)));
     uintptr_t mark = qs_enc(c, NULL);
     bool fifo = s->tail != NULL; /* linked by slabfe_slabs_to_fifo, in address order */
     s->tail = NULL;
-    for (unsigned i = 0; i < num; i++)
-        set_free_idx(s, i, i);
-    for (unsigned i = born; i < num; i++)
-        bm_flip(s, i); /* free, not born yet */
     for (unsigned i = 0; i < born; i++) {
         char *obj = s->base + (size_t)i * c->slot_size;
         if (unlikely(fifo) && *qs_link(c, obj) != qs_enc(c, i + 1 < born ? obj + c->slot_size : NULL)) {
@@ -226,7 +227,7 @@ static struct qs_slab *slab_from_fifo(qslab_cache *c, struct qs_node *n)
         return NULL;
     }
     s->objects = L.num; /* span stays: the born objects' */
-    slab_init_free(c, s, arr, born, false);
+    slab_init_free(c, s, arr, born, false, false);
     return s;
 }
 
@@ -306,7 +307,8 @@ struct qs_slab *slabfe_slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_n
     s->fast = c->free_fast;
     s->tail = NULL; /* not a FIFO slab's (slab_init_free) */
     unsigned born = born_whole(c) ? L.num : 0;
-    slab_init_free(c, s, arr, born, true);
+    /* an on-slab array in zero memory is zero: in order, nothing free born */
+    slab_init_free(c, s, arr, born, true, !L.off && (s->empty_ms & QS_SLAB_ZERO));
     qs_slab_set_owner(s, &n->list);
     __atomic_store_n(&s->span, born * c->slot_size, __ATOMIC_RELAXED);
     __atomic_store_n(&s->cache, c, __ATOMIC_RELEASE);
@@ -418,12 +420,15 @@ static bool slab_leaving_ok(qslab_cache *c, struct qs_queue *q, struct qs_slab *
  * the objects not born yet at most born_max (at least 1), counted in
  * *births: a refill that reaches new memory takes a page's worth of it, as
  * SLQB's (c->fresh), not a batch, so that the pages it touches are the
- * pages its array's owner uses.  An object whose word is wrong is reported
+ * pages its array's owner uses.  bare (calloc's refill, else NULL): an
+ * object not born yet of zero memory met before any other is born bare
+ * (never written: the stamp neither), alone into dst[0], and *bare set.
+ * An object whose word is wrong is reported
  * and not taken (it stays in use from its slab's side: an array holds it
  * already, or it is lost); *twice counts those freed twice (their second
  * free leaves the counts). */
 unsigned slabfe_take_locked(qslab_cache *c, struct qs_node *n, void **dst, unsigned want,
-                            unsigned *twice, unsigned *births, unsigned born_max)
+                            unsigned *twice, unsigned *births, unsigned born_max, bool *bare)
 {
     uintptr_t stamp = QS_STAMP(c->secret);
     unsigned got = 0, born = 0;
@@ -436,16 +441,30 @@ unsigned slabfe_take_locked(qslab_cache *c, struct qs_node *n, void **dst, unsig
             qs_list_add(&n->list, s, QS_SLAB_PARTIAL);
         }
         while (s->inuse < s->objects && got < want) {
-            unsigned idx = get_free_idx(s, s->inuse++);
+            /* an entry at or past born names its own object (slab.h): not
+             * read, so that a birth does not fault the index block's page
+             * in (from the kernel's zero page, a second fault when the
+             * object's page is the block's and the program writes it) */
+            unsigned born_n = born_of(c, s);
+            unsigned idx = s->inuse >= born_n ? s->inuse : get_free_idx(s, s->inuse);
+            s->inuse++;
             void *obj = s->base + (size_t)idx * c->slot_size;
-            bm_flip(s, idx); /* in use */
             n->free_objects--;
             uint32_t span = __atomic_load_n(&s->span, __ATOMIC_RELAXED);
-            if ((size_t)idx * c->slot_size >= span) {
+            if ((size_t)idx * c->slot_size >= span) { /* its bit is 0 (slab.h): no flip */
                 if (born >= born_max && born) { /* enough new memory: not taken */
-                    bm_flip(s, idx);
                     n->free_objects++;
                     s->inuse--;
+                    want = got;
+                    break;
+                }
+                if (bare && !got && qs_slab_born_zero(c, s) && !born_whole(c)) {
+                    /* calloc's: born bare, its word never written
+                     * (core/slab.c qs_slab_born_bare), handed out alone */
+                    __atomic_store_n(&s->span, (uint32_t)((idx + 1) * c->slot_size), __ATOMIC_RELAXED);
+                    ++*births;
+                    *bare = true;
+                    dst[got++] = obj;
                     want = got;
                     break;
                 }
@@ -459,14 +478,17 @@ unsigned slabfe_take_locked(qslab_cache *c, struct qs_node *n, void **dst, unsig
                  * follows this store (the program's own ordering) */
                 __atomic_store_n(&s->span, (uint32_t)((idx + 1) * c->slot_size), __ATOMIC_RELAXED);
                 ++*births;
-            } else if (unlikely(!slab_word_ok(c, obj))) {
-                /* held elsewhere too (the stamp, or 0: handed out from an
-                 * array), or written after its free or by the program that
-                 * got it from an array: reported, never handed out while
-                 * someone may hold it, in use for good from its slab's
-                 * side and counted as allocated (see slabfe_to_node) */
-                ++*twice;
-                continue;
+            } else {
+                bm_flip(s, idx); /* in use */
+                if (unlikely(!slab_word_ok(c, obj))) {
+                    /* held elsewhere too (the stamp, or 0: handed out from an
+                     * array), or written after its free or by the program that
+                     * got it from an array: reported, never handed out while
+                     * someone may hold it, in use for good from its slab's
+                     * side and counted as allocated (see slabfe_to_node) */
+                    ++*twice;
+                    continue;
+                }
             }
             *qs_link(c, obj) = stamp;
             dst[got++] = obj;

@@ -228,6 +228,7 @@ int qs_percpu_pop_one(qslab_cache *c, struct qs_queue *q, void **obj)
 void *slqb_percpu_alloc_slow(qslab_cache *c)
 {
     void *buf[QS_PERCPU_BATCH];
+    bool want_bare = qs_self.last_word == QS_WORD_CALLOC; /* calloc's miss (kmalloc.h) */
     for (;;) {
         struct qs_queue *q = qs_percpu_lock(c);
         if (!q) {
@@ -248,10 +249,19 @@ void *slqb_percpu_alloc_slow(qslab_cache *c)
         uint32_t room = qs_queue_max(q) + 1; /* the grant, and the caller's */
         if (room > QS_PERCPU_BATCH)
             room = QS_PERCPU_BATCH;
-        unsigned n = slqb_refill_gather(c, q, buf, room);
+        bool bare = false;
+        unsigned n = slqb_refill_gather(c, q, buf, room, want_bare ? &bare : NULL);
         if (!n) {
             qs_lock_release(&q->lock);
             return NULL; /* ENOMEM */
+        }
+        if (bare) { /* born bare for calloc: handed out as it is, its word unwritten */
+            qs_queue_seq_begin(q);
+            qs_queue_seq_end(q, 1); /* never in the queue: as qs_percpu_refilled counts it */
+            QS_ADD(q->stat[QS_ALLOC_SLOW], 1);
+            qs_lock_release(&q->lock);
+            qs_self.last_word = QS_FRESH_WORD(c->secret);
+            return buf[0];
         }
         return qs_percpu_refilled(c, q, buf, n);
     }

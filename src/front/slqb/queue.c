@@ -17,7 +17,9 @@
  *      CPU's queue) other CPUs' slabs with free objects, then new
  *      memory: a slab of ours that can grow (lazy birth, core/slab.c) or a new
  *      slab, until c->fresh objects (QS_REFILL_MIN, at most a page's
- *      worth), born straight into the slots.  A slab whose free list went to
+ *      worth), born straight into the slots (calloc's refill: one object
+ *      born bare, never written, handed out past the queue: core/slab.c
+ *      qs_slab_born_bare).  A slab whose free list went to
  *      the queue is FULL, unless it can grow.
  * A thread's queue is refilled in place; a CPU's refill gathers into a
  * buffer under q->lock and pushes it in a section (slqb_percpu_alloc_slow).
@@ -381,6 +383,35 @@ static unsigned take_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
     return got;
 }
 
+/* calloc's refill found no object born already (bare: core/slab.c): one
+ * object born bare into dst[0] from the slab of ours that grows, or from a
+ * new slab, when the page layer gave it zero: 1.  0: nothing taken (the
+ * slab made is kept on our list, grown by the caller); -1: no memory for
+ * a new slab (ENOMEM, as the caller's own attempt would end). */
+static int take_bare(qslab_cache *c, struct qs_queue *q, void **dst)
+{
+    if (c->ctor || c->debug || qs_slab_random(c))
+        return 0;
+    struct qs_slab *s = q->list.partial;
+    bool listed = s != NULL;
+    if (!s) {
+        if (!(s = qs_slab_new(c, q, q->node, false)))
+            return -1;
+        qs_slab_set_owner(s, &q->list);
+        if (!qs_slab_bare_ok(c, s)) { /* grown by the caller, as any new slab of ours */
+            qs_list_add(&q->list, s, QS_SLAB_PARTIAL);
+            return 0;
+        }
+    } else if (!qs_slab_bare_ok(c, s)) {
+        return 0;
+    }
+    dst[0] = qs_slab_born_bare(c, q, s);
+    if (listed)
+        qs_list_del(&q->list, s);
+    qs_list_add(&q->list, s, qs_slab_growable(c, s) ? QS_SLAB_PARTIAL : QS_SLAB_FULL);
+    return 1;
+}
+
 /* Gather free objects of q's own for its queue into dst[0..room): what
  * others posted to its inbox, if anything; else up to c->refill objects from
  * slabs (SLQB's refill): our partial slabs' free lists, our stash of empty
@@ -388,8 +419,13 @@ static unsigned take_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
  * then new memory: a slab of ours that can grow (lazy birth, core/slab.c) or a
  * new slab, until c->fresh objects (QS_REFILL_MIN, at most a page's worth).
  * Returns how many; 0 on ENOMEM.  The owner (thread mode) or q->lock holder
- * (CPU mode) calls it. */
-unsigned slqb_refill_gather(qslab_cache *c, struct qs_queue *q, void **dst, unsigned room)
+ * (CPU mode) calls it.  bare: calloc's refill (NULL for any other): when
+ * nothing born already was found and new memory is zero, one object born
+ * bare (never written: core/slab.c qs_slab_born_bare) goes to dst[0],
+ * *bare is set and 1 returned; the caller hands it out as it is, past the
+ * queue. */
+unsigned slqb_refill_gather(qslab_cache *c, struct qs_queue *q, void **dst, unsigned room,
+                            bool *bare)
 {
     if (__atomic_load_n(&q->inbox.pending, __ATOMIC_RELAXED)) {
         unsigned got = slqb_claim_into(c, q, dst, room);
@@ -436,7 +472,13 @@ unsigned slqb_refill_gather(qslab_cache *c, struct qs_queue *q, void **dst, unsi
          * the batches hold no object of a slab we take. */
         if (qs_queue_batches_held(q))
             slqb_send_pending(c, q, false);
-        got = take_list(c, q, qs_node_take(c, q, &c->nodes[q->node], want - got), got, want, dst);
+        /* the node's counts as hints (relaxed; its lock orders the lists):
+         * a slab listed just after the look is one a refill just after
+         * ours would find; none listed, no lock (calloc's refills of bare
+         * births come here once per object) */
+        struct qs_node *n = &c->nodes[q->node];
+        if (QS_LOAD(n->list.nr_partial) || QS_LOAD(n->nr_empty))
+            got = take_list(c, q, qs_node_take(c, q, n, want - got), got, want, dst);
         /* a CPU's queue: other CPUs' slabs of our node with free objects
          * before new memory (cpu.c) */
         if (got < least && q->cpu >= 0)
@@ -447,6 +489,15 @@ unsigned slqb_refill_gather(qslab_cache *c, struct qs_queue *q, void **dst, unsi
      * a page's worth at most, so a class's first mallocs touch a page each.
      * All that a growth makes goes to dst while it has room: it is a page's
      * worth, or what the slab had born already, and touched now anyway */
+    if (!got && bare) { /* calloc's: one object born bare instead */
+        int k = take_bare(c, q, dst);
+        if (k) {
+            if (k < 0)
+                errno = ENOMEM;
+            *bare = k > 0;
+            return k > 0;
+        }
+    }
     while (got < least) {
         if ((s = q->list.partial) && !s->freelist) {
             got += take_slab(c, q, s, true, least - got, room - got, dst + got);
@@ -463,8 +514,11 @@ unsigned slqb_refill_gather(qslab_cache *c, struct qs_queue *q, void **dst, unsi
     return got;
 }
 
-/* Thread mode: refill the (empty) queue in place. */
-static bool queue_refill(qslab_cache *c, struct qs_queue *q)
+/* Thread mode: refill the (empty) queue in place.  *bare_obj (calloc's
+ * refill; else bare_obj is NULL): an object born bare, handed out past the
+ * queue (slqb_refill_gather), counted as a slow pop and in moved, as a
+ * CPU's refill counts the object it hands out (cpu.c). */
+static bool queue_refill(qslab_cache *c, struct qs_queue *q, void **bare_obj)
 {
     slqb_grant_grow(c, q); /* a miss */
     /* room for a refill, up to the grant and at least the caller's object
@@ -478,7 +532,16 @@ static bool queue_refill(qslab_cache *c, struct qs_queue *q)
     }
     if (room > q->cap - nr)
         room = q->cap - nr;
-    unsigned got = slqb_refill_gather(c, q, q->slots + nr, room);
+    bool bare = false;
+    unsigned got = slqb_refill_gather(c, q, q->slots + nr, room, bare_obj ? &bare : NULL);
+    if (bare) {
+        *bare_obj = q->slots[nr];
+        qs_queue_seq_begin(q);
+        qs_queue_seq_end(q, 1);
+        QS_ADD(q->stat[QS_ALLOC_SLOW], 1);
+        qs_self.last_word = QS_FRESH_WORD(c->secret);
+        return true;
+    }
     qs_queue_nr_set(q, nr + got);
     return got != 0;
 }
@@ -514,10 +577,14 @@ void *qs_alloc_slow_unsampled(qslab_cache *c)
             return qs_node_alloc(c, NULL, qs_self.node);
         return NULL;
     }
+    bool want_bare = qs_self.last_word == QS_WORD_CALLOC;
     for (;;) {
-        if (!QS_TOP_NR(q->top) && !queue_refill(c, q))
+        void *obj = NULL;
+        if (!QS_TOP_NR(q->top) && !queue_refill(c, q, want_bare ? &obj : NULL))
             return NULL;
-        void *obj = qs_queue_pop(c, q, QS_ALLOC_SLOW);
+        if (obj)
+            return obj; /* born bare for calloc */
+        obj = qs_queue_pop(c, q, QS_ALLOC_SLOW);
         if (obj)
             return obj;
     }

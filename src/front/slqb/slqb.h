@@ -27,7 +27,8 @@ void slqb_queue_uncount(struct qs_queue *q, unsigned long k); /* queue.c */
 void qs_queue_hand_slabs(qslab_cache *c, struct qs_queue *q); /* queue.c: every slab to its node */
 bool qs_queue_batches_held(const struct qs_queue *q); /* remote.c: in its pending or open batch */
 void qs_queue_steal_idle_stash(qslab_cache *c, struct qs_queue *q); /* budget.c: the purger's */
-unsigned slqb_refill_gather(qslab_cache *c, struct qs_queue *q, void **dst, unsigned room); /* queue.c */
+unsigned slqb_refill_gather(qslab_cache *c, struct qs_queue *q, void **dst, unsigned room,
+                            bool *bare); /* queue.c */
 struct qs_batch *slqb_batch_for(qslab_cache *c, struct qs_queue *q, struct qs_batch *b, unsigned nb,
                                 unsigned *victim, struct qs_list *to); /* remote.c */
 void slqb_send_pending(qslab_cache *c, struct qs_queue *q, bool taken); /* remote.c */

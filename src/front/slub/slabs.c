@@ -398,17 +398,29 @@ QS_NOINLINE void *slub_alloc_single(qslab_cache *c, struct qs_queue *q, int node
  * half of cpu_partial_slabs), an empty slab of the FIFO, or a new slab, a
  * page's worth of whose objects are born (with `random`, in the cache's
  * random order, core/slab.c: the kernel's shuffle_freelist).  Returns the
- * list, *sp its frozen slab; NULL on ENOMEM. */
+ * list, *sp its frozen slab; NULL on ENOMEM.  bare (calloc's miss, else
+ * NULL): where the list would be objects born now from zero memory (the
+ * active slab grown, or a new slab), one object is born bare instead
+ * (core/slab.c qs_slab_born_bare), never written, into *bare, counted in
+ * use; NULL is returned with *sp the frozen slab, its list empty. */
 void *slub_new_freelist(qslab_cache *c, struct qs_queue *q, struct qs_slab *old,
-                        struct qs_slab **sp)
+                        struct qs_slab **sp, void **bare)
 {
     void *fl;
     struct qs_slab *s;
     sl_stat(c, q, QS_REFILL, 1);
-    if (old && qs_slab_growable(c, old) &&
-        ((fl = take_remote(c, old)) || (fl = grow_active(c, q, old)))) {
+    if (old && qs_slab_growable(c, old)) {
         *sp = old;
-        return fl;
+        if ((fl = take_remote(c, old)))
+            return fl;
+        if (bare && qs_slab_bare_ok(c, old)) {
+            *bare = qs_slab_born_bare(c, q, old); /* owner's alone until the CAS, as grow_active */
+            uint64_t w = fw_load(old);
+            while (!fw_cas(old, &w, fw_make(fw_head(w), fw_inuse(w) + 1, true)))
+                ;
+            return NULL;
+        }
+        return grow_active(c, q, old);
     }
     if (old && (fl = get_freelist(c, old))) {
         *sp = old;
@@ -456,7 +468,12 @@ void *slub_new_freelist(qslab_cache *c, struct qs_queue *q, struct qs_slab *old,
     }
     if (!(s = qs_slab_new(c, q, q->node, false)))
         return NULL;
-    qs_slab_grow(c, q, s, 0); /* a page's worth: LAZY BIRTH above */
     *sp = s;
+    if (bare && qs_slab_bare_ok(c, s)) {
+        *bare = qs_slab_born_bare(c, q, s); /* in use: freeze_fresh counts it */
+        freeze_fresh(s, NULL);
+        return NULL;
+    }
+    qs_slab_grow(c, q, s, 0); /* a page's worth: LAZY BIRTH above */
     return freeze_fresh(s, s->freelist);
 }

@@ -262,6 +262,13 @@ static void *list_pop(qslab_cache *c, void **fl)
  * path takes the block from the node (partial, FIFO, new: slub_alloc_single);
  * its free finds the slab full (slub_slab_free) and sends it to the FIFO
  * (discard_single, slabs.c), under the retention rule and the decay. */
+/* calloc's miss (api/kmalloc.h: QS_WORD_CALLOC): a new list would be born
+ * from zero memory, so one object is born bare instead (slub_new_freelist). */
+static inline bool calloc_miss(void)
+{
+    return qs_self.last_word == QS_WORD_CALLOC;
+}
+
 QS_NOINLINE static void *th_alloc_slow(qslab_cache *c, struct qs_queue *q)
 {
     if (!q && !(q = slub_my_queue(c)))
@@ -282,7 +289,14 @@ QS_NOINLINE static void *th_alloc_slow(qslab_cache *c, struct qs_queue *q)
         }
         struct qs_slab *old = q->sl.slab, *s;
         QS_STORE(q->sl.slab, NULL);
-        if (!(fl = slub_new_freelist(c, q, old, &s))) {
+        void *bare = NULL;
+        if (!(fl = slub_new_freelist(c, q, old, &s, calloc_miss() ? &bare : NULL))) {
+            if (bare) { /* born bare for calloc: s stays active, its list empty */
+                QS_STORE(q->sl.slab, s);
+                sl_stat(c, q, QS_ALLOC_SLOW, 1);
+                qs_self.last_word = QS_FRESH_WORD(c->secret);
+                return bare;
+            }
             errno = ENOMEM;
             return NULL;
         }
@@ -344,7 +358,15 @@ QS_NOINLINE static void *pc_alloc_slow(qslab_cache *c)
         }
         /* a list now (pushed since the fast path looked, or a head with a
          * corrupt link): take from it; else a new one */
-        if (!fl && !(fl = slub_new_freelist(c, q, old, &s))) {
+        void *bare = NULL;
+        if (!fl && !(fl = slub_new_freelist(c, q, old, &s, calloc_miss() ? &bare : NULL))) {
+            if (bare) { /* born bare for calloc: s installed, its list empty */
+                pc_install_or_give(c, q, s, NULL);
+                sl_stat(c, q, QS_ALLOC_SLOW, 1);
+                qs_lock_release(&q->lock);
+                qs_self.last_word = QS_FRESH_WORD(c->secret);
+                return bare;
+            }
             qs_lock_release(&q->lock);
             errno = ENOMEM;
             return NULL;

@@ -101,7 +101,7 @@ void slub_deactivate(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void
 void slub_slab_free(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj, bool user);
 void *slub_alloc_single(qslab_cache *c, struct qs_queue *q, int node);
 void *slub_new_freelist(qslab_cache *c, struct qs_queue *q, struct qs_slab *old,
-                        struct qs_slab **sp);
+                        struct qs_slab **sp, void **bare);
 
 /* ---- cachewide.c: the cache-wide hooks of qs_front_slub (slub.c) ---- */
 void slub_retire(qslab_cache *c, struct qs_queue *q);
