@@ -211,6 +211,13 @@ static struct table *table_new(qslab_cache *c, size_t n)
     return t;
 }
 
+static void table_free(struct table *t)
+{
+    pthread_mutex_destroy(&t->lock);
+    free(t->b);
+    free(t);
+}
+
 /* load keys 1..n, delete 90% at random; kept[] their survivors */
 static void load_delete(struct table *t, size_t n)
 {
@@ -304,6 +311,9 @@ static void concurrent(bool *mobile)
     for (size_t i = 0; i < N; i++)
         if (kept[i / 8] >> (i % 8) & 1)
             CHECK(erase(t, i + 1));
+    for (int i = 0; i < 2; i++)
+        free(w[i].have);
+    table_free(t);
     CHECK(qslab_cache_destroy(c) == 0);
 }
 
@@ -361,6 +371,7 @@ static void with_ctor(bool mobile)
     for (size_t i = 0; i < n; i++)
         if (kept[i / 8] >> (i % 8) & 1)
             CHECK(erase(t, i + 1));
+    table_free(t);
     CHECK(qslab_cache_destroy(c) == 0);
 }
 
@@ -383,6 +394,7 @@ static void with_debug(bool mobile)
     for (size_t i = 0; i < n; i++)
         if (kept[i / 8] >> (i % 8) & 1)
             CHECK(erase(t, i + 1));
+    table_free(t);
     CHECK(qslab_cache_destroy(c) == 0);
 }
 
@@ -431,6 +443,7 @@ static void by_purger(bool mobile)
     for (size_t i = 0; i < n; i++)
         if (kept[i / 8] >> (i % 8) & 1)
             CHECK(erase(t, i + 1));
+    table_free(t);
     CHECK(qslab_cache_destroy(c) == 0);
 }
 
@@ -485,6 +498,7 @@ static void fork_in_pass(bool mobile)
     for (size_t i = 0; i < n; i++)
         if (kept[i / 8] >> (i % 8) & 1)
             CHECK(erase(t, i + 1));
+    table_free(t);
     CHECK(qslab_cache_destroy(c) == 0);
 }
 
@@ -500,5 +514,6 @@ int main(void)
     bad_calls();
     by_purger(mobile);
     fork_in_pass(mobile);
+    free(kept);
     return tu_done();
 }
