@@ -63,7 +63,7 @@ struct qs_front {
     void *(*kmalloc)(qslab_cache *c, size_t size, size_t align);
     /* free obj, which the caller validated as an object of slab s, whose
      * cache is c (for SLOB: its arena) */
-    void (*free)(qslab_cache *c, struct qs_slab *s, void *obj);
+    void (*free_obj)(qslab_cache *c, struct qs_slab *s, void *obj);
     /* qslab_cache_free(expected, obj) where obj lies in slab s of a cache
      * of this front end other than `expected` (SLOB: pages shared by every
      * cache): free it or report it and return true; or return false, s

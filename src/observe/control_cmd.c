@@ -120,7 +120,7 @@ static void capture_begin(struct server *s)
 }
 
 /* The caches' figures, one cache (name) or every one; NULL on ENOMEM. */
-static size_t snapshot(struct server *s, const char *name)
+static size_t caches_snapshot(struct server *s, const char *name)
 {
     for (;;) {
         size_t n = qs_stats_collect(name, s->snap, s->snap_max);
@@ -231,7 +231,7 @@ static void do_shrink(struct client *c, const struct qs_ctl_req *r)
 
 static void do_validate(struct server *s, struct client *c, const struct qs_ctl_req *r)
 {
-    size_t n = snapshot(s, r->cache[0] ? r->cache : NULL), bad = 0, done = 0;
+    size_t n = caches_snapshot(s, r->cache[0] ? r->cache : NULL), bad = 0, done = 0;
     if (r->cache[0] && n == 0) {
         ctl_out_printf(c, "error: no cache named %s\n", r->cache);
         return;
@@ -261,7 +261,7 @@ static void do_validate(struct server *s, struct client *c, const struct qs_ctl_
 
 static void do_stats(struct server *s, struct client *c, const struct qs_ctl_req *r)
 {
-    size_t n = snapshot(s, r->cache[0] ? r->cache : NULL);
+    size_t n = caches_snapshot(s, r->cache[0] ? r->cache : NULL);
     if (r->cache[0] && n == 0) {
         ctl_out_printf(c, "error: no cache named %s\n", r->cache);
         return;

@@ -372,7 +372,7 @@ static unsigned flush_count(qslab_cache *c, unsigned nr)
 void qs_percpu_free_slow(qslab_cache *c, struct qs_slab *s, void *obj, int why)
 {
     if (unlikely(c->front != QS_FRONT_SLQB)) { /* no queues: front.h */
-        qs_front_of(c)->free(c, s, obj);
+        qs_front_of(c)->free_obj(c, s, obj);
         return;
     }
     if (why == QS_PC_SUSPECT) { /* obj is the top of our queue: free already */

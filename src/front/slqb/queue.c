@@ -617,7 +617,7 @@ struct qs_queue *qs_queue_for_free(qslab_cache *c)
 void qs_free_slow(qslab_cache *c, struct qs_slab *s, void *obj)
 {
     if (unlikely(c->front != QS_FRONT_SLQB)) { /* no queues: front.h */
-        qs_front_of(c)->free(c, s, obj);
+        qs_front_of(c)->free_obj(c, s, obj);
         return;
     }
     struct qs_queue *q = qs_queue_for_free(c);

@@ -249,7 +249,7 @@ void qs_free_remote(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void 
     /* no queue (see qs_queue_fast), or a queue of another front end's
      * (SLUB's: its slabs have no owner list, front.h) */
     if (unlikely(c->front != QS_FRONT_SLQB)) {
-        qs_front_of(c)->free(c, s, obj);
+        qs_front_of(c)->free_obj(c, s, obj);
         return;
     }
     if (unlikely(q == &qs_no_queue)) {
