@@ -1,7 +1,7 @@
 /*
  * api/kmalloc.h - kmalloc's fast paths: a request's class from the tables
  * (kmalloc.c lists the classes), an allocation from the class's cache
- * through the owners' queues (front/fastpath.h), the free of a pointer of
+ * through the owners' queues (front/slqb/fast.h), the free of a pointer of
  * any kind.  Inlined into kmalloc.c's entry points and into the drop-in's
  * malloc and free (src/malloc/), so that those are one call deep; their
  * slow paths (qs_kmalloc_slow, qs_large_alloc, qs_free_other) are

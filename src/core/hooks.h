@@ -15,7 +15,7 @@
  *                     channel's requests; the entry points' addresses, for
  *                     the debug tracks' call sites; zero-size blocks, for
  *                     the fault handler's reports
- *   qs_front_hooks    the front layer (front/front.c
+ *   qs_front_hooks    the front layer (front/registry.c
  *                     qs_front_hooks_register): the purger's tick, an
  *                     owner's exit, a destroyed cache's queues, which
  *                     front ends have queues
@@ -123,7 +123,7 @@ struct qs_front_hooks {
     size_t (*tick)(bool all);
     /* owner/owner.c, an owner's exit, qs_global held: everything q holds
      * given back (the front end's per-owner state first), its slabs to the
-     * node lists: front.c's, which calls the front end's retire and SLQB's
+     * node lists: registry.c's, which calls the front end's retire and SLQB's
      * qs_queue_retire */
     void (*retire)(qslab_cache *c, struct qs_queue *q);
     /* owner/owner.c qs_owner_detach_cache, destroy, qs_global held, the

@@ -14,10 +14,11 @@
  *             hooks.[ch] (the calls up the layers, which those layers fill in)
  *   owner/    owner.c (who owns a queue: a CPU or a thread), percpu.[ch]
  *             (restartable sequences)
- *   front/    front.[ch] (the interface, the registry), fastpath.h (the inline
- *             fast paths); slqb/ (queue.c: refill, flush; remote.c: remote
- *             batches, inboxes; budget.c: the owner budget; cpu.c: per-CPU
- *             queues), slub/, slab/, slob/
+ *   front/    front.[ch] (the interface, the table of front ends); slqb/
+ *             (fast.h: the queues' inline fast paths; queue.c: refill,
+ *             flush; remote.c: remote batches, inboxes; budget.c: the owner
+ *             budget; cpu.c: per-CPU queues), slub/, slab/, slob/;
+ *             fastpath.h (the choice among the fast paths), registry.c
  *   debug/    debug.c, flags.c, slot.c, track.c, bugs.c (the debug front end),
  *             twin.c, guard.c, validate.c
  *   observe/  stats.c, observe.[ch], tune.c, control.[ch]
@@ -149,7 +150,7 @@ static inline size_t qs_round_up(size_t v, size_t a)
 
 #define QS_LINK_TAG_MASK 0xffff800000000007ULL
 /* The tag bits but bit 0's: those of w ^ stamp for a free object's word w
- * (front/fastpath.h qs_queue_word_taken).  The fast paths' asm tests a
+ * (front/slqb/fast.h qs_queue_word_taken).  The fast paths' asm tests a
  * word against the masks in memory (qs_tag_masks, core/slab.c: a test with
  * a RIP-relative operand, where a 64-bit immediate would need a register
  * and an instruction more). */
@@ -691,7 +692,7 @@ void qs_owner_budget_stats(struct qslab_budget_stats *st); /* after start-up */
  *   paths are plain C, its slow paths run on the owner alone.
  * QS_OWNER_CPU: a queue belongs to a CPU (SLQB's owner), found through the
  *   thread's rseq area (cpu_id) and qs_cpu_owners[].  Fast paths are
- *   restartable sequences (percpu.c, fastpath.h): they touch only the
+ *   restartable sequences (percpu.c, slqb/fast.h): they touch only the
  *   current CPU's queue line and slots, and commit with one store to `top`.
  *   Every slow path on a queue holds its `lock`, and changes the queue's
  *   top and slots only through restartable sequences on the queue's CPU
@@ -732,7 +733,7 @@ extern int qs_nr_nodes;          /* nodes qslab uses (real or fake) */
 extern bool qs_multi_node;       /* qs_nr_nodes > 1 */
 extern bool qs_real_numa;        /* bind slabs with mbind */
 extern __thread struct qs_owner qs_self __attribute__((tls_model("initial-exec")));
-extern struct qs_queue qs_no_queue; /* "no queue" for the fast paths (fastpath.h; slab.c) */
+extern struct qs_queue qs_no_queue; /* "no queue" for the fast paths (slqb/fast.h; slab.c) */
 /* Defined in core/caches.c (with qs_kmalloc_caches): the global lock; the
  * cache list, in creation order, and the live caches by id (qs_global;
  * linked and unlinked by the caches' set-up and destroy, api/cache.c);

@@ -23,7 +23,7 @@
  * touches no FIFO, so the decay would never run.  The first time empty slabs
  * are kept, a detached background thread is started (signals blocked, 64 KiB
  * stack); every QS_PURGE_TICK_MS it runs the tick, which is the front
- * layer's (qs_front_hooks.tick: front/front.c qs_front_tick): every
+ * layer's (qs_front_hooks.tick: front/registry.c qs_front_tick): every
  * cache's idle queues (the front ends' `idle` hooks), then the policy on
  * every node of the cache (qs_node_sweep_cache, here), then the front ends'
  * own sweeps.  Its sleep between ticks listens to memory pressure (a
@@ -532,7 +532,7 @@ static void *purger_main(void *arg)
     qs_pressure_open(); /* its source of pressure events (pressure.c) */
     for (unsigned ticks = 1;; ticks++) {
         qs_pressure_wait(QS_PURGE_TICK_MS); /* a pressure event meanwhile: a trim at once */
-        qs_front_hooks.tick(false); /* front/front.c qs_front_tick */
+        qs_front_hooks.tick(false); /* front/registry.c qs_front_tick */
         qs_pressure_tick(); /* near the cgroup's memory limit: a trim */
         if (ticks % QS_DEFRAG_TICKS == 0) /* the mobile caches much emptier than in use */
             if (qs_api_hooks.defrag)
@@ -542,7 +542,7 @@ static void *purger_main(void *arg)
 }
 
 /* Core's part of the purger's tick and of malloc_trim (the tick is the
- * front layer's: front/front.c qs_front_tick, which holds qs_global over
+ * front layer's: front/registry.c qs_front_tick, which holds qs_global over
  * every cache, calls this for each after the cache's queues, and
  * qs_node_sweep_end once qs_global is released): give back the empty slabs
  * of every node of c, by the policy at `now` (all == false, the purger) or

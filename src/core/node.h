@@ -34,7 +34,7 @@ size_t qs_node_cached_bytes(void);
 /* The newest empty slab of n's FIFO, taken off it (NULL: none). */
 struct qs_slab *qs_node_take_empty(struct qs_node *n);
 /* The purger's tick and malloc_trim, core's part (the tick is the front
- * layer's: front/front.c qs_front_tick): c's nodes' empty slabs by the
+ * layer's: front/registry.c qs_front_tick): c's nodes' empty slabs by the
  * policy at `now` (all: every one), those to go back pushed on *release,
  * bytes kept warm (qs_global held); then, qs_global released, *release's
  * slabs given back: bytes. */

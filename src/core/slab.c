@@ -494,7 +494,7 @@ uint32_t qs_slab_list_lost(struct qs_slab *s)
 }
 
 /* "No queue" (internal.h): what the fast paths find where a caller has no
- * queue of a cache (owner/owner.c hands it out; front/fastpath.h).  Never
+ * queue of a cache (owner/owner.c hands it out; front/slqb/fast.h).  Never
  * written: empty, owns no slab.  Defined here, in core, for
  * qs_uncount_frees below. */
 struct qs_queue qs_no_queue;

@@ -79,6 +79,14 @@ static inline bool qs_slab_valid_obj(const struct qs_slab *s, const void *p)
     /* span grows while the slab lives (lazy birth, core/slab.c): relaxed */
     return off < __atomic_load_n(&s->span, __ATOMIC_RELAXED) && off * s->recip < s->recip;
 }
+/* Slab of a pointer that should be an object of a slab chunk; NULL if not. */
+static inline struct qs_slab *qs_obj_slab(struct qs_chunk *ch, const void *p)
+{
+    struct qs_slab *s = qs_chunk_slab(ch, p);
+    if (unlikely(!s || !__atomic_load_n(&s->cache, __ATOMIC_RELAXED) || !qs_slab_valid_obj(s, p)))
+        return NULL;
+    return s;
+}
 /* w, a word that looks like a link (qs_looks_free), links into slab s's
  * free list: to NULL or to another object of s.  User data passes both
  * tests with odds of 2^-20 at most: SLUB's double-free test, and the free
@@ -132,7 +140,7 @@ static inline void qs_list_del(struct qs_list *l, struct qs_slab *s)
  * where a slab holds at most 512 of them).
  * For the slabs whose free lists are linked through the objects (SLQB's
  * and the debug front end's: qs_slab_give, take_slab, qs_slab_take_one,
- * lazy birth and the inline free of fastpath.h), the bit of an object's
+ * lazy birth and the inline free of slqb/fast.h), the bit of an object's
  * first granule is set exactly while the object is on its slab's free list,
  * and changes only under the same ownership as the list (the slab's owner,
  * or its node's lock).  The fast free pushes an object without loading its

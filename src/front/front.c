@@ -1,11 +1,12 @@
 /*
- * front.c - the front ends' registry and their selection (front.h); what
- * follows from a cache's front end for every layer above: objects per
- * slab, the default order, the sum of its counters (qs_stats_sum: the
- * statistics, validation, destroy's live objects); the calls of the layers
- * below into the front ends (core/hooks.h qs_front_hooks): the purger's
- * tick (qs_front_tick, trim's too), an owner's exit, a destroyed cache's
- * queues; the validation walker's reports (qs_walk_problem).
+ * front.c - what every front end and every layer above share (front.h):
+ * the table of front ends (qs_fronts, filled at start-up by registry.c and
+ * the debug layer) and the selection of a cache's; what follows from a
+ * cache's front end: its fast paths' kind bytes, objects per slab, the
+ * default order, the sum of its counters (qs_stats_sum: the statistics,
+ * validation, destroy's live objects); the validation walker's reports
+ * (qs_walk_problem).  It names no front end's module: the modules build
+ * on it, and registry.c, above them all, names each.
  *
  * QSLAB_FRONT=slqb|slub|slab|slob picks the front end of every cache made from then on
  * (the kmalloc caches included: they are made at start-up); the `front`
@@ -17,27 +18,10 @@
 
 #include <string.h>
 
-/* SLQB: the inline fast paths and queue.c's slow paths are its own; only
- * shrink (cache.c) and the purger's work on idle queues are hooks. */
-const struct qs_front qs_front_slqb = {
-    .name = "slqb",
-    .what = "per-owner LIFO queues, remote frees batched home (SLQB)",
-    .shrink = qs_slqb_shrink,
-    .idle = qs_slqb_idle,
-    .queue_knobs = qs_slqb_queue_knobs,
-    .queues = true,
-    .owns_slabs = true,
-};
-
-/* The debug front end is the debug layer's, which fills its entry in at
- * start-up (debug.c qs_debug_hooks_register), before this layer's hooks
- * read the table and before any cache is made. */
-const struct qs_front *qs_fronts[QS_FRONT_NR] = {
-    [QS_FRONT_SLQB] = &qs_front_slqb,
-    [QS_FRONT_SLOB] = &qs_front_slob,
-    [QS_FRONT_SLUB] = &qs_front_slub,
-    [QS_FRONT_SLAB] = &qs_front_slab,
-};
+/* Filled in at start-up, before any cache is made: the front ends by the
+ * registry (registry.c qs_front_hooks_register), the debug front end by
+ * the debug layer (debug.c qs_debug_hooks_register); read-only after. */
+const struct qs_front *qs_fronts[QS_FRONT_NR];
 
 void qs_front_set(qslab_cache *c, int f)
 {
@@ -126,70 +110,6 @@ void qs_stats_sum(qslab_cache *c, unsigned long *sum)
     }
     for (int i = 0; i < QS_STAT_NR; i++)
         sum[i] += QS_LOAD(c->orphan_stat[i]);
-}
-
-/* The purger's tick and malloc_trim's (front.h).  qs_global is held over
- * every cache, as it always was: per cache, its front end's `idle` hook on
- * each of its queues (SLQB's tries q->lock, under which it takes node
- * locks: qs_global, q->lock, node lock, the order of every slow path),
- * then core's policy on its nodes (each node lock alone); the slabs to go
- * back go after qs_global is released, then each front end's sweep, with
- * no lock held.  `now` is read once, before qs_global, for every node. */
-size_t qs_front_tick(bool all)
-{
-    struct qs_slab *release = NULL;
-    size_t bytes = 0;
-    uint64_t now = qs_os_now_ms();
-    qs_lock_acquire(&qs_global);
-    for (qslab_cache *c = qs_caches; c; c = c->next) {
-        void (*idle)(qslab_cache *, struct qs_queue *) = qs_front_of(c)->idle;
-        for (struct qs_queue *q = c->queues; q && idle; q = q->all_next)
-            idle(c, q);
-        bytes += qs_node_sweep_cache(c, all, now, &release);
-    }
-    qs_lock_release(&qs_global);
-    bytes += qs_node_sweep_end(release, all);
-    for (int f = 0; f < QS_FRONT_NR; f++) /* what the front ends keep of their own */
-        if (qs_fronts[f]->sweep)
-            bytes += qs_fronts[f]->sweep(all);
-    /* the cached-memory cap (core/page.c): a keep whose walk found
-     * qs_global busy left its estimate over the cap; the tick walks then */
-    qs_page_cached_check();
-    return bytes;
-}
-
-/* An owner's exit (owner/owner.c, qs_global held): the front end's own
- * per-owner state in q first (SLUB's active and partial slabs, SLAB's
- * alien arrays), then what every front end's queue holds (SLQB's
- * queue.c: SLAB's array goes back through its give_back). */
-static void front_retire(qslab_cache *c, struct qs_queue *q)
-{
-    if (qs_front_of(c)->retire)
-        qs_front_of(c)->retire(c, q);
-    qs_queue_retire(c, q);
-}
-
-/* A queue attached to an owner (owner/owner.c, qs_global held): its
- * front end's knobs (front.h queue_knobs), or inert. */
-static void front_attached(qslab_cache *c, struct qs_queue *q)
-{
-    if (qs_front_of(c)->queue_knobs)
-        qs_front_of(c)->queue_knobs(c, q, true);
-}
-
-void qs_front_hooks_register(void)
-{
-    unsigned queues = 0;
-    for (int f = 0; f < QS_FRONT_NR; f++)
-        if (qs_fronts[f]->queues)
-            queues |= 1u << f;
-    qs_front_hooks = (struct qs_front_hooks){
-        .tick = qs_front_tick,
-        .retire = front_retire,
-        .budget_drop = qs_queue_budget_drop,
-        .attached = front_attached,
-        .queues = queues,
-    };
 }
 
 void qs_walk_problem(struct qs_walk *w, const char *what, const void *where)

@@ -10,8 +10,8 @@
  * process, the `front` tunable per cache before its first allocation) and
  * keeps it.
  *
- *   slqb  per-owner LIFO queues, remote frees batched home (queue.c, owner.c,
- *         percpu.c, fastpath.h: the inline fast paths are SLQB's)
+ *   slqb  per-owner LIFO queues, remote frees batched home (front/slqb/:
+ *         queue.c, remote.c, cpu.c, budget.c; its inline fast paths fast.h)
  *   slub  a per-owner active slab whose free list the owner pops and
  *         pushes without a lock; every other free goes straight to its
  *         slab's free list by compare-and-swap (slub.c)
@@ -22,7 +22,7 @@
  *         block (best fit by page), no per-owner caching
  *         (slob.c): the memory floor
  *
- * THE CONTRACT.  The inline fast paths (fastpath.h) serve only caches whose
+ * THE CONTRACT.  The queues' inline fast paths (slqb/fast.h) serve only caches whose
  * owners have queues; a front end without queues never attaches one, so its
  * caches' fast paths always miss (qs_no_queue: empty, owns nothing) and land
  * in the slow paths, which hand the call to the cache's front end:
@@ -37,7 +37,7 @@
  * A NULL hook means "nothing beyond the common work".
  *
  * The layers below reach the front layer through core/hooks.h's
- * qs_front_hooks (front.c qs_front_hooks_register): the purger's tick
+ * qs_front_hooks (registry.c qs_front_hooks_register): the purger's tick
  * (qs_front_tick), an owner's exit and a destroyed cache's queues
  * (owner/owner.c), and which front ends have queues (core/node.c).
  */
@@ -201,12 +201,12 @@ struct qs_walk {
 };
 void qs_walk_problem(struct qs_walk *w, const char *what, const void *where);
 
-/* ---- front/slqb: what front.c's tables take from SLQB ---- */
+/* ---- front/slqb: what the registry (registry.c) takes from SLQB ---- */
 void qs_slqb_idle(qslab_cache *c, struct qs_queue *q); /* cpu.c: SLQB's `idle` hook */
 void qs_slqb_queue_knobs(qslab_cache *c, struct qs_queue *q, bool attach); /* queue.c */
 /* An owner's exit (qs_global held): q's objects, batches, inbox and stash
  * given back, its slabs handed to the node lists (queue.c); the front
- * end's own per-owner state went first (front.c: its `retire` hook) */
+ * end's own per-owner state went first (registry.c: its `retire` hook) */
 void qs_queue_retire(qslab_cache *c, struct qs_queue *q);
 /* destroy (qs_global held, the cache quiet): q's grant and stash leave its
  * owner's budget (budget.c; SLQB's queues only) */

@@ -2,7 +2,7 @@
  * front/queue.h - the owners' queues' slow paths: refill, flush, remote
  * frees, claims, the per-CPU queues' operations, the answers to bad frees.
  * The SLQB front end implements them (front/slqb/: queue.c, remote.c,
- * budget.c, cpu.c, misuse.c); the inline fast paths (fastpath.h), the
+ * budget.c, cpu.c, misuse.c); the inline fast paths (slqb/fast.h), the
  * other front ends with queues, and the layers above call them.
  */
 #ifndef QSLAB_FRONT_QUEUE_H
@@ -21,7 +21,7 @@ void qs_free_full(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *o
 void qs_queue_drain_stash(qslab_cache *c, struct qs_queue *q);
 void qs_queue_send_pending(qslab_cache *c, struct qs_queue *q);
 void qs_free_remote(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
-/* The per-CPU free fast path's other outcomes (fastpath.h QS_PC_*). */
+/* The per-CPU free fast path's other outcomes (slqb/fast.h QS_PC_*). */
 void qs_percpu_free_slow(qslab_cache *c, struct qs_slab *s, void *obj, int why);
 void qs_percpu_empty(qslab_cache *c, struct qs_queue *q); /* q->lock held */
 void qs_percpu_empty_all(qslab_cache *c);                 /* qs_global held */
@@ -41,11 +41,6 @@ void *qs_percpu_refilled(qslab_cache *c, struct qs_queue *q, void **buf, unsigne
 /* The caller's queue for a free: attached at a thread's 32nd free if it has
  * none (queue.c QS_FREE_ONLY_ATTACH); NULL: none yet */
 struct qs_queue *qs_queue_for_free(qslab_cache *c);
-/* Take a CPU's queue from its CPU (its fast paths miss until given back:
- * a membarrier restarts any section running there); false: impossible
- * (no membarrier).  The caller holds q->lock. */
-bool qs_percpu_take(struct qs_queue *q);
-void qs_percpu_give(struct qs_queue *q);
 /* q: the caller's queue, or NULL for a caller without one */
 bool qs_double_free_check(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj);
 void qs_free_direct(qslab_cache *c, void *obj); /* no queue: to its slab's owner */

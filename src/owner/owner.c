@@ -6,7 +6,7 @@
  * finds its queue with two TLS loads and one indexed load.  Everything else
  * in qslab sees only "the caller's queue" (qs_queue_of / qs_queue_attach),
  * so a later per-CPU owner (restartable sequences) changes this file and
- * fastpath.h's qs_queue_of, not the slow paths.
+ * owner.h's qs_queue_of, not the slow paths.
  *
  * States: 0 new, 1 active (has or may make queues), 2 exited (its exit
  * destructor ran; it gets no queue again).
@@ -355,7 +355,7 @@ static void owner_exit(void *arg)
         if (!q)
             continue;
         qslab_cache *c = q->cache;
-        qs_front_hooks.retire(c, q); /* front/front.c: the front end's, then SLQB's queue.c */
+        qs_front_hooks.retire(c, q); /* front/registry.c: the front end's, then SLQB's queue.c */
         q->owner = NULL;
         q->pool_next = c->pool;
         c->pool = q;

@@ -65,6 +65,26 @@ static inline struct qs_owner *qs_owner_now(void)
     return &qs_self;
 }
 
+/* The caller's queue for the cache with id `id` (its thread's, or its
+ * CPU's at this moment), or NULL if it has none: for the slow paths. */
+static inline struct qs_queue *qs_queue_of_id(unsigned id)
+{
+    if (qs_percpu()) {
+        struct qs_owner *o = qs_owner_now();
+        if (!o || id >= __atomic_load_n(&o->cap, __ATOMIC_ACQUIRE))
+            return NULL;
+        struct qs_queue **slots = __atomic_load_n(&o->slots, __ATOMIC_ACQUIRE);
+        return __atomic_load_n(&slots[id], __ATOMIC_ACQUIRE);
+    }
+    struct qs_queue *q = qs_queue_fast(id);
+    return q == &qs_no_queue ? NULL : q;
+}
+
+static inline struct qs_queue *qs_queue_of(const qslab_cache *c)
+{
+    return qs_queue_of_id(c->id);
+}
+
 #pragma GCC visibility pop
 
 #endif /* QSLAB_OWNER_H */

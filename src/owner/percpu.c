@@ -5,6 +5,9 @@
  * slow path touches q), but may have migrated since it chose q; fast paths
  * on q->cpu may run between any two of our sections, never inside one.
  * Budget: a few instructions plus one load and one store per object.
+ * And taking a CPU's queue from its CPU (qs_percpu_take, a membarrier), for
+ * a thread on another CPU to empty it as its owner would: a shrink, the
+ * purger's idle CPUs, SLAB's reaping, SLUB's cache-wide work.
  */
 #include "owner/percpu.h"
 
@@ -166,3 +169,30 @@ int qs_percpu_swap_fb(struct qs_queue *q, uint64_t w, uint64_t *old)
 }
 
 #endif
+
+/* Take q from its CPU (q->lock held): its fast paths find qs_no_queue from
+ * now on (and go to the slow paths, which wait for the lock), and the
+ * membarrier restarts any section that found q before.  Then q's top and
+ * slots are the caller's, as a thread's queue is its thread's, until
+ * percpu_give.  False if membarrier is refused (nothing changed). */
+bool qs_percpu_take(struct qs_queue *q)
+{
+    if (!qs_percpu_takeable)
+        return false;
+    unsigned id = q->cache->id;
+    if (id < QS_PERCPU_IDS) {
+        __atomic_store_n(&q->owner->ids[id], &qs_no_queue, __ATOMIC_RELEASE);
+        if (qs_os_membarrier_rseq(q->cpu) != 0) {
+            __atomic_store_n(&q->owner->ids[id], q, __ATOMIC_RELEASE);
+            return false;
+        }
+    }
+    return true;
+}
+
+void qs_percpu_give(struct qs_queue *q)
+{
+    unsigned id = q->cache->id;
+    if (id < QS_PERCPU_IDS)
+        __atomic_store_n(&q->owner->ids[id], q, __ATOMIC_RELEASE);
+}

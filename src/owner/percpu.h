@@ -15,7 +15,7 @@
  * of librseq's and tcmalloc's per-CPU operations; SLQB got the same from
  * running with interrupts off.
  *
- * The fast paths (fastpath.h) are inline; the batch operations of the slow
+ * The fast paths (front/slqb/fast.h) are inline; the batch operations of the slow
  * paths are in percpu.c.  x86-64 only: elsewhere QS_HAVE_PERCPU is 0 and
  * owner.c never picks the CPU owner.
  */
@@ -144,7 +144,7 @@ static inline struct qs_queue *qs_tsan_release_cpu_queue(unsigned long id)
 #endif
 
 #if QS_HAVE_PERCPU
-/* The free sections' start (front/fastpath.h, front/slub/fast.h): the
+/* The free sections' start (front/slqb/fast.h, front/slub/fast.h): the
  * CPU's queue of slab [s]'s cache (cache_id at [scid]) into %rdx, through
  * the CPU's table; %rax and %rcx are scratch.  Under TSan the section
  * restarts (7:) unless that is the queue QS_TSAN_FREE_BEGIN released; a
@@ -182,6 +182,11 @@ int qs_percpu_pop(struct qs_queue *q, void **dst, unsigned n);
 int qs_percpu_swap_slots(struct qs_queue *q, void **slots);
 /* Replace q->fb by `w`; its old value in *old. */
 int qs_percpu_swap_fb(struct qs_queue *q, uint64_t w, uint64_t *old);
+/* Take a CPU's queue from its CPU (its fast paths miss until given back:
+ * a membarrier restarts any section running there); false: impossible
+ * (no membarrier).  The caller holds q->lock. */
+bool qs_percpu_take(struct qs_queue *q);
+void qs_percpu_give(struct qs_queue *q);
 
 #pragma GCC visibility pop
 

@@ -17,7 +17,9 @@
  * A thread's array is its own: it is drained at the thread's exit, by
  * qslab_trim and by the thread's own shrink.
  */
-#include "front/fastpath.h"
+#include "front/queue.h"
+#include "owner/owner.h"
+#include "owner/percpu.h"
 #include "front/front.h"
 #include "front/slab/slab.h"
 

@@ -10,7 +10,7 @@
  * ARRAY CACHES ARE QUEUES.  An owner's array cache (ac->entry[], limit,
  * batchcount) is a LIFO of object pointers, which is what SLQB's queue is:
  * a SLAB cache's owners have queues, served by the same inline fast paths
- * (fastpath.h), with limit = its grant (array_grow: at most the tunable
+ * (slqb/fast.h), with limit = its grant (array_grow: at most the tunable
  * `limit`) and park = limit, so that the free fast path takes any object
  * of the owner's node while the array has room (SLAB's arrays, unlike SLQB's queues, do not care which owner's
  * slab an object came from: every slab is the node's).  Everything else is
@@ -54,7 +54,7 @@
  *   slab.h    what they share: the limits, a slab's free-list block and
  *             the node's free-slab list (inline), the slabfe_ functions
  */
-#include "front/fastpath.h"
+#include "front/slqb/fast.h"
 #include "front/front.h"
 #include "front/slab/slab.h"
 #include "owner/owner.h"
@@ -382,7 +382,7 @@ static void *slab_alloc(qslab_cache *c, int node)
         return slab_alloc_single(c, qs_percpu() ? NULL : q, node);
     /* a CPU owner may change before the pop: checked, and given back if
      * the object is of another node (neither counted) */
-    void *obj = qs_alloc_fast(c);
+    void *obj = qs_queue_alloc_fast(c);
     struct qs_slab *s = obj ? qs_slab_lookup(obj) : NULL;
     if (!obj || !s || s->node == node)
         return obj;

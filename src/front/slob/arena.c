@@ -4,7 +4,7 @@
  * trim and shrink), validation of every page's blocks, the totals and the
  * report line of the arena.
  */
-#include "front/fastpath.h"
+#include "front/queue.h"
 #include "front/front.h"
 #include "front/slob/slob.h"
 #include "owner/owner.h"

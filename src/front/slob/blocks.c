@@ -6,7 +6,7 @@
  * giving one back with both neighbours merged, a new page's one free
  * block.  Under slob_lock.
  */
-#include "front/fastpath.h"
+#include "front/queue.h"
 #include "front/front.h"
 #include "front/slob/slob.h"
 #include "owner/owner.h"

@@ -144,7 +144,7 @@
  * per allocation, free_slow and free_objs per free; the arena counts its
  * pages and runs in 4 KiB pages (new_slab, free_slab: its order is 0).
  */
-#include "front/fastpath.h"
+#include "front/queue.h"
 #include "front/front.h"
 #include "core/hooks.h"
 #include "front/slob/slob.h"

@@ -4,7 +4,7 @@
  * stolen from colder queues, given back), and each queue's stash of its own
  * empty slabs.
  */
-#include "front/fastpath.h"
+#include "front/slqb/fast.h"
 #include "front/front.h"
 #include "front/slqb/slqb.h"
 #include "owner/owner.h"

@@ -4,7 +4,7 @@
  * (owner/percpu.c), refills and flushes under the queue's lock, taking a
  * queue from its CPU.
  */
-#include "front/fastpath.h"
+#include "front/slqb/fast.h"
 #include "front/front.h"
 #include "front/slqb/slqb.h"
 #include "owner/owner.h"
@@ -39,34 +39,6 @@ bool qs_percpu_reserve(struct qs_queue *q, unsigned n)
 {
     return qs_queue_slots_grow(q, n, true);
 }
-
-/* Take q from its CPU (q->lock held): its fast paths find qs_no_queue from
- * now on (and go to the slow paths, which wait for the lock), and the
- * membarrier restarts any section that found q before.  Then q's top and
- * slots are the caller's, as a thread's queue is its thread's, until
- * percpu_give.  False if membarrier is refused (nothing changed). */
-bool qs_percpu_take(struct qs_queue *q)
-{
-    if (!qs_percpu_takeable)
-        return false;
-    unsigned id = q->cache->id;
-    if (id < QS_PERCPU_IDS) {
-        __atomic_store_n(&q->owner->ids[id], &qs_no_queue, __ATOMIC_RELEASE);
-        if (qs_os_membarrier_rseq(q->cpu) != 0) {
-            __atomic_store_n(&q->owner->ids[id], q, __ATOMIC_RELEASE);
-            return false;
-        }
-    }
-    return true;
-}
-
-void qs_percpu_give(struct qs_queue *q)
-{
-    unsigned id = q->cache->id;
-    if (id < QS_PERCPU_IDS)
-        __atomic_store_n(&q->owner->ids[id], q, __ATOMIC_RELEASE);
-}
-
 
 /* Flush up to n objects from the top of q home (SLQB's flush_free_list), in
  * a section on q->cpu; q->lock held.  Returns how many, or QS_RSEQ_MOVED. */

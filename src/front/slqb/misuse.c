@@ -7,7 +7,7 @@
  * list walker that meets a bad link reports it with core/slab.c's
  * qs_report_bad_link.  docs/design.md, "Free bits", argues the rules.
  */
-#include "front/fastpath.h"
+#include "front/slqb/fast.h"
 #include "front/slqb/slqb.h"
 
 /* obj, going onto slab s's free list, is on it already (its free bit,

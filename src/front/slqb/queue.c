@@ -43,7 +43,7 @@
  * 16 KiB, tune.c qs_tune_derive), and the rest return to the producer's inbox, which the producer claims before it
  * makes any new slab.
  */
-#include "front/fastpath.h"
+#include "front/slqb/fast.h"
 #include "front/front.h"
 #include "core/hooks.h"
 #include "owner/owner.h"
@@ -622,7 +622,7 @@ void qs_free_slow(qslab_cache *c, struct qs_slab *s, void *obj)
     }
     struct qs_queue *q = qs_queue_for_free(c);
     if (q && qs_slab_owner(s) == &q->list) { /* our slab: the queue was just attached */
-        qs_free_fast(c, s, obj);
+        qs_queue_free_fast(c, s, obj);
         return;
     }
     if (q) { /* another owner's slab: batched home */
@@ -661,7 +661,7 @@ void qs_queue_hand_slabs(qslab_cache *c, struct qs_queue *q)
 
 void qs_queue_retire(qslab_cache *c, struct qs_queue *q)
 {
-    /* the front end's per-owner state went first (front.c front_retire) */
+    /* the front end's per-owner state went first (registry.c front_retire) */
     qs_queue_send_pending(c, q);
     qs_queue_claim(c, q);
     if (QS_TOP_NR(q->top)) {
@@ -711,3 +711,15 @@ size_t qs_slqb_shrink(qslab_cache *c)
     qs_purger_check();
     return bytes;
 }
+
+/* SLQB: the inline fast paths and queue.c's slow paths are its own; only
+ * shrink (cache.c) and the purger's work on idle queues are hooks. */
+const struct qs_front qs_front_slqb = {
+    .name = "slqb",
+    .what = "per-owner LIFO queues, remote frees batched home (SLQB)",
+    .shrink = qs_slqb_shrink,
+    .idle = qs_slqb_idle,
+    .queue_knobs = qs_slqb_queue_knobs,
+    .queues = true,
+    .owns_slabs = true,
+};

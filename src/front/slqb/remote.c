@@ -5,7 +5,7 @@
  * for node-owned slabs), the inbox an owner claims at its next refill, and
  * a CPU's open batch that the per-CPU free fast path appends to.
  */
-#include "front/fastpath.h"
+#include "front/slqb/fast.h"
 #include "front/front.h"
 #include "front/slqb/slqb.h"
 #include "owner/owner.h"

@@ -11,7 +11,7 @@
  * lists that hold it).  None is on an allocation's or a free's path; the
  * front end's overview is slub.c's.
  */
-#include "front/fastpath.h"
+#include "front/slub/fast.h"
 #include "front/front.h"
 #include "front/slub/slub.h"
 

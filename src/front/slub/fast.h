@@ -95,7 +95,7 @@ static const uint64_t qs_slub_one_lo[2] __attribute__((aligned(16), used)) = {1,
  * cleared yet), or NULL: the list is empty (or the CPU has no queue:
  * qs_no_queue's list is empty), or its head's link is corrupt (the slow
  * path reports it).  A restart (7:) counts itself and runs the section
- * again, as SLQB's does (front/fastpath.h).  The object's word is cleared. */
+ * again, as SLQB's does (front/slqb/fast.h).  The object's word is cleared. */
 #define QS_SLUB_POP_ASM(WORD)                                                                      \
     "11:\n\t"                                                                                      \
     QS_RSEQ_ENTER_FAST                                                                             \

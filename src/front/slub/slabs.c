@@ -12,7 +12,7 @@
  * blocks' (slub.c).  The owners' lists, the per-CPU sections and the entry
  * points are slub.c's, as is the front end's overview.
  */
-#include "front/fastpath.h"
+#include "front/slub/fast.h"
 #include "front/front.h"
 #include "front/slub/slub.h"
 

@@ -113,7 +113,7 @@
  *   slub.h       what they share: the slab word's and the state's inline
  *                accessors, the counters, the slub_ functions
  */
-#include "front/fastpath.h"
+#include "front/slub/fast.h"
 #include "front/front.h"
 #include "front/slub/slub.h"
 #include "owner/owner.h"

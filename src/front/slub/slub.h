@@ -11,7 +11,7 @@
 #define QSLAB_FRONT_SLUB_H
 
 #include "core/internal.h"
-#include "front/fastpath.h"
+#include "front/slub/fast.h"
 #include "front/front.h"
 
 #pragma GCC visibility push(hidden)
