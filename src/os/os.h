@@ -182,7 +182,7 @@ int qs_os_cpus_allowed(void);
  *                  the registration, signature mismatch, unknown architecture).
  *
  * The fields qslab reads, as byte offsets into the area (the ABI of
- * <linux/rseq.h>, checked in os/linux.c): */
+ * <linux/rseq.h>, checked in os/rseq.c): */
 #define QS_RSEQ_CPU_ID_START_OFF 0 /* u32, always a possible CPU id */
 #define QS_RSEQ_CPU_ID_OFF 4       /* s32: >= 0 current CPU; -1 not registered
                                       (yet), -2 registration failed */

@@ -26,7 +26,7 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 
-/* Weak, as in os/linux.c: glibc 2.35+. */
+/* Weak, as in os/rseq.c: glibc 2.35+. */
 extern const ptrdiff_t __rseq_offset __attribute__((weak));
 extern const unsigned int __rseq_size __attribute__((weak));
 
