@@ -25,7 +25,9 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import run  # noqa: E402  (callgrind_ir, the counts' parameters)
+from runner.execute import RunError  # noqa: E402
+from runner.instructions import (INSTR_FUNCTIONS, INSTR_OBJS, INSTR_ROUNDS,  # noqa: E402
+                                 callgrind_ir)
 
 # (front end, owner kind, test): instructions per pair (64 bytes), measured in
 # the test build (assertions on; the Release build's are lower, docs/benchmarks.md).
@@ -45,21 +47,21 @@ MARGIN = 1.02
 
 def count(exe, lib, test, env):
     """(instructions per pair under callgrind, the owner kind qslab reports)."""
-    cmd = [exe, "--test", test, "--size", "64", "--objs", str(run.INSTR_OBJS),
-           "--rounds", str(run.INSTR_ROUNDS)]
+    cmd = [exe, "--test", test, "--size", "64", "--objs", str(INSTR_OBJS),
+           "--rounds", str(INSTR_ROUNDS)]
     env = dict(env, LD_PRELOAD=lib)
     try:
-        ir = run.callgrind_ir(cmd, env, run.INSTR_FUNCTIONS[test], timeout=600)
+        ir = callgrind_ir(cmd, env, INSTR_FUNCTIONS[test], timeout=600)
         # the owner kind, from a run with statistics (callgrind's own output
         # hides the program's)
         r = subprocess.run(["valgrind", "--tool=none", "-q"] + cmd, env=dict(env, QSLAB_STATS="1"),
                            capture_output=True, text=True, timeout=600)
-    except (run.RunError, OSError, subprocess.SubprocessError) as e:
+    except (RunError, OSError, subprocess.SubprocessError) as e:
         sys.exit(f"fastpath_budget: {' '.join(cmd)}: {e}")
     if not ir:
         sys.exit(f"fastpath_budget: no instruction count in callgrind's output for {test}")
     owner = next((l for l in r.stderr.splitlines() if l.startswith("Owner:")), "no Owner: line")
-    return ir / (run.INSTR_OBJS * (run.INSTR_ROUNDS + 1)), owner
+    return ir / (INSTR_OBJS * (INSTR_ROUNDS + 1)), owner
 
 
 def main():

@@ -22,7 +22,10 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import run  # noqa: E402  (allocator discovery and result parsing)
+from runner.allocators import find_allocators  # noqa: E402
+from runner.execute import RunError, parse_result  # noqa: E402
+from runner.instructions import callgrind_ir  # noqa: E402
+from runner.suite import cache_contenders  # noqa: E402
 
 OBJS, ROUNDS = 10000, 2  # small enough for callgrind, large enough to amortise
 
@@ -77,12 +80,12 @@ def main():
     driver, dargs, cols, fault_label = profiles(args.test, ncpus)
     if driver == "slub":
         dargs += ["--size", str(args.size)]
-    allocs, _ = run.find_allocators(os.path.abspath(args.qslab_lib))
+    allocs, _ = find_allocators(os.path.abspath(args.qslab_lib))
     if args.allocators:
         keep = args.allocators.split(",")
         allocs = [a for a in allocs if a.name in keep or a.subject]
     if driver == "cache":
-        allocs = run.cache_contenders(allocs)
+        allocs = cache_contenders(allocs)
         if args.allocators:
             allocs = [a for a in allocs if a.name in keep or a.subject]
 
@@ -99,14 +102,14 @@ def main():
         cells = []
         for col, (functions, ops) in cols.items():
             try:
-                cells.append(f"{run.callgrind_ir(cmd, env, functions) / ops:13.1f}")
-            except (run.RunError, OSError, subprocess.SubprocessError) as e:
+                cells.append(f"{callgrind_ir(cmd, env, functions) / ops:13.1f}")
+            except (RunError, OSError, subprocess.SubprocessError) as e:
                 cells.append(f"{'error':>13}")
                 print(f"{a.name}: {e}", file=sys.stderr)
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
         try:
-            faults = f"{run.parse_result(r.stdout).get('minflt', float('nan')):.0f}"
-        except run.RunError:
+            faults = f"{parse_result(r.stdout).get('minflt', float('nan')):.0f}"
+        except RunError:
             faults = "-"
         print(f"{a.name:>16} | " + " | ".join(cells) + f" | {faults:>12}")
         sys.stdout.flush()

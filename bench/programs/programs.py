@@ -18,8 +18,9 @@ the server's VmHWM read before it is shut down.
 
 prints the check text (the program's output, which must not depend on the
 allocator), then `result peak_rss_kib=... wall_s=... ...`.  With --series the
-RSS samples go to FILE (seconds, KiB).  bench/run.py imports this module and
-runs every program under every allocator.  Standard library only.
+RSS samples go to FILE (seconds, KiB).  bench/run.py's programs section
+(bench/runner/programs_section.py) imports this module and runs every program
+under every allocator.  Standard library only.
 """
 
 import argparse
