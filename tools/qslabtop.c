@@ -357,7 +357,7 @@ static void ended(void)
 
 /* die() calls this first: restore the terminal, and if the target went
  * away while it was read (given 200 ms to finish exiting, as qslabinfo
- * --record gives it: reader.c exited_within), that is the news. */
+ * --record gives it: reader_proc.c exited_within), that is the news. */
 static void on_die(void)
 {
     screen_end();

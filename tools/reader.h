@@ -1,9 +1,10 @@
 /*
  * reader: the part of qslabinfo and qslabtop that reads another process's
- * qslab (docs/observability.md): its mappings, the ELF symbol lookup of
- * `qslab_observe_root`, checked process_vm_readv reads, the permission
- * messages, and consistent snapshots of every cache (retried while the
- * generation of src/observe/observe.h moves).
+ * qslab (docs/observability.md): its mappings, checked process_vm_readv
+ * reads and the permission messages (reader_proc.c), the ELF symbol lookup
+ * of `qslab_observe_root` (reader_elf.c), and consistent snapshots of every
+ * cache, retried while the generation of src/observe/observe.h moves
+ * (reader.c).
  *
  * The tool sets `prog` (its name in messages) and `g_pid`, calls attach()
  * and then snapshot() as often as it likes.  Failures end the process
