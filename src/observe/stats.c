@@ -414,7 +414,7 @@ size_t qs_stats_collect(const char *name, struct qs_ctl_cache *out, size_t max)
  * Written through a small buffer flushed with write(2) (no allocation, no
  * stdio: callers may be inside malloc's users).  Caches are read under
  * qs_global, one fill() each, as qslab_slabinfo reads them; the keys of a
- * cache are those of `qslabinfo --json` (tools/qslabinfo.c), so that a
+ * cache are those of `qslabinfo --json` (tools/qslabinfo_print.c), so that a
  * script reads either. */
 struct jw {
     int fd;
