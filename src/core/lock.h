@@ -1,16 +1,14 @@
 /*
  * core/lock.h - qslab's lock, a test-and-test-and-set spinlock whose slow
- * path (report.c qs_lock_slow) yields the CPU after a short spin, so it
+ * path (lock.c qs_lock_slow) yields the CPU after a short spin, so it
  * behaves with more threads than cores; and the relaxed loads and stores of
- * single-writer counters.  Part of core/internal.h, which includes it
- * before the structures that hold locks.
+ * single-writer counters.  It stands on nothing of qslab's: core/internal.h
+ * includes it before the structures that hold locks.
  */
 #ifndef QSLAB_CORE_LOCK_H
 #define QSLAB_CORE_LOCK_H
 
-#ifndef QSLAB_INTERNAL_H
-#error "core/lock.h is part of core/internal.h: include that"
-#endif
+#include <stdbool.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #define qs_cpu_relax() __builtin_ia32_pause()
@@ -22,10 +20,10 @@
 typedef struct {
     int v;
 } qs_lock;
-void qs_lock_slow(qs_lock *l);
+void qs_lock_slow(qs_lock *l) __attribute__((visibility("hidden")));
 static inline void qs_lock_acquire(qs_lock *l)
 {
-    if (likely(!__atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE)))
+    if (__builtin_expect(!__atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE), 1))
         return;
     qs_lock_slow(l);
 }

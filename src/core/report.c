@@ -1,8 +1,7 @@
 /*
  * report.c - messages without stdio (the allocator may be running inside
  * malloc), a thread's warnings captured when it asks (qs_warn_capture: the
- * control channel's answers), the replaceable fatal handler, and a lock's
- * slow path.
+ * control channel's answers) and the replaceable fatal handler.
  */
 #include "core/internal.h"
 
@@ -185,21 +184,6 @@ void qs_assert_fail(const char *expr, const char *file, int line)
     qs_buf_putc(&b, '\n');
     qs_os_write(2, text, b.len);
     qs_os_abort();
-}
-
-void qs_lock_slow(qs_lock *l)
-{
-    unsigned spins = 0;
-    for (;;) {
-        while (__atomic_load_n(&l->v, __ATOMIC_RELAXED)) {
-            if (spins++ < 64)
-                qs_cpu_relax();
-            else
-                qs_os_yield();
-        }
-        if (!__atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE))
-            return;
-    }
 }
 
 /* One boolean word of the environment, any case: 1 on, 0 off, -1 none. */
