@@ -69,7 +69,10 @@ static inline uint32_t slab_objects(const struct qs_slab *s)
 }
 
 /* ---- counters ---- */
-static inline void sl_stat(qslab_cache *c, struct qs_queue *q, int item, unsigned long n)
+/* Inline: on the frees to a slab's word (a batch's every free), a call
+ * cost more than the adds. */
+static inline __attribute__((always_inline)) void sl_stat(qslab_cache *c, struct qs_queue *q, int item,
+                                                          unsigned long n)
 {
     if (!q)
         __atomic_fetch_add(&c->orphan_stat[item], n, __ATOMIC_RELAXED);
@@ -77,6 +80,19 @@ static inline void sl_stat(qslab_cache *c, struct qs_queue *q, int item, unsigne
         __atomic_fetch_add(&q->stat[item], n, __ATOMIC_RELAXED);
     else
         QS_ADD(q->stat[item], n);
+}
+/* Two counters of one event, one test of where they go. */
+static inline __attribute__((always_inline)) void sl_stat2(qslab_cache *c, struct qs_queue *q, int a,
+                                                           int b)
+{
+    unsigned long *st = q ? q->stat : c->orphan_stat;
+    if (!q || q->cpu >= 0) {
+        __atomic_fetch_add(&st[a], 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&st[b], 1, __ATOMIC_RELAXED);
+    } else {
+        QS_ADD(st[a], 1);
+        QS_ADD(st[b], 1);
+    }
 }
 
 /* ---- slub.c: the owners ---- */
