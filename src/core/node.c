@@ -184,7 +184,7 @@ static void fifo_append_locked(struct qs_node *n, struct qs_slab *list, uint64_t
         QS_STORE(n->nr_empty, n->nr_empty + 1);
         kept += qs_slab_bytes(s->order);
     }
-    qs_page_cached_kept(kept); /* the cached-memory cap's estimate (page.c) */
+    qs_page_cached_kept(kept); /* the cached-memory cap's estimate (warm.c) */
 }
 
 /* Every slab of n's FIFO, detached (n->lock held, or n's cache gone from
@@ -261,7 +261,7 @@ static bool fifo_keep(qslab_cache *c, struct qs_slab *s)
  * `bytes` (shrink, trim) every slab goes back to the OS; without (the
  * policy's list) a slab that left by the FIFO's limit before its decay
  * stays warm in the page layer, for the next slab of its order of any
- * cache (page.c: the retention rule), and only the decayed go back. */
+ * cache (warm.c: the retention rule), and only the decayed go back. */
 void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list, size_t *bytes)
 {
     struct qs_slab *go = NULL, *warm = NULL;
@@ -320,7 +320,7 @@ void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *li
  *     its pages, and one that does not grow never walks.
  *   - THE CAP: if the caches' FIFOs and the warm slots together keep more
  *     than the retention cap, the oldest slab of each FIFO in turn goes
- *     back to the OS until they fit (page.c cuts the warm slots itself).
+ *     back to the OS until they fit (warm.c cuts the warm slots itself).
  * The FIFOs' bytes are not counted as they change (a shared counter on
  * every FIFO's slab in and out cost the batch benchmarks on both CPUs up
  * to a third of their time): the cap's walk sums them (nr_empty slabs of

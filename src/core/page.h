@@ -116,7 +116,7 @@ size_t qs_page_free_slabs(struct qs_slab *list); /* a ->next list, adjacent ones
 /* Empty slabs no cache keeps (a ->next list): resident as warm slots for
  * the next slabs of their pools, any cache's, up to QS_WARM_LIMIT (the
  * rest given back at once: the bytes the OS took); a destroyed cache's up
- * to qs_page_retain_cap() (page.c: the retention rule) */
+ * to qs_page_retain_cap() (warm.c: the retention rule) */
 size_t qs_page_keep_slabs(struct qs_slab *list);
 size_t qs_page_keep_empties(struct qs_slab *list); /* a FIFO's: empty since empty_ms */
 size_t qs_page_keep_destroyed(struct qs_slab *list);

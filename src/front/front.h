@@ -102,7 +102,7 @@ struct qs_front {
     /* destroy: every object is free; release what the front end keeps of
      * c beyond the queues' and nodes' lists (cache unpublished, no lock):
      * its slabs onto *all (a ->next list), which the shared destroy hands
-     * to the page layer in one go (page.c: the retention rule) */
+     * to the page layer in one go (warm.c: the retention rule) */
     void (*destroy)(qslab_cache *c, struct qs_slab **all);
     /* the default order of c's slabs (NULL: core/slab.c's rule) */
     unsigned (*order)(const qslab_cache *c);

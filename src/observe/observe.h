@@ -98,7 +98,7 @@ struct qs_observe_root {
     size_t *const *page_slab_bytes;    /* -> page.c's bytes of slabs handed out */
     size_t *const *page_chunk_bytes;   /* -> page.c's bytes of slab chunks mapped */
     size_t *const *page_slot_bytes;    /* -> page.c's bytes of those chunks' slots */
-    size_t *const *page_warm_bytes;    /* -> page.c's bytes of warm slots (resident) */
+    size_t *const *page_warm_bytes;    /* -> warm.c's bytes of warm slots (resident) */
     size_t *const *meta_mapped_bytes;  /* -> meta.c's bytes mapped for metadata */
     const qslab_cache *slob_arena;     /* SLOB's pages (in no cache list) */
     uint32_t front_queues;             /* bit f: front end f's owners have queues */
@@ -108,7 +108,7 @@ struct qs_observe_root {
     uint32_t sizeof_pressure;          /* sizeof(struct qs_pressure) */
     const struct qs_pressure *pressure; /* &qs_pressure (core/pressure.c) */
     uint32_t sizeof_cached;            /* sizeof(struct qs_cached) */
-    const struct qs_cached *cached;    /* &qs_cached (core/page.c: the cached-memory cap) */
+    const struct qs_cached *cached;    /* &qs_cached (core/warm.c: the cached-memory cap) */
     /* 0 until the library first runs (qs_init_slow, from its constructor or
      * its first call), then 1 for good.  The addresses above are link-time
      * values until the dynamic loader has relocated the library, and a
