@@ -1,6 +1,7 @@
 /*
  * bench/patterns.h - the kernel's slub_test patterns as bench_slub (malloc,
- * slub.c) and bench_fronts (the object-cache API, fronts.c) run them:
+ * slub.c) and bench_fronts (the object-cache API, fronts_patterns.c) run
+ * them:
  *
  *   batch      one CPU allocates N objects, then frees them
  *   pair       one CPU does N malloc+free pairs
