@@ -4,10 +4,10 @@
 On paper: for each front end (slqb, slub, slab, slob) and a set of
 representative caches, the worst-case bytes each structure may hold, from the
 tunables the library itself gives those caches (read by a small C probe,
-scripts/owner_memory_probe.c, linked against a build's libqslab.a), totalled
-for this VM, a 2-socket 128-thread machine (2 nodes x 64 CPUs) and an 8-node
-1,024-CPU machine (8 x 128): the seeds' worry about SLAB's alien-cache
-"crossbar" of CPUs x nodes x caches.
+scripts/owner_memory_probe.c and owner_memory_workloads.c, linked against a
+build's libqslab.a), totalled for this VM, a 2-socket 128-thread machine (2
+nodes x 64 CPUs) and an 8-node 1,024-CPU machine (8 x 128): the seeds' worry
+about SLAB's alien-cache "crossbar" of CPUs x nodes x caches.
 
 --check: the same model for one 256-byte cache on this VM under
 QSLAB_FAKE_NUMA=2, 4 and 8, beside what the probe measures after driving every
@@ -53,8 +53,8 @@ ALIEN_LIMIT = 12     # src/front/slab/slab.h ALIEN_LIMIT: objects per alien arra
 SLAB_DESC = 96       # src/core/internal.h: a slab descriptor, in its chunk's header
 CHUNK_HDR = 128      # src/core/internal.h QS_CHUNK_HDR_SLABS: struct qs_chunk
 META_MIN, META_MAX = 16, 64 << 10  # src/core/meta.c: power-of-two bins up to 64 KiB
-CHECK_SIZE = 256     # scripts/owner_memory_probe.c CHECK_SIZE
-SLOB_JOB_OBJS = 1024 # scripts/owner_memory_probe.c job_slob: objects per thread
+CHECK_SIZE = 256     # scripts/owner_memory_probe.h CHECK_SIZE
+SLOB_JOB_OBJS = 1024 # scripts/owner_memory_workloads.c job_slob: objects per thread
 SLOB_HDR = 8         # src/front/slob/slob.h: a block's header
 GRANT_STEPS = 16     # src/front/slqb/budget.c QS_GRANT_STEPS: a miss asks for budget / 16
 GRANT_BIG = 8        # src/front/slqb/budget.c QS_GRANT_BIG: objects over budget / 8 never queued
@@ -392,7 +392,8 @@ def build_probe(build, tmp):
     cc = os.environ.get("CC", "cc")
     cmd = [cc, "-O2", "-std=gnu11", "-pthread", "-I", os.path.join(ROOT, "src"),
            "-I", os.path.join(ROOT, "include"),
-           os.path.join(ROOT, "scripts", "owner_memory_probe.c"), lib, "-o", exe]
+           os.path.join(ROOT, "scripts", "owner_memory_probe.c"),
+           os.path.join(ROOT, "scripts", "owner_memory_workloads.c"), lib, "-o", exe]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit("owner_memory.py: the probe does not build:\n" + " ".join(cmd) + "\n" + r.stderr)
