@@ -20,7 +20,7 @@
  *   slob  allocations and frees only: no per-owner or per-node structure
  *
  * They run on owner_memory_probe.c's workers, one job at a time; the
- * model they are measured against is scripts/owner_memory.py's.
+ * model they are measured against is scripts/owner_memory_model.py's.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -456,7 +456,7 @@ void workload_slab(void)
 
 /* ---- SLOB ---- */
 
-#define SLOB_JOB_OBJS 1024 /* objects a thread allocates, then frees (owner_memory.py) */
+#define SLOB_JOB_OBJS 1024 /* objects a thread allocates, then frees (owner_memory_model.py) */
 static void job_slob(struct worker *w)
 {
     void **v = w->buf + w->nbuf;
