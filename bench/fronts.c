@@ -212,7 +212,7 @@ void chan_post(struct chan *c, void (*job)(void *self))
 }
 
 /* Wait for the job after the one *seen; NULL means exit. */
-void (*chan_wait(struct chan *c, unsigned long *seen))(void *)
+static void (*chan_wait(struct chan *c, unsigned long *seen))(void *)
 {
     pthread_mutex_lock(&c->lock);
     while (c->seq == *seen)
@@ -221,6 +221,19 @@ void (*chan_wait(struct chan *c, unsigned long *seen))(void *)
     void (*job)(void *) = c->job;
     pthread_mutex_unlock(&c->lock);
     return job;
+}
+
+/* A thread's loop: run each job posted on c, as `self`, until the exit. */
+void chan_serve(struct chan *c, void *self)
+{
+    unsigned long seen = 0;
+
+    for (;;) {
+        void (*job)(void *) = chan_wait(c, &seen);
+        if (!job)
+            return;
+        job(self);
+    }
 }
 
 /* Fault in the part of a thread's stack the tests use, before any base. */

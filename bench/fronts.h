@@ -53,7 +53,7 @@ struct chan {
 };
 
 void chan_post(struct chan *c, void (*job)(void *self));
-void (*chan_wait(struct chan *c, unsigned long *seen))(void *);
+void chan_serve(struct chan *c, void *self);
 void touch_stack(void);
 
 void result_head(const char *tname, const char *front, long sz);

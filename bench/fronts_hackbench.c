@@ -172,16 +172,9 @@ static void job_hb_shrink(void *self)
 
 static void *hb_main(void *arg)
 {
-    struct hb_thread *t = arg;
-    unsigned long seen = 0;
-
     touch_stack();
-    for (;;) {
-        void (*job)(void *) = chan_wait(&hb_chan, &seen);
-        if (!job)
-            return NULL;
-        job(t);
-    }
+    chan_serve(&hb_chan, arg);
+    return NULL;
 }
 
 /* One run; returns its wall time.  The main thread samples memory while the

@@ -75,16 +75,11 @@ static void job_shrink(void *self)
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
-    unsigned long seen = 0;
 
     bench_pin(w->id);
     touch_stack();
-    for (;;) {
-        void (*job)(void *) = chan_wait(&worker_chan, &seen);
-        if (!job)
-            return NULL;
-        job(w);
-    }
+    chan_serve(&worker_chan, w);
+    return NULL;
 }
 
 /* patterns.h's start of a round: the other workers taking part wake up. */
