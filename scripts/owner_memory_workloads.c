@@ -38,6 +38,20 @@
 
 #define PERCPU_BATCH 256 /* src/front/slqb/cpu.c QS_PERCPU_BATCH: a CPU's flush, at most */
 
+/* n objects of the check's cache into w's buf, past those it holds (the
+ * caller counts what stays); `what` names the run when buf is too small. */
+static void **alloc_run(struct worker *w, size_t n, const char *what)
+{
+    void **v = w->buf + w->nbuf;
+    if (w->nbuf + n > BUF_OBJS) {
+        fprintf(stderr, "owner_memory_probe: %s of %zu objects too big\n", what, n);
+        exit(2);
+    }
+    for (size_t i = 0; i < n; i++)
+        v[i] = must_alloc();
+    return v;
+}
+
 static uintptr_t slab_key(const void *p)
 {
     return (uintptr_t)p / slab_bytes; /* slabs are aligned to their size (src/core/page.c) */
@@ -158,13 +172,7 @@ static void job_slqb_fill(struct worker *w)
     /* hiwater objects that stay, the whole slabs needed, two slabs' slack
      * (the pool's first and last slabs are seldom whole) */
     size_t pool = hw + (keep + filler_slabs + 2) * objs;
-    void **a = w->buf + w->nbuf;
-    if (w->nbuf + pool > BUF_OBJS) {
-        fprintf(stderr, "owner_memory_probe: slqb pool of %zu objects too big\n", pool);
-        exit(2);
-    }
-    for (size_t i = 0; i < pool; i++)
-        a[i] = must_alloc();
+    void **a = alloc_run(w, pool, "slqb pool");
     struct qs_queue *q = my_queue(w);
     unsigned long left = q ? QS_TOP_NR(q->top) : 0; /* the last refill's rest */
     sort_ptrs(a, pool);
@@ -410,13 +418,7 @@ static void job_slab_owner(struct worker *w)
     unsigned long lim = attr(&P, "limit"), b = attr(&P, "batchcount"), sh = attr(&P, "shared");
     unsigned long m = sh + (free_limit() + P.objs + b - 1) / b;
     size_t k = lim + b * (m + 1);
-    void **v = w->buf + w->nbuf;
-    if (w->nbuf + k > BUF_OBJS) {
-        fprintf(stderr, "owner_memory_probe: slab routine of %zu objects too big\n", k);
-        exit(2);
-    }
-    for (size_t i = 0; i < k; i++)
-        v[i] = must_alloc();
+    void **v = alloc_run(w, k, "slab routine");
     struct qs_queue *q = my_queue(w);
     unsigned long r = q ? QS_TOP_NR(q->top) : 0;
     size_t f = r < lim ? lim - r + b * m : b * m; /* (a refill leaves r < limit) */
