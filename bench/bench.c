@@ -182,10 +182,10 @@ double bench_median(double *v, int n)
  * while a thread released by the last phase of the use before may not have
  * seen its release yet: it still spins until the generation differs from
  * the one it read.  So the generation is never reset, only counted on: a
- * reset to 0 when that thread had read 0 kept it spinning for good, and the
- * next phase waited for it for ever (bench_fronts under load: 2 hangs in 300
- * runs, worker 1 still in the warm-up's barrier when batch_all began).
- * `waiting` is 0 already once every thread of a phase has arrived. */
+ * reset to 0 when that thread had read 0 would keep it spinning for good,
+ * and the next phase would wait for it for ever (a worker still in the
+ * warm-up's barrier when the next test begins).  `waiting` is 0 already
+ * once every thread of a phase has arrived. */
 void bench_barrier_init(struct bench_barrier *b, unsigned threads)
 {
     b->threads = threads;
