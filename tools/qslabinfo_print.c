@@ -445,7 +445,8 @@ void print_totals(const struct snap *s)
     ROW("total held from the OS", t.total, "");
     printf("  slabs: %zu bytes from the page layer, %zu in the caches' slabs (%s)\n",
            s->page_slab_bytes, t.slabs,
-           t.unaccounted == 0 ? "they match" : "they differ: order tuned while slabs lived");
+           t.unaccounted == 0 ? "they match"
+                               : "they differ: the rest is the other page-layer slabs above");
     if (t.rss_anon_kb >= 0) {
         size_t rss = (size_t)t.rss_anon_kb * 1024;
         char o[16];
