@@ -47,6 +47,9 @@ void qs_defrag_forked(void);             /* fork's child (fork.c) */
 /* ---- kmalloc.c ---- */
 void qs_kmalloc_init(void);
 
+/* ---- fork.c ---- */
+void qs_fork_init(void); /* start-up's last step: pthread_atfork's handlers */
+
 #pragma GCC visibility pop
 
 #endif /* QSLAB_API_H */

@@ -801,104 +801,20 @@ void qs_meta_lock_all(bool lock);
 
 #include "core/page.h"
 
-/* ---- fork.c ---- */
-void qs_fork_init(void);
-
 #include "core/slab.h"
 
 #include "core/node.h"
 
 #include "core/queue.h"
 
-/* ---- kmalloc.c ---- */
+/* ---- the kmalloc classes (api/kmalloc.c) ---- */
 #define QS_KMALLOC_CLASSES 193
 #define QS_KMALLOC_MAX ((size_t)32 << 20)
 /* the classes' caches: defined in core/caches.c, set up by
  * api/kmalloc.c's qs_kmalloc_init */
 extern qslab_cache qs_kmalloc_caches[QS_KMALLOC_CLASSES];
 
-/* ---- stats.c ---- */
-/* Totals over every cache, for mallinfo and friends. */
-/* Large blocks' counters (qs_large: defined in core/large.c, counted by
- * api/kmalloc.c), read from outside through the observe root too: totals,
- * and by size bucket (bucket b: mappings of [2^(SHIFT0 + b),
- * 2^(SHIFT0 + b + 1)) bytes; the last, anything bigger). */
-#define QS_LARGE_BUCKET_SHIFT0 22 /* 4 MiB: the smallest mapping (one chunk) */
-#define QS_LARGE_BUCKETS 16       /* up to 128 GiB, then one for the rest */
-struct qs_large_bucket {
-    unsigned long alloc, live;
-    size_t live_bytes;
-};
-struct qs_large_counters {
-    unsigned long alloc, free, live;
-    size_t live_bytes;
-    struct qs_large_bucket bucket[QS_LARGE_BUCKETS];
-};
-extern struct qs_large_counters qs_large;
-
-struct qs_totals {
-    size_t slab_bytes;   /* objects' slots in all slabs (num_objs * slot) */
-    size_t inuse_bytes;  /* allocated objects' slots */
-    size_t queued_bytes; /* free objects held in queues and inboxes */
-    size_t empty_bytes;  /* empty slabs kept for reuse */
-    unsigned long slabs, large_count;
-    size_t large_bytes;
-};
-
-/* Count an event: in the caller's queue (one writer, plain stores), or in
- * the cache's orphan counters (atomic) when the caller has no queue. */
-/* A slow-path change of the queue's nr (in top: refill, claim, flush,
- * drops), by the owner thread (or by whoever took a CPU's queue).
- * Frees on the fast path are not counted there (a store saved per free):
- * each push adds one to nr and nothing else does without going through
- * here or a pop, so per queue
- *     free_fast = nr + pops - moved,
- *     pops = ALLOC_FAST + ALLOC_SLOW - NODE_ALLOC (node allocs skip the queue).
- * nr and moved change together inside nr_seq (a seqcount: odd while
- * changing), so a reader never pairs a new nr with an old moved; fast-path
- * pops between a reader's loads can only make it undercount (qs_stats_sum
- * reads pops before nr). */
-static inline void qs_queue_nr_set(struct qs_queue *q, unsigned nr)
-{
-    unsigned seq = q->nr_seq;
-    QS_STORE(q->nr_seq, seq + 1);
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    uint64_t t = q->top;
-    QS_STORE(q->moved, q->moved + (unsigned long)nr - QS_TOP_NR(t));
-    QS_STORE(q->top, (t & ~QS_TOP_NR_MASK) | nr);
-    __atomic_store_n(&q->nr_seq, seq + 2, __ATOMIC_RELEASE);
-}
-
-/* How many objects q may hold: its grant from the owner budget, at most
- * hiwater (queue.c); the fast paths push below limit = that, at most cap.
- * Stored relaxed: the fast paths read it, tune and the guard sampler only
- * ever lower it; q's owner (a CPU's queue: q->lock's holder) raises it. */
-static inline uint32_t qs_queue_max(const struct qs_queue *q)
-{
-    uint32_t hw = QS_LOAD(q->hiwater), g = q->grant;
-    return g < hw ? g : hw;
-}
-static inline void qs_queue_limit_set(struct qs_queue *q)
-{
-    uint32_t m = qs_queue_max(q);
-    QS_STORE(q->limit, m < q->cap ? m : q->cap);
-}
-
-/* An allocation given straight back (alloc_node's object of another node):
- * neither counted (the cache's counters absorb both) */
-static inline void qs_uncount_pair(qslab_cache *c)
-{
-    __atomic_fetch_sub(&c->orphan_stat[QS_ALLOC_SLOW], 1, __ATOMIC_RELAXED);
-    __atomic_fetch_sub(&c->orphan_stat[QS_FREE_SLOW], 1, __ATOMIC_RELAXED);
-}
-
-static inline void qs_stat(qslab_cache *c, struct qs_queue *q, int item, unsigned long n)
-{
-    if (likely(q != NULL))
-        QS_ADD(q->stat[item], n);
-    else
-        __atomic_fetch_add(&c->orphan_stat[item], n, __ATOMIC_RELAXED);
-}
+#include "core/large.h"
 
 #pragma GCC visibility pop
 

@@ -1,10 +1,10 @@
 /*
- * core/queue.h - the owners' queues' slow paths, which the SLQB front end
- * implements (front/slqb/) and every layer with queues calls: refill, flush,
- * remote frees, claims, the per-CPU queues' operations; and the arithmetic
- * of a queue's counters: their seqcount (qs_queue_seq_begin, _end) and what
- * turns the raw counters into events (qs_calc_queue).  Part of
- * core/internal.h, which includes it where the types it needs are defined.
+ * core/queue.h - the arithmetic of a queue's counters and limits: their
+ * seqcount (qs_queue_seq_begin, _end, qs_queue_nr_set), what turns the raw
+ * counters into events (qs_calc_queue), an event counted (qs_stat), how
+ * many objects a queue may hold (qs_queue_max, qs_queue_limit_set).  The
+ * queues' slow paths are front/queue.h's.  Part of core/internal.h, which
+ * includes it where the types it needs are defined.
  */
 #ifndef QSLAB_CORE_QUEUE_H
 #define QSLAB_CORE_QUEUE_H
@@ -61,6 +61,61 @@ static inline void qs_calc_queue(const struct qs_queue_raw *r, bool queues, unsi
     }
     for (int i = 0; i < QS_STAT_NR; i++)
         sum[i] += st[i];
+}
+
+/* A slow-path change of the queue's nr (in top: refill, claim, flush,
+ * drops), by the owner thread (or by whoever took a CPU's queue).
+ * Frees on the fast path are not counted there (a store saved per free):
+ * each push adds one to nr and nothing else does without going through
+ * here or a pop, so per queue
+ *     free_fast = nr + pops - moved,
+ *     pops = ALLOC_FAST + ALLOC_SLOW - NODE_ALLOC (node allocs skip the queue).
+ * nr and moved change together inside nr_seq (a seqcount: odd while
+ * changing), so a reader never pairs a new nr with an old moved; fast-path
+ * pops between a reader's loads can only make it undercount (qs_stats_sum
+ * reads pops before nr). */
+static inline void qs_queue_nr_set(struct qs_queue *q, unsigned nr)
+{
+    unsigned seq = q->nr_seq;
+    QS_STORE(q->nr_seq, seq + 1);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    uint64_t t = q->top;
+    QS_STORE(q->moved, q->moved + (unsigned long)nr - QS_TOP_NR(t));
+    QS_STORE(q->top, (t & ~QS_TOP_NR_MASK) | nr);
+    __atomic_store_n(&q->nr_seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+/* How many objects q may hold: its grant from the owner budget, at most
+ * hiwater (queue.c); the fast paths push below limit = that, at most cap.
+ * Stored relaxed: the fast paths read it, tune and the guard sampler only
+ * ever lower it; q's owner (a CPU's queue: q->lock's holder) raises it. */
+static inline uint32_t qs_queue_max(const struct qs_queue *q)
+{
+    uint32_t hw = QS_LOAD(q->hiwater), g = q->grant;
+    return g < hw ? g : hw;
+}
+static inline void qs_queue_limit_set(struct qs_queue *q)
+{
+    uint32_t m = qs_queue_max(q);
+    QS_STORE(q->limit, m < q->cap ? m : q->cap);
+}
+
+/* An allocation given straight back (alloc_node's object of another node):
+ * neither counted (the cache's counters absorb both) */
+static inline void qs_uncount_pair(qslab_cache *c)
+{
+    __atomic_fetch_sub(&c->orphan_stat[QS_ALLOC_SLOW], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_sub(&c->orphan_stat[QS_FREE_SLOW], 1, __ATOMIC_RELAXED);
+}
+
+/* Count an event: in the caller's queue (one writer, plain stores), or in
+ * the cache's orphan counters (atomic) when the caller has no queue. */
+static inline void qs_stat(qslab_cache *c, struct qs_queue *q, int item, unsigned long n)
+{
+    if (likely(q != NULL))
+        QS_ADD(q->stat[item], n);
+    else
+        __atomic_fetch_add(&c->orphan_stat[item], n, __ATOMIC_RELAXED);
 }
 
 #endif /* QSLAB_CORE_QUEUE_H */
