@@ -211,6 +211,8 @@ static struct table *table_new(qslab_cache *c, size_t n)
     return t;
 }
 
+/* After its cache's destroy: the purger's defragmentation pass may call
+ * t_isolate until then (destroy waits for a pass under way) */
 static void table_free(struct table *t)
 {
     pthread_mutex_destroy(&t->lock);
@@ -313,8 +315,8 @@ static void concurrent(bool *mobile)
             CHECK(erase(t, i + 1));
     for (int i = 0; i < 2; i++)
         free(w[i].have);
-    table_free(t);
     CHECK(qslab_cache_destroy(c) == 0);
+    table_free(t);
 }
 
 /* 2. */
@@ -371,8 +373,8 @@ static void with_ctor(bool mobile)
     for (size_t i = 0; i < n; i++)
         if (kept[i / 8] >> (i % 8) & 1)
             CHECK(erase(t, i + 1));
-    table_free(t);
     CHECK(qslab_cache_destroy(c) == 0);
+    table_free(t);
 }
 
 /* 3. */
@@ -394,8 +396,8 @@ static void with_debug(bool mobile)
     for (size_t i = 0; i < n; i++)
         if (kept[i / 8] >> (i % 8) & 1)
             CHECK(erase(t, i + 1));
-    table_free(t);
     CHECK(qslab_cache_destroy(c) == 0);
+    table_free(t);
 }
 
 static size_t iso_any(qslab_cache *c, void **o, size_t n, void *a)
@@ -443,8 +445,8 @@ static void by_purger(bool mobile)
     for (size_t i = 0; i < n; i++)
         if (kept[i / 8] >> (i % 8) & 1)
             CHECK(erase(t, i + 1));
-    table_free(t);
     CHECK(qslab_cache_destroy(c) == 0);
+    table_free(t);
 }
 
 /* 6. */
@@ -498,8 +500,8 @@ static void fork_in_pass(bool mobile)
     for (size_t i = 0; i < n; i++)
         if (kept[i / 8] >> (i % 8) & 1)
             CHECK(erase(t, i + 1));
-    table_free(t);
     CHECK(qslab_cache_destroy(c) == 0);
+    table_free(t);
 }
 
 int main(void)
