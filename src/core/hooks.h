@@ -64,6 +64,11 @@ struct qs_debug_hooks {
     /* core/page.c, while qs_debug_tools: slab s leaves its cache, its memory
      * is usable again for valgrind and ASan: qs_debug_slab_released */
     void (*slab_released)(struct qs_slab *s);
+    /* core/node.c, c alive: an empty slab of debug cache c, off its FIFO
+     * and every list (the caller's alone), about to go back: its objects'
+     * last check (red zones, poison), reported as the purger's walk
+     * reports: qs_debug_slab_leaving */
+    void (*slab_leaving)(qslab_cache *c, struct qs_slab *s);
 };
 extern struct qs_debug_hooks qs_debug_hooks;
 enum {

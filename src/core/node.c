@@ -243,9 +243,14 @@ static bool fifo_whole(const qslab_cache *c, struct qs_slab *s)
 /* A slab that left the FIFO to go back: if fifo_whole refuses it, it goes
  * back on its node's FIFO as the newest (the next reuse takes it), without
  * the policy (which could pick it again at once), and true is returned.
- * The caller holds no node lock; c is alive. */
+ * Every slab that leaves a FIFO passes here, so a debug cache's objects
+ * get their last check here too (qs_debug_hooks.slab_leaving: the
+ * purger's walk covers the FIFO, not what has left it).  The caller holds
+ * no node lock; c is alive. */
 static bool fifo_keep(qslab_cache *c, struct qs_slab *s)
 {
+    if (unlikely(c->debug))
+        qs_debug_hooks.slab_leaving(c, s);
     if (likely(fifo_whole(c, s)))
         return false;
     struct qs_node *n = &c->nodes[s->node];

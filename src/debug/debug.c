@@ -77,6 +77,28 @@ static void debug_validate(qslab_cache *c, struct qs_walk *w)
         qs_walk_problem(w, "debug checks failed (BUG reports above) in objects of the cache", c);
 }
 
+/* What the walks check: red zones (Z), poison (P, and Q's zeros) */
+#define QS_DBG_WALKED (QS_DBG_Z | QS_DBG_P | QS_DBG_Q)
+
+/* An empty slab of c about to go back (node.c fifo_keep: the policy, the
+ * purger's tick, shrink, trim, the reclaims): the last check of its
+ * objects, reported as the purger's walk reports (the handler).  The
+ * purger's tick gives back the FIFO's old slabs before it walks (front.c
+ * qs_front_tick), and a slab's decay and the walk's period are both about
+ * a second: without this check a write after free in a slab that goes
+ * back before the walk reaches it is never reported.  No lock: the slab is
+ * off the FIFO and every list, detached by the caller under the node's
+ * lock (which orders the objects' last fill_free, made under that lock,
+ * before these reads), so no other thread of qslab reaches its objects;
+ * the caller keeps c alive. */
+void qs_debug_slab_leaving(qslab_cache *c, struct qs_slab *s)
+{
+    if (!(c->debug & QS_DBG_WALKED))
+        return;
+    struct check_arg a = {0, true};
+    walk_slab_objs(c, s, dbg_check_obj, &a);
+}
+
 /* The purger's tick: check every debug cache, every QS_DEBUG_WALK_MS. */
 static size_t debug_sweep(bool all)
 {
@@ -87,7 +109,7 @@ static size_t debug_sweep(bool all)
         return 0;
     qs_lock_acquire(&qs_global);
     for (qslab_cache *c = qs_caches; c; c = c->next) {
-        if (c->front != QS_FRONT_DEBUG || !(c->debug & (QS_DBG_Z | QS_DBG_P | QS_DBG_Q)))
+        if (c->front != QS_FRONT_DEBUG || !(c->debug & QS_DBG_WALKED))
             continue;
         struct check_arg a = {0, true};
         dbg_walk_cache(c, dbg_check_obj, &a);
@@ -102,7 +124,7 @@ static void *debug_alloc(qslab_cache *c, int node)
 {
     if (node < 0)
         node = qs_owner_current_node();
-    if (c->debug & (QS_DBG_Z | QS_DBG_P | QS_DBG_Q)) { /* its walks (debug_sweep) */
+    if (c->debug & QS_DBG_WALKED) { /* its walks (debug_sweep) */
         qs_node_purger_want();
         qs_purger_check(); /* an allocation slow path: a safe point to start it (node.c) */
     }
@@ -169,6 +191,13 @@ static void debug_destroy(qslab_cache *c, struct qs_slab **all)
 {
     (void)all; /* the slabs: on the node lists, which the shared destroy gathers */
     dbg_quarantine_release(c);
+    /* every object is free (destroy refuses otherwise): their last check
+     * before the slabs go, as qs_debug_slab_leaving's (c unlinked: no
+     * other thread reaches its lists, whose locks the walk takes anyway) */
+    if (c->debug & QS_DBG_WALKED) {
+        struct check_arg a = {0, true};
+        dbg_walk_cache(c, dbg_check_obj, &a);
+    }
 }
 
 static unsigned debug_objs_per_slab(const qslab_cache *c, unsigned order)
@@ -193,6 +222,7 @@ void qs_debug_hooks_register(void)
         .twin_take = qs_twin_take,
         .twin_alloc = qs_twin_alloc,
         .slab_released = qs_debug_slab_released,
+        .slab_leaving = qs_debug_slab_leaving,
     };
 }
 

@@ -18,6 +18,8 @@
 void qs_debug_hooks_register(void);
 extern const struct qs_front qs_front_debug; /* the front end of caches with debug flags */
 void qs_debug_slab_released(struct qs_slab *s); /* its memory usable again (page.c's hook) */
+/* an empty slab leaving its FIFO: its objects' last check (node.c's hook) */
+void qs_debug_slab_leaving(qslab_cache *c, struct qs_slab *s);
 
 /* ---- guard.c (QSLAB_GUARD_SAMPLE: docs/debugging.md) ---- */
 extern unsigned long qs_guard_rate;   /* QSLAB_GUARD_SAMPLE's N; 0: none (start-up) */

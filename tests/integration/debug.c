@@ -3,14 +3,16 @@
  * gets its report, whose first line is checked exactly, then the fatal
  * handler (here a recording one, which returns: nothing may be corrupted
  * afterwards).  Also: QSLAB_DEBUG's syntax, repair mode, tracing, owner
- * tracking and its call-site lists, validation and the purger's walk, kmalloc
- * caches with red zones, and the layout (alignment, usable size).
+ * tracking and its call-site lists, validation and the purger's walk, the
+ * last check of a slab's objects as it goes back (shrink, trim, destroy),
+ * kmalloc caches with red zones, and the layout (alignment, usable size).
  */
 #include <qslab.h>
 
 #include "../testutil.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 
 static char err[65536];
 
@@ -400,26 +402,104 @@ static void report_owner(void)
     CHECK(strstr(err, "\nFreed: never") != NULL);
 }
 
-static void purger_walk(void)
+/* The purger's walk finds a write after free in a slab that stays in the
+ * cache: a partial one (another object of it held), and an empty one on
+ * the FIFO (a decay of an hour keeps it there; a slab that goes back is
+ * checked as it goes: release_mode). */
+static void purger_walk(const char *name, bool partial)
 {
-    qslab_cache *c = qslab_cache_create("t-dbg-walk", 64, 0, QSLAB_POISON, NULL);
+    qslab_cache *c = qslab_cache_create(name, 64, 0, QSLAB_POISON, NULL);
+    CHECK(qslab_tune(name, "empty_decay_ms", "3600000") == 0);
+    char *held = partial ? qslab_cache_alloc(c) : NULL;
     char *p = qslab_cache_alloc(c);
     qslab_cache_free(c, p);
-    p[10] = 0;
+    char first[64];
+    snprintf(first, sizeof first, "BUG %s: Poison overwritten\n", name);
     tu_capture_reset();
     tu_stderr_begin();
+    p[10] = 0;
     /* the purger checks debug caches every second: wait for its report,
      * up to TU_WAIT_MS (a loaded machine), not a timing check */
     for (uint64_t end = tu_now_ms() + TU_WAIT_MS; tu_capture_calls() == 0 && tu_now_ms() < end;)
         tu_sleep_ms(10);
     tu_stderr_end(err, sizeof err);
-    CHECKF(strncmp(err, "BUG t-dbg-walk: Poison overwritten\n", 35) == 0, "walk: %s", err);
-    tu_check_fatal("BUG t-dbg-walk: Poison overwritten", "");
+    CHECKF(strncmp(err, first, strlen(first)) == 0, "walk: %s", err);
+    CHECKF(strstr(err, "@offset=10. First byte 0x0 instead of 0x6b") != NULL, "walk: %s", err);
+    first[strlen(first) - 1] = '\0';
+    tu_check_fatal(first, "");
     /* restored after its report: the allocation finds it intact */
     void *q = qslab_cache_alloc(c);
     CHECK(q == p);
     CHECK(tu_capture_calls() == 0);
     qslab_cache_free(c, q);
+    if (held)
+        qslab_cache_free(c, held);
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
+/* A write after free in an object whose slab then leaves its cache, with
+ * no purger (QSLAB_PURGE=0, so no walk can find it first): the slab's
+ * objects get their last check as it goes, by shrink, by trim (the purger's
+ * own path: the tick gives back empty slabs before it walks) and by
+ * destroy; one report each, naming the object. */
+static void op_shrink(void *a)
+{
+    qslab_cache_shrink(((struct op *)a)->c);
+}
+
+static void op_trim(void *a)
+{
+    (void)a;
+    qslab_trim();
+}
+
+static void op_destroy(void *a)
+{
+    struct op *o = a;
+    o->n = qslab_cache_destroy(o->c);
+}
+
+static int release_mode(void)
+{
+    qslab_set_fatal_handler(tu_fatal_capture);
+    static const struct {
+        const char *name;
+        unsigned flags;
+        void (*op)(void *);
+        size_t off;
+        const char *what, *also;
+    } ways[] = {
+        {"t-rel-shrink", QSLAB_POISON, op_shrink, 10, "Poison overwritten",
+         "@offset=10. First byte 0x42 instead of 0x6b"},
+        {"t-rel-trim", QSLAB_POISON, op_trim, 0, "Poison overwritten",
+         "@offset=0. First byte 0x42 instead of 0x6b"},
+        {"t-rel-zone", QSLAB_RED_ZONE, op_trim, 64, "Right Redzone overwritten",
+         "First byte 0x42 instead of 0xbb"},
+        {"t-rel-destroy", QSLAB_POISON, op_destroy, 63, "Poison overwritten",
+         "@offset=63. First byte 0x42 instead of 0xa5"},
+    };
+    for (size_t i = 0; i < sizeof ways / sizeof ways[0]; i++) {
+        qslab_cache *c = qslab_cache_create(ways[i].name, 64, 0, ways[i].flags, NULL);
+        struct op o = {c, qslab_cache_alloc(c), 0, -1};
+        qslab_cache_free(c, o.p);
+        o.p[ways[i].off] = 0x42;
+        char line[96], handler[96];
+        snprintf(line, sizeof line, "BUG %s: %s", ways[i].name, ways[i].what);
+        snprintf(handler, sizeof handler, "%s", ways[i].what);
+        expect_bug(line, ways[i].op, &o, handler, o.p, ways[i].also);
+        if (ways[i].op == op_destroy) {
+            CHECK(o.n == 0);
+            continue;
+        }
+        /* the cache goes on: a new slab, nothing to report */
+        tu_capture_reset();
+        void *q = qslab_cache_alloc(c);
+        CHECK(q != NULL && tu_capture_calls() == 0);
+        qslab_cache_free(c, q);
+        CHECK(qslab_cache_validate(c) == 0);
+        CHECK(qslab_cache_destroy(c) == 0);
+    }
+    return tu_done();
 }
 
 /* Does the line of text starting with `start` hold `what`? */
@@ -573,6 +653,8 @@ int main(int argc, char **argv)
         return default_handler_mode();
     if (argc > 1 && strcmp(argv[1], "env") == 0)
         return env_mode();
+    if (argc > 1 && strcmp(argv[1], "release") == 0)
+        return release_mode();
     if (argc > 1 && strcmp(argv[1], "env-off") == 0)
         return env_off_mode();
     if (argc > 1 && strcmp(argv[1], "kmalloc") == 0) {
@@ -593,11 +675,14 @@ int main(int argc, char **argv)
     report_owner();
     /* the write after free the purger finds is, to TSan, a race with the
      * purger's read (it is the bug being caught); skip it there */
-    if (!TU_TSAN)
-        purger_walk();
+    if (!TU_TSAN) {
+        purger_walk("t-dbg-walk", true);
+        purger_walk("t-dbg-walk-empty", false);
+    }
     default_handler();
     CHECK(tu_reexec("env", "QSLAB_DEBUG", "FZ,t-env-a,t-pre*;P,*") == 0);
     CHECK(tu_reexec("env-off", "QSLAB_DEBUG", "-") == 0);
     CHECK(tu_reexec("kmalloc", "QSLAB_DEBUG", "Z,kmalloc-64") == 0);
+    CHECK(tu_reexec("release", "QSLAB_PURGE", "0") == 0);
     return tu_done();
 }
