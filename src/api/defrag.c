@@ -87,6 +87,12 @@ struct rec {
     int state;
 };
 
+/* The pass's own arrays (records, held objects, offered addresses) come
+ * from qslab's metadata (core/meta.c: those over 64 KiB are mappings of
+ * their own, unmapped at their free), not from the kmalloc caches: a
+ * pass over 2 M entries holds megabytes of them, and freed into kmalloc
+ * slabs they would stay resident as empty slabs for the decay's second
+ * after the shrink that was to give memory back. */
 struct pass {
     qslab_cache *c;
     struct rec *r;   /* the slabs, by live objects then (after pick) */
@@ -171,11 +177,14 @@ static struct rec *find(struct pass *p, const struct qs_slab *s)
 
 static bool hold(struct pass *p, void *obj)
 {
-    if (p->nheld == p->capheld) {
+    if (p->nheld == p->capheld) { /* twice the room, or false with the old kept */
         size_t cap = p->capheld ? 2 * p->capheld : 1024;
-        void **v = qslab_realloc(p->held, cap * sizeof(void *));
+        void **v = qs_meta_alloc(cap * sizeof(void *));
         if (!v)
             return false;
+        if (p->held)
+            memcpy(v, p->held, p->nheld * sizeof(void *));
+        qs_meta_free(p->held, p->capheld * sizeof(void *));
         p->held = v;
         p->capheld = cap;
     }
@@ -231,13 +240,13 @@ static bool pick(struct pass *p)
         if (p->n <= p->cap)
             break;
         size_t cap = p->n + p->n / 4 + 16;
-        qslab_free(p->r);
-        qslab_free(p->by);
-        p->r = qslab_malloc(cap * sizeof(*p->r));
-        p->by = qslab_malloc(cap * sizeof(*p->by));
+        qs_meta_free(p->r, p->cap * sizeof(*p->r));
+        qs_meta_free(p->by, p->cap * sizeof(*p->by));
+        p->cap = cap; /* the size both are freed with, at the end */
+        p->r = qs_meta_alloc(cap * sizeof(*p->r));
+        p->by = qs_meta_alloc(cap * sizeof(*p->by));
         if (!p->r || !p->by)
             return false;
-        p->cap = cap;
     }
     if (p->n < 2)
         return false;
@@ -332,9 +341,9 @@ static size_t pass(qslab_cache *c)
             if (r->state != R_PENDING)
                 continue;
             if (r->nobj > nobjs) {
-                qslab_free(objs);
+                qs_meta_free(objs, nobjs * sizeof(void *));
                 nobjs = r->nobj;
-                objs = qslab_malloc(nobjs * sizeof(void *));
+                objs = qs_meta_alloc(nobjs * sizeof(void *));
                 if (!objs) {
                     nobjs = 0;
                     break;
@@ -355,10 +364,10 @@ static size_t pass(qslab_cache *c)
             freed++;
     qs_page_unpin();
     passing = NULL;
-    qslab_free(objs);
-    qslab_free(p.held);
-    qslab_free(p.r);
-    qslab_free(p.by);
+    qs_meta_free(objs, nobjs * sizeof(void *));
+    qs_meta_free(p.held, p.capheld * sizeof(void *));
+    qs_meta_free(p.r, p.cap * sizeof(*p.r));
+    qs_meta_free(p.by, p.cap * sizeof(*p.by));
     __atomic_fetch_add(&c->defrag_passes, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&c->defrag_moved, moved, __ATOMIC_RELAXED);
     __atomic_fetch_add(&c->defrag_declined, declined, __ATOMIC_RELAXED);

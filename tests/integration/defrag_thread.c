@@ -20,6 +20,10 @@
  *     (skipped with QSLAB_PURGE=0).
  *  6. fork while another thread's pass runs: the child's shrink of that
  *     cache does not wait for the pass, which the child does not have.
+ *  7. A shrink with mobility gives back what it empties at once: after a
+ *     trim (nothing kept), the shrink leaves no more empty slabs or warm
+ *     slots kept than before it (qslab_cached_stats), its pass's own
+ *     arrays included.
  */
 #include "../testutil.h"
 #include "../front.h"
@@ -220,6 +224,17 @@ static void table_free(struct table *t)
     free(t);
 }
 
+/* The survivors of keys 1..n erased, the cache destroyed empty, the table
+ * freed */
+static void table_end(struct table *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (kept[i / 8] >> (i % 8) & 1)
+            CHECK(erase(t, i + 1));
+    CHECK(qslab_cache_destroy(t->c) == 0);
+    table_free(t);
+}
+
 /* load keys 1..n, delete 90% at random; kept[] their survivors */
 static void load_delete(struct table *t, size_t n)
 {
@@ -370,11 +385,7 @@ static void with_ctor(bool mobile)
     for (size_t i = 0; i < again; i++)
         qslab_cache_free(c, v[i]);
     free(v);
-    for (size_t i = 0; i < n; i++)
-        if (kept[i / 8] >> (i % 8) & 1)
-            CHECK(erase(t, i + 1));
-    CHECK(qslab_cache_destroy(c) == 0);
-    table_free(t);
+    table_end(t, n);
 }
 
 /* 3. */
@@ -393,11 +404,7 @@ static void with_debug(bool mobile)
     CHECKF(!mobile || atomic_load(&migrations) > moved0, "nothing moved");
     CHECKF(check_survivors(t, n) == 0, "survivors wrong");
     CHECK(qslab_cache_validate(c) == 0);
-    for (size_t i = 0; i < n; i++)
-        if (kept[i / 8] >> (i % 8) & 1)
-            CHECK(erase(t, i + 1));
-    CHECK(qslab_cache_destroy(c) == 0);
-    table_free(t);
+    table_end(t, n);
 }
 
 static size_t iso_any(qslab_cache *c, void **o, size_t n, void *a)
@@ -442,11 +449,7 @@ static void by_purger(bool mobile)
     CHECKF(st.defrag_passes >= 1 && st.defrag_moved > 0, "purger: %lu passes moved %lu",
            st.defrag_passes, st.defrag_moved);
     CHECKF(check_survivors(t, n) == 0, "survivors wrong after the purger's pass");
-    for (size_t i = 0; i < n; i++)
-        if (kept[i / 8] >> (i % 8) & 1)
-            CHECK(erase(t, i + 1));
-    CHECK(qslab_cache_destroy(c) == 0);
-    table_free(t);
+    table_end(t, n);
 }
 
 /* 6. */
@@ -497,11 +500,28 @@ static void fork_in_pass(bool mobile)
     CHECKF(st == 0, "child: status %d", st);
     CHECK(pthread_join(th, NULL) == 0);
     CHECKF(check_survivors(t, n) == 0, "survivors wrong");
-    for (size_t i = 0; i < n; i++)
-        if (kept[i / 8] >> (i % 8) & 1)
-            CHECK(erase(t, i + 1));
-    CHECK(qslab_cache_destroy(c) == 0);
-    table_free(t);
+    table_end(t, n);
+}
+
+/* 7. */
+static void nothing_kept(bool mobile)
+{
+    if (!mobile)
+        return; /* no pass: nothing of its own to keep */
+    qslab_cache *c = qslab_cache_create("defrag_kept", sizeof(struct entry), 0, 0, NULL);
+    size_t n = N;
+    struct table *t = table_new(c, n);
+    CHECK(qslab_cache_set_mobility(c, t_isolate, t_migrate, t) == 0);
+    load_delete(t, n);
+    struct qslab_cached_stats before, after;
+    qslab_trim(); /* every cache's empty slabs and warm slots back to the OS */
+    qslab_cached_stats(&before);
+    qslab_cache_shrink(c);
+    qslab_cached_stats(&after);
+    CHECKF(after.cached <= before.cached, "%lu bytes kept after the shrink, %lu before",
+           after.cached, before.cached);
+    CHECKF(check_survivors(t, n) == 0, "survivors wrong");
+    table_end(t, n);
 }
 
 int main(void)
@@ -516,6 +536,7 @@ int main(void)
     bad_calls();
     by_purger(mobile);
     fork_in_pass(mobile);
+    nothing_kept(mobile);
     free(kept);
     return tu_done();
 }
