@@ -37,6 +37,7 @@
 
 #define TAG_KEY 0x5a5aa5a5c3c33c3cULL
 #define CTOR_MARK 0xc0ffee11u
+#define WORKER_KEYS 4096 /* keys of each of part 1's two threads */
 
 struct entry {
     struct entry *next;
@@ -51,6 +52,8 @@ struct table {
     struct entry **b;
     size_t nb;
     qslab_cache *c;
+    uintptr_t *live; /* the live entries' addresses (live_has) */
+    size_t live_mask;
 };
 
 static uint64_t mix(uint64_t x)
@@ -69,6 +72,48 @@ static bool is_mine(struct entry *e)
     return atomic_load_explicit(&e->tag, memory_order_relaxed) == ((uintptr_t)e ^ TAG_KEY);
 }
 
+/* The table's entries by address (t->lock held): how isolate and migrate
+ * tell a live entry from an address that may be a free object, without
+ * reading it (a debug cache's allocation writes the whole object outside
+ * our lock, so any read of a free object races with it).  Open addressing,
+ * linear probing, deletion by shifting the run back. */
+static size_t live_home(const struct table *t, uintptr_t p)
+{
+    return (size_t)mix(p) & t->live_mask;
+}
+
+static bool live_has(const struct table *t, const void *p)
+{
+    for (size_t i = live_home(t, (uintptr_t)p); t->live[i]; i = (i + 1) & t->live_mask)
+        if (t->live[i] == (uintptr_t)p)
+            return true;
+    return false;
+}
+
+static void live_add(struct table *t, const void *p)
+{
+    size_t i = live_home(t, (uintptr_t)p);
+    while (t->live[i])
+        i = (i + 1) & t->live_mask;
+    t->live[i] = (uintptr_t)p;
+}
+
+static void live_del(struct table *t, const void *p)
+{
+    size_t i = live_home(t, (uintptr_t)p);
+    while (t->live[i] != (uintptr_t)p)
+        i = (i + 1) & t->live_mask;
+    for (size_t j = (i + 1) & t->live_mask; t->live[j]; j = (j + 1) & t->live_mask) {
+        size_t h = live_home(t, t->live[j]);
+        /* an entry whose home is not in (i, j] may move back to i */
+        if (((j - h) & t->live_mask) >= ((j - i) & t->live_mask)) {
+            t->live[i] = t->live[j];
+            i = j;
+        }
+    }
+    t->live[i] = 0;
+}
+
 static size_t t_isolate(qslab_cache *c, void **objs, size_t n, void *arg)
 {
     struct table *t = arg;
@@ -76,7 +121,7 @@ static size_t t_isolate(qslab_cache *c, void **objs, size_t n, void *arg)
     CHECK(c == t->c);
     pthread_mutex_lock(&t->lock);
     for (size_t i = 0; i < n; i++)
-        if (is_mine(objs[i]))
+        if (live_has(t, objs[i]))
             objs[k++] = objs[i];
     pthread_mutex_unlock(&t->lock);
     return k;
@@ -90,7 +135,7 @@ static int t_migrate(qslab_cache *c, void *old_obj, void *new_obj, void *arg)
     struct entry *old = old_obj, *nu = new_obj;
     (void)c;
     pthread_mutex_lock(&t->lock);
-    if (!is_mine(old)) {
+    if (!live_has(t, old)) {
         pthread_mutex_unlock(&t->lock);
         return 1;
     }
@@ -104,6 +149,8 @@ static int t_migrate(qslab_cache *c, void *old_obj, void *new_obj, void *arg)
     atomic_store_explicit(&nu->tag, (uintptr_t)nu ^ TAG_KEY, memory_order_relaxed);
     *pp = nu;
     atomic_store_explicit(&old->tag, 0, memory_order_relaxed);
+    live_del(t, old);
+    live_add(t, nu);
     pthread_mutex_unlock(&t->lock);
     atomic_fetch_add(&migrations, 1);
     return 0;
@@ -121,6 +168,7 @@ static bool insert(struct table *t, uint64_t key)
     e->next = *pp;
     atomic_store_explicit(&e->tag, (uintptr_t)e ^ TAG_KEY, memory_order_relaxed);
     *pp = e;
+    live_add(t, e);
     pthread_mutex_unlock(&t->lock);
     return true;
 }
@@ -135,6 +183,7 @@ static bool erase(struct table *t, uint64_t key)
     if (e) {
         *pp = e->next;
         atomic_store_explicit(&e->tag, 0, memory_order_relaxed);
+        live_del(t, e);
     }
     pthread_mutex_unlock(&t->lock);
     if (e)
@@ -212,6 +261,11 @@ static struct table *table_new(qslab_cache *c, size_t n)
     t->nb = n / 4 + 1;
     t->b = calloc(t->nb, sizeof(*t->b));
     t->c = c;
+    size_t cap = 1024; /* a quarter full at most: n, and the workers' keys */
+    while (cap < 4 * (n + 2 * WORKER_KEYS))
+        cap *= 2;
+    t->live = calloc(cap, sizeof(*t->live));
+    t->live_mask = cap - 1;
     return t;
 }
 
@@ -220,6 +274,7 @@ static struct table *table_new(qslab_cache *c, size_t n)
 static void table_free(struct table *t)
 {
     pthread_mutex_destroy(&t->lock);
+    free(t->live);
     free(t->b);
     free(t);
 }
@@ -289,7 +344,7 @@ static void concurrent(bool *mobile)
     struct worker w[2];
     pthread_t th[2];
     for (int i = 0; i < 2; i++) {
-        w[i] = (struct worker){.t = t, .id = i, .nkeys = 4096};
+        w[i] = (struct worker){.t = t, .id = i, .nkeys = WORKER_KEYS};
         w[i].have = calloc(w[i].nkeys, 1);
         CHECK(pthread_create(&th[i], NULL, work, &w[i]) == 0);
     }
