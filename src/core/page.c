@@ -336,7 +336,6 @@ again:
     qs_lock_acquire(&p->lock);
     if ((s = qs_page_warm_pop(p)) != NULL) { /* the newest warm slot: resident */
         qs_lock_release(&p->lock);
-        __atomic_sub_fetch(qs_page_warm_bytes, qs_slab_bytes(order), __ATOMIC_RELAXED);
         s->empty_ms = 0; /* resident, with a cache's old objects */
         goto out;
     }

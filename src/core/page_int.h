@@ -32,8 +32,8 @@ void qs_page_slab_leave(struct qs_slab *s);
 /* page.c: decommit and return to their chunks slabs that left their
  * caches; bytes the OS took */
 size_t qs_page_free_left(struct qs_slab *list);
-/* warm.c: pool p's newest warm slot off its list (p->lock held; the caller
- * takes its bytes off qs_page_warm_bytes), or NULL */
+/* warm.c: pool p's newest warm slot off its list and its bytes off the
+ * warm slots' (p->lock held), or NULL */
 struct qs_slab *qs_page_warm_pop(struct qs_page_pool *p);
 
 #pragma GCC visibility pop

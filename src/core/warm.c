@@ -269,7 +269,8 @@ size_t qs_page_sweep_warm_orders(unsigned from, unsigned except, uint32_t age, u
     return free_cut(go, cut);
 }
 
-/* Pool p's newest warm slot, off its list (p->lock held), or NULL. */
+/* Pool p's newest warm slot, off its list and its bytes off warm_bytes
+ * (p->lock held), or NULL. */
 struct qs_slab *qs_page_warm_pop(struct qs_page_pool *p)
 {
     struct qs_slab *s = p->warm;
@@ -280,5 +281,6 @@ struct qs_slab *qs_page_warm_pop(struct qs_page_pool *p)
         p->warm->prev = NULL;
     else
         p->warm_tail = NULL;
+    __atomic_sub_fetch(&warm_bytes, qs_slab_bytes(s->order), __ATOMIC_RELAXED);
     return s;
 }

@@ -316,6 +316,17 @@ static void load_delete(struct table *t, size_t n)
     free(order);
 }
 
+/* A table of cache c for keys 1..n, mobile with t_isolate and t_migrate
+ * if asked, loaded and thinned (load_delete) */
+static struct table *table_loaded(qslab_cache *c, size_t n, bool mobile)
+{
+    struct table *t = table_new(c, n);
+    if (mobile)
+        CHECK(qslab_cache_set_mobility(c, t_isolate, t_migrate, t) == 0);
+    load_delete(t, n);
+    return t;
+}
+
 static size_t check_survivors(struct table *t, size_t n)
 {
     size_t bad = 0;
@@ -404,10 +415,7 @@ static void with_ctor(bool mobile)
     qslab_cache *c = qslab_cache_create("defrag_ctor", sizeof(struct entry), 0, 0, ctor);
     CHECK(c != NULL);
     size_t n = N / 2;
-    struct table *t = table_new(c, n);
-    if (mobile)
-        CHECK(qslab_cache_set_mobility(c, t_isolate, t_migrate, t) == 0);
-    load_delete(t, n);
+    struct table *t = table_loaded(c, n, mobile);
     unsigned long born = atomic_load(&constructed), moved0 = atomic_load(&migrations);
     struct qslab_cache_stats st0, st;
     CHECK(qslab_cache_stats(c, &st0) == 0);
@@ -450,10 +458,7 @@ static void with_debug(bool mobile)
                                         QSLAB_RED_ZONE | QSLAB_STORE_USER, NULL);
     CHECK(c != NULL);
     size_t n = N / 4;
-    struct table *t = table_new(c, n);
-    if (mobile)
-        CHECK(qslab_cache_set_mobility(c, t_isolate, t_migrate, t) == 0);
-    load_delete(t, n);
+    struct table *t = table_loaded(c, n, mobile);
     unsigned long moved0 = atomic_load(&migrations);
     qslab_cache_shrink(c);
     CHECKF(!mobile || atomic_load(&migrations) > moved0, "nothing moved");
@@ -493,9 +498,7 @@ static void by_purger(bool mobile)
         return;
     qslab_cache *c = qslab_cache_create("defrag_purged", sizeof(struct entry), 0, 0, NULL);
     size_t n = N;
-    struct table *t = table_new(c, n);
-    CHECK(qslab_cache_set_mobility(c, t_isolate, t_migrate, t) == 0);
-    load_delete(t, n);
+    struct table *t = table_loaded(c, n, true);
     struct qslab_cache_stats st = {0};
     for (int i = 0; i < 100 && !st.defrag_moved; i++) { /* the purger looks once a second */
         tu_sleep_ms(100);
@@ -565,9 +568,7 @@ static void nothing_kept(bool mobile)
         return; /* no pass: nothing of its own to keep */
     qslab_cache *c = qslab_cache_create("defrag_kept", sizeof(struct entry), 0, 0, NULL);
     size_t n = N;
-    struct table *t = table_new(c, n);
-    CHECK(qslab_cache_set_mobility(c, t_isolate, t_migrate, t) == 0);
-    load_delete(t, n);
+    struct table *t = table_loaded(c, n, true);
     struct qslab_cached_stats before, after;
     qslab_trim(); /* every cache's empty slabs and warm slots back to the OS */
     qslab_cached_stats(&before);

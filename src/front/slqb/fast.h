@@ -446,6 +446,7 @@ static inline void *qs_queue_alloc_fast(qslab_cache *c)
         obj = qs_queue_try_pop(qs_queue_fast(c->id), QS_ALLOC_FAST, (uint32_t)c->link_off);
     return likely(obj != NULL) ? obj : qs_alloc_slow(c);
 }
+#undef QS_FREE_CACHE
 
 #pragma GCC visibility pop
 

@@ -250,8 +250,10 @@ QS_NOINLINE void slub_slab_free(qslab_cache *c, struct qs_queue *q, struct qs_sl
         if (fw_cas(s, &old, nw))
             break;
     }
-    if (user)
-        sl_stat2(c, q, QS_FREE_SLOW, QS_REMOTE_FREE);
+    if (user) {
+        sl_stat(c, q, QS_FREE_SLOW, 1);
+        sl_stat(c, q, QS_REMOTE_FREE, 1);
+    }
     if (old & FW_FROZEN) { /* an owner's active slab: nothing to move */
         if (n)
             qs_lock_release(&n->lock);

@@ -81,19 +81,6 @@ static inline __attribute__((always_inline)) void sl_stat(qslab_cache *c, struct
     else
         QS_ADD(q->stat[item], n);
 }
-/* Two counters of one event, one test of where they go. */
-static inline __attribute__((always_inline)) void sl_stat2(qslab_cache *c, struct qs_queue *q, int a,
-                                                           int b)
-{
-    unsigned long *st = q ? q->stat : c->orphan_stat;
-    if (!q || q->cpu >= 0) {
-        __atomic_fetch_add(&st[a], 1, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&st[b], 1, __ATOMIC_RELAXED);
-    } else {
-        QS_ADD(st[a], 1);
-        QS_ADD(st[b], 1);
-    }
-}
 
 /* ---- slub.c: the owners ---- */
 /* The caller's queue for c (attached if it has none); NULL: it cannot have
