@@ -110,9 +110,11 @@ size_t qslab_cache_shrink(qslab_cache *c);
  *
  * isolate may be NULL (every address is kept); migrate NULL turns mobility
  * off.  Returns 0, or -1 with errno EINVAL (NULL cache, a kmalloc cache or a
- * debug twin, isolate without migrate) or ENOTSUP (the cache's front end is
- * SLOB, whose pages every cache shares), with a line on stderr.  The
- * counters are in struct qslab_cache_stats (defrag_*).
+ * debug twin, isolate without migrate), with a line on stderr.  Under the
+ * SLOB front end, whose pages every cache shares, the pass moves c's
+ * objects off the pages less than three quarters in use, and a page goes
+ * back once every cache's blocks have left it.  The counters are in struct
+ * qslab_cache_stats (defrag_*).
  */
 typedef size_t (*qslab_isolate_fn)(qslab_cache *c, void **objs, size_t n, void *arg);
 typedef int (*qslab_migrate_fn)(qslab_cache *c, void *old_obj, void *new_obj, void *arg);
@@ -264,7 +266,7 @@ struct qslab_cache_stats {
     unsigned long defrag_passes;   /* defragmentation passes run on the cache */
     unsigned long defrag_moved;    /* objects its owner moved out of sparse slabs */
     unsigned long defrag_declined; /* objects offered and declined (isolate or migrate) */
-    unsigned long defrag_slabs;    /* sparse slabs that the passes emptied and gave back */
+    unsigned long defrag_slabs;    /* sparse slabs (SLOB: pages) that the passes emptied and gave back */
 };
 /* Fill the first `size` bytes of *st for cache `c` (size: the caller's
  * sizeof(struct qslab_cache_stats)); 0, or -1/EINVAL for NULL arguments or

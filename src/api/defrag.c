@@ -2,21 +2,25 @@
  * defrag.c - cooperative defragmentation of object caches
  * (qslab_cache_set_mobility; docs/design.md "Defragmentation").
  *
- * One mechanism for every front end whose slabs hold one cache's objects
- * (SLQB, SLUB, SLAB and the debug front end; SLOB's pages are every
- * cache's and it is refused): the pass finds the cache's slabs through the
- * page layer (qs_page_walk), reads their objects' words to tell which may
- * be live (a free object's word is a link or a free stamp, core/slab.h
- * qs_maybe_free; an allocated one's is not, but for a 2^-20 chance), and
- * moves objects only through the cache's own allocation and free, so no
- * front end's lists, words or locks are touched here.
+ * One mechanism for every front end: the pass finds the cache's slabs
+ * through the page layer (qs_page_walk), reads their objects' words to
+ * tell which may be live (a free object's word is a link or a free stamp,
+ * core/slab.h qs_maybe_free; an allocated one's is not, but for a 2^-20
+ * chance), and moves objects only through the cache's own allocation and
+ * free, so no front end's lists, words or locks are touched here.  A
+ * front end whose pages every cache shares (SLOB: front.h shared_pages)
+ * has no slab of one cache: the records are its pages, whose fill (every
+ * cache's blocks) and whose live objects of the cache its page_objs hook
+ * tells from the blocks' headers; a page drained of the cache's objects
+ * empties once the other caches' blocks have left it too.
  *
  * A PASS over cache c:
  *  1. Pin the page layer (qs_page_pin: no chunk is unmapped until the
  *     unpin), walk the slabs of c and of its debug twins, count in each the
  *     objects that look live.
  *  2. Pick the sparse slabs: every slab less than three quarters full is
- *     drained, the sparsest first.  The moves fill the slabs kept and new
+ *     drained, the sparsest first (a shared page: less than three
+ *     quarters in use, with objects of the cache).  The moves fill the slabs kept and new
  *     slabs, mostly cut from fresh chunks (the drained slabs' slots stay
  *     allocated until the end), so the survivors end in few chunks and the
  *     chunks the drained slabs leave fully free are unmapped, headers and
@@ -81,9 +85,10 @@ enum { R_KEPT, R_PENDING, R_DRAIN };
 
 struct rec {
     struct qs_slab *s;
-    qslab_cache *c; /* c or one of its twins: the slab's cache at the walk */
+    qslab_cache *c; /* c or one of its twins (a shared page: the pages' cache) at the walk */
     char *base;
-    uint32_t nobj, live;
+    uint32_t nobj, live; /* nobj: room for c's objects; live: c's that look live */
+    uint32_t fill;       /* the share in use, of QS_PAGE_FILL_ONE: a slab's c's, a page's every cache's */
     int state;
 };
 
@@ -95,6 +100,7 @@ struct rec {
  * after the shrink that was to give memory back. */
 struct pass {
     qslab_cache *c;
+    const struct qs_front *f; /* c's front end; f->shared_pages: the records are its pages */
     struct rec *r;   /* the slabs, by live objects then (after pick) */
     struct rec **by; /* the same, by descriptor address: find() */
     size_t n, cap;
@@ -103,11 +109,18 @@ struct pass {
     bool oom;
 };
 
+/* A slab of c or of its twins; with shared pages, any slab of another
+ * cache of c's front end (its pages, and other caches' own slabs, which
+ * page_objs tells apart later: it takes locks the pool's must not be
+ * held under) */
 static void collect(struct qs_slab *s, void *arg) /* the pool's lock held */
 {
     struct pass *p = arg;
     qslab_cache *sc = __atomic_load_n(&s->cache, __ATOMIC_RELAXED);
-    if (sc != p->c && (!sc || sc->twin_of != p->c))
+    if (!sc)
+        return;
+    if (p->f->shared_pages ? sc == p->c || sc->front != p->c->front
+                           : sc != p->c && sc->twin_of != p->c)
         return;
     if (p->n < p->cap) {
         struct rec *r = &p->r[p->n];
@@ -134,8 +147,29 @@ static bool rec_valid(const struct rec *r)
     return __atomic_load_n(&r->s->cache, __ATOMIC_RELAXED) == r->c && r->s->base == r->base;
 }
 
-static uint32_t scan_live(const struct rec *r, void **out)
+/* Is obj held by the pass (new_place's mark)?  A read of a word another
+ * thread may write (a live object's): a guess, as looks_live's. */
+static QS_NO_SANITIZE bool marked(const qslab_cache *c, const char *obj)
 {
+    return *(const volatile uintptr_t *)(obj + c->link_off) == QS_STAMP(c->secret);
+}
+
+static uint32_t scan_live(const struct pass *p, struct rec *r, void **out)
+{
+    if (p->f->shared_pages) { /* the front end's walk of the page's blocks */
+        uint32_t live = 0, max = r->nobj, fill = QS_PAGE_FILL_ONE, n = 0;
+        if (!p->f->page_objs(p->c, r->s, out, &live, &max, &fill))
+            live = 0;
+        if (!out) {
+            r->nobj = max;
+            r->fill = fill;
+            return live;
+        }
+        for (uint32_t i = 0; i < live; i++) /* not what the pass holds */
+            if (!marked(r->c, out[i]))
+                out[n++] = out[i];
+        return n;
+    }
     uint32_t n = 0;
     size_t slot = r->c->slot_size;
     for (uint32_t i = 0; i < r->nobj; i++) {
@@ -149,10 +183,10 @@ static uint32_t scan_live(const struct rec *r, void **out)
     return n;
 }
 
-static int by_live(const void *a, const void *b)
+static int by_fill(const void *a, const void *b)
 {
     const struct rec *x = a, *y = b;
-    return x->live < y->live ? -1 : x->live > y->live;
+    return x->fill < y->fill ? -1 : x->fill > y->fill;
 }
 static int by_addr(const void *a, const void *b)
 {
@@ -210,9 +244,11 @@ static void *new_place(struct pass *p)
         /* marked, so that the scan of its slab does not offer it: the
          * free stamp in its word, which allocation left 0; the pass owns
          * the object, and puts the 0 back before it frees it (a debug
-         * cache's words are its checks', left alone) */
+         * cache's words are its checks', left alone).  A shared page's
+         * object is marked whatever its word (its front end tells live
+         * objects by their headers; the pages' cache names the stamp) */
         uintptr_t *w = qs_link(r->c, obj);
-        if (!r->c->debug && *w == 0)
+        if (!r->c->debug && (*w == 0 || p->f->shared_pages))
             *w = QS_STAMP(r->c->secret);
     }
 }
@@ -250,14 +286,24 @@ static bool pick(struct pass *p)
     }
     if (p->n < 2)
         return false;
-    for (size_t i = 0; i < p->n; i++)
-        p->r[i].live = scan_live(&p->r[i], NULL);
-    qsort(p->r, p->n, sizeof(*p->r), by_live);
+    for (size_t i = 0; i < p->n; i++) {
+        struct rec *r = &p->r[i];
+        r->live = scan_live(p, r, NULL); /* a shared page's nobj and fill too */
+        if (!p->f->shared_pages)
+            r->fill = r->nobj ? (uint32_t)((uint64_t)r->live * QS_PAGE_FILL_ONE / r->nobj)
+                              : QS_PAGE_FILL_ONE;
+    }
+    qsort(p->r, p->n, sizeof(*p->r), by_fill);
+    /* a slab less than three quarters full is drained; a shared page too,
+     * if it holds c's objects (a page of other caches' alone is left: c's
+     * new objects may fill it) */
     size_t drain = 0;
     for (size_t i = 0; i < p->n; i++) {
         struct rec *r = &p->r[i];
-        if ((size_t)r->live * 4 >= (size_t)r->nobj * 3)
+        if ((size_t)r->fill * 4 >= (size_t)QS_PAGE_FILL_ONE * 3)
             break;
+        if (p->f->shared_pages && !r->live)
+            continue;
         r->state = R_PENDING;
         drain++;
     }
@@ -275,7 +321,7 @@ static void drain(struct pass *p, struct rec *r, void **objs, qslab_isolate_fn i
     r->state = R_DRAIN;
     if (!rec_valid(r))
         return;
-    size_t n = scan_live(r, objs), k = n;
+    size_t n = scan_live(p, r, objs), k = n;
     if (isolate) {
         k = isolate(p->c, objs, n, arg);
         if (k > n)
@@ -329,7 +375,7 @@ static size_t pass(qslab_cache *c)
     qslab_isolate_fn isolate = c->mob_isolate;
     qslab_migrate_fn migrate = c->mob_migrate;
     void *arg = c->mob_arg;
-    struct pass p = {.c = c};
+    struct pass p = {.c = c, .f = qs_front_of(c)};
     unsigned long moved = 0, declined = 0, freed = 0;
     void **objs = NULL;
     size_t nobjs = 0;
@@ -399,10 +445,6 @@ static const char *refusal(const qslab_cache *c, int *err)
         return "is a kmalloc cache: its objects are malloc's callers'";
     if (c->twin_of)
         return "is a debug twin: set mobility on its cache";
-    if (qs_front_of(c)->shared_pages) {
-        *err = ENOTSUP;
-        return "uses the front end slob, whose pages every cache shares: no slab of its own to empty";
-    }
     return NULL;
 }
 
@@ -461,8 +503,36 @@ static unsigned long slabs_of(qslab_cache *c, unsigned long *live) /* qs_global 
     return sum[QS_NEW_SLAB] - sum[QS_FREE_SLAB];
 }
 
+/* With shared pages (SLOB) the measure is the front end's pages: worth a
+ * pass while their free bytes exceed c's live objects' bytes and 1 MiB
+ * (under pressure: 64 KiB), and the page count changed since a pass that
+ * moved nothing (mob_stale holds it then) */
+static unsigned long pages_of(qslab_cache *c, size_t *free_bytes) /* qs_global held */
+{
+    struct qs_totals t = {0};
+    qs_front_of(c)->totals(&t); /* slab_bytes: the pages' free bytes and the kept pages */
+    *free_bytes = t.slab_bytes - t.empty_bytes;
+    return t.slabs;
+}
+
+static unsigned long spread_of(qslab_cache *c) /* qs_global held: the staleness measure */
+{
+    unsigned long live;
+    size_t free_bytes;
+    return qs_front_of(c)->shared_pages ? pages_of(c, &free_bytes) : slabs_of(c, &live);
+}
+
 static bool worth(qslab_cache *c, bool pressure) /* qs_global held */
 {
+    if (qs_front_of(c)->shared_pages) {
+        unsigned long live;
+        size_t free_bytes;
+        slabs_of(c, &live);
+        unsigned long pages = pages_of(c, &free_bytes);
+        if (!live || pages == c->mob_stale)
+            return false;
+        return free_bytes >= (pressure ? (64u << 10) : (1u << 20)) && free_bytes > live * c->obj_size;
+    }
     unsigned long live, slabs = slabs_of(c, &live);
     unsigned order = QS_LOAD(c->order);
     unsigned long per = qs_front_objs_per_slab(c, order);
@@ -492,8 +562,7 @@ size_t qs_defrag_tick(bool pressure)
         if (c->mob_migrate && !refusal(c, &err))
             bytes += pass(c);
         qs_lock_acquire(&qs_global);
-        unsigned long live;
-        c->mob_stale = QS_LOAD(c->defrag_moved) == before ? slabs_of(c, &live) : 0;
+        c->mob_stale = QS_LOAD(c->defrag_moved) == before ? spread_of(c) : 0;
         qslab_cache *next = c->next;
         busy_drop(c);
         c = next;

@@ -573,8 +573,9 @@ struct qslab_cache {
     qslab_migrate_fn mob_migrate;
     void *mob_arg;
     int mob_busy;
-    unsigned long mob_stale; /* slabs after a purger's pass that moved nothing
-                                (qs_global): none before they change */
+    unsigned long mob_stale; /* slabs (SLOB: its pages) after a purger's pass
+                                that moved nothing (qs_global): none before
+                                they change */
     unsigned long defrag_passes, defrag_moved, defrag_declined, defrag_slabs;
 };
 /* A walk over 0..n-1 in the cache's random order (core/slab.c): 8-bit digits

@@ -110,8 +110,9 @@ struct qs_front {
      * allocations within a page go to it */
     bool kmalloc_exact;
     /* its caches' objects live in pages every cache shares (SLOB): no slab
-     * holds one cache's objects only, so a cache cannot be defragmented by
-     * emptying its slabs (api/defrag.c refuses it) */
+     * holds one cache's objects only; defragmentation (api/defrag.c) moves
+     * a cache's objects off the sparse pages through page_objs below, and
+     * a page empties once every cache's blocks have left it */
     bool shared_pages;
     /* the nodes' partial and full lists hold slabs under the front end's
      * own rules (SLUB, SLAB): validation leaves them to its hook */
@@ -156,7 +157,19 @@ struct qs_front {
     /* the slabinfo line's "tunables" of c: limit, batchcount, sharedfactor
      * (NULL: SLQB's hiwater and freebatch, and 0) */
     void (*slabinfo_tunables)(const qslab_cache *c, unsigned long out[3]);
+    /* shared_pages front ends, for defragmentation (api/defrag.c): false
+     * if slab s is none of the front end's shared pages; else *max, how
+     * many objects of c the page could hold, *fill, the share of the page
+     * in use (of QS_PAGE_FILL_ONE, every cache's blocks), and *live, c's
+     * allocated objects in it, their addresses into out (NULL: counted;
+     * else room for *max, as an earlier call on the page returned).  No
+     * lock held; the front end takes its own.  The page's memory stays
+     * mapped (the caller pins the page layer); it may have left the front
+     * end since the caller found it (false). */
+    bool (*page_objs)(const qslab_cache *c, struct qs_slab *s, void **out, uint32_t *live,
+                      uint32_t *max, uint32_t *fill);
 };
+#define QS_PAGE_FILL_ONE 1024u
 
 extern const struct qs_front qs_front_slqb, qs_front_slob, qs_front_slub, qs_front_slab;
 extern const struct qs_front *qs_fronts[QS_FRONT_NR]; /* [QS_FRONT_DEBUG]: set by the debug layer */

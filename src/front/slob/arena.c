@@ -322,6 +322,53 @@ void slob_totals(struct qs_totals *t)
     }
 }
 
+/* Defragmentation's view of page sp (front.h page_objs): c's allocated
+ * blocks and the page's fill, read under slob_lock as page_check walks a
+ * page (blocks tile it).  A header that is no block's ends the walk with
+ * the page reported full and nothing of c's: the pass leaves it alone, and
+ * validation reports it.  (c's blocks are of one kind, by its size; a
+ * block takes at least its payload and header, hence *max.) */
+bool slob_page_objs(const qslab_cache *c, struct qs_slab *sp, void **out, uint32_t *live, uint32_t *max,
+                    uint32_t *fill)
+{
+    uint32_t room = out ? *max : 0, n = 0;
+    unsigned used = 0;
+    qs_lock_acquire(&slob_lock);
+    if (__atomic_load_n(&sp->cache, __ATOMIC_RELAXED) != &qs_slob_arena) {
+        qs_lock_release(&slob_lock);
+        return false;
+    }
+    const struct slob_kind *K = kind_of(sp);
+    size_t least = (c->obj_size + SLOB_HDR + K->unit - 1) / K->unit;
+    char *b = page_base(sp), *end = page_end(sp);
+    while (b < end) {
+        uint64_t h = hget(b);
+        int st = hstate(K, b, h);
+        unsigned u = H_UNITS(K, h);
+        if ((st != ST_ALLOC && st != ST_FREE) || u == 0 || b + (size_t)u * K->unit > end) {
+            used = K->units;
+            n = 0;
+            break;
+        }
+        if (st == ST_ALLOC) {
+            used += u;
+            if (hid(K, b, h) == c->id) {
+                if (n < room)
+                    out[n] = b + SLOB_HDR;
+                n++;
+            }
+        }
+        b += (size_t)u * K->unit;
+    }
+    qs_lock_release(&slob_lock);
+    *max = (uint32_t)(K->units / (least ? least : 1));
+    *live = n < *max ? n : *max;
+    if (out && *live > room)
+        *live = room;
+    *fill = (uint32_t)((uint64_t)used * QS_PAGE_FILL_ONE / K->units);
+    return true;
+}
+
 void slob_lock_all(bool lock)
 {
     if (lock)

@@ -465,6 +465,7 @@ const struct qs_front qs_front_slob = {
     .validate = slob_validate,
     .lock_all = slob_lock_all,
     .report = slob_report,
+    .page_objs = slob_page_objs,
     .kmalloc_exact = true,
     .shared_pages = true,
 };

@@ -225,6 +225,8 @@ size_t slob_sweep(bool all); /* arena.c */
 size_t slob_shrink(qslab_cache *c); /* arena.c */
 void slob_totals(struct qs_totals *t); /* arena.c */
 void slob_validate(qslab_cache *c, struct qs_walk *w); /* arena.c */
+bool slob_page_objs(const qslab_cache *c, struct qs_slab *sp, void **out, uint32_t *live, uint32_t *max,
+                    uint32_t *fill); /* arena.c: front.h page_objs */
 void slob_lock_all(bool lock); /* arena.c */
 void slob_report(int fd); /* arena.c */
 
