@@ -172,7 +172,8 @@ int qslab_tune_get(const char *cache, const char *attr, unsigned long *out);
  * (CPUs, or threads) keep for their SLQB caches, read under the cache
  * list's lock at the time of the call. */
 struct qslab_budget_stats {
-    unsigned long budget;   /* bytes per owner (tunable owner_budget) */
+    unsigned long budget;   /* bytes per owner (tunable owner_budget; with a cached-memory cap,
+                               at most each owner's share of half the cap) */
     unsigned long owners;   /* owners with a queue */
     unsigned long used;     /* bytes granted to queues and stashes, all owners */
     unsigned long used_max; /* ... the most one owner has granted now */
@@ -188,13 +189,14 @@ struct qslab_budget_stats {
 void qslab_budget_stats(struct qslab_budget_stats *st);
 
 /* The cached-memory cap (docs/design.md, "The cached-memory cap"): a cap
- * on the empty slabs qslab keeps for reuse (the caches' FIFOs, the owners'
- * stashes, warm slots, SLOB's empty pages), set by QSLAB_CACHED_MAX=BYTES
- * at start-up, qslab_tune("*", "cached_max", "BYTES") or the control
+ * on what qslab keeps that is not in use, set by QSLAB_CACHED_MAX=BYTES at
+ * start-up, qslab_tune("*", "cached_max", "BYTES") or the control
  * channel's "set * cached_max BYTES" at any time; 0 (the default) is none,
- * and the retention rule alone bounds them by the working set.  With a
- * cap, a keep that takes them past it gives back the oldest first, down to
- * seven eighths of it. */
+ * and the retention rule and owner_budget alone bound what is kept.  Half
+ * of it is for the empty slabs kept for reuse (the caches' FIFOs, warm
+ * slots, SLOB's empty pages): a keep that takes them past it gives back
+ * the oldest first, down to seven eighths of it.  The other half is the
+ * owners': each one's budget (qslab_budget_stats) is at most its share. */
 struct qslab_cached_stats {
     unsigned long max;       /* the cap, bytes; 0: none */
     unsigned long cached;    /* bytes of empty slabs kept now (FIFOs, stashes, warm slots) */

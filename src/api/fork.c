@@ -27,6 +27,7 @@
 #include "debug/debug.h"
 #include "api/zero.h"
 #include "api/api.h"
+#include "owner/owner.h"
 
 static void for_each_lock(void (*op)(qs_lock *), bool reverse)
 {
@@ -98,6 +99,7 @@ static void fork_child(void)
     qs_guard_fork(2); /* after fork_release's qs_guard_fork(1): the sampler is gone */
     qs_node_purger_forked();
     qs_defrag_forked(); /* passes of threads the child does not have */
+    qs_owners_forked(); /* the child's one thread */
     if (qs_self.state == 1) /* the forking thread is the child's only one: its id */
         qs_self.tid = qs_os_gettid();
 }

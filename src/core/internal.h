@@ -662,8 +662,8 @@ struct qs_owner {
                                paths' table); a thread's: NULL */
     /* The owner budget (budget.c): bytes its SLQB queues may hold, their
      * grants (grant x slot_size) and their stashes' slabs together, at
-     * most qs_owner_budget (more only for a moment after the budget is
-     * lowered).  Atomic adds: a CPU's queues have a lock each, and the
+     * most qs_owner_budget_now() (more only for a moment after the budget
+     * is lowered).  Atomic adds: a CPU's queues have a lock each, and the
      * purger takes a quiet thread's stash. */
     unsigned long budget_used;
     unsigned long budget_peak; /* the most budget_used has been (relaxed) */
@@ -684,6 +684,9 @@ struct qs_owner {
 #define QS_OWNER_BUDGET_MIN ((unsigned long)16 << 10)
 #define QS_OWNER_BUDGET_MAX ((unsigned long)1 << 30)
 extern unsigned long qs_owner_budget;
+/* budget.c: the budget in force, qs_owner_budget or, with a cached-memory
+ * cap, each owner's share of half the cap if less */
+unsigned long qs_owner_budget_now(void);
 void qs_owner_budget_default(void); /* start-up, before the first cache */
 unsigned long qs_transit_budget(void); /* budget.c: bytes an owner may hold in remote frees in transit */
 void qs_owner_budget_stats(struct qslab_budget_stats *st); /* after start-up */

@@ -505,7 +505,7 @@ static void node_reclaim(int node, unsigned order)
  * are written under qs_global, by one walk at a time. */
 static void cached_walk(void)
 {
-    size_t cap = __atomic_load_n(&qs_cached.max, __ATOMIC_RELAXED);
+    size_t cap = qs_cached_empty_max(); /* the share of the cap kept empty (page.h) */
     if (!cap || !qs_lock_try(&qs_global))
         return;
     __atomic_store_n(&qs_cached.kept, 0, __ATOMIC_RELAXED);

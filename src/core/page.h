@@ -146,6 +146,15 @@ struct qs_cached {
     unsigned long cut_bytes; /* ... the bytes they gave back (under qs_global) */
 };
 extern struct qs_cached qs_cached;
+/* With a cap, half of it is the owners' (their budgets: front/slqb/
+ * budget.c gives each owner its share) and the rest is what the FIFOs,
+ * the warm slots and SLOB's kept pages may keep empty: so that the two
+ * together stay within the one cap.  0: no cap. */
+static inline unsigned long qs_cached_empty_max(void)
+{
+    unsigned long max = __atomic_load_n(&qs_cached.max, __ATOMIC_RELAXED);
+    return max - max / 2;
+}
 #define QS_CACHED_MAX_MAX ((unsigned long)1 << 40) /* the largest cap accepted */
 /* bytes just kept empty (a FIFO's slabs, warm slots): counted for the cap,
  * when there is one (any context: one atomic add) */

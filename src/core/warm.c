@@ -99,14 +99,15 @@ size_t qs_page_retain_cap(void)
 {
     size_t cap = __atomic_load_n(&qs_page_out, __ATOMIC_RELAXED) / QS_RETAIN_FRACTION;
     cap = cap > QS_RETAIN_FLOOR ? cap : QS_RETAIN_FLOOR;
-    size_t max = __atomic_load_n(&qs_cached.max, __ATOMIC_RELAXED); /* the cached-memory cap */
+    size_t max = qs_cached_empty_max(); /* the cached-memory cap's share */
     return max && max < cap ? max : cap;
 }
 
 /* ---- the cached-memory cap (page.h; node.c cached_walk; docs/design.md,
  * "The cached-memory cap") ----
  *
- * `max` is the tunable's (qs_page_set_cached_max: any thread, relaxed).
+ * `max` is the tunable's (qs_page_set_cached_max: any thread, relaxed);
+ * what is kept empty is held to its share, qs_cached_empty_max (page.h).
  * `kept` counts what is kept empty from its caller's point of view, only
  * while there is a cap: the bytes of slabs appended to a FIFO (node.c) and
  * of slabs kept warm that came from no FIFO (keep_slabs below); slabs that
@@ -130,7 +131,7 @@ void qs_page_set_cached_max(unsigned long max)
 {
     __atomic_store_n(&qs_cached.max, max, __ATOMIC_RELAXED);
     if (max) /* held + kept: the first check walks */
-        __atomic_store_n(&qs_cached.held, max, __ATOMIC_RELAXED);
+        __atomic_store_n(&qs_cached.held, qs_cached_empty_max(), __ATOMIC_RELAXED);
 }
 
 void qs_page_cached_apply(void)
@@ -141,7 +142,7 @@ void qs_page_cached_apply(void)
 
 void qs_page_cached_check(void)
 {
-    unsigned long max = __atomic_load_n(&qs_cached.max, __ATOMIC_RELAXED);
+    unsigned long max = qs_cached_empty_max();
     if (likely(!max))
         return;
     if (__atomic_load_n(&qs_cached.held, __ATOMIC_RELAXED) +
@@ -157,9 +158,9 @@ static size_t keep_slabs(struct qs_slab *list, size_t limit, bool since)
 {
     uint64_t now = qs_os_now_ms();
     struct qs_slab *cold = NULL;
-    size_t cut = 0, kept = 0, max = __atomic_load_n(&qs_cached.max, __ATOMIC_RELAXED);
+    size_t cut = 0, kept = 0, max = qs_cached_empty_max();
     if (unlikely(max) && max < limit)
-        limit = max; /* the cached-memory cap bounds the warm slots alone too */
+        limit = max; /* the cached-memory cap's share bounds the warm slots alone too */
     while (list) {
         struct qs_slab *s = list;
         list = list->next;

@@ -59,8 +59,8 @@ static const struct tunable {
                         "the process's, named \"*\": what each owner (a CPU, or a thread) keeps "
                         "of free objects and empty slabs in its queues and stashes, over all caches"},
     [T_CACHED_MAX] = {"cached_max", "bytes",
-                      "the process's, named \"*\": the cap on empty slabs kept for reuse (FIFOs, "
-                      "warm slots, SLOB's pages), 0 for none"},
+                      "the process's, named \"*\": the cap on what is kept that is not in use "
+                      "(half for empty slabs, half for the owners' queues), 0 for none"},
 };
 #define NR_TUNABLES (sizeof(tunables) / sizeof(tunables[0]))
 

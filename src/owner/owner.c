@@ -176,6 +176,21 @@ int qs_owner_cpu(void)
 
 static void owner_exit(void *arg);
 
+static unsigned long thread_owners; /* qs_owner_init to owner_exit; atomic adds */
+
+unsigned long qs_owners_sharing(void)
+{
+    if (qs_percpu())
+        return (unsigned long)qs_os_cpu_possible();
+    unsigned long n = __atomic_load_n(&thread_owners, __ATOMIC_RELAXED);
+    return n ? n : 1;
+}
+
+void qs_owners_forked(void)
+{
+    __atomic_store_n(&thread_owners, qs_self.state == 1 ? 1 : 0, __ATOMIC_RELAXED);
+}
+
 void qs_owner_init(void)
 {
     /* the destructor runs at thread exit while the key's value is non-NULL */
@@ -192,6 +207,7 @@ void qs_owner_init(void)
     o->node = qs_node_of_cpu(qs_os_current_cpu());
     o->tid = qs_os_gettid();
     o->state = 1;
+    __atomic_fetch_add(&thread_owners, 1, __ATOMIC_RELAXED);
     qs_os_thread_watch(o);
 }
 
@@ -348,6 +364,7 @@ static void owner_exit(void *arg)
 {
     struct qs_owner *o = &qs_self;
     o->state = 2; /* exiting: e.g. no purger start from under qs_global */
+    __atomic_fetch_sub(&thread_owners, 1, __ATOMIC_RELAXED);
     qs_lock_acquire(&qs_global);
     qs_observe_hooks.begin(); /* the owner's queues retire (observe/observe.h) */
     for (unsigned i = 0; i < o->cap; i++) {

@@ -18,6 +18,11 @@ void qs_owner_kind_init(void);              /* start-up: QSLAB_OWNER, rseq */
 void qs_owner_cache_added(unsigned id);     /* qs_global held: ids up to id in use */
 int qs_owner_cpu(void);                     /* the caller's CPU (registering rseq), or -1 */
 int qs_owner_current_node(void);            /* qslab_current_node's answer */
+/* The owners whose budgets share the cached-memory cap (front/slqb/budget.c):
+ * the possible CPUs with per-CPU owners, else the threads that have an
+ * owner now (made at a thread's first queue, gone at its exit) */
+unsigned long qs_owners_sharing(void);
+void qs_owners_forked(void); /* fork's child: its one thread's owner, if it has one */
 void qs_owner_info(struct qslab_owner_info *info); /* qslab_owner_info's */
 /* A queue's slots: room for n more (grown plainly: a thread's queue, or
  * one nobody else sees yet); grown by a section on q's CPU (in_section:

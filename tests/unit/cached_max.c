@@ -6,13 +6,16 @@
  *   nocap   the default: no cap, no walk; a population of CACHE_MB MiB
  *           freed stays kept (a long decay), as without the cap's code
  *   tune    qslab_tune("*", "cached_max", 1 MiB) first: after the same free,
- *           what is kept empty (qslab_cached_stats) is at most the cap and
- *           a keep's slabs, the walks gave the rest back, and the resident
- *           memory grew by at most the cap and what the owner's queues and
- *           the front end's own lists may hold (SLACK)
+ *           what is kept empty (qslab_cached_stats) is at most half the cap
+ *           and a keep's slabs, the walks gave the rest back, the owner
+ *           budget in force is at most each owner's share of the other half
+ *           (qslab_budget_stats), and the resident memory grew by at most
+ *           the cap and what the front end's own lists may hold (SLACK)
  *   env     QSLAB_CACHED_MAX=1 MiB: the same
  *   lower   no cap while the population is freed (all of it kept), then a
- *           cap of 2 MiB set: what is kept is at once under it
+ *           cap of 2 MiB set: what is kept is at once under its half; after
+ *           a short churn (its misses give back the excess) the owners hold
+ *           no more than their shares of the other half
  *   bad     qslab_tune refuses a value that is not a number, one over the
  *           range, and a cache's name, each with its one line; a refusal
  *           leaves the cap as it was; qslab_tune_get reads it
@@ -23,6 +26,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CACHE_MB 48
 #define OBJ 256
@@ -69,14 +73,35 @@ static long churn(void)
     return rss_kb() - before;
 }
 
-/* What may be held besides the cap, in bytes: the owner's queues (its
- * budget) and what a front end keeps per cache of its own (SLUB's partial
- * slabs, SLAB's arrays): 1 MiB. */
+/* What may be resident besides the cap, in bytes: what a front end keeps
+ * per cache of its own (SLUB's partial slabs, SLAB's arrays) and the
+ * slabs' metadata, 1 MiB, and this test's own array of pointers, which
+ * the churn writes.  (The owners' queues are within the cap.) */
 static unsigned long slack(void)
+{
+    return (1ul << 20) + sizeof(objs);
+}
+
+/* The owners sharing the cap's half for their budgets (owner/owner.h) */
+static unsigned long owners(void)
+{
+    struct qslab_owner_info info;
+    qslab_owner_info(&info);
+    long n = sysconf(_SC_NPROCESSORS_CONF);
+    return info.kind == QSLAB_OWNER_CPU && n > 0 ? (unsigned long)n : 1;
+}
+
+/* The owners' budgets within their share of the cap, and what they hold
+ * within the budget; `peak`: never more, since start-up */
+static void check_owners(unsigned long cap, bool peak)
 {
     struct qslab_budget_stats b;
     qslab_budget_stats(&b);
-    return b.budget + (1ul << 20);
+    CHECKF(b.budget <= cap / 2 / owners(), "budget %lu with a cap of %lu, %lu owners", b.budget, cap,
+           owners());
+    CHECKF(b.used_max <= b.budget, "an owner has %lu bytes granted, budget %lu", b.used_max, b.budget);
+    CHECKF(!peak || b.peak_max <= b.budget, "an owner had %lu bytes granted, budget %lu", b.peak_max,
+           b.budget);
 }
 
 static int check_capped(unsigned long cap)
@@ -85,8 +110,10 @@ static int check_capped(unsigned long cap)
     struct qslab_cached_stats st;
     qslab_cached_stats(&st);
     CHECKF(st.max == cap, "cap %lu, set %lu", st.max, cap);
-    /* a keep's list at most past it: a flush's slabs (256 KiB) */
-    CHECKF(st.cached <= cap + (256ul << 10), "%lu bytes kept with a cap of %lu", st.cached, cap);
+    /* half of it kept empty, a keep's list at most past that: a flush's
+     * slabs (256 KiB) */
+    CHECKF(st.cached <= cap / 2 + (256ul << 10), "%lu bytes kept with a cap of %lu", st.cached, cap);
+    check_owners(cap, true);
     CHECKF(slob || (st.walks > 0 && st.cuts > 0), "walks %lu, cuts %lu", st.walks, st.cuts);
     CHECKF(slob || st.cut_bytes >= ((unsigned long)CACHE_MB << 20) / 2, "the cap gave back %lu bytes",
            st.cut_bytes);
@@ -128,9 +155,19 @@ static int run(const char *mode)
                st.cached);
         CHECK(qslab_tune("*", "cached_max", "2097152") == 0);
         qslab_cached_stats(&st);
-        CHECKF(st.max == 2ul << 20 && st.cached <= 2ul << 20, "cap %lu: %lu bytes kept", st.max,
+        CHECKF(st.max == 2ul << 20 && st.cached <= 1ul << 20, "cap %lu: %lu bytes kept", st.max,
                st.cached);
         CHECKF(st.walks == 1 && (slob || st.cuts == 1), "walks %lu, cuts %lu", st.walks, st.cuts);
+        /* a short churn: the hot queue misses and gives its excess back */
+        qslab_cache *c = qslab_cache_create("t-cached-lower", OBJ, 0, 0, NULL);
+        CHECK(c != NULL);
+        for (int round = 0; round < 4; round++) {
+            for (size_t i = 0; i < 4096; i++)
+                objs[i] = qslab_cache_alloc(c);
+            for (size_t i = 0; i < 4096; i++)
+                qslab_cache_free(c, objs[i]);
+        }
+        check_owners(2ul << 20, false);
         return tu_done();
     }
     return 2;
@@ -156,12 +193,12 @@ static void bad_values(void)
     CHECK(qslab_tune("*", "cached_max", "4194304") == 0);
     refused("*", "4M",
             "qslab: tune kmalloc-8 cached_max=4M refused: not a number; allowed range is "
-            "0..1099511627776 bytes (the process's, named \"*\": the cap on empty slabs kept for "
-            "reuse (FIFOs, warm slots, SLOB's pages), 0 for none)\n");
+            "0..1099511627776 bytes (the process's, named \"*\": the cap on what is kept that is "
+            "not in use (half for empty slabs, half for the owners' queues), 0 for none)\n");
     refused("*", "1099511627777",
             "qslab: tune kmalloc-8 cached_max=1099511627777 refused: allowed range is "
-            "0..1099511627776 bytes (the process's, named \"*\": the cap on empty slabs kept for "
-            "reuse (FIFOs, warm slots, SLOB's pages), 0 for none)\n");
+            "0..1099511627776 bytes (the process's, named \"*\": the cap on what is kept that is "
+            "not in use (half for empty slabs, half for the owners' queues), 0 for none)\n");
     refused("t-cached-bad", "1048576",
             "qslab: tune t-cached-bad cached_max refused: the cached-memory cap is the process's, "
             "one for every cache: name \"*\"\n");

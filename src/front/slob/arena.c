@@ -29,16 +29,18 @@ static void keep_unlink(struct qs_slab *sp)
 }
 /* How many empty pages of a kind may be kept: an eighth of those in use,
  * at least SLOB_KEEP_BYTES of them, at most the arena's empty_limit (and
- * half the cached-memory cap). */
+ * half the cached-memory cap's share of what is kept empty). */
 static unsigned long keep_limit(unsigned k)
 {
     unsigned long lim = slob_nr_pages[k] / SLOB_KEEP_FRACTION, cap = QS_LOAD(qs_slob_arena.empty_limit);
     unsigned long floor = SLOB_KEEP_BYTES >> (QS_PAGE_SHIFT + kinds[k].order);
     if (lim < floor)
         lim = floor;
-    /* with a cached-memory cap (core/page.h), each kind keeps half of it */
-    unsigned long max = QS_LOAD(qs_cached.max) / 2 >> (QS_PAGE_SHIFT + kinds[k].order);
-    if (QS_LOAD(qs_cached.max) && max < cap)
+    /* with a cached-memory cap (core/page.h), each kind keeps half of its
+     * empty share */
+    unsigned long share = qs_cached_empty_max();
+    unsigned long max = share / 2 >> (QS_PAGE_SHIFT + kinds[k].order);
+    if (share && max < cap)
         cap = max;
     return lim < cap ? lim : cap;
 }

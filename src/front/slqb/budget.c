@@ -67,6 +67,25 @@ void qs_owner_budget_default(void)
     unsigned long b = QS_BUDGET_TOTAL / (unsigned long)qs_os_cpu_possible();
     QS_STORE(qs_owner_budget, b < QS_BUDGET_LOW ? QS_BUDGET_LOW : b > QS_BUDGET_HIGH ? QS_BUDGET_HIGH : b);
 }
+/* The budget in force: owner_budget, or with a cached-memory cap each
+ * owner's share of its half of the cap (core/page.h qs_cached_empty_max
+ * keeps the other half for empty slabs), whichever is less: the owners
+ * sharing it are the possible CPUs, or the threads that have queues now
+ * (owner/owner.h qs_owners_sharing), so what they hold in all stays within
+ * half the cap.  A cap set, or more threads, lowers it: each owner gives
+ * back its excess at its next miss, as when owner_budget is lowered
+ * (slqb_grant_grow), and the purger empties an idle CPU's queues. */
+unsigned long qs_owner_budget_now(void)
+{
+    unsigned long b = QS_LOAD(qs_owner_budget), max = QS_LOAD(qs_cached.max);
+    if (unlikely(max)) {
+        unsigned long share = max / 2 / qs_owners_sharing();
+        if (share < b)
+            b = share;
+    }
+    return b;
+}
+
 /* ---- Remote frees in transit ----
  * A queue's pending batches and a CPU's open batch hold objects of other
  * owners' slabs on their way home (remote.c).  Each batch reserves its
@@ -86,7 +105,7 @@ static unsigned long transit_peak; /* the most any owner has reserved (relaxed) 
 
 unsigned long qs_transit_budget(void)
 {
-    unsigned long b = QS_LOAD(qs_owner_budget) / QS_TRANSIT_PART;
+    unsigned long b = qs_owner_budget_now() / QS_TRANSIT_PART;
     return b < QS_TRANSIT_LOW ? QS_TRANSIT_LOW : b;
 }
 
@@ -136,7 +155,7 @@ static unsigned long budget_peak;   /* the most any owner has had granted (relax
 static bool budget_take(struct qs_owner *o, unsigned long bytes)
 {
     unsigned long used = __atomic_load_n(&o->budget_used, __ATOMIC_RELAXED);
-    unsigned long max = QS_LOAD(qs_owner_budget);
+    unsigned long max = qs_owner_budget_now();
     do {
         if (used + bytes > max)
             return false;
@@ -241,7 +260,7 @@ void slqb_grant_grow(qslab_cache *c, struct qs_queue *q)
     uint32_t hw = QS_LOAD(q->hiwater), slot = c->slot_size;
     if (q->grant >= hw || !q->owner)
         return;
-    unsigned long budget = QS_LOAD(qs_owner_budget);
+    unsigned long budget = qs_owner_budget_now();
     if (slot > budget / QS_GRANT_BIG || slot > QS_GRANT_OBJ_MAX)
         return; /* never queued */
     /* as much as it has (doubling: a queue gets what its misses show it
@@ -282,7 +301,7 @@ void slqb_grant_grow(qslab_cache *c, struct qs_queue *q)
 void qs_owner_budget_stats(struct qslab_budget_stats *st)
 {
     __builtin_memset(st, 0, sizeof(*st));
-    st->budget = QS_LOAD(qs_owner_budget);
+    st->budget = qs_owner_budget_now();
     st->steals = __atomic_load_n(&budget_steals, __ATOMIC_RELAXED);
     st->peak_max = QS_LOAD(budget_peak); /* owners that are gone included */
     st->transit_budget = qs_transit_budget();
