@@ -37,8 +37,8 @@ MEASURED = {
     ("slqb", "thread", "pair"): 93.7, ("slqb", "thread", "batch"): 109.6,
     ("slub", "cpu", "pair"): 118.0, ("slub", "cpu", "batch"): 250.3,
     ("slub", "thread", "pair"): 111.4, ("slub", "thread", "batch"): 238.1,
-    ("slab", "cpu", "pair"): 121.2, ("slab", "cpu", "batch"): 252.3,
-    ("slab", "thread", "pair"): 107.6, ("slab", "thread", "batch"): 223.6,
+    ("slab", "cpu", "pair"): 109.0, ("slab", "cpu", "batch"): 234.2,
+    ("slab", "thread", "pair"): 107.4, ("slab", "thread", "batch"): 217.5,
     ("slob", "cpu", "pair"): 1463.5, ("slob", "cpu", "batch"): 1327.2,
     ("slob", "thread", "pair"): 1429.5, ("slob", "thread", "batch"): 1293.2,
 }

@@ -350,14 +350,19 @@ struct qs_queue {
      * (QS_TOP_*): the commit the per-CPU owner's restartable sequences need. */
     uint64_t top;   /* nr (low QS_TOP_SHIFT bits) | fast pops (above, wrap) */
     void **slots;   /* [cap]; slots[-1] is a NULL sentinel (push's dup check) */
-    /* copies of the cache's (set at attach, hiwater also by tune under
-     * qs_global): the fast paths read the queue's line, not the cache's */
+    /* copies of the cache's (set at attach; limit and park also by tune
+     * under qs_global): the fast paths read the queue's line, not the
+     * cache's */
     uintptr_t stamp; /* QS_STAMP(cache->secret): the word of a queued object */
     uint32_t link_off;
     uint32_t limit;   /* push while nr < limit = min(hiwater, cap): owner
                          (and tune, lowering only); relaxed */
-    uint32_t hiwater; /* relaxed */
-    uint32_t cap;     /* slots' capacity (owner) */
+    /* the owner list whose slabs' objects the per-CPU free fast path takes
+     * as the queue's own (pushed while nr < limit, no other test): the
+     * queue's `list` (SLQB: the slabs it owns), or for a SLAB CPU's array
+     * its node's list (every SLAB slab is its node's); set at attach and
+     * by the front end's queue_knobs, read by the section (relaxed) */
+    struct qs_list *own;
     int node;         /* owner's node; its slabs come from this node */
     uint32_t park;    /* cache->park's copy (tune): the per-CPU free fast
                          path queues another owner's object of our node
@@ -394,10 +399,14 @@ struct qs_queue {
     struct qs_batch pending[QS_PENDING]; /* frees of objects of slabs we do
                                             not own, on their way home
                                             (remote.c pending_add) */
-    unsigned pending_victim, pending_mru;
+    uint16_t pending_victim, pending_mru; /* indices of pending[] */
+    /* read by the slow paths only (the queue's first line is the fast
+     * paths'): */
+    uint32_t cap;     /* slots' capacity (owner) */
     qslab_cache *cache;
     unsigned long moved; /* net change of nr by slow paths (wraps) */
     unsigned nr_seq;     /* odd while the owner changes nr and moved */
+    uint32_t hiwater;    /* relaxed; a copy of the cache's, as limit and park */
     /* the statistics readers' (qs_global): fast pops seen so far, and the
      * raw count of `top` at the last reading (it wraps at 2^43) */
     unsigned long pops_seen;

@@ -497,7 +497,7 @@ uint32_t qs_slab_list_lost(struct qs_slab *s)
  * queue of a cache (owner/owner.c hands it out; front/slqb/fast.h).  Never
  * written: empty, owns no slab.  Defined here, in core, for
  * qs_uncount_frees below. */
-struct qs_queue qs_no_queue;
+struct qs_queue qs_no_queue = {.own = &qs_no_queue.list}; /* owns no slab */
 
 /* The tag masks for the fast paths' asm (internal.h QS_TAG_MASK_ASM). */
 const uint64_t qs_tag_masks[2] = {QS_LINK_TAG_MASK, QS_WORD_TAG_MASK};

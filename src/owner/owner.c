@@ -329,6 +329,7 @@ struct qs_queue *qs_queue_attach(qslab_cache *c) /* c exists: start-up has run *
     q->cpu = cpu;
     q->stamp = QS_STAMP(c->secret);
     q->link_off = c->link_off;
+    QS_STORE(q->own, &q->list); /* its own slabs (a front end's queue_knobs may say otherwise) */
     /* inert until its front end sets the knobs the fast paths read: nothing
      * pushed (limit 0), nothing parked, no open batch, so they miss and call
      * the slow paths; a front end without `queue_knobs` (SLUB's per-owner

@@ -40,6 +40,7 @@
 #define QS_Q_SLOTS 8
 #define QS_Q_STAMP 16
 #define QS_Q_LIMIT 28
+#define QS_Q_OWN 32
 #define QS_Q_NODE 40
 #define QS_Q_PARK 44
 #define QS_Q_FB 48
@@ -50,6 +51,7 @@ _Static_assert(QS_Q_TOP == 0, "rseq: the free section commits through the queue'
 _Static_assert(__builtin_offsetof(struct qs_queue, slots) == QS_Q_SLOTS, "rseq: slots");
 _Static_assert(__builtin_offsetof(struct qs_queue, stamp) == QS_Q_STAMP, "rseq: stamp");
 _Static_assert(__builtin_offsetof(struct qs_queue, limit) == QS_Q_LIMIT, "rseq: limit");
+_Static_assert(__builtin_offsetof(struct qs_queue, own) == QS_Q_OWN, "rseq: own");
 _Static_assert(__builtin_offsetof(struct qs_queue, node) == QS_Q_NODE, "rseq: node");
 _Static_assert(__builtin_offsetof(struct qs_queue, park) == QS_Q_PARK, "rseq: park");
 _Static_assert(__builtin_offsetof(struct qs_queue, fb) == QS_Q_FB, "rseq: fb");

@@ -12,8 +12,12 @@
  * a SLAB cache's owners have queues, served by the same inline fast paths
  * (slqb/fast.h), with limit = its grant (array_grow: at most the tunable
  * `limit`) and park = limit, so that the free fast path takes any object
- * of the owner's node while the array has room (SLAB's arrays, unlike SLQB's queues, do not care which owner's
- * slab an object came from: every slab is the node's).  Everything else is
+ * of the owner's node while the array has room (SLAB's arrays, unlike
+ * SLQB's queues, do not care which owner's slab an object came from: every
+ * slab is the node's); a CPU's array names its node's list as its own
+ * (q->own), so that the per-CPU free section pushes such an object as
+ * SLQB's pushes one of its own slabs, below the limit with no other test.
+ * Everything else is
  * this folder's: the slow paths (the fast paths miss and call the hooks),
  * and the way objects go back to slabs (give_back: queue.c's routing hands
  * SLAB's objects here).
@@ -422,6 +426,10 @@ static void slab_queue_knobs(qslab_cache *c, struct qs_queue *q, bool attach)
 {
     uint32_t lim = qs_slab_array_limit(c);
     QS_STORE(q->hiwater, lim);
+    /* a CPU's array takes its node's objects as its own in the free
+     * section: pushed below the limit, with no other test (slqb/fast.h) */
+    if (q->cpu >= 0)
+        QS_STORE(q->own, &c->nodes[q->node].list);
     if (attach) {
         if (q->cap < lim)
             qs_queue_reserve(q, lim);

@@ -217,7 +217,7 @@ again:;
                  "movq " QS_STR(QS_Q_TOP) "(%%rdx), %%rcx\n\t"
                  "movl %%ecx, %%eax\n\t"
                  "andl $" QS_STR(QS_TOP_MASK_ASM) ", %%eax\n\t" /* nr */
-                 "leaq %c[list](%%rdx), %%rsi\n\t"
+                 "movq " QS_STR(QS_Q_OWN) "(%%rdx), %%rsi\n\t" /* the list of its own */
                  "cmpq %%rsi, %c[sown](%[s])\n\t"
                  "je 5f\n\t"
                  /* another owner's object.  Its word first: the free stamp
@@ -290,7 +290,7 @@ again:;
                  ".popsection\n\t"
                  :
                  : [offm] "m"(qs_rseq_off), [tablesm] "m"(qs_cpu_tables), [s] "r"(s),
-                   [obj] "r"(obj), [list] "i"(__builtin_offsetof(struct qs_queue, list)),
+                   [obj] "r"(obj),
                    [scid] "i"(__builtin_offsetof(struct qs_slab, cache_id)),
                    [sown] "i"(__builtin_offsetof(struct qs_slab, owner)),
                    [snode] "i"(__builtin_offsetof(struct qs_slab, node)),

@@ -168,7 +168,9 @@ static void pending_start(qslab_cache *c, struct qs_queue *q, struct qs_batch *b
  * (slqb_batch_for; the batches a flush routes through reserve nothing) */
 static struct qs_batch *pending_for(qslab_cache *c, struct qs_queue *q, struct qs_list *to)
 {
-    struct qs_batch *b = slqb_batch_for(c, q, q->pending, QS_PENDING, &q->pending_victim, to);
+    unsigned victim = q->pending_victim;
+    struct qs_batch *b = slqb_batch_for(c, q, q->pending, QS_PENDING, &victim, to);
+    q->pending_victim = (uint16_t)victim;
     if (!b->n)
         pending_start(c, q, b);
     return b;
@@ -208,7 +210,7 @@ QS_NOINLINE struct qs_batch *slqb_pending_find(qslab_cache *c, struct qs_queue *
                                                 struct qs_list *to)
 {
     struct qs_batch *b = pending_for(c, q, to);
-    q->pending_mru = (unsigned)(b - q->pending);
+    q->pending_mru = (uint16_t)(b - q->pending);
     return b;
 }
 
