@@ -1,8 +1,16 @@
 /*
  * meta.c - the allocator for qslab's own structures (caches, queues, node
  * arrays, owners' slot arrays).  These are few and long-lived, so one lock
- * and power-of-two free lists over 256 KiB mapped blocks are enough; blocks
- * over 64 KiB are mapped directly.  Memory comes back zeroed.
+ * and free lists by size over 256 KiB mapped blocks are enough; blocks over
+ * 64 KiB are mapped directly.  Memory comes back zeroed.
+ *
+ * Sizes: multiples of a cache line up to 4 KiB, eight steps per power of
+ * two above (4.5, 5, ... 8 KiB, 9, 10, ... 16 KiB, ...).  The
+ * common structures are just over a power of two or between two (a queue
+ * is 640 bytes, a node 192, a slot array of 2^k pointers one more for its
+ * sentinel), so power-of-two blocks would leave a third to a half of every
+ * one unused, and most of that resident: a block's tail shares pages with
+ * its neighbours, and a reused block is cleared whole.
  */
 #include "core/internal.h"
 
@@ -11,21 +19,42 @@
 #define META_MIN_SHIFT 4  /* 16 bytes */
 #define META_MAX_SHIFT 16 /* 64 KiB */
 #define META_BLOCK ((size_t)256 << 10)
+#define META_STEP_SHIFT 6 /* a cache line: the step of the sizes up to ... */
+#define META_STEP_MAX_SHIFT 12 /* ... 4 KiB */
+#define META_STEPS (1u << (META_STEP_MAX_SHIFT - META_STEP_SHIFT))
+#define META_EIGHTHS 3 /* above 4 KiB: 2^3 steps per power of two */
+/* bins: 16 and 32 bytes, the steps (64 .. 4 KiB), the eighths above */
+#define META_BINS                                                                                  \
+    (2 + META_STEPS + ((META_MAX_SHIFT - META_STEP_MAX_SHIFT) << META_EIGHTHS))
 
 struct meta_free {
     struct meta_free *next;
 };
 
 static qs_lock meta_lock;
-static struct meta_free *meta_bins[META_MAX_SHIFT + 1];
+static struct meta_free *meta_bins[META_BINS];
 static char *meta_bump, *meta_end;
 
-static unsigned meta_shift(size_t size)
+/* The bin of a request of `size` bytes (1 .. 64 KiB), and its block size. */
+static unsigned meta_bin(size_t size, size_t *bytes)
 {
-    unsigned s = META_MIN_SHIFT;
+    if (size <= ((size_t)1 << (META_STEP_SHIFT - 1))) {
+        unsigned small = size <= ((size_t)1 << META_MIN_SHIFT) ? 0 : 1;
+        *bytes = (size_t)1 << (META_MIN_SHIFT + small);
+        return small;
+    }
+    if (size <= ((size_t)1 << META_STEP_MAX_SHIFT)) {
+        size_t steps = (size + ((size_t)1 << META_STEP_SHIFT) - 1) >> META_STEP_SHIFT;
+        *bytes = steps << META_STEP_SHIFT;
+        return 1 + (unsigned)steps;
+    }
+    unsigned s = META_STEP_MAX_SHIFT + 1; /* 2^(s-1) < size <= 2^s */
     while (((size_t)1 << s) < size)
         s++;
-    return s;
+    size_t step = (size_t)1 << (s - 1 - META_EIGHTHS);
+    *bytes = (size + step - 1) & ~(step - 1);
+    size_t k = (*bytes - ((size_t)1 << (s - 1))) / step; /* 1 .. 8 */
+    return 1 + META_STEPS + ((s - META_STEP_MAX_SHIFT - 1) << META_EIGHTHS) + (unsigned)k;
 }
 
 /* Bytes mapped for metadata (blocks and direct mappings), relaxed atomics:
@@ -49,8 +78,8 @@ void *qs_meta_alloc(size_t size)
         size_t len = (size + QS_PAGE_SIZE - 1) & ~(QS_PAGE_SIZE - 1);
         return meta_map(len);
     }
-    unsigned s = meta_shift(size);
-    size_t bytes = (size_t)1 << s;
+    size_t bytes;
+    unsigned s = meta_bin(size, &bytes);
     void *p = NULL;
     qs_lock_acquire(&meta_lock);
     if (meta_bins[s]) {
@@ -93,7 +122,9 @@ void qs_meta_free(void *p, size_t size)
             __atomic_fetch_sub(&meta_mapped, len, __ATOMIC_RELAXED);
         return;
     }
-    unsigned s = meta_shift(size);
+    size_t bytes;
+    unsigned s = meta_bin(size, &bytes);
+    (void)bytes;
     struct meta_free *f = p;
     qs_lock_acquire(&meta_lock);
     f->next = meta_bins[s];
