@@ -67,7 +67,7 @@ static uint64_t cache_secret(void)
 /* debug: the cache's QS_DBG_* flags, or -1 for those its flags and
  * QSLAB_DEBUG give it (a debug twin's are its tunable's: twin.c, through
  * qs_api_hooks.cache_setup, core/hooks.h) */
-static bool cache_setup(qslab_cache *c, const char *name, size_t size, size_t align,
+static QS_STARTUP bool cache_setup(qslab_cache *c, const char *name, size_t size, size_t align,
                         unsigned long flags, void (*ctor)(void *), bool is_kmalloc, int debug)
 {
     if (size > qs_slab_bytes(QS_MAX_ORDER)) { /* no slab can hold it */
@@ -171,8 +171,8 @@ static bool cache_setup(qslab_cache *c, const char *name, size_t size, size_t al
     return true;
 }
 
-bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align, unsigned long flags,
-                    void (*ctor)(void *), bool is_kmalloc)
+QS_STARTUP bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align,
+                               unsigned long flags, void (*ctor)(void *), bool is_kmalloc)
 {
     return cache_setup(c, name, size, align, flags, ctor, is_kmalloc, -1);
 }
@@ -187,7 +187,7 @@ static const uintptr_t entry_points[] = {
     (uintptr_t)&qslab_free,         (uintptr_t)&qslab_cache_destroy,
 };
 
-void qs_init_slow(void)
+QS_STARTUP void qs_init_slow(void)
 {
     static qs_lock init_lock;
     qs_lock_acquire(&init_lock);
@@ -228,7 +228,7 @@ void qs_init_slow(void)
     qs_lock_release(&init_lock);
 }
 
-__attribute__((constructor)) static void qs_ctor(void)
+__attribute__((constructor)) static QS_STARTUP void qs_ctor(void)
 {
     qs_init();
     /* QSLAB_CONTROL=1: the control channel's thread (control.c), started
@@ -236,7 +236,7 @@ __attribute__((constructor)) static void qs_ctor(void)
     qs_control_init();
 }
 
-__attribute__((destructor)) static void qs_dtor(void)
+__attribute__((destructor)) static QS_STARTUP void qs_dtor(void)
 {
     qs_tune_env_unused();
     qs_debug_env_unused();

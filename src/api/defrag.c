@@ -545,7 +545,7 @@ static bool worth(qslab_cache *c, bool pressure) /* qs_global held */
 
 /* The purger's look at the mobile caches (core/hooks.h qs_api_hooks.defrag):
  * each worth it gets a pass, in the purger's thread. */
-size_t qs_defrag_tick(bool pressure)
+QS_RARE size_t qs_defrag_tick(bool pressure)
 {
     size_t bytes = 0;
     qs_lock_acquire(&qs_global);

@@ -104,7 +104,7 @@ static void fork_child(void)
         qs_self.tid = qs_os_gettid();
 }
 
-void qs_fork_init(void)
+QS_STARTUP void qs_fork_init(void)
 {
     qs_os_atfork(fork_prepare, fork_release, fork_child);
 }

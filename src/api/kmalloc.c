@@ -179,7 +179,7 @@ static unsigned large_bucket(size_t map_size)
     return b < QS_LARGE_BUCKETS ? b : QS_LARGE_BUCKETS - 1;
 }
 
-void qs_kmalloc_init(void)
+QS_STARTUP void qs_kmalloc_init(void)
 {
     for (unsigned i = 0; i < QS_KMALLOC_CLASSES; i++) {
         char name[QS_NAME_MAX];

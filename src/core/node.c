@@ -84,7 +84,7 @@ static void cached_env(void)
                 v, qs_env_why(v), QS_CACHED_MAX_MAX);
 }
 
-void qs_node_topology_init(void)
+QS_STARTUP void qs_node_topology_init(void)
 {
     qs_page_set_reclaim(node_reclaim);
     qs_page_set_cached_walk(cached_walk);

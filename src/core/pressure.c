@@ -88,7 +88,7 @@ static bool high_trimmed;
 #define QS_HIGH_MARGIN_PCT 90
 #define QS_HIGH_EVERY_MS 1000
 
-static void set_text(const char *fmt, ...)
+static QS_STARTUP void set_text(const char *fmt, ...)
 {
     unsigned next = __atomic_load_n(&qs_pressure.cur, __ATOMIC_RELAXED) ^ 1;
     struct qs_buf b = {qs_pressure.text[next], 0, sizeof qs_pressure.text[next]};
@@ -104,7 +104,7 @@ const char *qs_pressure_text(void)
     return qs_pressure.text[__atomic_load_n(&qs_pressure.cur, __ATOMIC_ACQUIRE) & 1];
 }
 
-void qs_pressure_init(bool purge_on)
+QS_STARTUP void qs_pressure_init(bool purge_on)
 {
     pressure_on = qs_env_bool("QSLAB_PRESSURE", 1, "the reaction to memory pressure");
     if (!pressure_on)
@@ -204,7 +204,7 @@ static uint64_t walk_limit(const struct cg *g, const struct cg_files *f, size_t 
 
 /* The limit (above): cgroup v2's nearest memory.high or memory.max, else
  * cgroup v1's nearest memory.limit_in_bytes. */
-static void find_limit(void)
+static QS_STARTUP void find_limit(void)
 {
     size_t len = 0;
     const char *which = NULL;
@@ -251,7 +251,7 @@ static void find_cgroup(struct cg *g, const char *test, bool v1, const char **wh
     }
 }
 
-void qs_pressure_open(void)
+QS_STARTUP void qs_pressure_open(void)
 {
     if (psi_fd >= 0) { /* a fork's child: the parent's trigger */
         qs_os_close(psi_fd);

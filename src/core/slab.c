@@ -50,7 +50,7 @@ unsigned qs_slab_objects(const qslab_cache *c, unsigned order)
     return (unsigned)(qs_slab_bytes(order) / c->slot_size);
 }
 
-unsigned qs_slab_default_order(size_t slot_size, size_t align)
+QS_STARTUP unsigned qs_slab_default_order(size_t slot_size, size_t align)
 {
     unsigned min = qs_slab_min_order(slot_size, align), best = min;
     size_t best_waste_pm = (size_t)-1, first = 0;

@@ -100,7 +100,7 @@ void qs_debug_slab_leaving(qslab_cache *c, struct qs_slab *s)
 }
 
 /* The purger's tick: check every debug cache, every QS_DEBUG_WALK_MS. */
-static size_t debug_sweep(bool all)
+static QS_RARE size_t debug_sweep(bool all)
 {
     static uint64_t last; /* the purger's and trim's calls race: one walks */
     uint64_t now = qs_os_now_ms(), was = __atomic_load_n(&last, __ATOMIC_RELAXED);
@@ -209,7 +209,7 @@ static unsigned debug_objs_per_slab(const qslab_cache *c, unsigned order)
 
 /* qs_init_slow, first thing: before any cache is made or any slow path
  * runs, so no hook is ever called while NULL (core/hooks.h) */
-void qs_debug_hooks_register(void)
+QS_STARTUP void qs_debug_hooks_register(void)
 {
     qs_fronts[QS_FRONT_DEBUG] = &qs_front_debug; /* the debug front end (front.c) */
     qs_debug_hooks = (struct qs_debug_hooks){

@@ -72,7 +72,7 @@ static void name_used(const char *v, const char *n)
 /* Each name of QSLAB_DEBUG's blocks that no cache matched: kmalloc class
  * names at start-up, once the classes exist (kmalloc: true), the others
  * at exit (a program makes its caches when it likes). */
-static void names_unused(bool kmalloc)
+static QS_STARTUP void names_unused(bool kmalloc)
 {
     const char *v = qs_os_getenv("QSLAB_DEBUG");
     if (!v || strlen(v) >= QS_DEBUG_ENV_MAX)
@@ -112,17 +112,17 @@ static void names_unused(bool kmalloc)
     }
 }
 
-void qs_debug_env_check(void)
+QS_STARTUP void qs_debug_env_check(void)
 {
     names_unused(true);
 }
 
-void qs_debug_env_unused(void)
+QS_STARTUP void qs_debug_env_unused(void)
 {
     names_unused(false);
 }
 
-unsigned qs_debug_flags_for(const char *name, unsigned long flags)
+QS_STARTUP unsigned qs_debug_flags_for(const char *name, unsigned long flags)
 {
     return qs_debug_final(flags_for(name, flags));
 }
@@ -248,7 +248,7 @@ static bool under_memcheck(void)
     return yes;
 }
 
-unsigned qs_debug_final(unsigned d)
+QS_STARTUP unsigned qs_debug_final(unsigned d)
 {
     if (d != QS_DEBUG_OFF && under_memcheck())
         d |= QS_DBG_V;

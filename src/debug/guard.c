@@ -105,7 +105,7 @@ static long parse_num(const char *s, unsigned long max)
     return (long)v;
 }
 
-void qs_guard_init(void)
+QS_STARTUP void qs_guard_init(void)
 {
     const char *v = qs_os_getenv("QSLAB_GUARD_SAMPLE");
     if (!v)

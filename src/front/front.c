@@ -128,7 +128,7 @@ int qs_front_find(const char *name, size_t len)
     return -1;
 }
 
-void qs_front_init(void)
+QS_STARTUP void qs_front_init(void)
 {
     const char *v = qs_os_getenv("QSLAB_FRONT");
     if (v && *v) {

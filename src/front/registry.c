@@ -58,7 +58,7 @@ static void front_attached(qslab_cache *c, struct qs_queue *q)
         qs_front_of(c)->queue_knobs(c, q, true);
 }
 
-void qs_front_hooks_register(void)
+QS_STARTUP void qs_front_hooks_register(void)
 {
     /* one entry each: [QS_FRONT_DEBUG] is the debug layer's, set before */
     qs_fronts[QS_FRONT_SLQB] = &qs_front_slqb;

@@ -307,7 +307,7 @@ static void fork_child(void)
 
 static void ctl_register_fork(void)
 {
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    qs_os_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 /* A decimal number in [lo, hi], or dflt (with a warning if set but bad). */
@@ -536,7 +536,7 @@ QSLAB_EXPORT int qslab_control_stop(void)
     return 0;
 }
 
-void qs_control_init(void)
+QS_STARTUP void qs_control_init(void)
 {
     if (qs_env_bool("QSLAB_CONTROL", 0, "the control channel"))
         (void)qs_control_start(); /* a failure said why on stderr */
@@ -544,7 +544,7 @@ void qs_control_init(void)
 
 /* At exit (and at dlclose of libqslab.so, which must not leave the thread
  * running its unmapped code): stop the thread, remove the socket. */
-__attribute__((destructor)) static void ctl_exit(void)
+__attribute__((destructor)) static QS_STARTUP void ctl_exit(void)
 {
     pthread_mutex_lock(&ctl_lock);
     if (ctl.running && ctl.pid == getpid())

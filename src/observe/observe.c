@@ -67,7 +67,7 @@ QSLAB_EXPORT struct qs_observe_root qslab_observe_root = {
     .cached = &qs_cached,
 };
 
-void qs_observe_ready(void)
+QS_STARTUP void qs_observe_ready(void)
 {
     __atomic_store_n(&qslab_observe_root.ready, 1, __ATOMIC_RELEASE);
 }
@@ -85,7 +85,7 @@ static void observe_end_hook(void)
 
 /* qs_init_slow, first thing: before any queue is attached or owner made,
  * so the owner layer never calls them while NULL (core/hooks.h) */
-void qs_observe_hooks_register(void)
+QS_STARTUP void qs_observe_hooks_register(void)
 {
     qs_observe_hooks = (struct qs_observe_hooks){
         .begin = observe_begin_hook,
@@ -93,7 +93,7 @@ void qs_observe_hooks_register(void)
     };
 }
 
-void qs_observe_cache(const qslab_cache *c)
+QS_STARTUP void qs_observe_cache(const qslab_cache *c)
 {
     if (!qslab_observe_root.front_queues) /* once: the front ends' names and kinds */
         for (int f = 0; f < QS_FRONT_NR && f < QS_OBSERVE_FRONTS; f++) {

@@ -374,13 +374,13 @@ void qs_stats_totals(struct qs_totals *t)
  * which run before qslab's destructor. */
 static int stats_fd = -1;
 
-void qs_stats_init(void)
+QS_STARTUP void qs_stats_init(void)
 {
     if (qs_env_bool("QSLAB_STATS", 0, "the statistics report at exit"))
         stats_fd = qs_os_dup_fd(2);
 }
 
-void qs_stats_at_exit(void)
+QS_STARTUP void qs_stats_at_exit(void)
 {
     if (stats_fd >= 0)
         qs_stats_report(stats_fd);

@@ -169,7 +169,7 @@ static uint32_t default_empty_limit(unsigned order)
     return (uint32_t)(slabs < 4 ? 4 : slabs);
 }
 
-void qs_tune_defaults(qslab_cache *c)
+QS_STARTUP void qs_tune_defaults(qslab_cache *c)
 {
     /* SLQB's watermarks, freebatch = max(4*PAGE/size, min(256, 64*PAGE/size))
      * and hiwater = 4 * freebatch, but a queue holds at most QS_QUEUE_BYTES
@@ -252,7 +252,7 @@ void qs_tune_defaults(qslab_cache *c)
  *   QS_REFILL_BYTES, at least one object; fresh: of new memory, at most a
  *   page's worth.
  * Called with qs_global held (or before the cache is published). */
-void qs_tune_derive(qslab_cache *c)
+QS_STARTUP void qs_tune_derive(qslab_cache *c)
 {
     uint32_t slot = c->slot_size;
     uint32_t park = QS_LOAD(c->hiwater) / QS_REMOTE_LOW, park_b = QS_PARK_BYTES / slot;
@@ -666,7 +666,7 @@ static void env_parse(qslab_cache *first)
 }
 
 /* Apply the QSLAB_TUNE entries that name cache c (or '*'), in order. */
-void qs_tune_apply_env(qslab_cache *c)
+QS_STARTUP void qs_tune_apply_env(qslab_cache *c)
 {
     static int parsed;
     if (!__atomic_exchange_n(&parsed, 1, __ATOMIC_RELAXED))
@@ -712,7 +712,7 @@ static bool entry_first(unsigned i, char *name, size_t cap)
 
 /* The kmalloc classes exist (start-up): a QSLAB_TUNE entry naming a
  * kmalloc class that is none is said now, with the nearest class. */
-void qs_tune_env_check(void)
+QS_STARTUP void qs_tune_env_check(void)
 {
     for (unsigned i = 0; i < nr_env_sets; i++) {
         struct env_set *e = &env_sets[i];
@@ -733,7 +733,7 @@ void qs_tune_env_check(void)
 }
 
 /* At exit: an entry naming a cache that was never made. */
-void qs_tune_env_unused(void)
+QS_STARTUP void qs_tune_env_unused(void)
 {
     for (unsigned i = 0; i < nr_env_sets; i++) {
         struct env_set *e = &env_sets[i];

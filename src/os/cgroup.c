@@ -155,7 +155,8 @@ static bool mount_line(const char *l, size_t n, void *arg) /* /proc/self/mountin
     return true;
 }
 
-size_t qs_os_cgroup_dir(bool v1_memory, char *buf, size_t size, size_t *mount_len, const char **why)
+QS_STARTUP size_t qs_os_cgroup_dir(bool v1_memory, char *buf, size_t size, size_t *mount_len,
+                                   const char **why)
 {
     struct cg_find f = {.buf = buf, .size = size, .v1 = v1_memory};
     if (!each_line("/proc/self/cgroup", cg_line, &f)) {
@@ -172,7 +173,7 @@ size_t qs_os_cgroup_dir(bool v1_memory, char *buf, size_t size, size_t *mount_le
     return f.len;
 }
 
-int qs_os_psi_open(const char *path, const char *trigger)
+QS_STARTUP int qs_os_psi_open(const char *path, const char *trigger)
 {
     int fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)

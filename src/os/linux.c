@@ -58,7 +58,7 @@ static void fault_set(int kind, unsigned long nth, int every)
 /* QSLAB_FAIL_NTH=N[,every][,release], read once, at the first request or
  * arming (start-up's first map: the meta allocator's first block).  No
  * stdio here: a bad value is said with write(2), and ignored. */
-static void fault_env(void)
+static QS_STARTUP void fault_env(void)
 {
     int st = 0;
     if (!__atomic_compare_exchange_n(&fault.env, &st, 1, 0, __ATOMIC_ACQUIRE,
@@ -346,9 +346,24 @@ void qs_os_thread_watch(void *arg)
     pthread_setspecific(exit_key, arg);
 }
 
+#ifdef __GLIBC__
+/* glibc's pthread_atfork is a stub in libc_nonshared.a, which the link puts
+ * after the library's own code, so that calling it at start-up keeps a
+ * 64 KiB fault-around window of the library's code resident for nothing
+ * else (os.h QS_STARTUP); the stub calls __register_atfork with the
+ * object's __dso_handle, and so does this. */
+extern int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
+                             void *dso);
+extern void *__dso_handle __attribute__((weak, visibility("hidden")));
+#endif
+
 void qs_os_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void))
 {
+#ifdef __GLIBC__
+    __register_atfork(prepare, parent, child, &__dso_handle ? __dso_handle : NULL);
+#else
     pthread_atfork(prepare, parent, child);
+#endif
 }
 
 /* glibc 2.32 and later: nonzero until the process creates its first thread

@@ -12,6 +12,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Where a function's code goes, for the pages of the library a program
+ * keeps resident (the link order: CMakeLists.txt).  QS_STARTUP: code that
+ * runs once, at start-up or at exit (and when a program makes a cache or
+ * sets a tunable), grouped in .text.startup, as the compiler does with
+ * constructors.
+ * QS_RARE: code of the files no allocation runs through that runs now and
+ * then all the same (a front end's sweep, on the purger's tick, even with
+ * none of its caches), in .text.unlikely with the cold parts of functions.
+ * Neither changes how the function is compiled. */
+#define QS_STARTUP __attribute__((section(".text.startup")))
+#define QS_RARE __attribute__((section(".text.unlikely")))
+
 /* Map `size` bytes (a multiple of the page size) of zeroed, read-write,
  * private anonymous memory whose start is a multiple of `align` (a power of
  * two, at least the page size).  NULL on failure (errno set). */

@@ -282,7 +282,7 @@ const char *qs_os_rseq_thread_why(void)
 /* Set when the kernel refused MEMBARRIER_CMD_FLAG_CPU: use the all-CPU form. */
 static int membarrier_no_cpu_flag;
 
-int qs_os_membarrier_rseq_register(void)
+QS_STARTUP int qs_os_membarrier_rseq_register(void)
 {
     if (rseq_info.mode == QS_RSEQ_VALGRIND)
         return -1; /* no section is the kernel's to restart */

@@ -63,7 +63,7 @@ static void mark_cpus(int a, int b, void *arg)
         t->cpu_node[c] = t->node;
 }
 
-int qs_os_numa_topology(int *cpu_node, int max_cpus)
+QS_STARTUP int qs_os_numa_topology(int *cpu_node, int max_cpus)
 {
     char buf[512];
     struct topo_arg t = {cpu_node, max_cpus, 0, 0};
@@ -115,7 +115,7 @@ static void max_range(int a, int b, void *arg)
  * the word whole. */
 static int cpu_possible_seen;
 
-int qs_os_cpu_possible(void)
+QS_STARTUP int qs_os_cpu_possible(void)
 {
     int seen = __atomic_load_n(&cpu_possible_seen, __ATOMIC_RELAXED);
     if (seen > 0)

@@ -59,7 +59,7 @@ static const char *why_set(const char *a, const char *b)
 /* Per-CPU queues need rseq (the kernel's, through glibc's registration or
  * our own), an rseq port of the fast paths (x86-64) and the per-CPU tables;
  * whatever is missing is the reason the thread owner is in force. */
-static bool percpu_setup(const char **why)
+static QS_STARTUP bool percpu_setup(const char **why)
 {
     if (!QS_HAVE_PERCPU) {
         *why = "no rseq port of the fast paths for this architecture";
@@ -91,7 +91,7 @@ static bool percpu_setup(const char **why)
 
 /* Start-up (qs_init_slow, before any allocation): QSLAB_OWNER=cpu|thread,
  * default cpu where it works. */
-void qs_owner_kind_init(void)
+QS_STARTUP void qs_owner_kind_init(void)
 {
     const char *v = qs_os_getenv("QSLAB_OWNER"), *why = NULL;
     bool want_cpu = true;

@@ -66,6 +66,12 @@ _Static_assert(QS_RSEQ_SIG == 0x53053053u, "rseq: the signature the sections car
 #endif
 
 #if QS_HAVE_PERCPU
+/* The section of the abort handlers and of the fast paths' other exits out
+ * of line (to the slow paths): with the cold parts of functions, so that
+ * the linker puts it ahead of the code (os/os.h QS_RARE), near the slow
+ * paths the exits go to, and not past the end of the library's code,
+ * where it would keep a fault-around window of its own resident. */
+#define QS_RSEQ_FAILURE ".text.unlikely.rseq_failure"
 /* Descriptor, abort handler (signature first) and entry of a critical
  * section whose body starts at 1: and whose committing store ends at 2:;
  * the abort handler jumps to the body's label 7 (forward).  Uses %rax; the
@@ -79,7 +85,7 @@ _Static_assert(QS_RSEQ_SIG == 0x53053053u, "rseq: the signature the sections car
     ".long 0x0, 0x0\n\t"                                                                           \
     ".quad 1f, (2f - 1f), 4f\n\t"                                                                  \
     ".popsection\n\t"                                                                              \
-    ".pushsection __rseq_failure, \"ax\"\n\t"                                                      \
+    ".pushsection " QS_RSEQ_FAILURE ", \"ax\"\n\t"                                                      \
     ".byte 0x0f, 0xb9, 0x3d\n\t"                                                                   \
     ".long 0x53053053\n\t"                                                                         \
     "4:\n\t"                                                                                       \

@@ -104,7 +104,7 @@ size_t slabfe_slab_shrink(qslab_cache *c)
 
 /* The purger's tick: the reaper every QS_REAP_MS; trim (all): everything. */
 static uint64_t last_reap;
-size_t slabfe_slab_sweep(bool all)
+QS_RARE size_t slabfe_slab_sweep(bool all)
 {
     uint64_t now = qs_os_now_ms();
     if (!all && now - __atomic_load_n(&last_reap, __ATOMIC_RELAXED) < QS_REAP_MS)

@@ -142,7 +142,7 @@ static size_t give_back(bool all, unsigned *left)
     return slob_pages_release(release);
 }
 
-size_t slob_sweep(bool all)
+QS_RARE size_t slob_sweep(bool all)
 {
     unsigned left;
     size_t bytes = give_back(all, &left);

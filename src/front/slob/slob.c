@@ -436,7 +436,7 @@ static size_t slob_usable(struct qs_slab *s, const void *obj, const char *what)
     return c && !c->is_kmalloc && c->obj_size < pay ? c->obj_size : pay;
 }
 
-void qs_slob_setup(void)
+QS_STARTUP void qs_slob_setup(void)
 {
     slob_secret = qs_os_random64();
     qslab_cache *a = &qs_slob_arena;

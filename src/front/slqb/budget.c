@@ -62,7 +62,7 @@ unsigned long qs_owner_budget = QS_BUDGET_LOW;
  * on 4 MiB), and what the CPUs keep in all stays at 16 MiB; on a big one
  * each CPU keeps little (256 KiB), as the seeds asked of a queued
  * allocator. */
-void qs_owner_budget_default(void)
+QS_STARTUP void qs_owner_budget_default(void)
 {
     unsigned long b = QS_BUDGET_TOTAL / (unsigned long)qs_os_cpu_possible();
     QS_STORE(qs_owner_budget, b < QS_BUDGET_LOW ? QS_BUDGET_LOW : b > QS_BUDGET_HIGH ? QS_BUDGET_HIGH : b);

@@ -152,7 +152,7 @@ enum { QS_PC_DONE, QS_PC_FULL = 2, QS_PC_SUSPECT, QS_PC_REMOTE };
     "addq $" QS_STR(QS_TOP_MASK_ASM) ", %%rcx\n\t"                                                 \
     "movq %%rcx, " QS_STR(QS_Q_TOP) "(%[q])\n\t" /* commit */                                      \
     "2:\n\t"                                                                                       \
-    ".pushsection __rseq_failure, \"ax\"\n\t" /* the cold exits, out of line */                  \
+    ".pushsection " QS_RSEQ_FAILURE ", \"ax\"\n\t" /* the cold exits, out of line */                  \
     "7:\n\t" /* restarted: counted, and again */                                                   \
     "movq qs_self@gottpoff(%%rip), %%rcx\n\t"                                                      \
     "addq $1, %%fs:%c[aborts](%%rcx)\n\t"                                                          \
@@ -284,7 +284,7 @@ again:;
                  "9:\n\t"
                  "movq %%rcx, (%%rdx)\n\t" /* commit: top, or fb */
                  "2:\n\t"
-                 ".pushsection __rseq_failure, \"ax\"\n\t" /* label 7: back to C */
+                 ".pushsection " QS_RSEQ_FAILURE ", \"ax\"\n\t" /* label 7: back to C */
                  "7:\n\t"
                  "jmp %l[abort]\n\t"
                  ".popsection\n\t"

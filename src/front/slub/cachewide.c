@@ -186,7 +186,7 @@ size_t slub_shrink(qslab_cache *c)
  * (SLUB has no reaper; what owners keep is bounded by cpu_partial and
  * given back by an idle CPU, slub_idle; what nodes keep by min_partial and
  * the FIFO's decay) */
-size_t slub_sweep(bool all)
+QS_RARE size_t slub_sweep(bool all)
 {
     if (!all)
         return 0;

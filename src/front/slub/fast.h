@@ -116,7 +116,7 @@ static const uint64_t qs_slub_one_lo[2] __attribute__((aligned(16), used)) = {1,
     "paddq %[one_hi], %%xmm0\n\t"                                                                  \
     "movups %%xmm0, %c[sfree](%[q])\n\t" /* commit: next, pops + 1 */                              \
     "2:\n\t"                                                                                       \
-    ".pushsection __rseq_failure, \"ax\"\n\t"                                                      \
+    ".pushsection " QS_RSEQ_FAILURE ", \"ax\"\n\t"                                                      \
     "7:\n\t" /* restarted: counted, and again */                                                   \
     "movq qs_self@gottpoff(%%rip), %%rcx\n\t"                                                      \
     "addq $1, %%fs:%c[aborts](%%rcx)\n\t"                                                          \
@@ -179,7 +179,7 @@ again:;
                  "paddq %[one_lo], %%xmm0\n\t"
                  "movups %%xmm0, %c[spush](%%rdx)\n\t" /* commit: pushes + 1, obj */
                  "2:\n\t"
-                 ".pushsection __rseq_failure, \"ax\"\n\t"
+                 ".pushsection " QS_RSEQ_FAILURE ", \"ax\"\n\t"
                  "7:\n\t"
                  "jmp %l[abort]\n\t"
                  ".popsection\n\t"
