@@ -255,8 +255,14 @@ int qctl_run(long pid, const char *prog)
     request[rl] = '\n';
     for (size_t off = 0; off < rl + 1;) {
         ssize_t n = send(fd, request + off, rl + 1 - off, MSG_NOSIGNAL);
-        if (n <= 0)
-            fail(1, "process %ld: sending the request: %s", pid, strerror(errno));
+        if (n <= 0) {
+            /* the server may have said why it closed (a request that came
+             * too late): that line, rather than EPIPE */
+            int e = errno;
+            if (get_line(fd, line, sizeof line, &why) && strncmp(line, "error: ", 7) == 0)
+                fail(1, "process %ld: %s", pid, line + 7);
+            fail(1, "process %ld: sending the request: %s", pid, strerror(e));
+        }
         off += (size_t)n;
     }
     request[rl] = '\0';
