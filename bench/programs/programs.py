@@ -41,12 +41,13 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 SAMPLE_S = 0.025  # RSS sampling period
 PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
 
-# Sizes per mode.  Full: a few seconds per run under glibc on the 2-vCPU VM.
+# Sizes per mode.  Full: a few seconds per run under glibc on the 2-vCPU VM;
+# quick: about half, tens of MiB at the peak (docs/benchmarks.md, "Quick mode").
 SCALES = {
     "full": dict(dict_gens=10, dict_entries=30000, threads_rounds=4, sqlite_rows=180000,
                  redis_keys=50000),
-    "quick": dict(dict_gens=8, dict_entries=20000, threads_rounds=3, sqlite_rows=80000,
-                  redis_keys=30000),
+    "quick": dict(dict_gens=6, dict_entries=12000, threads_rounds=2, sqlite_rows=40000,
+                  redis_keys=15000),
     "smoke": dict(dict_gens=3, dict_entries=1000, threads_rounds=1, sqlite_rows=1000,
                   redis_keys=300),
 }

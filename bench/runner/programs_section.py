@@ -29,7 +29,6 @@ sys.path.insert(0, os.path.join(REPO, "bench", "programs"))
 import programs as progs  # noqa: E402  bench/programs/programs.py: the real programs
 
 
-PROGRAM_FRONTS = ["slub", "slab", "slob"]  # columns beside qslab's default (slqb)
 HARDEN_VAR = "QSLAB_HARDEN"
 HARDEN_PEAK = 1.25         # qslab-hard's peak RSS <= 1.25x qslab's (issue: hardening)
 HARDEN_TIME = 1.5          # ... and its wall time <= 1.5x qslab's, and below glibc's
@@ -54,17 +53,16 @@ class ProgramRun:
 
 def program_contenders(allocs, fronts, rounds, hard=True):
     """qslab (the first owner mode, QSLAB_FRONT unset: SLQB), a column per
-    other front end, the hardened profile (unless not `hard`), then glibc
-    and the peers; each runs in the first `rounds` rounds of the suite."""
+    other front end of `fronts` (the mode's program_fronts this build has),
+    the hardened profile (unless not `hard`), then glibc and the peers; each
+    runs in the first `rounds` rounds of the suite."""
     first = next(a for a in allocs if a.subject)
     env = {**first.env, FRONT_VAR: None}
     cols = [Contender(first.name, first.preload, first.version, env=env, subject=True,
                       short=first.short, rounds=rounds)]
-    for f in PROGRAM_FRONTS:
-        if f in fronts:
-            cols.append(Contender(f"qslab-{f}", first.preload, first.version,
-                                  env={**env, FRONT_VAR: f}, subject=True, short=f,
-                                  rounds=rounds))
+    for f in fronts:
+        cols.append(Contender(f"qslab-{f}", first.preload, first.version,
+                              env={**env, FRONT_VAR: f}, subject=True, short=f, rounds=rounds))
     if hard:
         cols.append(Contender("qslab-hard", first.preload, first.version,
                               env={**env, HARDEN_VAR: "1"}, subject=True, short="hard",
@@ -82,6 +80,11 @@ def programs_section(mode, m, bin_dir, work, wanted):
     if fronts is None:
         fronts = []
         notes.append(f"qslab's other front ends: not found ({why}); qslab's default only")
+    left_out = [f for f in fronts if f != "slqb" and f not in m["program_fronts"]]
+    fronts = [f for f in m["program_fronts"] if f in fronts]
+    if left_out:
+        notes.append(f"{mode} mode: no {', '.join('qslab-' + f for f in left_out)} column "
+                     "(the front ends' section compares them)")
     rounds = m["program_rounds"]
     cols = lambda allocs: program_contenders(allocs, fronts, rounds)
     scale = progs.SCALES[mode]

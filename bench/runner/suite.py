@@ -77,15 +77,18 @@ class Test:
 # the page layer for every buffer: about 0.1 million a second).
 FRONTS_FULL = dict(front_sizes=[64, 256, 1024, 4096], hb_groups=2, hb_senders=4,
                    hb_receivers=4, hb_loops=10000, hb_rounds=3, front_msgs=100000)
-FRONTS_QUICK = dict(front_sizes=[64, 256, 1024, 4096], hb_groups=2, hb_senders=4,
-                    hb_receivers=4, hb_loops=4000, hb_rounds=3, front_msgs=50000)
+# Quick: 64 B and 1 KiB (at 4 KiB SLOB takes some 80,000 cycles an object,
+# the most of bench_fronts's time), hackbench's and prodcons's messages
+# halved (docs/benchmarks.md, "Quick mode").
+FRONTS_QUICK = dict(front_sizes=[64, 1024], hb_groups=2, hb_senders=4,
+                    hb_receivers=4, hb_loops=2000, hb_rounds=3, front_msgs=25000)
 FRONTS_SMOKE = dict(front_sizes=[64], hb_groups=1, hb_senders=2, hb_receivers=2, hb_loops=50,
                     hb_rounds=1, front_msgs=2000)
 # The debugging costs: bench_debug's object sizes and its rounds inside a
 # process (every configuration twice per round, a warm-up and a measured
 # run; the whole process takes about 1.5 s in full mode on the 2-core VM).
 DEBUG_FULL = dict(debug_sizes=[64, 1024], debug_rounds=9)
-DEBUG_QUICK = dict(debug_sizes=[64, 1024], debug_rounds=5)
+DEBUG_QUICK = dict(debug_sizes=[64, 1024], debug_rounds=3)
 DEBUG_SMOKE = dict(debug_sizes=[64, 1024], debug_rounds=1)
 
 # Cooperative defragmentation: the key-value cache's entries (bench_defrag,
@@ -95,20 +98,29 @@ DEFRAG_QUICK = dict(defrag_entries=500000)
 DEFRAG_SMOKE = dict(defrag_entries=20000)
 
 # Sizes and lengths per mode.  Full: the seed tables' sizes and lengths.
+# Quick (make bench-quick's first look, about 2 minutes in one round on the
+# 2-vCPU VM): every test, at fewer sizes or shorter; no 16 KiB (10,000
+# objects of it are 160 MiB a thread to fault in: over a third of the slub
+# tests' time), half the messages and operations; the programs smaller and
+# without the qslab-slub and qslab-slab columns (the front ends' section
+# compares those).  docs/benchmarks.md, "Quick mode", argues each cut.
 MODES = {
     "full": dict(rounds=7, sizes=[8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384],
                  objs=10000, inner=5, msgs=300000, ops=3000000, idle_threads=1000,
                  mib=256, wait_ms=2000, cache_objs=10000, inproc_rounds=21,
                  churn_ops=16000000, program_rounds=3, calloc_blocks=100000,
+                 program_fronts=["slub", "slab", "slob"],
                  **FRONTS_FULL, **DEBUG_FULL, **DEFRAG_FULL),
-    "quick": dict(rounds=3, sizes=[8, 64, 256, 1024, 4096, 16384],
-                  objs=10000, inner=3, msgs=100000, ops=1000000, idle_threads=1000,
-                  mib=64, wait_ms=2000, cache_objs=10000, inproc_rounds=21,
-                  churn_ops=6000000, program_rounds=1, calloc_blocks=100000,
+    "quick": dict(rounds=3, sizes=[8, 64, 256, 1024, 4096],
+                  objs=10000, inner=3, msgs=50000, ops=500000, idle_threads=1000,
+                  mib=32, wait_ms=2000, cache_objs=10000, inproc_rounds=21,
+                  churn_ops=3000000, program_rounds=1, calloc_blocks=100000,
+                  program_fronts=["slob"],
                   **FRONTS_QUICK, **DEBUG_QUICK, **DEFRAG_QUICK),
     "smoke": dict(rounds=1, sizes=[64, 4096], objs=200, inner=1, msgs=2000, ops=20000,
                   idle_threads=20, mib=2, wait_ms=500, cache_objs=200, inproc_rounds=3,
                   churn_ops=32000, program_rounds=1, calloc_blocks=1000,
+                  program_fronts=["slub", "slab", "slob"],
                   **FRONTS_SMOKE, **DEBUG_SMOKE, **DEFRAG_SMOKE),
 }
 
