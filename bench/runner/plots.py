@@ -1,7 +1,8 @@
 """bench/runner/plots.py - the PNGs of plots/ (gnuplot): one per table, lines
-over size or threads, else clustered bars, every column in the same style in
-every plot; and the programs section's plots (RSS over time per program,
-peak RSS against glibc's).
+over size or threads (the values, and under them each column over qslab's),
+else clustered bars, every column in the same style in every plot; and the
+programs section's plots (RSS over time per program, peak RSS against
+glibc's).
 """
 
 import functools
@@ -70,6 +71,59 @@ def line_plots(cols, source):
     return terms
 
 
+RATIO_CLIP = 8  # the ratio panel shows ratios from 1/8 to 8, names those beyond
+
+
+def ratio_panels(cols, dat, values, xlabel):
+    """The lines of a numeric table in two panels sharing the x axis: the
+    values (a log scale when they span decades), and below, each column
+    over the first (qslab's primary) case by case, where lines a log scale
+    of the values draws on top of each other come apart.  The script's
+    lines from `set multiplot` on."""
+    q = cols[0].name
+    ratios = {}  # column name -> its ratios to the first column
+    for k in range(0, len(values), len(cols)):
+        for i in range(1, len(cols)):
+            a, b = values[k], values[k + i]
+            if a and b and a > 0 and b > 0:
+                ratios.setdefault(cols[i].name, []).append(b / a)
+    # the panels' plot areas aligned: the same margins, the key beside the top one
+    margins = ["set lmargin at screen 0.09", "set rmargin at screen 0.80"]
+    # y fitted to the values (a log scale would round out to whole decades)
+    top = margins + ["set multiplot", "set origin 0,0.34", "set size 1,0.66",
+                     "set bmargin 1", "set format x ''", "set autoscale yfix",
+                     "set offsets graph 0.03, graph 0.03, graph 0.06, graph 0.06"]
+    if spans_decades(values):
+        top += ["set logscale y", "set grid mytics"]
+    top.append("plot " + ", ".join(line_plots(cols, lambda i, c: f"'{dat}' using 2:{i + 3}")))
+    bottom = ["unset title", "unset logscale y", "unset grid", "set grid ytics", "unset key",
+              "set origin 0,0", "set size 1,0.36", "set tmargin 0.5", "set bmargin 3.5",
+              "set format x '%g'", f"set xlabel '{xlabel}'",
+              f"set ylabel '/ {q}'", "set ytics nomirror",
+              "set arrow 1 from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb '#555555'"]
+    # the ratios near 1 are the point: the panel fits those within
+    # RATIO_CLIP each way, and names the columns that go further
+    inside = [r for rs in ratios.values() for r in rs
+              if 1 / RATIO_CLIP <= r <= RATIO_CLIP] + [1.0]
+    lo, hi = min(inside), max(inside)
+    if hi / lo > 4:
+        tics = [2.0 ** e for e in range(-3, 4) if lo / 1.15 <= 2.0 ** e <= hi * 1.15]
+        bottom += ["set logscale y", f"set yrange [{lo / 1.15:g}:{hi * 1.15:g}]",
+                   "set ytics (" + ", ".join(f"'{t:g}' {t:g}" if t >= 1 else
+                                             f"'1/{1 / t:g}' {t:g}" for t in tics) + ")"]
+    else:
+        pad = (hi - lo) * 0.08 or 0.05
+        bottom += [f"set yrange [{lo - pad:g}:{hi + pad:g}]"]
+    off = [f"{n} {max(rs):.0f}x" if max(rs) > RATIO_CLIP else f"{n} 1/{1 / min(rs):.0f}"
+           for n, rs in ratios.items() if max(rs) > RATIO_CLIP or min(rs) < 1 / RATIO_CLIP]
+    if off:
+        bottom.append(f"set label 1 'off the scale: {', '.join(off)}' at graph 0.01, graph 0.92 "
+                      "front font ',9'")
+    terms = line_plots(cols, lambda i, c: f"'{dat}' using 2:(column({i + 3})/column(3))")
+    bottom.append("plot " + ", ".join(t for t in terms if not t.startswith("keyentry")))
+    return top + bottom + ["unset multiplot"]
+
+
 def spans_decades(values):
     """True when the positive values span more than a factor of 20: a log
     scale then shows the small ones."""
@@ -105,8 +159,8 @@ def plot(out, tests, columns, samples):
     for f in os.listdir(out):
         if f.endswith((".png", ".dat")):
             os.remove(os.path.join(out, f))
-    term = ("set terminal pngcairo size 900,500 font ',10' noenhanced"
-            if has_pngcairo(gnuplot) else "set terminal png size 900,500 noenhanced")
+    term = ("set terminal pngcairo size 900,{h} font ',10' noenhanced"
+            if has_pngcairo(gnuplot) else "set terminal png size 900,{h} noenhanced")
     made = []
     for test in tests:
         if test.section == "programs":  # plot_programs draws the section's own
@@ -129,7 +183,7 @@ def plot(out, tests, columns, samples):
             numeric = all(c.x is not None for c in test.cases)
             png = os.path.join(out, name + ".png")
             script = [
-                term,
+                term.format(h=660 if numeric else 500),
                 f"set output '{png}'",
                 f"set title \"{test.title}\\n{m.describe()}\"",
                 "set key outside right top", "set grid ytics",
@@ -139,22 +193,19 @@ def plot(out, tests, columns, samples):
                 sized = test.row_title in ("size", "data size")
                 xlabel = "object size (bytes)" if sized else "threads"
                 xs = [c.x for c in test.cases]
-                script += [f"set xlabel '{xlabel}'"]
                 if min(xs) > 0 and max(xs) / min(xs) >= 4:
                     script += ["set logscale x 2"]
                 script += ["set offsets graph 0.03, graph 0.03, 0, 0"]  # end points visible
-                if spans_decades(values):
-                    script += ["set logscale y", "set grid mytics"]
-                plots = line_plots(cols, lambda i, c: f"'{dat}' using 2:{i + 3}")
+                script += ratio_panels(cols, dat, values, xlabel)
             else:
                 more, plots = bar_script(cols, len(test.cases),
                                          lambda i, c: f"'{dat}' using {i + 3}:xtic(1)", values)
                 script += more + ["set xtics font ',9'"]
                 if len(test.cases) > 6:  # long row labels (the front ends' memory table)
                     script += ["set xtics rotate by -40 font ',8'", "set bmargin 9"]
-            script.append("plot " + ", ".join(plots))
+                script.append("plot " + ", ".join(plots))
             draw(gnuplot, script, png, made)
-    made += plot_programs(out, tests, columns, samples, gnuplot, term)
+    made += plot_programs(out, tests, columns, samples, gnuplot, term.format(h=500))
     return made, f"plots: {len(made)} PNG files in {out}"
 
 

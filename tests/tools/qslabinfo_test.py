@@ -254,6 +254,35 @@ def samples(rec):
         return 0
 
 
+def plot_scales(plot, tmp):
+    """qslab-plot's scales on a record made up for them: a busy cache (a
+    million allocations a second) and a quiet one (a hundred): rates on a
+    log scale, the busiest named first in the key and drawn last, on top;
+    the x axis ending at the last sample; memory tics a power of two of
+    bytes apart."""
+    rec = os.path.join(tmp, "scales.rec")
+    with open(rec, "w") as f:
+        f.write("# qslab-record 1\n# pid 1 interval_ms 1000\n# started -\n# columns -\n")
+        for s in range(5):
+            for cache, rate, space in (("busy", 1000000, 48 << 20), ("quiet", 100, 4096)):
+                n = rate * s
+                f.write("\t".join(map(str, [s * 1000, cache, 10, 10, space, n, n, n, n, 0, 0]))
+                        + "\n")
+    out = os.path.join(tmp, "scales")
+    pr = subprocess.run([sys.executable, plot, rec, "-o", out], capture_output=True, text=True,
+                        timeout=120)
+    check(pr.returncode == 0, "qslab-plot on a made-up record", pr.stderr)
+    rate = open(os.path.join(out, "alloc-rate.gp")).read()
+    plot_line = rate[rate.index("plot "):]
+    check("set logscale y" in rate, "qslab-plot: rates spanning decades on a log scale", rate)
+    check(plot_line.index("keyentry") < plot_line.index('"quiet"') < plot_line.index("notitle")
+          and '"busy"' in plot_line.split("keyentry", 1)[1].split(",")[0],
+          "qslab-plot: the busiest cache named first in the key and drawn last", plot_line)
+    mem = open(os.path.join(out, "memory.gp")).read()
+    check("set autoscale xfix" in mem, "qslab-plot: the x axis ends at the last sample", mem)
+    check("set ytics 8388608\n" in mem, "qslab-plot: memory tics 8 MiB apart for 48 MiB", mem)
+
+
 def record(target, plot):
     """--record: samples while the target runs, ending when it exits; then
     qslab-plot's tables (and charts when gnuplot is there)."""
@@ -307,6 +336,7 @@ def record(target, plot):
             ok = pr.returncode == 0 and all(
                 open(os.path.join(tmp, "p", f), "rb").read(8) == b"\x89PNG\r\n\x1a\n" for f in pngs)
             check(ok, "qslab-plot draws three PNG charts", pr.stderr)
+            plot_scales(plot, tmp)
         else:
             print("qslab-plot charts: skipped (no gnuplot; scripts/install-deps installs it)")
         bad = os.path.join(tmp, "bad")
