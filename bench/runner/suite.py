@@ -77,9 +77,10 @@ class Test:
 # the page layer for every buffer: about 0.1 million a second).
 FRONTS_FULL = dict(front_sizes=[64, 256, 1024, 4096], hb_groups=2, hb_senders=4,
                    hb_receivers=4, hb_loops=10000, hb_rounds=3, front_msgs=100000)
-# Quick: 64 B and 1 KiB (at 4 KiB SLOB takes some 80,000 cycles an object,
-# the most of bench_fronts's time), hackbench's and prodcons's messages
-# halved (docs/benchmarks.md, "Quick mode").
+# Quick: 64 B and 1 KiB, hackbench's and prodcons's messages halved: at four
+# sizes hackbench is half of bench_fronts's time, and SLOB's batches at 4 KiB
+# (some 80,000 cycles an object) much of the rest (docs/benchmarks.md,
+# "Quick mode").
 FRONTS_QUICK = dict(front_sizes=[64, 1024], hb_groups=2, hb_senders=4,
                     hb_receivers=4, hb_loops=2000, hb_rounds=3, front_msgs=25000)
 FRONTS_SMOKE = dict(front_sizes=[64], hb_groups=1, hb_senders=2, hb_receivers=2, hb_loops=50,
