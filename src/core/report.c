@@ -203,6 +203,8 @@ const char *qs_env_why(const char *v)
 {
     if (!*v)
         return "empty; ";
+    if (*v == '-' && v[1] >= '0' && v[1] <= '9')
+        return "negative; ";
     for (const char *s = v; *s; s++)
         if (*s < '0' || *s > '9')
             return "not a number; ";

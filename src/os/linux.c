@@ -88,10 +88,15 @@ static QS_STARTUP void fault_env(void)
         }
         if (ok && !*s) {
             fault_set(kind, n, every);
-        } else {
-            static const char msg[] =
-                "qslab: QSLAB_FAIL_NTH ignored: expected N[,every][,release] (N a number)\n";
-            qs_os_write(2, msg, sizeof(msg) - 1);
+        } else { /* one line, the value in it (at most 64 bytes of it) */
+            static const char pre[] = "qslab: QSLAB_FAIL_NTH=",
+                              post[] = " ignored: expected N[,every][,release] (N a number)\n";
+            char line[sizeof pre + 64 + sizeof post];
+            size_t vl = strnlen(v, 64), k = sizeof pre - 1;
+            memcpy(line, pre, k);
+            memcpy(line + k, v, vl);
+            memcpy(line + k + vl, post, sizeof post - 1);
+            qs_os_write(2, line, k + vl + sizeof post - 1);
         }
     }
     __atomic_store_n(&fault.env, 2, __ATOMIC_RELEASE);

@@ -111,6 +111,10 @@ int main(int argc, char **argv)
                                               "is 0..1099511627776 bytes (0: no cap); no cap on cached memory\n",
                                               NULL};
     expect("QSLAB_CACHED_MAX", "64M", cached_word, NULL);
+    static const char *const cached_neg[] = {"qslab: QSLAB_CACHED_MAX=-1 ignored: negative; allowed range "
+                                             "is 0..1099511627776 bytes (0: no cap); no cap on cached memory\n",
+                                             NULL};
+    expect("QSLAB_CACHED_MAX", "-1", cached_neg, NULL);
     static const char *const cached_big[] = {"qslab: QSLAB_CACHED_MAX=1099511627777 ignored: allowed range is "
                                              "0..1099511627776 bytes (0: no cap); no cap on cached memory\n",
                                              NULL};

@@ -1056,7 +1056,8 @@ int main(int argc, char **argv)
     tu_stderr_begin();
     int rc = tu_reexec("env_ignored", "QSLAB_FAIL_NTH", "3,sometimes");
     tu_stderr_end(err, sizeof err);
-    CHECKF(rc == 0 && strstr(err, "QSLAB_FAIL_NTH ignored: expected N[,every][,release]"),
+    CHECKF(rc == 0 && strstr(err, "qslab: QSLAB_FAIL_NTH=3,sometimes ignored: expected "
+                                  "N[,every][,release] (N a number)\n"),
            "QSLAB_FAIL_NTH=3,sometimes: exit %d, stderr \"%s\"", rc, err);
     /* every map request failing from the start: start-up cannot set up
      * its caches, and says so before it aborts */
