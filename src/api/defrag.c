@@ -157,9 +157,9 @@ static QS_NO_SANITIZE bool marked(const qslab_cache *c, const char *obj)
 static uint32_t scan_live(const struct pass *p, struct rec *r, void **out)
 {
     if (p->f->shared_pages) { /* the front end's walk of the page's blocks */
+        /* (a page no longer the front end's: none live, full, as it was) */
         uint32_t live = 0, max = r->nobj, fill = QS_PAGE_FILL_ONE, n = 0;
-        if (!p->f->page_objs(p->c, r->s, out, &live, &max, &fill))
-            live = 0;
+        p->f->page_objs(p->c, r->s, out, &live, &max, &fill);
         if (!out) {
             r->nobj = max;
             r->fill = fill;
@@ -515,25 +515,23 @@ static unsigned long pages_of(qslab_cache *c, size_t *free_bytes) /* qs_global h
     return t.slabs;
 }
 
-static unsigned long spread_of(qslab_cache *c) /* qs_global held: the staleness measure */
+/* The staleness measure: c's slabs, or its front end's shared pages */
+static unsigned long spread_of(qslab_cache *c, unsigned long *live, size_t *free_bytes)
 {
-    unsigned long live;
-    size_t free_bytes;
-    return qs_front_of(c)->shared_pages ? pages_of(c, &free_bytes) : slabs_of(c, &live);
+    unsigned long slabs = slabs_of(c, live);
+    return qs_front_of(c)->shared_pages ? pages_of(c, free_bytes) : slabs;
 }
 
 static bool worth(qslab_cache *c, bool pressure) /* qs_global held */
 {
+    unsigned long live;
+    size_t free_bytes = 0;
+    unsigned long slabs = spread_of(c, &live, &free_bytes);
     if (qs_front_of(c)->shared_pages) {
-        unsigned long live;
-        size_t free_bytes;
-        slabs_of(c, &live);
-        unsigned long pages = pages_of(c, &free_bytes);
-        if (!live || pages == c->mob_stale)
+        if (!live || slabs == c->mob_stale) /* slabs: its front end's pages */
             return false;
         return free_bytes >= (pressure ? (64u << 10) : (1u << 20)) && free_bytes > live * c->obj_size;
     }
-    unsigned long live, slabs = slabs_of(c, &live);
     unsigned order = QS_LOAD(c->order);
     unsigned long per = qs_front_objs_per_slab(c, order);
     if (!per || slabs < 2 || slabs == c->mob_stale)
@@ -562,7 +560,9 @@ QS_RARE size_t qs_defrag_tick(bool pressure)
         if (c->mob_migrate && !refusal(c, &err))
             bytes += pass(c);
         qs_lock_acquire(&qs_global);
-        c->mob_stale = QS_LOAD(c->defrag_moved) == before ? spread_of(c) : 0;
+        unsigned long live;
+        size_t free_bytes;
+        c->mob_stale = QS_LOAD(c->defrag_moved) == before ? spread_of(c, &live, &free_bytes) : 0;
         qslab_cache *next = c->next;
         busy_drop(c);
         c = next;

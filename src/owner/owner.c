@@ -181,7 +181,7 @@ static unsigned long thread_owners; /* qs_owner_init to owner_exit; atomic adds 
 unsigned long qs_owners_sharing(void)
 {
     if (qs_percpu())
-        return (unsigned long)qs_os_cpu_possible();
+        return (unsigned long)qs_nr_cpu_ids; /* the possible CPUs (percpu_setup) */
     unsigned long n = __atomic_load_n(&thread_owners, __ATOMIC_RELAXED);
     return n ? n : 1;
 }

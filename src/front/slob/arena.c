@@ -364,9 +364,7 @@ bool slob_page_objs(const qslab_cache *c, struct qs_slab *sp, void **out, uint32
     }
     qs_lock_release(&slob_lock);
     *max = (uint32_t)(K->units / (least ? least : 1));
-    *live = n < *max ? n : *max;
-    if (out && *live > room)
-        *live = room;
+    *live = out && n > room ? room : n;
     *fill = (uint32_t)((uint64_t)used * QS_PAGE_FILL_ONE / K->units);
     return true;
 }
