@@ -88,6 +88,7 @@ struct rec {
     qslab_cache *c; /* c or one of its twins (a shared page: the pages' cache) at the walk */
     char *base;
     uint32_t nobj, live; /* nobj: room for c's objects; live: c's that look live */
+    uint32_t held;       /* objects of it the pass holds (new_place) */
     uint32_t fill;       /* the share in use, of QS_PAGE_FILL_ONE: a slab's c's, a page's every cache's */
     int state;
 };
@@ -106,6 +107,8 @@ struct pass {
     size_t n, cap;
     void **held;     /* what the pass holds to free at the end */
     size_t nheld, capheld;
+    void **hset;     /* a debug cache's: held as a set (open addressing, NULL free) */
+    size_t hmask;    /* its slots - 1 */
     bool oom;
 };
 
@@ -116,7 +119,10 @@ struct pass {
 static void collect(struct qs_slab *s, void *arg) /* the pool's lock held */
 {
     struct pass *p = arg;
-    qslab_cache *sc = __atomic_load_n(&s->cache, __ATOMIC_RELAXED);
+    /* a slab being made is the pool's no more but not yet its cache's
+     * (NULL, since it left its last one); the front end stores the cache
+     * last, with release: acquired, its base and span are written */
+    qslab_cache *sc = __atomic_load_n(&s->cache, __ATOMIC_ACQUIRE);
     if (!sc)
         return;
     if (p->f->shared_pages ? sc == p->c || sc->front != p->c->front
@@ -128,7 +134,7 @@ static void collect(struct qs_slab *s, void *arg) /* the pool's lock held */
         r->c = sc;
         r->base = s->base;
         r->nobj = __atomic_load_n(&s->span, __ATOMIC_RELAXED) / sc->slot_size;
-        r->live = 0;
+        r->live = r->held = 0;
         r->state = R_KEPT;
     }
     p->n++;
@@ -141,10 +147,17 @@ static QS_NO_SANITIZE bool looks_live(const qslab_cache *c, const char *obj)
     return !qs_maybe_free(c, w);
 }
 
-/* Still a slab of the cache it was at the walk, with the same objects? */
-static bool rec_valid(const struct rec *r)
+/* Still a slab of the cache it was at the walk, with the same objects?
+ * The descriptor may be given back and reused for a new slab while the pass
+ * reads it, its base written plainly by the front end that makes the slab:
+ * the read is a guess (an aligned word, never torn), and either answer is
+ * safe: a stale one skips the record, and a slab of the same cache at the
+ * same base has the same objects' places, each checked again before it
+ * moves. */
+static QS_NO_SANITIZE bool rec_valid(const struct rec *r)
 {
-    return __atomic_load_n(&r->s->cache, __ATOMIC_RELAXED) == r->c && r->s->base == r->base;
+    return __atomic_load_n(&r->s->cache, __ATOMIC_RELAXED) == r->c &&
+           *(char *const volatile *)&r->s->base == r->base;
 }
 
 /* Is obj held by the pass (new_place's mark)?  A read of a word another
@@ -152,6 +165,52 @@ static bool rec_valid(const struct rec *r)
 static QS_NO_SANITIZE bool marked(const qslab_cache *c, const char *obj)
 {
     return *(const volatile uintptr_t *)(obj + c->link_off) == QS_STAMP(c->secret);
+}
+
+static size_t hslot(const struct pass *p, const void *obj)
+{
+    return (size_t)(((uintptr_t)obj >> 3) * 0x9e3779b97f4a7c15ULL >> 20) & p->hmask;
+}
+
+/* Does the pass hold obj?  Asked for a debug cache's objects, whose words
+ * are its checks' and carry no mark of the pass's. */
+static bool held_has(const struct pass *p, const void *obj)
+{
+    if (!p->hset)
+        return false;
+    for (size_t i = hslot(p, obj);; i = (i + 1) & p->hmask) {
+        if (p->hset[i] == obj)
+            return true;
+        if (!p->hset[i])
+            return false;
+    }
+}
+
+static void hset_put(struct pass *p, void *obj)
+{
+    size_t i = hslot(p, obj);
+    while (p->hset[i])
+        i = (i + 1) & p->hmask;
+    p->hset[i] = obj;
+}
+
+/* Room in the set for one more held object (at most half full): false if
+ * no memory for a bigger one */
+static bool hset_room(struct pass *p)
+{
+    size_t slots = p->hset ? p->hmask + 1 : 0;
+    if (2 * (p->nheld + 1) <= slots)
+        return true;
+    size_t n = slots ? 2 * slots : 4096;
+    void **v = qs_meta_alloc(n * sizeof(void *));
+    if (!v)
+        return false;
+    qs_meta_free(p->hset, slots * sizeof(void *));
+    p->hset = v;
+    p->hmask = n - 1;
+    for (size_t i = 0; i < p->nheld; i++)
+        hset_put(p, p->held[i]);
+    return true;
 }
 
 static uint32_t scan_live(const struct pass *p, struct rec *r, void **out)
@@ -172,9 +231,10 @@ static uint32_t scan_live(const struct pass *p, struct rec *r, void **out)
     }
     uint32_t n = 0;
     size_t slot = r->c->slot_size;
+    bool unmarked = r->held && r->c->debug; /* the pass's own objects: not marked */
     for (uint32_t i = 0; i < r->nobj; i++) {
         char *obj = r->base + (size_t)i * slot;
-        if (looks_live(r->c, obj)) {
+        if (looks_live(r->c, obj) && !(unmarked && held_has(p, obj))) {
             if (out)
                 out[n] = obj;
             n++;
@@ -209,7 +269,7 @@ static struct rec *find(struct pass *p, const struct qs_slab *s)
     return NULL;
 }
 
-static bool hold(struct pass *p, void *obj)
+static bool hold(struct pass *p, void *obj, bool unmarked)
 {
     if (p->nheld == p->capheld) { /* twice the room, or false with the old kept */
         size_t cap = p->capheld ? 2 * p->capheld : 1024;
@@ -221,6 +281,11 @@ static bool hold(struct pass *p, void *obj)
         qs_meta_free(p->held, p->capheld * sizeof(void *));
         p->held = v;
         p->capheld = cap;
+    }
+    if (unmarked) { /* a debug cache's: no mark in its word (new_place), the set */
+        if (!hset_room(p))
+            return false;
+        hset_put(p, obj);
     }
     p->held[p->nheld++] = obj;
     return true;
@@ -237,10 +302,11 @@ static void *new_place(struct pass *p)
         struct rec *r = s ? find(p, s) : NULL;
         if (!r || r->state == R_KEPT || !rec_valid(r))
             return obj;
-        if (!hold(p, obj)) {
+        if (!hold(p, obj, r->c->debug)) {
             qslab_cache_free(p->c, obj);
             return NULL;
         }
+        r->held++;
         /* marked, so that the scan of its slab does not offer it: the
          * free stamp in its word, which allocation left 0; the pass owns
          * the object, and puts the 0 back before it frees it (a debug
@@ -342,7 +408,7 @@ static void drain(struct pass *p, struct rec *r, void **objs, qslab_isolate_fn i
         if (os && ns && os->cache && ns->cache)
             qs_debug_moved(os->cache, objs[i], ns->cache, nu); /* before nu is published */
         if (migrate(p->c, objs[i], nu, arg) == 0) {
-            if (!hold(p, objs[i])) {
+            if (!hold(p, objs[i], false)) { /* in a slab scanned already: no set */
                 qslab_cache_free(p->c, objs[i]); /* the pass's now: free it at once */
                 p->oom = true;
             }
@@ -412,6 +478,7 @@ static size_t pass(qslab_cache *c)
     passing = NULL;
     qs_meta_free(objs, nobjs * sizeof(void *));
     qs_meta_free(p.held, p.capheld * sizeof(void *));
+    qs_meta_free(p.hset, p.hset ? (p.hmask + 1) * sizeof(void *) : 0);
     qs_meta_free(p.r, p.cap * sizeof(*p.r));
     qs_meta_free(p.by, p.cap * sizeof(*p.by));
     __atomic_fetch_add(&c->defrag_passes, 1, __ATOMIC_RELAXED);
