@@ -51,7 +51,6 @@ class Target:
                   "QSLAB_CONTROL_TEST_OPEN") + tuple(drop_env):
             env.pop(k, None)
         env["QSLAB_PURGE"] = "0"
-        env["QSLAB_CONTROL_TIMEOUT_MS"] = "1000"
         env.update(env_extra)
         self.err = tempfile.TemporaryFile(mode="w+")
         self.p = subprocess.Popen([TARGET] + list(args), stdin=subprocess.PIPE,
@@ -580,7 +579,14 @@ def main():
     os.chmod(tmp, 0o711)  # nobody may pass (other_user); the directories below decide
     cdir = tmp + "/ctl"
     try:
-        t = Target({"QSLAB_CONTROL": "1", "QSLAB_CONTROL_DIR": cdir})
+        env = {"QSLAB_CONTROL": "1", "QSLAB_CONTROL_DIR": cdir}
+        if a.part != "requests":
+            # garbage's slow and silent peers are dropped after this (the
+            # default, 5 s, would make them wait 5); the requests part keeps
+            # the default, so that a tool stalled for a second by a loaded
+            # machine between its connect and its request is still served
+            env["QSLAB_CONTROL_TIMEOUT_MS"] = "1000"
+        t = Target(env)
         try:
             path = place(t, cdir)
             if a.part in ("requests", "all"):
