@@ -387,31 +387,6 @@ QSLAB_EXPORT void qslab_free(void *p)
     qs_kfree(p);
 }
 
-/* The room of a kmalloc object of slab s: its class's size, unless it is
- * alone in its slab (the classes from 20 KiB up, one to a slab: core/slab.c
- * picks their order), whose room is the slab up to the power of two of its
- * class.  So a block that realloc grows by small steps (a buffer appended
- * to) moves once per power of two, not once per class: each move copies it
- * into pages it touches for the first time (the 4-thread Python program of
- * `make bench`, whose bytearrays grow to 200 KB: 9,400 of its 18,900 page
- * faults were realloc's copies).  The pages past what the program writes
- * are never touched, as before.  Bounded by the power of two, so that a
- * request for the class is always over half its room (free_sized's and
- * realloc's rules); a debug cache's objects (red zones) have their own
- * hook, and a front end that keeps data past the objects (SLAB's index
- * arrays) keeps its blocks to their class. */
-static size_t kmalloc_room(const struct qs_slab *s)
-{
-    size_t slot = s->cache->slot_size;
-    if (slot < QS_KM_ROOM_FROM || qs_front_of(s->cache)->slab_tail_used)
-        return slot;
-    size_t room = qs_slab_bytes(s->order) - (size_t)(s->base - s->mem);
-    if (room >= 2 * slot)
-        return slot; /* several to a slab */
-    size_t pow2 = (size_t)1 << (64 - __builtin_clzl(slot - 1));
-    return room < pow2 ? room & ~(size_t)15 : pow2;
-}
-
 /* Is obj, an object of slab s, free?  Its word is the free stamp (it sits
  * in a queue: a 64-bit value derived from the cache's secret, which no
  * program writes by chance), or a free-list link while the slab's free bit
@@ -455,7 +430,7 @@ static size_t usable(const void *p, const char *what)
             return 0;
         }
         if (s)
-            return s->cache->is_kmalloc ? kmalloc_room(s) : s->cache->obj_size;
+            return s->cache->is_kmalloc ? qs_front_kmalloc_room(s) : s->cache->obj_size;
     } else if (ch && ch->kind == QS_CHUNK_LARGE && p == ch->large_ptr) {
         return ch->large_size;
     }

@@ -52,7 +52,6 @@ void *qs_kmalloc_slow_size(size_t size, const uint8_t *small);
 #define QS_KM_FINE32_FROM 1024 /* four times as many from 1 KiB */
 #define QS_KM_FINE32_TO 2048   /* to 2 KiB (a 1 KiB page and its header) */
 #define QS_KM_FINE16_TO 8192   /* then twice as many to 8 KiB (page buffers) */
-#define QS_KM_ROOM_FROM 16384 /* kmalloc.c kmalloc_room: objects alone in a slab */
 #define QS_KM_BIG_FIRST 113 /* 36 KiB, the first class past the second table */
 
 /* Class of a request (kmalloc.c lists the classes): a table up to 1 KiB

@@ -122,7 +122,7 @@ struct qs_front {
     bool own_free_state;
     /* it keeps data past its slabs' objects (SLAB's on-slab index arrays):
      * a kmalloc block alone in its slab does not grow into the slab's rest
-     * (api/kmalloc.c kmalloc_room) */
+     * (qs_front_kmalloc_room) */
     bool slab_tail_used;
     /* its caches' owners have SLQB's queues of objects (SLQB, SLAB): the
      * inline fast paths serve them, the statistics derive free_fast, empty
@@ -187,6 +187,10 @@ void qs_front_fast(qslab_cache *c);
 void qs_front_fast_all(void);
 /* The default order of c's slabs under front end f. */
 unsigned qs_front_order(const qslab_cache *c, int f);
+/* The room of a kmalloc object of slab s (its usable size): its class's
+ * size, unless it is alone in its slab (front.c) */
+#define QS_KM_ROOM_FROM 16384 /* objects alone in a slab: from this class size up */
+size_t qs_front_kmalloc_room(const struct qs_slab *s);
 /* c's event counters, its queues' and its orphan ones, summed into
  * sum[QS_STAT_NR] (qs_global held): for the statistics (stats.c), tune,
  * validation (validate.c) and destroy's live objects (cache.c) */

@@ -331,8 +331,13 @@ static void test_slob_index(void)
         struct qslab_cache_stats st = {0};
         for (int i = 0; i < NB; i++)
             big[i] = qslab_malloc(100000);
-        snprintf(name, sizeof name, "kmalloc-%zu", big[0] ? qslab_usable_size(big[0]) : (size_t)0);
-        qslab_cache *k = qslab_cache_find(name);
+        /* their class: the first kmalloc class of 100,000 bytes or more (the
+         * usable size is the slab's room, up to the power of two) */
+        qslab_cache *k = NULL;
+        for (size_t sz = 100000; !k && sz <= 131072; sz += 16) {
+            snprintf(name, sizeof name, "kmalloc-%zu", sz);
+            k = qslab_cache_find(name);
+        }
         CHECKF(big[NB - 1] && k && qslab_cache_stats(k, &st) == 0 && st.num_slabs >= 2,
                "%s: %lu slabs", name, st.num_slabs);
         for (int i = 0; i < NB; i++)

@@ -140,12 +140,16 @@ static void test_in_place(void)
     qslab_free(p);
 
     /* a block alone in its slab (kmalloc-40960, a 64 KiB slab; kmalloc-20480,
-     * 32 KiB) grows in place up to the power of two of its class, what the
-     * slab has room for: a buffer appended to moves once per power of two
-     * (not under SLAB, which keeps its index arrays past the objects) */
-    static const size_t alone[][2] = {{40000, 65536}, {20000, 32768}};
-    for (size_t i = 0; i < 2 && !slob && !tf_kmalloc_slab(); i++) {
+     * 32 KiB; kmalloc-81920, 128 KiB) grows in place up to the power of two
+     * of its class, what the slab has room for: a buffer appended to moves
+     * once per power of two (not under SLAB, which keeps its index arrays
+     * past the objects; under SLOB, a block too big for its runs, over
+     * 64 KiB, which is its class's object) */
+    static const size_t alone[][2] = {{40000, 65536}, {20000, 32768}, {80000, 131072}};
+    for (size_t i = 0; i < 3 && !tf_kmalloc_slab(); i++) {
         size_t req = alone[i][0], pow2 = alone[i][1];
+        if (slob && req <= 65536)
+            continue; /* a run's block: its own size */
         p = qslab_malloc(req);
         CHECK(p != NULL);
         if (!p)

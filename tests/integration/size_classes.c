@@ -77,8 +77,10 @@ static int usable_ok(size_t us, size_t size, size_t cls)
     while (pow2 < cls)
         pow2 *= 2;
     /* a block alone in its slab: the slab's room, up to the power of two
-     * (not under SLAB: its index arrays may follow the objects) */
-    if (cls >= 16384 && us > cls && us <= pow2 && !tf_kmalloc_slob() && !tf_kmalloc_slab())
+     * (not under SLAB: its index arrays may follow the objects; under SLOB,
+     * a block too big for its runs) */
+    if (cls >= 16384 && us > cls && us <= pow2 && (!tf_kmalloc_slob() || size > TF_SLOB_RUN_MAX) &&
+        !tf_kmalloc_slab())
         return 1;
     if (!tf_kmalloc_slob() || size > TF_SLOB_RUN_MAX)
         return us == cls;

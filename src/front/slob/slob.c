@@ -421,8 +421,8 @@ static bool slob_free_to(qslab_cache *expected, struct qs_slab *s, void *obj)
 
 static size_t slob_usable(struct qs_slab *s, const void *obj, const char *what)
 {
-    if (s->cache != &qs_slob_arena)
-        return s->cache->is_kmalloc ? s->cache->slot_size : s->cache->obj_size;
+    if (s->cache != &qs_slob_arena) /* a big object, alone in its slab: as SLQB's */
+        return s->cache->is_kmalloc ? qs_front_kmalloc_room(s) : s->cache->obj_size;
     const struct slob_kind *K = kind_of(s);
     char *b = (char *)obj - SLOB_HDR;
     uint64_t h;
