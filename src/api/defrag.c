@@ -107,8 +107,9 @@ struct pass {
     size_t n, cap;
     void **held;     /* what the pass holds to free at the end */
     size_t nheld, capheld;
-    void **hset;     /* a debug cache's: held as a set (open addressing, NULL free) */
-    size_t hmask;    /* its slots - 1 */
+    void **hset;     /* the held new places of debug caches' slabs: a set
+                        (open addressing, NULL free) */
+    size_t hmask, nset; /* its slots - 1, its objects */
     bool oom;
 };
 
@@ -194,22 +195,25 @@ static void hset_put(struct pass *p, void *obj)
     p->hset[i] = obj;
 }
 
-/* Room in the set for one more held object (at most half full): false if
- * no memory for a bigger one */
-static bool hset_room(struct pass *p)
+/* obj into the set, which stays at most half full: false if no memory for
+ * a bigger one (the old one kept) */
+static bool hset_add(struct pass *p, void *obj)
 {
     size_t slots = p->hset ? p->hmask + 1 : 0;
-    if (2 * (p->nheld + 1) <= slots)
-        return true;
-    size_t n = slots ? 2 * slots : 4096;
-    void **v = qs_meta_alloc(n * sizeof(void *));
-    if (!v)
-        return false;
-    qs_meta_free(p->hset, slots * sizeof(void *));
-    p->hset = v;
-    p->hmask = n - 1;
-    for (size_t i = 0; i < p->nheld; i++)
-        hset_put(p, p->held[i]);
+    if (2 * (p->nset + 1) > slots) {
+        size_t n = slots ? 2 * slots : 4096;
+        void **v = qs_meta_alloc(n * sizeof(void *)), **old = p->hset;
+        if (!v)
+            return false;
+        p->hset = v;
+        p->hmask = n - 1;
+        for (size_t i = 0; i < slots; i++)
+            if (old[i])
+                hset_put(p, old[i]);
+        qs_meta_free(old, slots * sizeof(void *));
+    }
+    hset_put(p, obj);
+    p->nset++;
     return true;
 }
 
@@ -282,11 +286,8 @@ static bool hold(struct pass *p, void *obj, bool unmarked)
         p->held = v;
         p->capheld = cap;
     }
-    if (unmarked) { /* a debug cache's: no mark in its word (new_place), the set */
-        if (!hset_room(p))
-            return false;
-        hset_put(p, obj);
-    }
+    if (unmarked && !hset_add(p, obj)) /* a debug cache's: no mark in its word (new_place) */
+        return false;
     p->held[p->nheld++] = obj;
     return true;
 }
