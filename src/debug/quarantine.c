@@ -57,7 +57,9 @@ static uint32_t quar_cap(const qslab_cache *c)
 static uint32_t quar_room(const qslab_cache *c, const struct qs_node *n, const struct qs_quar *q)
 {
     size_t slabs = QS_LOAD(n->list.nr_partial) + QS_LOAD(n->list.nr_full);
-    size_t bytes = (slabs * qs_slab_bytes(c->order)) / 16;
+    /* (order: tune may change it meanwhile, relaxed; an estimate either way:
+     * the lists may hold slabs of an older order) */
+    size_t bytes = (slabs * qs_slab_bytes(QS_LOAD(c->order))) / 16;
     if (bytes < QS_QUAR_FLOOR)
         bytes = QS_QUAR_FLOOR;
     size_t objs = bytes / c->slot_size;

@@ -2,7 +2,10 @@
  * Tunables changed while threads allocate and free: slab order, queue
  * high-water mark and free batch, empty-slab limit.  Objects cross threads
  * through a ring and are stamped and verified; at the end the counters are
- * exact and the cache is destroyed cleanly.
+ * exact and the cache is destroyed cleanly.  Then the same with a cache of
+ * the hardened profile's flags (red zones, quarantine), whose allocations
+ * and frees all take the node's paths and are counted there, and whose
+ * quarantine sizes itself from the order the tuner changes.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -15,6 +18,8 @@
 #define SIZE 500
 
 static qslab_cache *cache;
+static const char *name;
+static int iter_div; /* a run's iterations: the full count / iter_div */
 static void *ring[RING];
 static int stop;
 static unsigned long allocs, bad, tunes, refused;
@@ -37,7 +42,7 @@ static void *worker(void *arg)
 {
     uint64_t id = (uint64_t)(uintptr_t)arg;
     uint64_t seed = tu_seed(id + 1000);
-    int iters = TU_SCALE(150000, 5);
+    int iters = TU_SCALE(150000, 5) / iter_div;
     unsigned long n = 0;
     for (int i = 0; i < iters; i++) {
         uint64_t r = tu_rand(&seed);
@@ -66,12 +71,12 @@ static void set(const char *attr, unsigned long v)
 {
     char buf[32];
     snprintf(buf, sizeof buf, "%lu", v);
-    if (qslab_tune("t-live", attr, buf) != 0) {
+    if (qslab_tune(name, attr, buf) != 0) {
         __atomic_add_fetch(&refused, 1, __ATOMIC_RELAXED);
-        tu_fail("qslab_tune(t-live, %s, %s) refused, errno %d", attr, buf, errno);
+        tu_fail("qslab_tune(%s, %s, %s) refused, errno %d", name, attr, buf, errno);
     }
     unsigned long got = 0;
-    if (qslab_tune_get("t-live", attr, &got) != 0 || got != v)
+    if (qslab_tune_get(name, attr, &got) != 0 || got != v)
         tu_fail("%s reads back %lu, set %lu", attr, got, v);
     tunes++;
 }
@@ -94,12 +99,16 @@ static void *tuner(void *arg)
     return NULL;
 }
 
-int main(void)
+static void run(const char *cache_name, unsigned long flags, int div)
 {
-    cache = qslab_cache_create("t-live", SIZE, 0, 0, NULL);
+    name = cache_name;
+    iter_div = div;
+    allocs = bad = tunes = refused = 0;
+    __atomic_store_n(&stop, 0, __ATOMIC_RELEASE);
+    cache = qslab_cache_create(name, SIZE, 0, flags, NULL);
     CHECK(cache != NULL);
     if (!cache)
-        return tu_done();
+        return;
     pthread_t t[NTHREADS], tu;
     pthread_create(&tu, NULL, tuner, NULL);
     for (long i = 0; i < NTHREADS; i++)
@@ -114,14 +123,23 @@ int main(void)
             if (!stamped(ring[i]))
                 bad++;
             qslab_cache_free(cache, ring[i]);
+            ring[i] = NULL;
         }
-    CHECKF(bad == 0, "%lu corrupt objects", bad);
+    CHECKF(bad == 0, "%s: %lu corrupt objects", name, bad);
     CHECK(refused == 0);
     struct qslab_cache_stats st;
     CHECK(qslab_cache_stats(cache, &st) == 0);
-    CHECKF(st.alloc == allocs && st.free == allocs && st.active_objs == 0, "alloc %lu free %lu active %lu, made %lu",
-           st.alloc, st.free, st.active_objs, allocs);
-    printf("%lu objects, %lu tunes, %lu slabs created, %lu freed\n", allocs, tunes, st.new_slab, st.free_slab);
+    CHECKF(st.alloc == allocs && st.free == allocs && st.active_objs == 0,
+           "%s: alloc %lu free %lu active %lu, made %lu", name, st.alloc, st.free, st.active_objs, allocs);
+    printf("%s: %lu objects, %lu tunes, %lu slabs created, %lu freed\n", name, allocs, tunes, st.new_slab,
+           st.free_slab);
     CHECK(qslab_cache_destroy(cache) == 0);
+}
+
+int main(void)
+{
+    run("t-live", 0, 1);
+    /* a debug cache's operations are slower: a quarter of the iterations */
+    run("t-live-zq", QSLAB_RED_ZONE | QSLAB_QUARANTINE, 4);
     return tu_done();
 }
