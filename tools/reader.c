@@ -204,6 +204,13 @@ bool read_cache(uint64_t addr, struct cache_snap *cs, int nr_nodes)
     }
     for (int i = 0; i < QS_STAT_NR; i++)
         sum[i] += c.orphan_stat[i];
+    static struct qs_node nodes[QS_MAX_NODES];
+    if (nr_nodes > 0 &&
+        !rdc((uint64_t)(uintptr_t)c.nodes, nodes, (size_t)nr_nodes * sizeof(struct qs_node), 64))
+        return BAD("cache %s: its node array is not readable", cs->name);
+    for (int n = 0; n < nr_nodes; n++)
+        for (int e = 0; e < QS_NEV_NR; e++)
+            sum[qs_node_ev_stat[e]] += nodes[n].ev[e]; /* the node paths' events (core/internal.h) */
     st->alloc_fast = 0; /* qs_calc_fill sets every event field */
     qs_calc_fill(sum, st);
     st->defrag_passes = c.defrag_passes; /* a mobile cache's (api/defrag.c) */
@@ -211,9 +218,6 @@ bool read_cache(uint64_t addr, struct cache_snap *cs, int nr_nodes)
     st->defrag_declined = c.defrag_declined;
     st->defrag_slabs = c.defrag_slabs;
     if (nr_nodes > 0) {
-        static struct qs_node nodes[QS_MAX_NODES];
-        if (!rdc((uint64_t)(uintptr_t)c.nodes, nodes, (size_t)nr_nodes * sizeof(struct qs_node), 64))
-            return BAD("cache %s: its node array is not readable", cs->name);
         for (int n = 0; n < nr_nodes; n++) {
             st->empty_slabs += nodes[n].nr_empty + nodes[n].nr_free_slabs;
             cs->partial_slabs += nodes[n].list.nr_partial;

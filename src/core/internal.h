@@ -219,6 +219,20 @@ enum qs_stat_item {
 #undef X
         QS_STAT_NR
 };
+/* The events a node counts (struct qs_node ev[]): of QS_STATS, those of
+ * its own paths; qs_node_ev_stat maps each to its item. */
+#define QS_NODE_EVENTS(X) X(ALLOC_SLOW) X(NODE_ALLOC) X(FREE_SLOW) X(NODE_FREE)
+enum {
+#define X(e) QS_NEV_##e,
+    QS_NODE_EVENTS(X)
+#undef X
+        QS_NEV_NR
+};
+static const uint8_t qs_node_ev_stat[QS_NEV_NR] = {
+#define X(e) QS_##e,
+    QS_NODE_EVENTS(X)
+#undef X
+};
 _Static_assert(QS_ALLOC_FAST == 0, "the fast paths' counter is the queue's first");
 
 struct qs_slab;
@@ -489,7 +503,17 @@ struct qs_node {
     uint32_t colour_next;
     /* a debug cache with Q: its quarantine (debug/quarantine.c), under lock */
     struct qs_quar *quar;
+    /* events of callers without a queue on the node's own paths
+     * (qs_node_alloc, remote.c node_free: every allocation and free of a
+     * debug cache), under lock: plain adds, where the cache's orphan
+     * counters (atomic adds on one line for every thread) cost those paths
+     * more than the lock.  Indexed by QS_NEV_* (below), in the struct's
+     * padding; read racily and summed with the queues' and the orphans'
+     * (front.c qs_stats_sum, tools/reader.c). */
+    unsigned long ev[QS_NEV_NR];
 } __attribute__((aligned(QS_CACHELINE)));
+/* (a node per cache and node: the counters fit the three lines it had) */
+_Static_assert(sizeof(struct qs_node) == 3 * QS_CACHELINE, "struct qs_node: three cache lines");
 
 struct qslab_cache {
     /* hot: read on every alloc and free */

@@ -752,11 +752,11 @@ void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node)
         qs_list_del(&n->list, s);
         qs_list_add(&n->list, s, QS_SLAB_FULL);
     }
-    qs_lock_release(&n->lock);
     if (obj) {
-        qs_stat(c, q, QS_ALLOC_SLOW, 1);
-        qs_stat(c, q, QS_NODE_ALLOC, 1);
+        qs_stat_locked(q, n, QS_NEV_ALLOC_SLOW, 1);
+        qs_stat_locked(q, n, QS_NEV_NODE_ALLOC, 1);
     }
+    qs_lock_release(&n->lock);
     if (quarantined || lost) /* each time one slab fewer to take from */
         return qs_node_alloc(c, q, node);
     qs_self.last_word = fresh ? QS_FRESH_WORD(c->secret) : 0;

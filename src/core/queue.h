@@ -118,4 +118,15 @@ static inline void qs_stat(qslab_cache *c, struct qs_queue *q, int item, unsigne
         __atomic_fetch_add(&c->orphan_stat[item], n, __ATOMIC_RELAXED);
 }
 
+/* As qs_stat, of node event nev (QS_NEV_*), by a caller that holds node
+ * n's lock: a caller without a queue counts in the node (plain adds, under
+ * the lock), not in the cache's orphan counters. */
+static inline void qs_stat_locked(struct qs_queue *q, struct qs_node *n, int nev, unsigned long k)
+{
+    if (q != NULL)
+        QS_ADD(q->stat[qs_node_ev_stat[nev]], k);
+    else
+        QS_ADD(n->ev[nev], k);
+}
+
 #endif /* QSLAB_CORE_QUEUE_H */

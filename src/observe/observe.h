@@ -35,7 +35,7 @@
 #pragma GCC visibility push(hidden)
 
 #define QS_OBSERVE_MAGIC 0x5652455342534c51ULL /* "QSLBSERV" little-endian */
-#define QS_OBSERVE_VERSION 12u /* 2: large buckets, queue nodes, owners' thread ids;
+#define QS_OBSERVE_VERSION 13u /* 2: large buckets, queue nodes, owners' thread ids;
                                * 3: the page layer's chunks and the metadata's mappings;
                                * 4: `ready`; 5: the page layer's warm slots;
                                * 6: 177 kmalloc classes, qs_owner's budget;
@@ -44,7 +44,8 @@
                                * 9: qs_queue's adopt_top;
                                * 10: memory pressure's counters;
                                * 11: the cached-memory cap's;
-                               * 12: a cache's defragmentation counters */
+                               * 12: a cache's defragmentation counters;
+                               * 13: the nodes' event counters */
 #define QS_OBSERVE_FRONTS 8 /* room for front-end names */
 
 /* The fields the reader reads, by offset: the fingerprint both sides
@@ -64,7 +65,7 @@
     X(qs_node, shared_avail) X(qs_list, nr_partial) X(qs_list, nr_full) X(qs_inbox, nr)          \
     X(qs_queue, node) X(qs_owner, cpu) X(qs_owner, tid) X(qs_large_counters, bucket)              \
     X(qslab_cache, defrag_passes) X(qslab_cache, defrag_moved) X(qslab_cache, defrag_declined)     \
-    X(qslab_cache, defrag_slabs)
+    X(qslab_cache, defrag_slabs) X(qs_node, ev)
 #define QS_OBSERVE_COUNT_(s, f) +1
 enum { QS_OBSERVE_NR_OFFSETS = 0 QS_OBSERVE_OFFSETS(QS_OBSERVE_COUNT_) };
 

@@ -81,22 +81,23 @@ static void node_free(qslab_cache *c, struct qs_slab *s, void *obj, bool checked
         return;
     }
     int how = checked && c->debug ? qs_debug_hooks.free_locked(c, &s, &obj) : QS_DBG_FREE_PUT;
+    /* counted in n, under its lock (qs_stat_locked) */
     if (how != QS_DBG_FREE_PUT) {
-        qs_lock_release(&n->lock);
         if (how == QS_DBG_FREE_HELD) /* freed: no longer the program's */
-            qs_stat(c, NULL, QS_FREE_SLOW, 1);
+            qs_stat_locked(NULL, n, QS_NEV_FREE_SLOW, 1);
+        qs_lock_release(&n->lock);
         return;
     }
     bool once = slab_put(c, &n->list, s, obj, &empties);
     if (empties)
         qs_node_put_empty_locked(c, n, empties, &release);
+    if (checked)
+        qs_stat_locked(NULL, n, QS_NEV_FREE_SLOW, 1);
+    qs_stat_locked(NULL, n, QS_NEV_NODE_FREE, 1);
     qs_lock_release(&n->lock);
     if (unlikely(!once))
         slqb_put_twice_report(c, NULL, obj);
     qs_node_release_list(c, NULL, release, NULL);
-    if (checked)
-        qs_stat(c, NULL, QS_FREE_SLOW, 1);
-    qs_stat(c, NULL, QS_NODE_FREE, 1);
 }
 
 void qs_node_free(qslab_cache *c, struct qs_slab *s, void *obj)
