@@ -192,7 +192,6 @@ QS_STARTUP void qs_init_slow(void)
     static qs_lock init_lock;
     qs_lock_acquire(&init_lock);
     if (!qs_initialized) {
-        qs_observe_ready();
         /* the calls of the layers below into front, debug, observe and
          * this one (core/hooks.h): before anything that could need them */
         qs_debug_hooks_register();
@@ -218,6 +217,7 @@ QS_STARTUP void qs_init_slow(void)
         qs_slob_setup();
         qs_stats_init();
         qs_guard_init();
+        qs_observe_ready(); /* last: what the root points to is made (observe.h) */
         __atomic_store_n(&qs_initialized, 1, __ATOMIC_RELEASE);
         qs_lock_release(&init_lock);
         /* last, and outside the init lock: pthread_atfork may allocate,

@@ -110,12 +110,16 @@ struct qs_observe_root {
     const struct qs_pressure *pressure; /* &qs_pressure (core/pressure.c) */
     uint32_t sizeof_cached;            /* sizeof(struct qs_cached) */
     const struct qs_cached *cached;    /* &qs_cached (core/warm.c: the cached-memory cap) */
-    /* 0 until the library first runs (qs_init_slow, from its constructor or
-     * its first call), then 1 for good.  The addresses above are link-time
-     * values until the dynamic loader has relocated the library, and a
-     * reader can find the library mapped before that (a process starting);
-     * no code of an object runs before its relocation, so once this is 1
-     * they hold.  The reader waits for it (tools/reader.c, snapshot). */
+    /* 0 until the library's initialisation (qs_init_slow, from its
+     * constructor or its first call) has run, then 1 for good.  The
+     * addresses above are link-time values until the dynamic loader has
+     * relocated the library, and a reader can find the library mapped
+     * before that (a process starting); no code of an object runs before
+     * its relocation, so once this is 1 they hold.  And what they point to
+     * is made by that initialisation (the kmalloc caches, SLOB's arena,
+     * which is in no cache list and so under no generation): set last, so
+     * that a reader never follows one half made.  The reader waits for it
+     * (tools/reader.c, snapshot). */
     uint32_t ready;
     char front_names[QS_OBSERVE_FRONTS][8];
 };

@@ -8,6 +8,10 @@
                  caches' slabs equal the page layer's, the rows sum to the total)
   at exit        qslabinfo --json -- obs_target exit
   drop-in        `sleep` under LD_PRELOAD=libqslab-malloc.so (normal builds)
+  starting       the same `sleep` stopped under gdb inside qslab's
+                 initialisation, its caches made but not SLOB's arena: the
+                 root is not ready, so the tool waits, then exits 3 with one
+                 line (normal builds)
   torn reads     150 reads (30 in sanitizer builds) of obs_churn (caches and
                  threads made and destroyed in a loop): every run a valid
                  snapshot or the retry message; then --record of 100
@@ -410,6 +414,39 @@ def dropin(lib):
         p.wait()
 
 
+def starting(lib):
+    """A drop-in stopped inside its initialisation, at qs_slob_setup (its
+    kmalloc caches made, SLOB's arena, in no cache list, not yet): `ready`
+    is set last, so the tool waits for it and gives up with the "has not
+    run" line (exit 3), where a root ready before the arena was made let it
+    read a zeroed arena and report data that does not hold together (exit
+    1)."""
+    if not lib:
+        print("starting: not built here (sanitizer build)")
+        return
+    gdb = shutil.which("gdb")
+    check(gdb is not None, "starting: gdb installed (scripts/install-deps)")
+    if not gdb:
+        return
+    probe = ("python import gdb, subprocess; "
+             "r = subprocess.run([%r, '-p', str(gdb.selected_inferior().pid), '--json'], "
+             "capture_output=True, text=True, timeout=60); "
+             "print('QSI-RC %%d' %% r.returncode); print('QSI-ERR ' + r.stderr.strip())" % TOOL)
+    r = subprocess.run([gdb, "-q", "-nx", "-batch", "-ex", "set startup-with-shell off",
+                        "-ex", "set breakpoint pending on", "-ex", "set confirm off",
+                        "-ex", "set environment LD_PRELOAD=" + lib, "-ex", "break qs_slob_setup",
+                        "-ex", "run", "-ex", probe, "-ex", "kill", "--args", "sleep", "30"],
+                       capture_output=True, text=True, timeout=120)
+    rc = re.search(r"^QSI-RC (\d+)$", r.stdout, re.M)
+    err = re.search(r"^QSI-ERR (.*)$", r.stdout, re.M)
+    check(rc is not None, "starting: the tool ran at the breakpoint", r.stdout + r.stderr)
+    if not rc:
+        return
+    check(rc.group(1) == "3" and err is not None and "has not run" in err.group(1),
+          "starting: not ready, waited for, exit 3 (\"has not run\")",
+          "exit %s: %s" % (rc.group(1), err.group(1) if err else ""))
+
+
 def churn(prog, reads):
     p, _ = start([prog], env=dict(os.environ))
     ok = torn = 0
@@ -601,6 +638,7 @@ def main():
         churn(a.churn, a.reads)
     if a.part in ("refusals", "all"):
         not_qslab()
+        starting(a.dropin)
         hostile(a.fake)
         permission(a.target)
     print("%d passed, %d failed" % (toolstest.passes, toolstest.failures))
