@@ -404,9 +404,9 @@ static void reread_root(void)
         if (root.ready)
             return;
         if (waited >= READY_WAIT_MS)
-            die(EXIT_TORN, "process %d: its qslab is loaded but has not run in %d ms (the "
-                           "process is starting, or stopped, before the dynamic loader "
-                           "relocated it); try again",
+            die(EXIT_TORN, "process %d: its qslab is loaded but not initialised after %d ms "
+                           "(the process is starting, or stopped before qslab's "
+                           "initialisation ended); try again",
                 (int)g_pid, READY_WAIT_MS);
         pause_ms(5);
         load_maps();

@@ -417,8 +417,8 @@ def dropin(lib):
 def starting(lib):
     """A drop-in stopped inside its initialisation, at qs_slob_setup (its
     kmalloc caches made, SLOB's arena, in no cache list, not yet): `ready`
-    is set last, so the tool waits for it and gives up with the "has not
-    run" line (exit 3), where a root ready before the arena was made let it
+    is set last, so the tool waits for it and gives up with the "not
+    initialised" line (exit 3), where a root ready before the arena was made let it
     read a zeroed arena and report data that does not hold together (exit
     1)."""
     if not lib:
@@ -442,8 +442,8 @@ def starting(lib):
     check(rc is not None, "starting: the tool ran at the breakpoint", r.stdout + r.stderr)
     if not rc:
         return
-    check(rc.group(1) == "3" and err is not None and "has not run" in err.group(1),
-          "starting: not ready, waited for, exit 3 (\"has not run\")",
+    check(rc.group(1) == "3" and err is not None and "not initialised" in err.group(1),
+          "starting: not ready, waited for, exit 3 (\"not initialised\")",
           "exit %s: %s" % (rc.group(1), err.group(1) if err else ""))
 
 
@@ -529,7 +529,7 @@ def not_qslab():
 def hostile(fake):
     for how, rc, words in (("version", 4, ["version 999", "version %d" % LAYOUT_VERSION]),
                            ("cycle", 3, ["a cycle"]), ("wild", 3, ["not readable"]),
-                           ("unrelocated", 3, ["has not run", "try again"])):
+                           ("unrelocated", 3, ["not initialised", "try again"])):
         p, _ = start([fake, how], env=dict(os.environ))
         try:
             t0 = time.time()
