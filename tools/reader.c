@@ -209,8 +209,7 @@ bool read_cache(uint64_t addr, struct cache_snap *cs, int nr_nodes)
         !rdc((uint64_t)(uintptr_t)c.nodes, nodes, (size_t)nr_nodes * sizeof(struct qs_node), 64))
         return BAD("cache %s: its node array is not readable", cs->name);
     for (int n = 0; n < nr_nodes; n++)
-        for (int e = 0; e < QS_NEV_NR; e++)
-            sum[qs_node_ev_stat[e]] += nodes[n].ev[e]; /* the node paths' events (core/internal.h) */
+        qs_node_events_sum(&nodes[n], sum); /* the node paths' events */
     st->alloc_fast = 0; /* qs_calc_fill sets every event field */
     qs_calc_fill(sum, st);
     st->defrag_passes = c.defrag_passes; /* a mobile cache's (api/defrag.c) */

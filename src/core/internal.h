@@ -515,6 +515,14 @@ struct qs_node {
 /* (a node per cache and node: the counters fit the three lines it had) */
 _Static_assert(sizeof(struct qs_node) == 3 * QS_CACHELINE, "struct qs_node: three cache lines");
 
+/* Node n's events added to sum[QS_STAT_NR]: the statistics' sum
+ * (front.c qs_stats_sum) and the reader's, over its copy (tools/reader.c) */
+static inline void qs_node_events_sum(const struct qs_node *n, unsigned long *sum)
+{
+    for (int e = 0; e < QS_NEV_NR; e++)
+        sum[qs_node_ev_stat[e]] += QS_LOAD(n->ev[e]);
+}
+
 struct qslab_cache {
     /* hot: read on every alloc and free */
     unsigned id;         /* index in owners' slot arrays */

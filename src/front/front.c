@@ -137,8 +137,7 @@ void qs_stats_sum(qslab_cache *c, unsigned long *sum)
     for (int i = 0; i < QS_STAT_NR; i++)
         sum[i] += QS_LOAD(c->orphan_stat[i]);
     for (int n = 0; n < qs_nr_nodes; n++)
-        for (int e = 0; e < QS_NEV_NR; e++)
-            sum[qs_node_ev_stat[e]] += QS_LOAD(c->nodes[n].ev[e]);
+        qs_node_events_sum(&c->nodes[n], sum);
 }
 
 void qs_walk_problem(struct qs_walk *w, const char *what, const void *where)
