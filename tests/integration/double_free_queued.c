@@ -7,14 +7,21 @@
  * looked like a refilled object).  Now the emptying reports it, once, and
  * the object goes home once.  Every front end: whichever way each catches
  * it, the report names the object, and nothing is handed out twice.
+ * REMOTE: the object is of another owner's slab (another thread's, gone,
+ * whose slabs went to the node; with per-CPU queues, another CPU's), so
+ * the emptying routes both entries towards a batch, not onto a slab of
+ * its own: the second entry must be caught there too.
  */
+#define _GNU_SOURCE /* CPU affinity */
 #include <qslab.h>
 
 #include "../testutil.h"
 
 #include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
 
-enum { SHRINK, TRIM, EXIT };
+enum { SHRINK, TRIM, EXIT, REMOTE };
 
 struct arg {
     qslab_cache *c;
@@ -39,14 +46,48 @@ static void *in_thread(void *v)
     return NULL; /* the exit empties the thread's queue */
 }
 
+/* Run the caller on CPU cpu alone; false if it cannot */
+static bool pin(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return sched_setaffinity(0, sizeof(set), &set) == 0;
+}
+
+/* REMOTE: p, q, r made on CPU 0 by a thread that exits */
+static void *alloc_three(void *v)
+{
+    void **o = v;
+    pin(0);
+    for (int i = 0; i < 3; i++)
+        o[i] = qslab_cache_alloc(((struct arg *)o[3])->c);
+    return NULL;
+}
+
 static void run(int how)
 {
-    static const char *names[] = {"t-dfq-shrink", "t-dfq-trim", "t-dfq-exit"};
+    static const char *names[] = {"t-dfq-shrink", "t-dfq-trim", "t-dfq-exit", "t-dfq-remote"};
     char s[32];
     qslab_cache *c = qslab_cache_create(names[how], 48, 0, 0, NULL);
     struct arg a = {c, how, NULL};
     tu_capture_reset();
-    if (how == EXIT) {
+    if (how == REMOTE) {
+        cpu_set_t old;
+        sched_getaffinity(0, sizeof(old), &old);
+        void *o[4] = {NULL, NULL, NULL, &a};
+        pthread_t t;
+        pthread_create(&t, NULL, alloc_three, o);
+        pthread_join(t, NULL);
+        pin(1); /* with one CPU, CPU 0's objects: SHRINK's case again */
+        a.victim = o[0];
+        qslab_cache_free(c, o[0]);
+        qslab_cache_free(c, o[1]);
+        qslab_cache_free(c, o[2]);
+        qslab_cache_free(c, o[0]); /* queued twice, another owner's object */
+        qslab_cache_shrink(c);
+        sched_setaffinity(0, sizeof(old), &old);
+    } else if (how == EXIT) {
         pthread_t t;
         pthread_create(&t, NULL, in_thread, &a);
         pthread_join(t, NULL);
@@ -84,5 +125,6 @@ int main(void)
     run(SHRINK);
     run(TRIM);
     run(EXIT);
+    run(REMOTE);
     return tu_done();
 }

@@ -68,31 +68,53 @@ void qs_queue_empty_out(qslab_cache *c, struct qs_queue *q)
 struct router {
     struct qs_batch b[QS_ROUTE_BATCHES];
     struct qs_slab *empties;
-    struct qs_slab *s; /* the last descriptor: objects freed together often
-                          share a slab (mem and order never change for a
-                          descriptor, so this holds even if the slab was given
-                          back meanwhile) */
+    /* the last descriptor, its memory [lo, lo + span) and its chunk's free
+     * bits: objects freed together often share a slab (mem and order never
+     * change for a descriptor, so this holds even if the slab was given
+     * back meanwhile) */
+    struct qs_slab *s;
+    uintptr_t lo, span, ch;
+    uint64_t *bits;
+    unsigned shift;
     unsigned long limit;
     unsigned victim;
 };
 
 static void route_begin(qslab_cache *c, struct router *r)
 {
-    __builtin_memset(r, 0, sizeof(*r));
+    __builtin_memset(r, 0, sizeof(*r)); /* span 0: the first object looks its slab up */
     r->limit = QS_LOAD(c->freebatch);
+}
+
+/* obj's slab: the last one, or looked up (and kept for the next) */
+static inline struct qs_slab *route_slab(struct router *r, void *obj)
+{
+    if (likely((uintptr_t)obj - r->lo < r->span))
+        return r->s;
+    struct qs_slab *s = qs_slab_lookup(obj);
+    r->s = s;
+    r->lo = (uintptr_t)s->mem;
+    r->span = qs_slab_bytes(s->order);
+    r->bits = qs_fbits_of(s, &r->ch);
+    r->shift = QS_FBITS_SHIFT(s->order);
+    return s;
+}
+
+static inline void route_remote(qslab_cache *c, struct qs_queue *q, struct router *r,
+                                struct qs_list *to, void *obj)
+{
+    batch_add(c, q, slqb_batch_for(c, q, r->b, QS_ROUTE_BATCHES, &r->victim, to), obj, r->limit);
 }
 
 static inline void route_one(qslab_cache *c, struct qs_queue *q, struct router *r, void *obj)
 {
-    struct qs_slab *s = r->s;
-    if (!s || (uintptr_t)obj - (uintptr_t)s->mem >= qs_slab_bytes(s->order))
-        r->s = s = qs_slab_lookup(obj);
+    struct qs_slab *s = route_slab(r, obj);
     struct qs_list *to = qs_slab_owner(s);
     if (q && to == &q->list) {
         if (unlikely(!slab_put(c, &q->list, s, obj, &r->empties)))
             slqb_put_twice_report(c, q, obj);
     } else
-        batch_add(c, q, slqb_batch_for(c, q, r->b, QS_ROUTE_BATCHES, &r->victim, to), obj, r->limit);
+        route_remote(c, q, r, to, obj);
 }
 
 static void route_end(qslab_cache *c, struct qs_queue *q, struct router *r)
@@ -164,22 +186,43 @@ void slqb_queue_uncount(struct qs_queue *q, unsigned long k)
 }
 
 
+/* Whether obj is among objs[0..i) (the error path of qs_route_vec) */
+static QS_NOINLINE bool queued_before(void *const *objs, unsigned long i, const void *obj)
+{
+    while (i-- > 0)
+        if (objs[i] == obj)
+            return true;
+    return false;
+}
+
+static void double_queued(qslab_cache *c, void *obj)
+{
+    qs_fatal("double free of %p in cache %s (queued twice)", obj, c->name);
+}
+
 /* Route n objects of a queue's slots home.  Each must hold the free stamp
  * or a free-list link (refills leave those): one that does not is reported
  * and dropped (never routed: see qs_queue_corrupt; SLAB's slabs count it,
  * so it goes back there), and the second frees among them are returned,
  * for the caller to take out of its counts.
- * Two passes, because one object may sit in the slots twice (a double free
- * not next to the first, which the fast path does not see): routing its
- * first entry writes a link into it, after which its second entry would
- * look like a refilled object and be routed again, putting it on its
- * slab's list twice.  So the first pass marks every valid entry's word
- * with `mark` (neither the stamp, nor 0, nor a link: its tag bits are
- * wrong) and meets a second entry as a word already marked; the second
- * pass routes exactly the marked words, each once. */
-unsigned long qs_route_vec(qslab_cache *c, struct qs_queue *q, void *const *objs, unsigned long n)
+ * One object may sit in the slots twice (a double free not next to the
+ * first, which the fast path does not see): routing its first entry
+ * writes a link into it, after which its second entry would look like a
+ * refilled object and be routed again, putting it on a list twice.
+ * SLQB's slabs keep free bits: an object of the caller's own slabs goes
+ * onto its slab's list at once, and an entry whose bit is set already is
+ * a second entry if the object came earlier in the vector (looked for on
+ * that error path only; else it was on its slab's list before: slab_put
+ * reports and repairs).  An object of another owner's slab goes into a
+ * batch, where no bit is set: those are marked in the first pass with
+ * `mark` (neither the stamp, nor 0, nor a link: its tag bits are wrong),
+ * so that a second entry meets a word already marked, and routed by a
+ * second pass, which runs only if there were any.  SLAB's arrays (its
+ * slabs keep no free bits: give_back) mark every entry, then hand over
+ * the runs of marked ones. */
+static unsigned long route_vec_marked(qslab_cache *c, struct qs_queue *q, void *const *objs,
+                                      unsigned long n)
 {
-    struct router r;
     uintptr_t stamp = QS_STAMP(c->secret), mark = c->secret ^ 2;
     unsigned long twice = 0;
     void (*give_back)(qslab_cache *, struct qs_queue *, void *const *, unsigned long) =
@@ -189,7 +232,7 @@ unsigned long qs_route_vec(qslab_cache *c, struct qs_queue *q, void *const *objs
         if (likely(w == stamp || qs_looks_free(c, w))) {
             *l = mark;
         } else if (w == mark) { /* its first entry is earlier in the slots */
-            qs_fatal("double free of %p in cache %s (queued twice)", objs[i], c->name);
+            double_queued(c, objs[i]);
             twice++;
         } else {
             /* 0: its twin was handed out; anything else: written after its
@@ -201,22 +244,65 @@ unsigned long qs_route_vec(qslab_cache *c, struct qs_queue *q, void *const *objs
             twice++;
         }
     }
-    route_begin(c, &r);
-    unsigned long from = 0; /* SLAB: runs of marked objects, handed over */
+    unsigned long from = 0; /* runs of marked objects, handed over */
     for (unsigned long i = 0; i < n; i++) {
         uintptr_t *l = qs_link(c, objs[i]);
-        if (*l != mark) { /* dropped, or its first entry was routed */
-            if (give_back && i > from)
+        if (*l != mark) { /* dropped, or its first entry was handed over */
+            if (i > from)
                 give_back(c, q, objs + from, i - from);
             from = i + 1;
             continue;
         }
-        *l = stamp; /* as pushed: what give_back and the batches expect */
-        if (!give_back)
-            route_one(c, q, &r, objs[i]);
+        *l = stamp; /* as pushed: what give_back expects */
     }
-    if (give_back && n > from)
+    if (n > from)
         give_back(c, q, objs + from, n - from);
+    return twice;
+}
+
+unsigned long qs_route_vec(qslab_cache *c, struct qs_queue *q, void *const *objs, unsigned long n)
+{
+    if (qs_front_of(c)->give_back)
+        return route_vec_marked(c, q, objs, n);
+    struct router r;
+    uintptr_t stamp = QS_STAMP(c->secret), mark = c->secret ^ 2;
+    unsigned long twice = 0, marked = 0;
+    route_begin(c, &r);
+    for (unsigned long i = 0; i < n; i++) {
+        void *obj = objs[i];
+        uintptr_t *l = qs_link(c, obj), w = *l;
+        if (unlikely(w != stamp && !qs_looks_free(c, w))) {
+            if (w == mark) /* another owner's object, its first entry earlier */
+                double_queued(c, obj);
+            else /* as in route_vec_marked */
+                qs_report_unstamped(c, obj);
+            twice++;
+            continue;
+        }
+        struct qs_slab *s = route_slab(&r, obj);
+        if (!q || qs_slab_owner(s) != &q->list) {
+            *l = mark; /* routed by the second pass */
+            marked++;
+            continue;
+        }
+        size_t g = ((uintptr_t)obj - r.ch) >> r.shift;
+        uint64_t bit = (uint64_t)1 << (g & 63), *fw = r.bits + (g >> 6);
+        if (unlikely(*fw & bit) && queued_before(objs, i, obj)) {
+            double_queued(c, obj);
+            twice++;
+            continue;
+        }
+        if (unlikely(!slab_put_bit(c, &q->list, s, obj, fw, bit, &r.empties)))
+            slqb_put_twice_report(c, q, obj);
+    }
+    for (unsigned long i = 0; marked && i < n; i++) {
+        uintptr_t *l = qs_link(c, objs[i]);
+        if (*l != mark) /* routed, dropped, or its first entry was batched */
+            continue;
+        *l = stamp; /* as pushed: what the batches expect */
+        marked--;
+        route_remote(c, q, &r, qs_slab_owner(route_slab(&r, objs[i])), objs[i]);
+    }
     route_end(c, q, &r);
     return twice;
 }

@@ -50,11 +50,11 @@ void *slqb_percpu_alloc_slow(qslab_cache *c); /* cpu.c */
 /* Owner-side free of obj to slab s on list l; empties collected on *empties.
  * False: obj was free in s already (repaired: slqb_slab_put_twice); the caller
  * reports it (slqb_put_twice_report), unlocked where it can. */
-static inline bool slab_put(qslab_cache *c, struct qs_list *l, struct qs_slab *s, void *obj,
-                            struct qs_slab **empties)
+static inline bool slab_put_bit(qslab_cache *c, struct qs_list *l, struct qs_slab *s, void *obj,
+                                uint64_t *w, uint64_t bit, struct qs_slab **empties)
 {
     bool was_full = s->state == QS_SLAB_FULL;
-    uint64_t bit, *w = qs_fbit_word(s, obj, &bit), v = *w;
+    uint64_t v = *w;
     bool once = !(v & bit);
     if (likely(once)) {
         *w = v | bit;
@@ -74,6 +74,13 @@ static inline bool slab_put(qslab_cache *c, struct qs_list *l, struct qs_slab *s
         qs_list_add(l, s, QS_SLAB_PARTIAL);
     }
     return once;
+}
+/* The same, obj's free bit found here (slab_put_bit: a caller that found it) */
+static inline bool slab_put(qslab_cache *c, struct qs_list *l, struct qs_slab *s, void *obj,
+                            struct qs_slab **empties)
+{
+    uint64_t bit, *w = qs_fbit_word(s, obj, &bit);
+    return slab_put_bit(c, l, s, obj, w, bit, empties);
 }
 
 /* Add obj to batch b; post the batch once it holds `limit` objects. */
