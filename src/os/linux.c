@@ -183,6 +183,23 @@ int qs_os_decommit(void *p, size_t size)
     return r == 0 ? 0 : -1;
 }
 
+/* MADV_POPULATE_WRITE (Linux 5.14): without it (EINVAL: an older kernel,
+ * or a tool that does not know it) the next calls do nothing */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+static int populate_off;
+
+void qs_os_populate(void *p, size_t size)
+{
+    if (__atomic_load_n(&populate_off, __ATOMIC_RELAXED))
+        return;
+    int e = errno;
+    if (madvise(p, size, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
+        __atomic_store_n(&populate_off, 1, __ATOMIC_RELAXED);
+    errno = e;
+}
+
 int qs_os_protect(void *p, size_t size, bool rw)
 {
     int e = errno;

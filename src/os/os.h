@@ -40,6 +40,12 @@ int qs_os_unmap(void *p, size_t size);
  * kernel refused: the pages then stay as they were (resident, contents
  * kept).  Keeps errno. */
 int qs_os_decommit(void *p, size_t size);
+/* Fault in the pages of a mapped range that is about to be written, in
+ * one call (MADV_POPULATE_WRITE): a page costs the kernel's zeroing and
+ * mapping without a fault's trap and return.  Best effort: on failure (an
+ * older kernel, no memory) the writes fault the pages in as before.  Keeps
+ * errno. */
+void qs_os_populate(void *p, size_t size);
 /* Make a mapped range inaccessible (rw false: reads and writes fault) or
  * read-write again: guard pages around large blocks.  0, or -1 if the
  * kernel refused (a mapping split past vm.max_map_count): the range keeps

@@ -1,0 +1,103 @@
+/*
+ * unit: first touch (core/slab.c first_touch, os/linux.c qs_os_populate).
+ * A birth from memory known zero faults in the pages it writes with one
+ * call: qs_os_populate makes exactly its range resident (where the kernel
+ * has MADV_POPULATE_WRITE) and keeps errno; a birth of objects up to a
+ * page long makes resident the pages of its run and no more (the run's
+ * objects all start there); objects over a page keep only the page of
+ * their word resident, the rest being their users'.
+ */
+#define _GNU_SOURCE
+#include "../testutil.h"
+#include "../front.h"
+#include "core/internal.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+/* Which of the n pages from p are resident, as a bit mask */
+static unsigned long resident(void *p, size_t n)
+{
+    unsigned char vec[64];
+    CHECK(n <= sizeof vec && mincore(p, n * QS_PAGE_SIZE, vec) == 0);
+    unsigned long m = 0;
+    for (size_t i = 0; i < n; i++)
+        m |= (unsigned long)(vec[i] & 1) << i;
+    return m;
+}
+
+/* The pages of [from, to) in a slab starting at mem, as a bit mask */
+static unsigned long pages(const char *mem, size_t from, size_t to)
+{
+    unsigned long m = 0;
+    for (size_t pg = from / QS_PAGE_SIZE; pg * QS_PAGE_SIZE < to; pg++)
+        m |= 1ul << pg;
+    (void)mem;
+    return m;
+}
+
+static void populate(void)
+{
+    size_t n = 16;
+    char *m = mmap(NULL, n * QS_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(m != MAP_FAILED);
+    /* does the kernel have it?  (pages 14 and 15: outside what is checked) */
+    bool has = madvise(m + 14 * QS_PAGE_SIZE, 2 * QS_PAGE_SIZE, MADV_POPULATE_WRITE) == 0;
+    errno = 12345;
+    qs_os_populate(m + 4 * QS_PAGE_SIZE, 8 * QS_PAGE_SIZE);
+    CHECKF(errno == 12345, "errno %d after qs_os_populate", errno);
+    unsigned long got = resident(m, 14), want = has ? 0xff0ul : 0;
+    CHECKF(got == want, "resident pages %#lx after populating pages 4..11, want %#lx (%s)", got, want,
+           has ? "MADV_POPULATE_WRITE works here" : "no MADV_POPULATE_WRITE here");
+    munmap(m, n * QS_PAGE_SIZE);
+}
+
+/* A fresh slab of `size`-byte objects: its first births' pages resident,
+ * no more; `objs` objects allocated, not written */
+static void births(const char *name, size_t size, unsigned objs, bool whole)
+{
+    qslab_trim(); /* no empty or warm slab to reuse: the new slab is fresh memory */
+    qslab_cache *c = qslab_cache_create(name, size, 0, 0, NULL);
+    CHECK(c != NULL);
+    tf_pin_slqb(name); /* SLQB's births (SLUB's are whole slabs) */
+    void *o[64];
+    CHECK(objs <= 64);
+    for (unsigned i = 0; i < objs; i++)
+        CHECK((o[i] = qslab_cache_alloc(c)) != NULL);
+    struct qs_slab *s = qs_slab_fast(o[0]);
+    CHECK(s != NULL && (s->empty_ms & QS_SLAB_ZERO));
+    size_t slab = qs_slab_bytes(s->order), np = slab / QS_PAGE_SIZE;
+    if (np > 64)
+        np = 64;
+    size_t born = (size_t)(s->base - s->mem) + (size_t)s->objects * c->slot_size;
+    unsigned long want = 0;
+    if (whole) /* every page a born object's slot reaches */
+        want = pages(s->mem, 0, born);
+    else /* the page of each born object's word */
+        for (uint32_t i = 0; i < s->objects; i++)
+            want |= pages(s->mem, (size_t)(s->base - s->mem) + i * c->slot_size,
+                          (size_t)(s->base - s->mem) + i * c->slot_size + 1);
+    unsigned long got = resident(s->mem, np);
+    CHECKF(got == want, "%s: %u objects born of %zu bytes: resident pages %#lx, want %#lx", name,
+           s->objects, size, got, want);
+    for (unsigned i = 0; i < objs; i++)
+        qslab_cache_free(c, o[i]);
+    CHECK(qslab_cache_validate(c) == 0);
+    qslab_cache_destroy(c);
+}
+
+int main(void)
+{
+    tu_pin_one_cpu(); /* with per-CPU owners, every allocation from one CPU's slab */
+    populate();
+    births("t-touch-1536", 1536, 1, true);  /* a first birth: a page's worth */
+    births("t-touch-1536b", 1536, 5, true); /* and the doubling births after it */
+    births("t-touch-200", 200, 40, true);
+    births("t-touch-8k", 8192, 3, false); /* over a page: the words' pages only */
+    return tu_done();
+}
