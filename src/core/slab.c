@@ -354,17 +354,19 @@ static void born_shuffled(qslab_cache *c, struct qs_slab *s, char *first, uint32
 /* FIRST TOUCH.  A birth from memory known zero (QS_SLAB_ZERO: fresh from
  * the OS, or given back) writes every new object's word, so it faults in
  * every page of the run, one trap at a time.  Objects up to a page long
- * start in every page of their run; those pages are faulted in first, with
- * one call (qs_os_populate), from the first page that no born object
- * reaches (with a slab's first birth, its first page) to the end of the
- * run's last slot.  Bigger objects' other pages are left to their users.
+ * start in every page of their run, and a debug cache that poisons its free
+ * objects (P, or Q's zeros: debug/slot.c qs_debug_born) writes every byte
+ * of them; those pages are faulted in first, with one call
+ * (qs_os_populate), from the first page that no born object reaches (with
+ * a slab's first birth, its first page) to the end of the run's last slot.
+ * Other objects over a page keep their other pages for their users.
  * On these VMs a fault costs 10.6 us a page and a populated page 7.8 us
  * alone, 5.6 us in runs of four (mmap'd memory, each page then written
  * once). */
 static void first_touch(const qslab_cache *c, const struct qs_slab *s, uint32_t n, uint32_t k)
 {
     size_t size = c->slot_size;
-    if (size > QS_PAGE_SIZE)
+    if (size > QS_PAGE_SIZE && !(c->debug & (QS_DBG_P | QS_DBG_Q)))
         return;
     uintptr_t from = (uintptr_t)s->base + (size_t)n * size - c->red_left;
     uintptr_t to = from + (size_t)k * size, mask = QS_PAGE_SIZE - 1;

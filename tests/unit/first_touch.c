@@ -5,7 +5,8 @@
  * has MADV_POPULATE_WRITE) and keeps errno; a birth of objects up to a
  * page long makes resident the pages of its run and no more (the run's
  * objects all start there); objects over a page keep only the page of
- * their word resident, the rest being their users'.
+ * their word resident, the rest being their users', unless a debug cache
+ * poisons them at birth (every page of the run).
  */
 #define _GNU_SOURCE
 #include "../testutil.h"
@@ -59,12 +60,13 @@ static void populate(void)
 
 /* A fresh slab of `size`-byte objects: its first births' pages resident,
  * no more; `objs` objects allocated, not written */
-static void births(const char *name, size_t size, unsigned objs, bool whole)
+static void births(const char *name, size_t size, unsigned long flags, unsigned objs)
 {
     qslab_trim(); /* no empty or warm slab to reuse: the new slab is fresh memory */
-    qslab_cache *c = qslab_cache_create(name, size, 0, 0, NULL);
+    qslab_cache *c = qslab_cache_create(name, size, 0, flags, NULL);
     CHECK(c != NULL);
-    tf_pin_slqb(name); /* SLQB's births (SLUB's are whole slabs) */
+    if (!flags)
+        tf_pin_slqb(name); /* SLQB's births (a debug cache has its own front end) */
     void *o[64];
     CHECK(objs <= 64);
     for (unsigned i = 0; i < objs; i++)
@@ -75,6 +77,8 @@ static void births(const char *name, size_t size, unsigned objs, bool whole)
     if (np > 64)
         np = 64;
     size_t born = (size_t)(s->base - s->mem) + (size_t)s->objects * c->slot_size;
+    /* (QSLAB_DEBUG may make any cache a debug cache) */
+    bool whole = c->slot_size <= QS_PAGE_SIZE || (c->debug & (QS_DBG_P | QS_DBG_Q));
     unsigned long want = 0;
     if (whole) /* every page a born object's slot reaches */
         want = pages(s->mem, 0, born);
@@ -95,9 +99,10 @@ int main(void)
 {
     tu_pin_one_cpu(); /* with per-CPU owners, every allocation from one CPU's slab */
     populate();
-    births("t-touch-1536", 1536, 1, true);  /* a first birth: a page's worth */
-    births("t-touch-1536b", 1536, 5, true); /* and the doubling births after it */
-    births("t-touch-200", 200, 40, true);
-    births("t-touch-8k", 8192, 3, false); /* over a page: the words' pages only */
+    births("t-touch-1536", 1536, 0, 1);  /* a first birth: a page's worth */
+    births("t-touch-1536b", 1536, 0, 5); /* and the doubling births after it */
+    births("t-touch-200", 200, 0, 40);
+    births("t-touch-8k", 8192, 0, 3);               /* over a page: the words' pages only */
+    births("t-touch-8k-p", 8192, QSLAB_POISON, 3); /* unless poisoned whole at birth */
     return tu_done();
 }
