@@ -362,11 +362,12 @@ static void born_shuffled(qslab_cache *c, struct qs_slab *s, char *first, uint32
  * Other objects over a page keep their other pages for their users.
  * On these VMs a fault costs 10.6 us a page and a populated page 7.8 us
  * alone, 5.6 us in runs of four (mmap'd memory, each page then written
- * once). */
-static void first_touch(const qslab_cache *c, const struct qs_slab *s, uint32_t n, uint32_t k)
+ * once).  SLAB's refills birth their runs one object at a time
+ * (front/slab/slabs.c slabfe_take_locked) and call it too. */
+void qs_slab_first_touch(const qslab_cache *c, const struct qs_slab *s, uint32_t n, uint32_t k)
 {
     size_t size = c->slot_size;
-    if (size > QS_PAGE_SIZE && !(c->debug & (QS_DBG_P | QS_DBG_Q)))
+    if (!(s->empty_ms & QS_SLAB_ZERO) || (size > QS_PAGE_SIZE && !(c->debug & (QS_DBG_P | QS_DBG_Q))))
         return;
     uintptr_t from = (uintptr_t)s->base + (size_t)n * size - c->red_left;
     uintptr_t to = from + (size_t)k * size, mask = QS_PAGE_SIZE - 1;
@@ -405,8 +406,7 @@ static uint32_t slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
     bool fbits = qs_keeps_fbits(c);
     if (fbits)
         qs_fbits_clear_objs(s, s->base + (size_t)n * size, k, size);
-    if (s->empty_ms & QS_SLAB_ZERO)
-        first_touch(c, s, n, k);
+    qs_slab_first_touch(c, s, n, k);
     if (unlikely(rnd))
         born_shuffled(c, s, s->base + (size_t)n * size, k, dst, p, fbits, fl, tl);
     else

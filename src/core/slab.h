@@ -32,6 +32,10 @@ uint32_t qs_slab_grow_into(qslab_cache *c, struct qs_queue *q, struct qs_slab *s
 uint32_t qs_slab_grow_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, uint32_t want,
                            void **list);
 bool qs_slab_growable(const qslab_cache *c, const struct qs_slab *s);
+/* Objects [n, n + k) of s about to be born: the pages their birth writes
+ * faulted in with one call, if s's memory past its born objects is zero
+ * (slab.c FIRST TOUCH) */
+void qs_slab_first_touch(const qslab_cache *c, const struct qs_slab *s, uint32_t n, uint32_t k);
 /* May s's next object be born bare for calloc (qs_slab_born_bare)? */
 bool qs_slab_bare_ok(const qslab_cache *c, const struct qs_slab *s);
 void *qs_slab_born_bare(qslab_cache *c, struct qs_queue *q, struct qs_slab *s);

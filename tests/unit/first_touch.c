@@ -6,7 +6,8 @@
  * page long makes resident the pages of its run and no more (the run's
  * objects all start there); objects over a page keep only the page of
  * their word resident, the rest being their users', unless a debug cache
- * poisons them at birth (every page of the run).
+ * poisons them at birth (every page of the run).  SLQB's, SLUB's and SLAB's
+ * births.
  */
 #define _GNU_SOURCE
 #include "../testutil.h"
@@ -14,6 +15,7 @@
 #include "core/internal.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -60,35 +62,49 @@ static void populate(void)
 
 /* A fresh slab of `size`-byte objects: its first births' pages resident,
  * no more; `objs` objects allocated, not written */
-static void births(const char *name, size_t size, unsigned long flags, unsigned objs)
+static void births(const char *name, const char *front, size_t size, unsigned long flags,
+                   unsigned objs)
 {
     qslab_trim(); /* no empty or warm slab to reuse: the new slab is fresh memory */
     qslab_cache *c = qslab_cache_create(name, size, 0, flags, NULL);
     CHECK(c != NULL);
-    if (!flags)
-        tf_pin_slqb(name); /* SLQB's births (a debug cache has its own front end) */
+    if (!flags && !tf_is(c, "debug")) { /* (a debug cache has its own front end) */
+        CHECK(qslab_tune(name, "front", front) == 0);
+        CHECK(tf_is(c, front));
+    }
     void *o[64];
     CHECK(objs <= 64);
     for (unsigned i = 0; i < objs; i++)
         CHECK((o[i] = qslab_cache_alloc(c)) != NULL);
-    struct qs_slab *s = qs_slab_fast(o[0]);
-    CHECK(s != NULL && (s->empty_ms & QS_SLAB_ZERO));
+    struct qs_slab *s = NULL; /* (QSLAB_GUARD_SAMPLE: a guarded sample has no slab) */
+    for (unsigned i = 0; i < objs && !s; i++)
+        s = qs_slab_fast(o[i]);
+    if (!s && getenv("QSLAB_GUARD_SAMPLE")) { /* every one sampled: nothing to look at */
+        for (unsigned i = 0; i < objs; i++)
+            qslab_cache_free(c, o[i]);
+        qslab_cache_destroy(c);
+        return;
+    }
+    CHECKF(s != NULL && (s->empty_ms & QS_SLAB_ZERO), "%s: %s", name,
+           s ? "its slab is not fresh memory" : "no object of a slab");
     size_t slab = qs_slab_bytes(s->order), np = slab / QS_PAGE_SIZE;
     if (np > 64)
         np = 64;
-    size_t born = (size_t)(s->base - s->mem) + (size_t)s->objects * c->slot_size;
+    /* what is born: SLQB's objects, SLAB's span (its objects is its layout's) */
+    uint32_t nborn = __atomic_load_n(&s->span, __ATOMIC_RELAXED) / c->slot_size;
+    size_t born = (size_t)(s->base - s->mem) + (size_t)nborn * c->slot_size;
     /* (QSLAB_DEBUG may make any cache a debug cache) */
     bool whole = c->slot_size <= QS_PAGE_SIZE || (c->debug & (QS_DBG_P | QS_DBG_Q));
     unsigned long want = 0;
     if (whole) /* every page a born object's slot reaches */
         want = pages(s->mem, 0, born);
     else /* the page of each born object's word */
-        for (uint32_t i = 0; i < s->objects; i++)
+        for (uint32_t i = 0; i < nborn; i++)
             want |= pages(s->mem, (size_t)(s->base - s->mem) + i * c->slot_size,
                           (size_t)(s->base - s->mem) + i * c->slot_size + 1);
     unsigned long got = resident(s->mem, np);
     CHECKF(got == want, "%s: %u objects born of %zu bytes: resident pages %#lx, want %#lx", name,
-           s->objects, size, got, want);
+           nborn, size, got, want);
     for (unsigned i = 0; i < objs; i++)
         qslab_cache_free(c, o[i]);
     CHECK(qslab_cache_validate(c) == 0);
@@ -99,10 +115,14 @@ int main(void)
 {
     tu_pin_one_cpu(); /* with per-CPU owners, every allocation from one CPU's slab */
     populate();
-    births("t-touch-1536", 1536, 0, 1);  /* a first birth: a page's worth */
-    births("t-touch-1536b", 1536, 0, 5); /* and the doubling births after it */
-    births("t-touch-200", 200, 0, 40);
-    births("t-touch-8k", 8192, 0, 3);               /* over a page: the words' pages only */
-    births("t-touch-8k-p", 8192, QSLAB_POISON, 3); /* unless poisoned whole at birth */
+    births("t-touch-1536", "slqb", 1536, 0, 1);  /* a first birth: a page's worth */
+    births("t-touch-1536b", "slqb", 1536, 0, 5); /* and the doubling births after it */
+    births("t-touch-200", "slqb", 200, 0, 40);
+    births("t-touch-8k", "slqb", 8192, 0, 3); /* over a page: the words' pages only */
+    births("t-touch-8k-p", "slqb", 8192, QSLAB_POISON, 3); /* unless poisoned whole at birth */
+    births("t-touch-200-slub", "slub", 200, 0, 40);
+    births("t-touch-200-slab", "slab", 200, 0, 40); /* SLAB's refills birth a page's worth */
+    births("t-touch-1536-slab", "slab", 1536, 0, 5);
+    births("t-touch-8k-slab", "slab", 8192, 0, 3);
     return tu_done();
 }

@@ -432,6 +432,7 @@ unsigned slabfe_take_locked(qslab_cache *c, struct qs_node *n, void **dst, unsig
 {
     uintptr_t stamp = QS_STAMP(c->secret);
     unsigned got = 0, born = 0;
+    const struct qs_slab *touched = NULL; /* the slab whose run's pages were asked for */
     while (got < want) {
         struct qs_slab *s = n->list.partial;
         if (!s) {
@@ -467,6 +468,13 @@ unsigned slabfe_take_locked(qslab_cache *c, struct qs_node *n, void **dst, unsig
                     dst[got++] = obj;
                     want = got;
                     break;
+                }
+                if (s != touched) { /* its run: the pages its words go to, at once */
+                    unsigned k = born_max - born, left = s->objects - idx;
+                    if (k > want - got) /* (this one included in both) */
+                        k = want - got;
+                    qs_slab_first_touch(c, s, idx, k < left ? k : left);
+                    touched = s;
                 }
                 born++;
                 /* not born yet: the next in address order (an index past
