@@ -177,13 +177,21 @@ static inline uint64_t *qs_fbits_of(const struct qs_slab *s, uintptr_t *ch)
     *ch = (uintptr_t)s & ~(uintptr_t)(QS_CHUNK_SIZE - 1);
     return (uint64_t *)(*ch + qs_fbits_off[s->order]);
 }
+/* obj's bit (*bit) and its word, in the bits of chunk ch at granule shift
+ * `shift` (what qs_fbits_of and QS_FBITS_SHIFT give for its slab: a walker
+ * of one slab's objects finds them once) */
+static inline uint64_t *qs_fbit_word_in(uintptr_t ch, uint64_t *bits, unsigned shift,
+                                        const void *obj, uint64_t *bit)
+{
+    size_t g = ((uintptr_t)obj - ch) >> shift;
+    *bit = (uint64_t)1 << (g & 63);
+    return bits + (g >> 6);
+}
 static inline uint64_t *qs_fbit_word(const struct qs_slab *s, const void *obj, uint64_t *bit)
 {
     uintptr_t ch;
     uint64_t *bits = qs_fbits_of(s, &ch);
-    size_t g = ((uintptr_t)obj - ch) >> QS_FBITS_SHIFT(s->order);
-    *bit = (uint64_t)1 << (g & 63);
-    return bits + (g >> 6);
+    return qs_fbit_word_in(ch, bits, QS_FBITS_SHIFT(s->order), obj, bit);
 }
 static inline bool qs_fbit_test(const struct qs_slab *s, const void *obj)
 {
@@ -216,8 +224,8 @@ static inline void *qs_list_next(const qslab_cache *c, const struct qs_slab *s, 
 }
 static inline void qs_fbit_clear_in(uintptr_t ch, uint64_t *bits, unsigned shift, const void *obj)
 {
-    size_t g = ((uintptr_t)obj - ch) >> shift;
-    bits[g >> 6] &= ~((uint64_t)1 << (g & 63));
+    uint64_t bit, *w = qs_fbit_word_in(ch, bits, shift, obj, &bit);
+    *w &= ~bit;
 }
 /* qs_fbit_set out of line, for the free fast path's inline full-queue
  * case (page.c): inline, its few instructions cost the pair 5 more

@@ -34,13 +34,12 @@ static unsigned long resident(void *p, size_t n)
     return m;
 }
 
-/* The pages of [from, to) in a slab starting at mem, as a bit mask */
-static unsigned long pages(const char *mem, size_t from, size_t to)
+/* The pages of bytes [from, to) of a slab, as a bit mask */
+static unsigned long pages(size_t from, size_t to)
 {
     unsigned long m = 0;
     for (size_t pg = from / QS_PAGE_SIZE; pg * QS_PAGE_SIZE < to; pg++)
         m |= 1ul << pg;
-    (void)mem;
     return m;
 }
 
@@ -97,10 +96,10 @@ static void births(const char *name, const char *front, size_t size, unsigned lo
     bool whole = c->slot_size <= QS_PAGE_SIZE || (c->debug & (QS_DBG_P | QS_DBG_Q));
     unsigned long want = 0;
     if (whole) /* every page a born object's slot reaches */
-        want = pages(s->mem, 0, born);
+        want = pages(0, born);
     else /* the page of each born object's word */
         for (uint32_t i = 0; i < nborn; i++)
-            want |= pages(s->mem, (size_t)(s->base - s->mem) + i * c->slot_size,
+            want |= pages((size_t)(s->base - s->mem) + i * c->slot_size,
                           (size_t)(s->base - s->mem) + i * c->slot_size + 1);
     unsigned long got = resident(s->mem, np);
     CHECKF(got == want, "%s: %u objects born of %zu bytes: resident pages %#lx, want %#lx", name,

@@ -285,8 +285,7 @@ unsigned long qs_route_vec(qslab_cache *c, struct qs_queue *q, void *const *objs
             marked++;
             continue;
         }
-        size_t g = ((uintptr_t)obj - r.ch) >> r.shift;
-        uint64_t bit = (uint64_t)1 << (g & 63), *fw = r.bits + (g >> 6);
+        uint64_t bit, *fw = qs_fbit_word_in(r.ch, r.bits, r.shift, obj, &bit);
         if (unlikely(*fw & bit) && queued_before(objs, i, obj)) {
             double_queued(c, obj);
             twice++;
