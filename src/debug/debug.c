@@ -131,7 +131,12 @@ static void *debug_alloc(qslab_cache *c, int node)
     /* a corrupt free list met on the way isolates its slab, and
      * qs_node_alloc takes another: NULL is the OS refusing memory, which is
      * not asked again (fault injection's "the path returns NULL") */
-    void *obj = qs_node_alloc(c, NULL, node);
+    void *obj = (c->debug & QS_DBG_Q) ? dbg_quarantine_reuse(c, node) : NULL;
+    if (obj) {
+        qs_self.last_word = 0; /* not fresh: calloc clears it */
+        return obj;
+    }
+    obj = qs_node_alloc(c, NULL, node);
     if (!obj)
         errno = ENOMEM;
     return obj;

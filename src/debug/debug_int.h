@@ -96,9 +96,13 @@ void dbg_check_obj(qslab_cache *c, struct qs_slab *s, char *obj, bool allocated,
 /* node's quarantine made, before its first free (no lock held) */
 void dbg_quarantine_prepare(qslab_cache *c, int node);
 /* Under the node lock of *s: obj (checked, filled) goes in; the object that
- * leaves in its place is returned (its slab in *s), or NULL (room left), or
- * obj itself (no quarantine) */
+ * leaves in its place is returned (its slab in *s), or NULL (room left, or
+ * the one that left went onto the ready stack), or obj itself (no
+ * quarantine) */
 void *dbg_quarantine_swap(qslab_cache *c, struct qs_slab **s, void *obj);
+/* node's next allocation from its ready stack (objects that left the
+ * quarantine), checked; NULL: none there */
+void *dbg_quarantine_reuse(qslab_cache *c, int node);
 void dbg_quarantine_drain(qslab_cache *c);     /* every node's objects to their slabs */
 void dbg_quarantine_release(qslab_cache *c);   /* destroy: the arrays freed */
 unsigned long dbg_quarantine_objects(const qslab_cache *c); /* objects held, now */

@@ -22,6 +22,21 @@
  * count frees to get a slot back), on average `cap` frees of its cache and
  * node, and the bytes held stay bounded.
  *
+ * WHERE IT GOES: THE READY STACK.  An object that leaves goes onto the
+ * quarantine's ready stack while that has room (a quarter of the
+ * quarantine's, ready_room), else to its slab's free list; the node's
+ * next allocation takes the stack's top (dbg_quarantine_reuse), checked
+ * as one from a free list is (its fill and red zones: a write after free
+ * is reported there).  A program that frees and allocates in turn so
+ * recycles objects through the stack without touching their slabs, as the
+ * owners' queues do for the other caches: a free list's put and take read
+ * the slab's descriptor and free bits, lines the quarantine's random
+ * choice has let go cold, and the object's own lines are asked for as it
+ * goes onto the stack (QS_READY_PREFETCH).  The order of reuse stays the
+ * quarantine's: which object leaves is still its random choice.  An object
+ * on the stack is free in every other respect: its word QS_QUAR_WORD, its
+ * fill checked by the walks, counted with the quarantine's.
+ *
  * LOCKING.  A node's quarantine is touched only under that node's lock,
  * the lock of its slabs' free lists: an object is in exactly one of
  * allocated, quarantined, or on its slab's free list, and each move between
@@ -38,12 +53,17 @@
 
 #define QS_QUAR_BYTES (64u << 10) /* held per (cache, node), at most */
 #define QS_QUAR_FLOOR (8u << 10)  /* ... and at least, if the cache has fewer slabs */
+#define QS_READY_PREFETCH 512     /* bytes of an object put on the ready stack asked for */
 
-/* The objects held; each one's slab is found when it leaves (qs_slab_lookup) */
+/* The objects held, obj[0 .. nr), and the ready stack, obj[cap .. cap +
+ * ready) (top last); each one's slab is found when it leaves
+ * (qs_slab_lookup).  nr and ready are stored atomically for
+ * dbg_quarantine_objects, changed under the lock. */
 struct qs_quar {
     uint32_t nr, cap;
     uint64_t rnd; /* xorshift64 state, under the lock */
-    void *obj[];
+    uint32_t ready;
+    void *obj[]; /* cap + ready_cap(cap) */
 };
 
 static uint32_t quar_cap(const qslab_cache *c)
@@ -68,9 +88,20 @@ static uint32_t quar_room(const qslab_cache *c, const struct qs_node *n, const s
     return objs < q->cap ? (uint32_t)objs : q->cap;
 }
 
+/* The ready stack's room: a quarter of the quarantine's, at least one */
+static uint32_t ready_cap(uint32_t cap)
+{
+    return cap / 4 + 1;
+}
+
+static uint32_t ready_room(uint32_t room)
+{
+    return room / 4 + 1;
+}
+
 static size_t quar_size(uint32_t cap)
 {
-    return sizeof(struct qs_quar) + (size_t)cap * sizeof(void *);
+    return sizeof(struct qs_quar) + (size_t)(cap + ready_cap(cap)) * sizeof(void *);
 }
 
 void dbg_quarantine_prepare(qslab_cache *c, int node)
@@ -97,7 +128,8 @@ void *dbg_quarantine_swap(qslab_cache *c, struct qs_slab **s, void *obj)
     if (!q)
         return obj;
     *qs_link(c, obj) = QS_QUAR_WORD(c->secret);
-    if (q->nr < quar_room(c, &c->nodes[(*s)->node], q)) {
+    uint32_t room = quar_room(c, &c->nodes[(*s)->node], q);
+    if (q->nr < room) {
         q->obj[q->nr] = obj;
         __atomic_store_n(&q->nr, q->nr + 1, __ATOMIC_RELAXED); /* (dbg_quarantine_objects) */
         return NULL;
@@ -110,17 +142,53 @@ void *dbg_quarantine_swap(qslab_cache *c, struct qs_slab **s, void *obj)
     void **e = &q->obj[(uint32_t)((x >> 32) * q->nr >> 32)]; /* nr: 1 .. cap */
     void *out = *e;
     *e = obj;
+    if (q->ready < ready_room(room)) { /* the next allocation's, likely: its lines asked for */
+        q->obj[q->cap + q->ready] = out;
+        __atomic_store_n(&q->ready, q->ready + 1, __ATOMIC_RELAXED);
+        for (size_t k = 0; k < c->obj_size && k < QS_READY_PREFETCH; k += 64)
+            __builtin_prefetch((char *)out + k, 1);
+        return NULL;
+    }
     *s = qs_slab_lookup(out); /* a slab of this node: its object keeps it */
     return out; /* its word QS_QUAR_WORD: the caller's slab_put links it */
 }
 
-/* One object out of node n's quarantine, with its slab; NULL: empty. */
+/* The top of node's ready stack, checked and allocated (its word 0); NULL:
+ * the stack is empty (the caller takes from the slabs).  One whose check
+ * fails is reported and kept out of use as qs_node_alloc keeps one, and
+ * the next is taken.  Each is counted as a slow allocation, as a slab's. */
+void *dbg_quarantine_reuse(qslab_cache *c, int node)
+{
+    struct qs_node *n = &c->nodes[node];
+    struct qs_quar *q = __atomic_load_n(&n->quar, __ATOMIC_ACQUIRE);
+    if (!q || !__atomic_load_n(&q->ready, __ATOMIC_RELAXED)) /* a hint: read again below */
+        return NULL;
+    void *obj = NULL;
+    qs_lock_acquire(&n->lock);
+    while (!obj && q->ready) {
+        obj = q->obj[q->cap + q->ready - 1];
+        __atomic_store_n(&q->ready, q->ready - 1, __ATOMIC_RELAXED);
+        *qs_link(c, obj) = 0; /* allocated: the walk reads its red zones only */
+        qs_stat_locked(NULL, n, QS_NEV_ALLOC_SLOW, 1);
+        if (!qs_debug_alloc_locked(c, qs_slab_lookup(obj), obj))
+            obj = NULL;
+    }
+    qs_lock_release(&n->lock);
+    return obj;
+}
+
+/* One object out of node n's ready stack or quarantine, with its slab;
+ * NULL: both empty. */
 static void *quarantine_pop(qslab_cache *c, struct qs_node *n, struct qs_slab **s)
 {
     void *obj = NULL;
     qs_lock_acquire(&n->lock);
     struct qs_quar *q = n->quar;
-    if (q && q->nr) {
+    if (q && q->ready) {
+        obj = q->obj[q->cap + q->ready - 1];
+        __atomic_store_n(&q->ready, q->ready - 1, __ATOMIC_RELAXED);
+        *s = qs_slab_lookup(obj);
+    } else if (q && q->nr) {
         obj = q->obj[q->nr - 1];
         __atomic_store_n(&q->nr, q->nr - 1, __ATOMIC_RELAXED);
         *s = qs_slab_lookup(obj);
@@ -155,7 +223,7 @@ unsigned long dbg_quarantine_objects(const qslab_cache *c)
     for (int i = 0; i < qs_nr_nodes; i++) {
         struct qs_quar *q = __atomic_load_n(&c->nodes[i].quar, __ATOMIC_ACQUIRE);
         if (q)
-            objs += __atomic_load_n(&q->nr, __ATOMIC_RELAXED);
+            objs += __atomic_load_n(&q->nr, __ATOMIC_RELAXED) + __atomic_load_n(&q->ready, __ATOMIC_RELAXED);
     }
     return objs;
 }

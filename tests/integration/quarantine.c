@@ -5,8 +5,10 @@
  * room; the quarantine lets objects go once full, and its bytes stay
  * bounded; a second free of a quarantined object, malloc_usable_size and
  * realloc of a freed one, and a write after free are reported, naming the
- * cache, the object and (for the write) the offset and the byte; shrink
- * and destroy empty it; under QSLAB_HARDEN=1 the kmalloc classes have Z
+ * cache, the object and (for the write) the offset and the byte; an object
+ * that leaves it waits on its ready stack, still free in every sense, and
+ * is checked when the next allocation takes it; shrink and destroy empty
+ * it; under QSLAB_HARDEN=1 the kmalloc classes have Z
  * and Q, so an overflow past malloc_usable_size is reported at the free;
  * qslab_harden() in a program under way gives the caches in use debug
  * twins with Z and Q, and the caches made after it the flags; blocks over
@@ -171,6 +173,64 @@ static void write_after_free(void)
     CHECK(o.p != p); /* kept out of use; another object */
     qslab_cache_free(c, o.p);
     qslab_cache_free(c, keep);
+}
+
+/* The ready stack: an object that leaves a full quarantine waits there
+ * for the next allocation.  4 KiB objects, a few slabs: the quarantine has
+ * room for one (its 8 KiB floor), the stack for one, so which object is
+ * where is known.  While on the stack the object is free in every sense:
+ * validation counts it, a second free is reported as one of a quarantined
+ * object, a write after free is reported when it is handed out, and
+ * shrink gives its slab back. */
+#define BIG 4096
+static void ready(void)
+{
+    qslab_cache *c = qslab_cache_create("t-q-ready", BIG, 0, QSLAB_QUARANTINE, NULL);
+    char s[32];
+    struct op a = {c, qslab_cache_alloc(c), 0}, b = {c, qslab_cache_alloc(c), 0};
+    CHECK(a.p != NULL && b.p != NULL);
+    qslab_cache_free(c, a.p); /* held */
+    qslab_cache_free(c, b.p); /* held in a's place: a onto the stack */
+    CHECK(qslab_cache_validate(c) == 0);
+    tu_expect_report(err, sizeof err, "BUG t-q-ready: Object already free", op_free, &a,
+                     "BUG t-q-ready: Object already free", tu_addr(s, a.p));
+    CHECKF(strstr(err, "in quarantine") != NULL, "report:\n%s", err);
+    /* both given back: their slab goes (nothing else lives in the cache) */
+    op_shrink(&a);
+    struct qslab_cache_stats st;
+    CHECK(qslab_cache_stats(c, &st) == 0);
+    CHECKF(st.num_objs == 0, "%lu objects in slabs after shrink", st.num_objs);
+
+    /* a clean one comes back from the stack unreported, zeroed */
+    a.p = qslab_cache_alloc(c);
+    b.p = qslab_cache_alloc(c);
+    char *was = a.p;
+    memset(a.p, 0x33, BIG);
+    qslab_cache_free(c, a.p);
+    qslab_cache_free(c, b.p); /* a onto the stack */
+    char *again = qslab_cache_alloc(c);
+    CHECK(tu_capture_calls() == 0);
+    CHECKF(again == was, "the next allocation is %p, not the object on the stack %p", (void *)again, (void *)was);
+    int nonzero = 0;
+    for (int k = 0; k < BIG; k++)
+        nonzero += again[k] != 0;
+    CHECKF(nonzero == 0, "%d bytes of a reused object not zero", nonzero);
+    qslab_cache_free(c, again); /* b onto the stack */
+    op_shrink(&a);              /* both back on their slab */
+
+    /* a write after free, found when the stack hands the object out */
+    a.p = qslab_cache_alloc(c);
+    b.p = qslab_cache_alloc(c);
+    was = a.p;
+    qslab_cache_free(c, a.p);
+    was[100] = 'w'; /* the bug */
+    qslab_cache_free(c, b.p); /* a onto the stack */
+    tu_expect_report(err, sizeof err, "BUG t-q-ready: Poison overwritten", op_alloc, &a,
+                     "BUG t-q-ready: Poison overwritten", tu_addr(s, was));
+    CHECKF(strstr(err, "@offset=100. First byte 0x77 instead of 0x0") != NULL, "report:\n%s", err);
+    CHECK(a.p != NULL && a.p != was); /* kept out of use (the cache stays: it counts as live) */
+    qslab_cache_free(c, a.p);
+    CHECK(qslab_cache_validate(c) == 0);
 }
 
 /* With Q, Z's red zones are compact: 8 bytes past the object, none
@@ -428,6 +488,7 @@ int main(int argc, char **argv)
     bounded();
     misuse();
     write_after_free();
+    ready();
     compact();
     tu_capture_reset();
     threads();
