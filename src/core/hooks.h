@@ -40,8 +40,9 @@
 
 struct qs_debug_hooks {
     /* core/slab.c: a debug cache's n new objects from `first` (red zones,
-     * poison, tracks): qs_debug_born */
-    void (*born)(qslab_cache *c, char *first, uint32_t n);
+     * poison, tracks), zero: their memory is known zero (QS_SLAB_ZERO):
+     * qs_debug_born */
+    void (*born)(qslab_cache *c, char *first, uint32_t n, bool zero);
     /* under the node lock, a debug cache's object leaving (core/node.c) or
      * joining (front/slqb/remote.c) its slab's free list: alloc false:
      * reported, keep it out; free: QS_DBG_FREE_*, and what to put on a free

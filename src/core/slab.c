@@ -356,7 +356,8 @@ static void born_shuffled(qslab_cache *c, struct qs_slab *s, char *first, uint32
  * every page of the run, one trap at a time.  Objects up to a page long
  * start in every page of their run, and a debug cache that poisons its free
  * objects (P, or Q's zeros: debug/slot.c qs_debug_born) writes every byte
- * of them; those pages are faulted in first, with one call
+ * of them, or with Q alone reads every byte at their allocation's check
+ * (the zeros are there already); those pages are faulted in first, with one call
  * (qs_os_populate), from the first page that no born object reaches (with
  * a slab's first birth, its first page) to the end of the run's last slot.
  * Other objects over a page keep their other pages for their users.
@@ -412,7 +413,7 @@ static uint32_t slab_grow(qslab_cache *c, struct qs_queue *q, struct qs_slab *s,
     else
         born_in_order(c, s, s->base + (size_t)n * size, k, dst, p, fbits, fl, tl);
     if (unlikely(c->debug)) /* red zones, poison, tracks (debug/slot.c) */
-        qs_debug_hooks.born(c, s->base + (size_t)n * size, k);
+        qs_debug_hooks.born(c, s->base + (size_t)n * size, k, (s->empty_ms & QS_SLAB_ZERO) != 0);
     s->inuse += p;
     *placed = p;
     s->objects = n + k;

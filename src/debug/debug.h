@@ -75,7 +75,7 @@ void qs_debug_env_check(void);
 void qs_debug_env_unused(void);
 /* The slot layout of a debug cache: slot size and link offset */
 bool qs_debug_layout(qslab_cache *c, size_t size, size_t align, size_t *slot, size_t *link_off);
-void qs_debug_born(qslab_cache *c, char *first, uint32_t n); /* new objects */
+void qs_debug_born(qslab_cache *c, char *first, uint32_t n, bool zero); /* new objects */
 /* Under the node lock: an object leaving (alloc) or joining (free) its
  * slab's free list; false: reported, keep it out (alloc: quarantined) */
 bool qs_debug_alloc_locked(qslab_cache *c, struct qs_slab *s, void *obj);

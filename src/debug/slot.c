@@ -105,25 +105,37 @@ static inline uint8_t poison_end(const qslab_cache *c)
     return c->debug & QS_DBG_P ? POISON_END : 0;
 }
 
-static void fill_free(qslab_cache *c, char *obj)
+/* A free object's fill: its red zones (Z) and, poison false, nothing else */
+static void fill_free_as(qslab_cache *c, char *obj, bool poison)
 {
     if (c->debug & QS_DBG_Z) {
         memset(obj - c->red_left, RED_INACTIVE, c->red_left);
         memset(obj + c->obj_size, RED_INACTIVE, c->link_off - c->obj_size);
     }
-    if (poisoned(c)) {
+    if (poison) {
         memset(obj, poison_free(c), c->obj_size - 1);
         obj[c->obj_size - 1] = (char)poison_end(c);
     }
 }
 
-void qs_debug_born(qslab_cache *c, char *first, uint32_t n)
+static void fill_free(qslab_cache *c, char *obj)
+{
+    fill_free_as(c, obj, poisoned(c));
+}
+
+/* New objects: filled as free ones.  Q's poison is zeros, which memory
+ * known zero holds already: not written again, so a birth writes only the
+ * lines of the red zones and words.  (The run's pages are populated all the
+ * same, core/slab.c qs_slab_first_touch: the allocation's check reads every
+ * byte, and on some VMs a read of an untouched page faults in a page.) */
+void qs_debug_born(qslab_cache *c, char *first, uint32_t n, bool zero)
 {
     size_t pad_from = c->track_off + (c->debug & QS_DBG_U ? 2 * sizeof(struct qs_track) : 0);
     size_t pad_to = c->slot_size - c->red_left;
+    bool poison = poisoned(c) && !(zero && poison_free(c) == 0 && poison_end(c) == 0);
     for (uint32_t i = 0; i < n; i++) {
         char *obj = first + (size_t)i * c->slot_size;
-        fill_free(c, obj);
+        fill_free_as(c, obj, poison);
         if (c->debug & QS_DBG_U)
             memset(track_of(c, obj, 0), 0, 2 * sizeof(struct qs_track));
         if (pad_to > pad_from)

@@ -7,12 +7,14 @@
  * objects all start there); objects over a page keep only the page of
  * their word resident, the rest being their users', unless a debug cache
  * poisons them at birth (every page of the run).  SLQB's, SLUB's and SLAB's
- * births.
+ * births.  A debug cache's birth on memory known zero writes its red zones
+ * but not Q's fill, zeros already there; P's poison it writes.
  */
 #define _GNU_SOURCE
 #include "../testutil.h"
 #include "../front.h"
 #include "core/internal.h"
+#include "core/hooks.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -110,6 +112,43 @@ static void births(const char *name, const char *front, size_t size, unsigned lo
     qslab_cache_destroy(c);
 }
 
+/* The debug hook's birth of one object in a buffer of 0xaa bytes, its
+ * memory said to be zero or not: the object's bytes then hold `body` (its
+ * last one `last`), its right red zone 0xbb (free) */
+static void born_as(qslab_cache *c, bool zero, int body, int last)
+{
+    size_t slot = c->slot_size;
+    char *buf = malloc(2 * slot + 64);
+    CHECK(buf != NULL);
+    memset(buf, 0xaa, 2 * slot + 64);
+    char *obj = buf + 64 + c->red_left;
+    qs_debug_hooks.born(c, obj, 1, zero);
+    int body_bad = 0, red_bad = 0;
+    for (size_t k = 0; k + 1 < c->obj_size; k++)
+        body_bad += (uint8_t)obj[k] != (uint8_t)body;
+    for (size_t k = c->obj_size; k < c->link_off; k++)
+        red_bad += (uint8_t)obj[k] != 0xbb;
+    CHECKF(body_bad == 0 && (uint8_t)obj[c->obj_size - 1] == (uint8_t)last,
+           "%s, memory %s: %d bytes not %#x, last %#x", c->name, zero ? "zero" : "not zero", body_bad, body,
+           (uint8_t)obj[c->obj_size - 1]);
+    CHECKF(red_bad == 0, "%s, memory %s: %d red-zone bytes not 0xbb", c->name, zero ? "zero" : "not zero",
+           red_bad);
+    free(buf);
+}
+
+static void debug_births(void)
+{
+    qslab_cache *q = qslab_cache_create("t-born-q", 100, 0, QSLAB_QUARANTINE | QSLAB_RED_ZONE, NULL);
+    qslab_cache *p = qslab_cache_create("t-born-p", 100, 0, QSLAB_POISON | QSLAB_RED_ZONE, NULL);
+    CHECK(q != NULL && p != NULL && q->link_off > q->obj_size);
+    born_as(q, true, 0xaa, 0xaa); /* Q's zeros: there already */
+    born_as(q, false, 0, 0);
+    born_as(p, true, 0x6b, 0xa5); /* P's poison: always written */
+    born_as(p, false, 0x6b, 0xa5);
+    qslab_cache_destroy(q);
+    qslab_cache_destroy(p);
+}
+
 int main(void)
 {
     tu_pin_one_cpu(); /* with per-CPU owners, every allocation from one CPU's slab */
@@ -123,5 +162,6 @@ int main(void)
     births("t-touch-200-slab", "slab", 200, 0, 40); /* SLAB's refills birth a page's worth */
     births("t-touch-1536-slab", "slab", 1536, 0, 5);
     births("t-touch-8k-slab", "slab", 8192, 0, 3);
+    debug_births();
     return tu_done();
 }
