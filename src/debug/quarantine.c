@@ -37,10 +37,14 @@
  * on the stack is free in every other respect: its word QS_QUAR_WORD, its
  * fill checked by the walks, counted with the quarantine's.
  *
- * LOCKING.  A node's quarantine is touched only under that node's lock,
- * the lock of its slabs' free lists: an object is in exactly one of
- * allocated, quarantined, or on its slab's free list, and each move between
- * the last two happens under the one lock.  Its array is made outside the
+ * LOCKING.  A node's quarantine and ready stack are touched only under
+ * that node's lock, the lock of its slabs' free lists: an object is in
+ * exactly one of allocated, quarantined, on the ready stack, or on its
+ * slab's free list, and each move between them happens under the one lock
+ * (the walks hold it too, so they never meet an object half checked or
+ * half filled).  Only the counts nr and ready are read without it
+ * (dbg_quarantine_objects, and reuse's look for an empty stack, which it
+ * reads again under the lock).  Its array is made outside the
  * lock (the first free of the node, dbg_quarantine_prepare), published with
  * release, read under the lock (acquire: its zeroed contents are seen);
  * it lives as long as the cache (released by the destroy hook, when no
