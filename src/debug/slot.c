@@ -165,17 +165,20 @@ void qs_debug_large(void *p, size_t size, bool alloc)
  * common case, intact poison, costs a compare per word. */
 static const uint8_t *mismatch(const uint8_t *p, size_t n, uint8_t v, const uint8_t **last)
 {
-    uint64_t pat = 0x0101010101010101ULL * v;
+    uint64_t pat = 0x0101010101010101ULL * v, w;
     size_t i = 0;
-    for (; i < n && ((uintptr_t)(p + i) & 7); i++)
-        if (p[i] != v)
-            goto found;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        if (w != pat)
-            break;
+    if (n >= 8) { /* words, unaligned loads; the last one may overlap the one before */
+        for (; i + 8 <= n; i += 8) {
+            memcpy(&w, p + i, 8);
+            if (w != pat)
+                goto byte;
+        }
+        memcpy(&w, p + n - 8, 8);
+        if (w == pat)
+            return NULL;
+        i = n - 8;
     }
+byte:
     for (; i < n; i++)
         if (p[i] != v)
             goto found;
@@ -220,6 +223,9 @@ static bool check_poison(qslab_cache *c, struct qs_slab *s, char *obj, bool fata
 {
     if (!poisoned(c))
         return true;
+    if (poison_end(c) == poison_free(c)) /* Q's zeros: one range */
+        return check_bytes(c, s, obj, "Poison overwritten", (uint8_t *)obj, c->obj_size, poison_free(c),
+                           fatal);
     bool ok = check_bytes(c, s, obj, "Poison overwritten", (uint8_t *)obj, c->obj_size - 1,
                           poison_free(c), fatal);
     if (ok)
