@@ -163,7 +163,8 @@ void qs_debug_large(void *p, size_t size, bool alloc)
 /* The first and last byte of [p, p+n) that differ from v; NULL if none.
  * Eight bytes at a time until a difference (the kernel's memchr_inv): the
  * common case, intact poison, costs a compare per word. */
-static const uint8_t *mismatch(const uint8_t *p, size_t n, uint8_t v, const uint8_t **last)
+static inline __attribute__((always_inline)) const uint8_t *mismatch(const uint8_t *p, size_t n, uint8_t v,
+                                                                     const uint8_t **last)
 {
     uint64_t pat = 0x0101010101010101ULL * v, w;
     size_t i = 0;
@@ -191,18 +192,28 @@ found:;
     return p + i;
 }
 
-/* Check a red zone or poison range; report and conclude if bad.  True if
- * it was intact. */
-static bool check_bytes(qslab_cache *c, struct qs_slab *s, char *obj, const char *what, uint8_t *p,
-                        size_t n, uint8_t v, bool fatal)
+/* The report of a bad range: [first, last] differ from v */
+static QS_NOINLINE void bytes_report(qslab_cache *c, struct qs_slab *s, char *obj, const char *what,
+                                     const uint8_t *first, const uint8_t *last, uint8_t v, bool fatal)
 {
-    const uint8_t *last = NULL, *first = mismatch(p, n, v, &last);
-    if (!first)
-        return true;
     struct problem pb = {what, first, last + 1, v, NULL};
     dbg_report(c, s, obj, &pb);
     if (fatal)
         dbg_conclude(c, obj, &pb);
+}
+
+/* Check a red zone or poison range; report and conclude if bad.  True if
+ * it was intact.  Inline, the report out of line: every debug allocation
+ * and free checks two or three ranges, most of them a word or two long,
+ * where a call cost more than the compares. */
+static inline __attribute__((always_inline)) bool check_bytes(qslab_cache *c, struct qs_slab *s, char *obj,
+                                                              const char *what, uint8_t *p, size_t n,
+                                                              uint8_t v, bool fatal)
+{
+    const uint8_t *last = NULL, *first = mismatch(p, n, v, &last);
+    if (likely(!first))
+        return true;
+    bytes_report(c, s, obj, what, first, last, v, fatal);
     return false;
 }
 
