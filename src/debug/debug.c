@@ -144,8 +144,9 @@ static void *debug_alloc(qslab_cache *c, int node)
 
 static void debug_free(qslab_cache *c, struct qs_slab *s, void *obj)
 {
-    if (c->debug & QS_DBG_Q)
-        dbg_quarantine_prepare(c, s->node); /* once per node, outside its lock */
+    /* once per node, outside its lock (made: one load, no call) */
+    if ((c->debug & QS_DBG_Q) && !__atomic_load_n(&c->nodes[s->node].quar, __ATOMIC_ACQUIRE))
+        dbg_quarantine_prepare(c, s->node);
     qs_node_free(c, s, obj);
 }
 

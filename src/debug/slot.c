@@ -174,6 +174,8 @@ static inline __attribute__((always_inline)) const uint8_t *mismatch(const uint8
             if (w != pat)
                 goto byte;
         }
+        if (i == n)
+            return NULL;
         memcpy(&w, p + n - 8, 8);
         if (w == pat)
             return NULL;
