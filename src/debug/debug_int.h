@@ -93,7 +93,8 @@ void dbg_check_obj(qslab_cache *c, struct qs_slab *s, char *obj, bool allocated,
 /* The link word of an object in quarantine: a link to the address 16,
  * which no object has (so it looks free: a second free is reported) */
 #define QS_QUAR_WORD(secret) ((uintptr_t)(secret) ^ (uintptr_t)16)
-/* node's quarantine made, before its first free (no lock held) */
+/* node's quarantine made, before its first free (no lock held): called
+ * while it is missing (debug.c debug_free looks) */
 void dbg_quarantine_prepare(qslab_cache *c, int node);
 /* Under the node lock of *s: obj (checked, filled) goes in; the object that
  * leaves in its place is returned (its slab in *s), or NULL (room left, or

@@ -67,7 +67,7 @@ struct qs_quar {
     uint32_t nr, cap;
     uint64_t rnd; /* xorshift64 state, under the lock */
     uint32_t ready;
-    void *obj[]; /* cap + ready_cap(cap) */
+    void *obj[]; /* cap + ready_room(cap) */
 };
 
 static uint32_t quar_cap(const qslab_cache *c)
@@ -92,12 +92,8 @@ static uint32_t quar_room(const qslab_cache *c, const struct qs_node *n, const s
     return objs < q->cap ? (uint32_t)objs : q->cap;
 }
 
-/* The ready stack's room: a quarter of the quarantine's, at least one */
-static uint32_t ready_cap(uint32_t cap)
-{
-    return cap / 4 + 1;
-}
-
+/* The ready stack's room for a quarantine's room (or its array's, for
+ * the cap): a quarter of it, at least one */
 static uint32_t ready_room(uint32_t room)
 {
     return room / 4 + 1;
@@ -105,14 +101,21 @@ static uint32_t ready_room(uint32_t room)
 
 static size_t quar_size(uint32_t cap)
 {
-    return sizeof(struct qs_quar) + (size_t)(cap + ready_cap(cap)) * sizeof(void *);
+    return sizeof(struct qs_quar) + (size_t)(cap + ready_room(cap)) * sizeof(void *);
+}
+
+/* The ready stack's top, taken off; NULL: empty.  Under the node's lock. */
+static void *ready_pop(struct qs_quar *q)
+{
+    if (!q || !q->ready)
+        return NULL;
+    __atomic_store_n(&q->ready, q->ready - 1, __ATOMIC_RELAXED); /* (dbg_quarantine_objects) */
+    return q->obj[q->cap + q->ready];
 }
 
 void dbg_quarantine_prepare(qslab_cache *c, int node)
 {
-    struct qs_node *n = &c->nodes[node];
-    if (__atomic_load_n(&n->quar, __ATOMIC_ACQUIRE))
-        return;
+    struct qs_node *n = &c->nodes[node]; /* its quarantine missing (debug_free): a racer's CAS wins */
     uint32_t cap = quar_cap(c);
     if (!cap)
         return;
@@ -167,15 +170,13 @@ void *dbg_quarantine_reuse(qslab_cache *c, int node)
     struct qs_quar *q = __atomic_load_n(&n->quar, __ATOMIC_ACQUIRE);
     if (!q || !__atomic_load_n(&q->ready, __ATOMIC_RELAXED)) /* a hint: read again below */
         return NULL;
-    void *obj = NULL;
+    void *obj;
     qs_lock_acquire(&n->lock);
-    while (!obj && q->ready) {
-        obj = q->obj[q->cap + q->ready - 1];
-        __atomic_store_n(&q->ready, q->ready - 1, __ATOMIC_RELAXED);
+    while ((obj = ready_pop(q)) != NULL) {
         *qs_link(c, obj) = 0; /* allocated: the walk reads its red zones only */
         qs_stat_locked(NULL, n, QS_NEV_ALLOC_SLOW, 1);
-        if (!qs_debug_alloc_locked(c, qs_slab_lookup(obj), obj))
-            obj = NULL;
+        if (qs_debug_alloc_locked(c, qs_slab_lookup(obj), obj))
+            break;
     }
     qs_lock_release(&n->lock);
     return obj;
@@ -185,18 +186,15 @@ void *dbg_quarantine_reuse(qslab_cache *c, int node)
  * NULL: both empty. */
 static void *quarantine_pop(qslab_cache *c, struct qs_node *n, struct qs_slab **s)
 {
-    void *obj = NULL;
     qs_lock_acquire(&n->lock);
     struct qs_quar *q = n->quar;
-    if (q && q->ready) {
-        obj = q->obj[q->cap + q->ready - 1];
-        __atomic_store_n(&q->ready, q->ready - 1, __ATOMIC_RELAXED);
-        *s = qs_slab_lookup(obj);
-    } else if (q && q->nr) {
+    void *obj = ready_pop(q);
+    if (!obj && q && q->nr) {
         obj = q->obj[q->nr - 1];
         __atomic_store_n(&q->nr, q->nr - 1, __ATOMIC_RELAXED);
-        *s = qs_slab_lookup(obj);
     }
+    if (obj)
+        *s = qs_slab_lookup(obj);
     qs_lock_release(&n->lock);
     return obj;
 }

@@ -104,6 +104,11 @@ static inline uint8_t poison_end(const qslab_cache *c)
 {
     return c->debug & QS_DBG_P ? POISON_END : 0;
 }
+/* Q's fill without P: every byte zero, the last one too */
+static inline bool poison_zeros(const qslab_cache *c)
+{
+    return !(c->debug & QS_DBG_P);
+}
 
 /* A free object's fill: its red zones (Z) and, poison false, nothing else */
 static void fill_free_as(qslab_cache *c, char *obj, bool poison)
@@ -132,7 +137,7 @@ void qs_debug_born(qslab_cache *c, char *first, uint32_t n, bool zero)
 {
     size_t pad_from = c->track_off + (c->debug & QS_DBG_U ? 2 * sizeof(struct qs_track) : 0);
     size_t pad_to = c->slot_size - c->red_left;
-    bool poison = poisoned(c) && !(zero && poison_free(c) == 0 && poison_end(c) == 0);
+    bool poison = poisoned(c) && !(zero && poison_zeros(c));
     for (uint32_t i = 0; i < n; i++) {
         char *obj = first + (size_t)i * c->slot_size;
         fill_free_as(c, obj, poison);
@@ -236,7 +241,7 @@ static bool check_poison(qslab_cache *c, struct qs_slab *s, char *obj, bool fata
 {
     if (!poisoned(c))
         return true;
-    if (poison_end(c) == poison_free(c)) /* Q's zeros: one range */
+    if (poison_zeros(c)) /* one range */
         return check_bytes(c, s, obj, "Poison overwritten", (uint8_t *)obj, c->obj_size, poison_free(c),
                            fatal);
     bool ok = check_bytes(c, s, obj, "Poison overwritten", (uint8_t *)obj, c->obj_size - 1,
