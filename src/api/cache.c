@@ -30,7 +30,7 @@
 /* qs_global, the cache list, qs_cache_by_id and qs_initialized, which
  * every layer uses: core/caches.c */
 
-static uint64_t id_bits[QS_MAX_CACHES / 64];
+static QS_BSS_APART uint64_t id_bits[QS_MAX_CACHES / 64];
 
 static bool id_alloc(unsigned *id)
 {
@@ -365,7 +365,7 @@ void qs_bad_free(qslab_cache *expected, const void *p)
     qs_bad_pointer(expected, p, "free");
 }
 
-static QS_NOINLINE void cache_free_other(qslab_cache *c, void *obj)
+static QS_SLOW void cache_free_other(qslab_cache *c, void *obj)
 {
     if (!obj)
         return;

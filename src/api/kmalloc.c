@@ -289,7 +289,7 @@ void qs_kmalloc_fast(qslab_cache *c)
  * first allocation comes here (before start-up every queue is the empty
  * qs_no_queue), perhaps before qslab's constructor (the malloc drop-in),
  * so this starts the library up; the slow paths it calls run after. */
-QS_NOINLINE void *qs_kmalloc_slow(unsigned i, size_t size)
+QS_SLOW void *qs_kmalloc_slow(unsigned i, size_t size)
 {
     qs_init();
     qslab_cache *c = &qs_kmalloc_caches[i];
@@ -315,7 +315,7 @@ QS_NOINLINE void *qs_kmalloc_slow(unsigned i, size_t size)
     return qs_alloc_slow_unsampled(c);
 }
 
-QS_NOINLINE void *qs_kmalloc_slow_size(size_t size, const uint8_t *small)
+QS_SLOW void *qs_kmalloc_slow_size(size_t size, const uint8_t *small)
 {
     return qs_kmalloc_slow(qs_kmalloc_index(size, small), size);
 }
@@ -360,7 +360,7 @@ QSLAB_EXPORT void *qslab_calloc(size_t n, size_t size)
 
 /* qslab_free of anything qs_slab_fast does not resolve to an object: NULL,
  * an object in a chunk of big slabs, a large block, or a pointer to report. */
-QS_NOINLINE void qs_free_other(void *p)
+QS_SLOW void qs_free_other(void *p)
 {
     if (!p)
         return;

@@ -23,7 +23,7 @@
 
 char *qs_zero_base; /* atomic (release, once): NULL until the first zero-size block */
 static qs_lock zero_lock;
-static uint64_t live[QS_ZERO_BLOCKS / 64]; /* zero_lock */
+static QS_BSS_APART uint64_t live[QS_ZERO_BLOCKS / 64]; /* zero_lock */
 static unsigned cursor, nr_live;           /* zero_lock: a word of live[] */
 static unsigned long zero_allocs;          /* atomic */
 

@@ -29,8 +29,8 @@
 qs_lock qs_global;
 qslab_cache *qs_caches;
 qslab_cache **qs_caches_tail = &qs_caches;
-qslab_cache *qs_cache_by_id[QS_MAX_CACHES];
-qslab_cache qs_kmalloc_caches[QS_KMALLOC_CLASSES];
+QS_BSS_APART qslab_cache *qs_cache_by_id[QS_MAX_CACHES];
+QS_BSS_APART qslab_cache qs_kmalloc_caches[QS_KMALLOC_CLASSES];
 volatile int qs_initialized;
 __thread struct qs_owner qs_self __attribute__((tls_model("initial-exec"))) = {
     .fixed = {[0 ... QS_FIXED_SLOTS - 1] = &qs_no_queue},

@@ -112,7 +112,7 @@ static struct {
     qs_lock lock;
     unsigned next;
     struct freed_slot slot[QS_LARGE_FREED];
-} freed;
+} freed QS_BSS_APART;
 
 /* Note the freed block `f` (f->map set: its range sealed and now the
  * slot's); the range the slot owned before, to unmap, in *old (NULL if

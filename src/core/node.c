@@ -42,7 +42,7 @@
 int qs_nr_nodes = 1;
 bool qs_multi_node;
 bool qs_real_numa;
-static int cpu_node[QS_MAX_CPUS];
+static QS_BSS_APART int cpu_node[QS_MAX_CPUS];
 
 static int parse_small(const char *s)
 {

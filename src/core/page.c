@@ -81,10 +81,10 @@ __attribute__((constructor(101))) static void unit_map_init(void)
     qs_unit_map = m;
 }
 #else
-uint8_t qs_unit_map[QS_UNITS];
+QS_BSS_APART uint8_t qs_unit_map[QS_UNITS];
 #endif
 
-struct qs_page_pool qs_page_pools[QS_MAX_NODES][QS_NR_ORDERS];
+QS_BSS_APART struct qs_page_pool qs_page_pools[QS_MAX_NODES][QS_NR_ORDERS];
 
 /* fork: take (lock) or release every page-layer lock, in order */
 void qs_page_lock_all(bool lock)
@@ -264,7 +264,7 @@ static void avail_del(struct qs_page_pool *p, struct qs_chunk *ch)
     ch->next = ch->prev = NULL;
 }
 
-QS_NOINLINE void qs_fbit_set_cold(const struct qs_slab *s, const void *obj)
+QS_SLOW void qs_fbit_set_cold(const struct qs_slab *s, const void *obj)
 {
     qs_fbit_set(s, obj);
 }
@@ -394,7 +394,7 @@ out:
 /* A fully free chunk the kernel would not unmap: back to its pool, as the
  * fully free chunk it is (the pool may then keep two; the next one to
  * empty is unmapped again), and counted. */
-static QS_NOINLINE void chunk_keep(struct qs_page_pool *p, struct qs_chunk *ch)
+static QS_SLOW void chunk_keep(struct qs_page_pool *p, struct qs_chunk *ch)
 {
     count_failure(&failures.unmap, &failures.unmap_bytes, ch->map_size);
     qs_page_map_set(ch, ch->map_size, false);

@@ -143,7 +143,7 @@ static uint64_t splitmix64(uint64_t x)
  * nothing of ours at destroy, so the block of a destroyed cache's id
  * serves the next cache given that id (the old one has no slab builder
  * left).  512 bytes per id ever used with random=1. */
-static uint8_t *rand_seqs[QS_MAX_CACHES]; /* qs_global */
+static QS_BSS_APART uint8_t *rand_seqs[QS_MAX_CACHES]; /* qs_global */
 
 bool qs_slab_random_init(qslab_cache *c)
 {

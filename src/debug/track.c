@@ -37,7 +37,7 @@ struct qs_module {
     uintptr_t lo, hi, base; /* an executable segment; the object's load base */
     const char *name;
 };
-static struct qs_module modules[QS_MAX_MODULES];
+static QS_BSS_APART struct qs_module modules[QS_MAX_MODULES];
 static int nr_modules, self_module = -1;
 static bool self_is_main;
 static uint64_t modules_ms;
@@ -296,7 +296,7 @@ static int calls(qslab_cache *c, int fd, int which)
         errno = EINVAL;
         return -1;
     }
-    static struct sites st; /* 3.5 KiB: not on the caller's stack */
+    static QS_BSS_APART struct sites st; /* 3.5 KiB: not on the caller's stack */
     static qs_lock calls_lock;
     qs_lock_acquire(&calls_lock);
     memset(&st, 0, sizeof(st));

@@ -51,10 +51,8 @@ MALLOC_EXPORT void free(void *p)
     qs_kfree(p); /* qslab_free's body: the fast path is one call deep */
 }
 
-MALLOC_EXPORT void cfree(void *p)
-{
-    qs_kfree(p);
-}
+/* the same function, not a copy of free's path */
+MALLOC_EXPORT void cfree(void *p) __attribute__((copy(free), alias("free")));
 
 MALLOC_EXPORT void free_sized(void *p, size_t size)
 {
@@ -252,7 +250,7 @@ MALLOC_EXPORT int malloc_trim(size_t pad)
 
 /* glibc's internal names, for programs and libraries that call them. */
 MALLOC_EXPORT void *__libc_malloc(size_t size) { return malloc(size); }
-MALLOC_EXPORT void __libc_free(void *p) { qs_kfree(p); }
+MALLOC_EXPORT void __libc_free(void *p) __attribute__((copy(free), alias("free")));
 MALLOC_EXPORT void *__libc_calloc(size_t n, size_t size) { return calloc(n, size); }
 MALLOC_EXPORT void *__libc_realloc(void *p, size_t size) { return realloc(p, size); }
 MALLOC_EXPORT void *__libc_memalign(size_t align, size_t size) { return memalign_impl(align, size); }

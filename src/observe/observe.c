@@ -15,7 +15,7 @@
 
 /* Objects per slab by cache id: the one figure of a cache that depends on
  * its front end's code (SLAB's slab management, debug red zones). */
-static uint32_t obs_objs_per_slab[QS_MAX_CACHES];
+static QS_BSS_APART uint32_t obs_objs_per_slab[QS_MAX_CACHES];
 
 /* Globals of other files the root points to (one line each there). */
 extern void *const qs_large_counters;   /* core/large.c */

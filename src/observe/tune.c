@@ -564,13 +564,13 @@ int qs_tune_get(const char *cache, const char *attr, unsigned long *out)
  * after, but for `refused` and `matched`, relaxed flags. */
 #define TUNE_ENV_BYTES 4096
 #define TUNE_ENV_SETS 128
-static char env_copy[TUNE_ENV_BYTES];
+static QS_BSS_APART char env_copy[TUNE_ENV_BYTES];
 static struct env_set {
     const char *cache, *val, *entry;
     unsigned short clen, vlen, elen;
     signed char t;
     uint8_t refused, matched; /* relaxed */
-} env_sets[TUNE_ENV_SETS];
+} env_sets[TUNE_ENV_SETS] QS_BSS_APART;
 static unsigned nr_env_sets;
 
 /* "QSLAB_TUNE entry 'e'" (cut at 64 bytes) into buf */

@@ -19,10 +19,16 @@
  * constructors.
  * QS_RARE: code of the files no allocation runs through that runs now and
  * then all the same (a front end's sweep, on the purger's tick, even with
- * none of its caches), in .text.unlikely with the cold parts of functions.
- * Neither changes how the function is compiled. */
+ * none of its caches), beside the start-up code, whose pages every program
+ * has resident.  Neither changes how the function is compiled. */
 #define QS_STARTUP __attribute__((section(".text.startup")))
-#define QS_RARE __attribute__((section(".text.unlikely")))
+#define QS_RARE __attribute__((section(".text.startup.rare")))
+/* A zero-initialised array of 4 KiB or more: apart from the small globals,
+ * so that these, which every program touches, share few pages, and an
+ * array a program touches here and there (the unit map, the tables by
+ * cache id) does not keep a page of its neighbours resident beside it
+ * (src/malloc/layout.ld gathers them after .bss). */
+#define QS_BSS_APART __attribute__((section(".bss.qs_apart")))
 
 /* Map `size` bytes (a multiple of the page size) of zeroed, read-write,
  * private anonymous memory whose start is a multiple of `align` (a power of

@@ -43,7 +43,7 @@ int qs_nr_cpu_ids;
 bool qs_percpu_takeable;
 /* qs_no_queue for every cache id in use (qs_owner_cache_added); BSS: the
  * pages of ids never used are never touched */
-static struct qs_queue *qs_no_ids[QS_PERCPU_IDS];
+static QS_BSS_APART struct qs_queue *qs_no_ids[QS_PERCPU_IDS];
 static unsigned ids_in_use; /* 1 + the highest cache id made so far (qs_global) */
 static char why_buf[160];
 

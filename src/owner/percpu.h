@@ -67,11 +67,12 @@ _Static_assert(QS_RSEQ_SIG == 0x53053053u, "rseq: the signature the sections car
 
 #if QS_HAVE_PERCPU
 /* The section of the abort handlers and of the fast paths' other exits out
- * of line (to the slow paths): with the cold parts of functions, so that
- * the linker puts it ahead of the code (os/os.h QS_RARE), near the slow
- * paths the exits go to, and not past the end of the library's code,
- * where it would keep a fault-around window of its own resident. */
-#define QS_RSEQ_FAILURE ".text.unlikely.rseq_failure"
+ * of line (to the slow paths): a section of its own, which the link keeps
+ * among its file's code, near the slow paths the exits go to, and not
+ * with the cold functions past the end of the library's code
+ * (src/malloc/layout.ld), where it would keep a fault-around window of
+ * its own resident. */
+#define QS_RSEQ_FAILURE ".text.qs_rseq_exit"
 /* Descriptor, abort handler (signature first) and entry of a critical
  * section whose body starts at 1: and whose committing store ends at 2:;
  * the abort handler jumps to the body's label 7 (forward).  Uses %rax; the

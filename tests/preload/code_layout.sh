@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # code_layout: libqslab-malloc.so's code lies in the order it runs
-# (docs/design.md, "Resident code"), since the kernel maps a library's code
-# a 64 KiB window at a time around each page that runs.  The functions that
-# every program's allocations and frees run (SLQB's and SLOB's), and those
-# that run once at start-up, lie in the first 192 KiB of the code; start-up
-# code lies ahead of the entry points; the entry points of validation and
-# statistics lie past all of them; and nothing in the library calls
+# (docs/design.md, "The library's own pages"), since the kernel maps a
+# library's code a 64 KiB window at a time around each page that runs.  The
+# code starts on a 64 KiB boundary; the functions that every program's
+# allocations and frees run on the default front end (SLQB), those that run
+# once at start-up, and _fini (run at exit) lie in its first two windows
+# (128 KiB), start-up code ahead of the entry points; SLOB's within three;
+# the entry points of validation and statistics, and the cold functions
+# (reports of misuse), past all of them; and nothing in the library calls
 # pthread_atfork, a stub of libc_nonshared.a that the link puts past the
 # library's code.
 source "$(dirname "$0")/common.sh"
@@ -13,9 +15,11 @@ need nm binutils
 need readelf binutils
 workdir code_layout
 
-text=$(readelf -SW "$QSLAB_LIB" |
-       awk '{ for (i = 1; i < NF; i++) if ($i == ".text") { print $(i + 2); exit } }')
-[ -n "$text" ] || fail "readelf -S $QSLAB_LIB: no .text section"
+# the code's segment: the LOAD entry with R E, its address and alignment
+read -r seg align < <(readelf -lW "$QSLAB_LIB" | awk '$1 == "LOAD" && $7 == "R" && $8 == "E" { print $3, $9; exit }')
+[ -n "$seg" ] || fail "readelf -l $QSLAB_LIB: no executable LOAD segment"
+[ $((align)) -ge 65536 ] && [ $((seg % 65536)) -eq 0 ] ||
+    fail "the code's segment at $seg, aligned to $align: not on a 64 KiB boundary (-z max-page-size)"
 nm "$QSLAB_LIB" | awk 'NF == 3 && ($2 == "t" || $2 == "T") { print $3, $1 }' > "$WORK/syms"
 
 addr() { # the address of function $1, in decimal
@@ -25,18 +29,24 @@ addr() { # the address of function $1, in decimal
     echo $((16#$a))
 }
 
-start=$((16#$text))
-limit=$((start + 192 * 1024))
-hot="malloc free calloc realloc qs_kmalloc_slow qs_meta_alloc qs_page_alloc_slab \
-     qs_percpu_free_slow slqb_send_batch slob_alloc slob_free"
+start=$((seg))
+limit=$((start + 128 * 1024))
+hot="malloc free calloc realloc qs_kmalloc_slow qs_free_other qs_meta_alloc qs_page_alloc_slab \
+     qs_alloc_slow qs_percpu_free_slow slqb_send_batch qs_free_full purger_main _fini"
 startup="qs_init_slow qs_kmalloc_init qs_tune_apply_env qs_os_numa_topology"
-cold="qslab_cache_validate qslab_slabinfo qslab_stats_report"
+slob="slob_alloc slob_free"
+cold="qslab_cache_validate qslab_slabinfo qslab_stats_report slqb_put_twice_report qs_free_suspect"
 last=0
 for f in $hot $startup; do
     a=$(addr "$f")
     [ "$a" -lt "$limit" ] ||
-        fail "$f at $(printf %#x "$a"): past the first 192 KiB of the code ($(printf %#x "$limit"))"
+        fail "$f at $(printf %#x "$a"): past the code's first 128 KiB ($(printf %#x "$limit"))"
     [ "$a" -gt "$last" ] && last=$a
+done
+for f in $slob; do
+    a=$(addr "$f")
+    [ "$a" -lt $((start + 192 * 1024)) ] ||
+        fail "$f at $(printf %#x "$a"): past the code's first 192 KiB"
 done
 first_entry=$(addr malloc)
 for f in $startup; do
@@ -52,4 +62,4 @@ done
 if grep -qE '^(__)?pthread_atfork ' "$WORK/syms"; then
     fail "libqslab-malloc.so links libc_nonshared's pthread_atfork (os/linux.c qs_os_atfork registers fork handlers)"
 fi
-pass "the code that runs on allocations and at start-up within $(( (last - start) / 1024 )) KiB of the code's start"
+pass "the code that runs on allocations, at start-up and at exit within $(( (last - start) / 1024 )) KiB of the code's start"

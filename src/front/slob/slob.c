@@ -157,7 +157,7 @@
 /* SLOB's state (slob.h): the arena, its lock, the indexes, the kept pages. */
 qslab_cache qs_slob_arena;
 qs_lock slob_lock;
-struct slob_index slob_by_max[K_NR][QS_MAX_NODES];
+QS_BSS_APART struct slob_index slob_by_max[K_NR][QS_MAX_NODES];
 unsigned long slob_nr_pages[K_NR];
 struct qs_slab *slob_keep[K_NR], *slob_keep_tail[K_NR];
 unsigned slob_nr_keep[K_NR];

@@ -187,7 +187,7 @@ void slqb_queue_uncount(struct qs_queue *q, unsigned long k)
 
 
 /* Whether obj is among objs[0..i) (the error path of qs_route_vec) */
-static QS_NOINLINE bool queued_before(void *const *objs, unsigned long i, const void *obj)
+static QS_SLOW bool queued_before(void *const *objs, unsigned long i, const void *obj)
 {
     while (i-- > 0)
         if (objs[i] == obj)

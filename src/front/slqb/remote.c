@@ -207,7 +207,7 @@ struct qs_batch *slqb_batch_for(qslab_cache *c, struct qs_queue *q, struct qs_ba
  * thread that frees what others allocated thus parks at most park of them
  * plus QS_PENDING * freebatch, not hiwater, and the owner gets the
  * rest back within a batch. */
-QS_NOINLINE struct qs_batch *slqb_pending_find(qslab_cache *c, struct qs_queue *q,
+QS_SLOW struct qs_batch *slqb_pending_find(qslab_cache *c, struct qs_queue *q,
                                                 struct qs_list *to)
 {
     struct qs_batch *b = pending_for(c, q, to);

@@ -224,7 +224,7 @@ static void discard_single(qslab_cache *c, struct qs_slab *s)
  * may hold a queue's lock, so a full slab goes to its node). */
 static void put_cpu_partial(qslab_cache *c, struct qs_slab *s);
 
-QS_NOINLINE void slub_slab_free(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj,
+QS_SLOW void slub_slab_free(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, void *obj,
                                 bool user)
 {
     struct qs_node *n = NULL;
@@ -329,7 +329,7 @@ static void put_cpu_partial(qslab_cache *c, struct qs_slab *s)
  * that node under its lock, the slab staying there (the kernel freezes a
  * slab of that node as the CPU's, and keeps switching between nodes; this
  * takes the object and leaves the active slab alone). */
-QS_NOINLINE void *slub_alloc_single(qslab_cache *c, struct qs_queue *q, int node)
+QS_SLOW void *slub_alloc_single(qslab_cache *c, struct qs_queue *q, int node)
 {
     struct qs_node *n = &c->nodes[node];
     void *obj = NULL;

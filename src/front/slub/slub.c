@@ -269,7 +269,7 @@ static inline bool calloc_miss(void)
     return qs_self.last_word == QS_WORD_CALLOC;
 }
 
-QS_NOINLINE static void *th_alloc_slow(qslab_cache *c, struct qs_queue *q)
+QS_SLOW static void *th_alloc_slow(qslab_cache *c, struct qs_queue *q)
 {
     if (!q && !(q = slub_my_queue(c)))
         return slub_alloc_single(c, NULL, qs_self.node); /* an exited thread */
@@ -343,7 +343,7 @@ static void pc_install_or_give(qslab_cache *c, struct qs_queue *q, struct qs_sla
     }
 }
 
-QS_NOINLINE static void *pc_alloc_slow(qslab_cache *c)
+QS_SLOW static void *pc_alloc_slow(qslab_cache *c)
 {
     for (;;) {
         struct qs_queue *q = slub_my_queue(c);
@@ -422,7 +422,7 @@ static void *slub_alloc_any(qslab_cache *c)
  * SLUB's kmalloc handed requests over a page to the page allocator from
  * 2.6.24 until the seeds' netperf UDP-4k regression reverted it (2.6.29).
  * Counted as a slab of one object of the class's cache. */
-QS_NOINLINE static void *pass_alloc(qslab_cache *c, size_t size)
+QS_SLOW static void *pass_alloc(qslab_cache *c, size_t size)
 {
     unsigned order = 0;
     while (qs_slab_bytes(order) < size)
