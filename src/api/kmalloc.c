@@ -460,7 +460,7 @@ QSLAB_EXPORT size_t qslab_usable_size(const void *p)
  * mapping (realloc remaps to the size), a smaller one must be over half of
  * it (a realloc that kept it).  A mismatch is reported, naming the
  * object's cache and the sizes it takes, and the object is not freed. */
-void qs_free_sized_as(void *p, size_t size, const char *what)
+QS_NOINLINE void qs_free_sized_as(void *p, size_t size, const char *what)
 {
     if (!p)
         return;
@@ -529,7 +529,7 @@ QSLAB_EXPORT void qslab_free_sized(void *p, size_t size)
  * aligned blocks come from a class of at least max(align, size), so sizes
  * far below the block are legitimate and only the upper bound is checked.
  * A mismatch is reported and the block is not freed. */
-void qs_free_aligned_as(void *p, size_t align, size_t size, const char *what)
+QS_NOINLINE void qs_free_aligned_as(void *p, size_t align, size_t size, const char *what)
 {
     if (!p)
         return;

@@ -47,7 +47,7 @@ void qs_buf_u64(struct qs_buf *b, uint64_t v)
         qs_buf_putc(b, tmp[--n]);
 }
 
-void qs_buf_hex(struct qs_buf *b, uint64_t v)
+QS_NOINLINE void qs_buf_hex(struct qs_buf *b, uint64_t v)
 {
     char tmp[20];
     int n = 0;
@@ -62,7 +62,7 @@ void qs_buf_hex(struct qs_buf *b, uint64_t v)
 
 /* Pad the text written since `from` to `upto` columns (right_align: pad
  * on the left by shifting the text). */
-void qs_buf_pad(struct qs_buf *b, size_t upto, bool right_align, size_t from)
+QS_NOINLINE void qs_buf_pad(struct qs_buf *b, size_t upto, bool right_align, size_t from)
 {
     size_t w = b->len - from;
     if (w >= upto)
@@ -137,7 +137,7 @@ static void message(struct qs_buf *b, const char *fmt, va_list ap)
     qs_vformat(b, fmt, ap);
 }
 
-void qs_fatal(const char *fmt, ...)
+QS_NOINLINE void qs_fatal(const char *fmt, ...)
 {
     char text[512];
     struct qs_buf b = {text, 0, sizeof(text)};
@@ -155,7 +155,7 @@ void qs_fatal(const char *fmt, ...)
     qs_os_abort();
 }
 
-void qs_warn(const char *fmt, ...)
+QS_NOINLINE void qs_warn(const char *fmt, ...)
 {
     char text[512];
     struct qs_buf b = {text, 0, sizeof(text)};
@@ -171,7 +171,7 @@ void qs_warn(const char *fmt, ...)
     qs_os_write(2, text, b.len);
 }
 
-void qs_assert_fail(const char *expr, const char *file, int line)
+QS_NOINLINE void qs_assert_fail(const char *expr, const char *file, int line)
 {
     char text[256];
     struct qs_buf b = {text, 0, sizeof(text)};

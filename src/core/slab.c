@@ -145,7 +145,7 @@ static uint64_t splitmix64(uint64_t x)
  * left).  512 bytes per id ever used with random=1. */
 static QS_BSS_APART uint8_t *rand_seqs[QS_MAX_CACHES]; /* qs_global */
 
-bool qs_slab_random_init(qslab_cache *c)
+QS_NOINLINE bool qs_slab_random_init(qslab_cache *c)
 {
     static uint64_t seed, counter;
     if (c->rand_key)
@@ -189,7 +189,7 @@ bool qs_slab_random_init(qslab_cache *c)
  * top digit takes as many bits as n needs (a 16-object birth: 4), through
  * the permutation of that width: walking 256 values to keep 16 made a
  * 256-byte object's birth cost 420 cycles instead of 235. */
-void qs_shuffle_start(qslab_cache *c, struct qs_shuffle *sh, uint32_t n)
+QS_NOINLINE void qs_shuffle_start(qslab_cache *c, struct qs_shuffle *sh, uint32_t n)
 {
     uint64_t i = __atomic_add_fetch(&c->rand_ctr, 2, __ATOMIC_RELAXED);
     uint64_t r[2] = {splitmix64(c->rand_key + 0x9e3779b97f4a7c15ULL * i),
@@ -241,7 +241,7 @@ static inline uint32_t shuffle_next(struct qs_shuffle *sh)
     }
 }
 
-uint32_t qs_shuffle_next(struct qs_shuffle *sh)
+QS_NOINLINE uint32_t qs_shuffle_next(struct qs_shuffle *sh)
 {
     return shuffle_next(sh);
 }
@@ -560,7 +560,7 @@ void qs_uncount_frees(qslab_cache *c, struct qs_queue *q, unsigned long k)
  * the free stamp or 0, else an overwritten free object.  A double free's
  * second free was counted where it was pushed: it is taken out of the
  * counts through q (the caller's queue, or NULL). */
-void qs_report_bad_link(qslab_cache *c, struct qs_queue *q, void *obj)
+QS_NOINLINE void qs_report_bad_link(qslab_cache *c, struct qs_queue *q, void *obj)
 {
     if (c->debug) { /* no queues, no stamps: the link word was overwritten */
         qs_debug_hooks.bad_link(c, obj);

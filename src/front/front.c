@@ -107,7 +107,7 @@ size_t qs_front_kmalloc_room(const struct qs_slab *s)
 /* Counters live in the queues (one writer each, relaxed stores); queues
  * are never freed while their cache lives, so a sum over c->queues under
  * qs_global sees every event, including those of exited threads. */
-void qs_stats_sum(qslab_cache *c, unsigned long *sum)
+QS_NOINLINE void qs_stats_sum(qslab_cache *c, unsigned long *sum)
 {
     memset(sum, 0, sizeof(unsigned long) * QS_STAT_NR);
     bool queues = qs_front_of(c)->queues;

@@ -242,7 +242,7 @@ MALLOC_EXPORT size_t malloc_usable_size(void *p)
     return qs_usable_size_as(p, "malloc_usable_size");
 }
 
-MALLOC_EXPORT int malloc_trim(size_t pad)
+MALLOC_EXPORT QS_NOINLINE int malloc_trim(size_t pad)
 {
     (void)pad;
     return qslab_trim() > 0;
@@ -269,7 +269,7 @@ static void malloc_totals(struct qs_totals *t)
     qs_stats_totals(t);
 }
 
-MALLOC_EXPORT struct mallinfo2 mallinfo2(void)
+MALLOC_EXPORT QS_NOINLINE struct mallinfo2 mallinfo2(void)
 {
     struct qs_totals t;
     struct mallinfo2 mi;
@@ -291,7 +291,7 @@ static int clamp_int(size_t v)
     return v > (size_t)0x7fffffff ? 0x7fffffff : (int)v;
 }
 
-MALLOC_EXPORT struct mallinfo mallinfo(void)
+MALLOC_EXPORT QS_NOINLINE struct mallinfo mallinfo(void)
 {
     struct mallinfo2 m2 = mallinfo2();
     struct mallinfo mi;
@@ -308,7 +308,7 @@ MALLOC_EXPORT struct mallinfo mallinfo(void)
     return mi;
 }
 
-MALLOC_EXPORT void malloc_stats(void)
+MALLOC_EXPORT QS_NOINLINE void malloc_stats(void)
 {
     struct qs_totals t;
     malloc_totals(&t);
@@ -333,7 +333,7 @@ MALLOC_EXPORT void malloc_stats(void)
     qs_os_write(2, text, b.len);
 }
 
-MALLOC_EXPORT int malloc_info(int options, FILE *fp)
+MALLOC_EXPORT QS_NOINLINE int malloc_info(int options, FILE *fp)
 {
     if (options != 0)
         return EINVAL; /* glibc 2.36 returns the error code, errno untouched */

@@ -5,7 +5,7 @@
 # code starts on a 64 KiB boundary; the functions that every program's
 # allocations and frees run on the default front end (SLQB), those that run
 # once at start-up, and _fini (run at exit) lie in its first two windows
-# (128 KiB), start-up code ahead of the entry points; SLOB's within three;
+# (128 KiB), start-up code ahead of the entry points, and so do SLOB's;
 # the entry points of validation and statistics, and the cold functions
 # (reports of misuse), past all of them; and nothing in the library calls
 # pthread_atfork, a stub of libc_nonshared.a that the link puts past the
@@ -35,7 +35,8 @@ hot="malloc free calloc realloc qs_kmalloc_slow qs_free_other qs_meta_alloc qs_p
      qs_alloc_slow qs_percpu_free_slow slqb_send_batch qs_free_full purger_main _fini"
 startup="qs_init_slow qs_kmalloc_init qs_tune_apply_env qs_os_numa_topology"
 slob="slob_alloc slob_free"
-cold="qslab_cache_validate qslab_slabinfo qslab_stats_report slqb_put_twice_report qs_free_suspect"
+cold="qslab_cache_validate qslab_slabinfo qslab_stats_report slqb_put_twice_report qs_free_suspect \
+      malloc_stats qs_warn"
 last=0
 for f in $hot $startup; do
     a=$(addr "$f")
@@ -45,8 +46,8 @@ for f in $hot $startup; do
 done
 for f in $slob; do
     a=$(addr "$f")
-    [ "$a" -lt $((start + 192 * 1024)) ] ||
-        fail "$f at $(printf %#x "$a"): past the code's first 192 KiB"
+    [ "$a" -lt "$limit" ] ||
+        fail "$f (SLOB) at $(printf %#x "$a"): past the code's first 128 KiB ($(printf %#x "$limit"))"
 done
 first_entry=$(addr malloc)
 for f in $startup; do
@@ -62,4 +63,4 @@ done
 if grep -qE '^(__)?pthread_atfork ' "$WORK/syms"; then
     fail "libqslab-malloc.so links libc_nonshared's pthread_atfork (os/linux.c qs_os_atfork registers fork handlers)"
 fi
-pass "the code that runs on allocations, at start-up and at exit within $(( (last - start) / 1024 )) KiB of the code's start"
+pass "the code that runs on allocations (SLQB, SLOB), at start-up and at exit within $(( (last - start) / 1024 )) KiB of the code's start"

@@ -298,7 +298,7 @@ void slqb_grant_grow(qslab_cache *c, struct qs_queue *q)
  * up first: api/entry.c): every owner's figures, under qs_global: what
  * each owner's queues and stashes hold is summed in its budget_held (the
  * reader's scratch), then the maxima are taken. */
-void qs_owner_budget_stats(struct qslab_budget_stats *st)
+QS_NOINLINE void qs_owner_budget_stats(struct qslab_budget_stats *st)
 {
     __builtin_memset(st, 0, sizeof(*st));
     st->budget = qs_owner_budget_now();
