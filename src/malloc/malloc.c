@@ -51,8 +51,14 @@ MALLOC_EXPORT void free(void *p)
     qs_kfree(p); /* qslab_free's body: the fast path is one call deep */
 }
 
-/* the same function, not a copy of free's path */
-MALLOC_EXPORT void cfree(void *p) __attribute__((copy(free), alias("free")));
+/* cfree and __libc_free: the same function as free, not copies of its
+ * path (GCC's copy takes free's attributes, which it would miss) */
+#if defined(__clang__)
+#define FREE_ALIAS __attribute__((alias("free")))
+#else
+#define FREE_ALIAS __attribute__((copy(free), alias("free")))
+#endif
+MALLOC_EXPORT void cfree(void *p) FREE_ALIAS;
 
 MALLOC_EXPORT void free_sized(void *p, size_t size)
 {
@@ -250,7 +256,7 @@ MALLOC_EXPORT QS_NOINLINE int malloc_trim(size_t pad)
 
 /* glibc's internal names, for programs and libraries that call them. */
 MALLOC_EXPORT void *__libc_malloc(size_t size) { return malloc(size); }
-MALLOC_EXPORT void __libc_free(void *p) __attribute__((copy(free), alias("free")));
+MALLOC_EXPORT void __libc_free(void *p) FREE_ALIAS;
 MALLOC_EXPORT void *__libc_calloc(size_t n, size_t size) { return calloc(n, size); }
 MALLOC_EXPORT void *__libc_realloc(void *p, size_t size) { return realloc(p, size); }
 MALLOC_EXPORT void *__libc_memalign(size_t align, size_t size) { return memalign_impl(align, size); }
