@@ -113,11 +113,15 @@
 /* Out of line and cold (callers' branches to it are unlikely), for code most
  * programs never run (reports, misuse): the compiler puts it in
  * .text.unlikely, which the drop-in's link places after all other code
- * (src/malloc/layout.ld).  QS_SLOW: the same for a slow path that programs
- * run now and then (a queue's miss, a big block's free), kept among the
- * code of its file, so that the pages a program runs stay together. */
+ * (src/malloc/layout.ld).  QS_SLOW: out of line, for a slow path that
+ * programs run now and then (a queue's miss, a big block's free), kept
+ * among the code of its file, so that the pages a program runs stay
+ * together.  Not cold: GCC takes a function that only cold ones call for
+ * cold too and moves it to .text.unlikely (SLUB's pc_install_or_give,
+ * which every SLUB refill runs, went there); the calls sit behind
+ * unlikely() anyway. */
 #define QS_NOINLINE __attribute__((noinline, cold))
-#define QS_SLOW __attribute__((noinline, cold, section(".text.qs_slow")))
+#define QS_SLOW __attribute__((noinline, section(".text.qs_slow")))
 
 /* v rounded up to a multiple of a (a power of two). */
 static inline size_t qs_round_up(size_t v, size_t a)

@@ -6,6 +6,7 @@
 # allocations and frees run on the default front end (SLQB), those that run
 # once at start-up, and _fini (run at exit) lie in its first two windows
 # (128 KiB), start-up code ahead of the entry points, and so do SLOB's;
+# SLUB's and SLAB's in the first three;
 # the entry points of validation and statistics, and the cold functions
 # (reports of misuse), past all of them; and nothing in the library calls
 # pthread_atfork, a stub of libc_nonshared.a that the link puts past the
@@ -35,6 +36,7 @@ hot="malloc free calloc realloc qs_kmalloc_slow qs_free_other qs_meta_alloc qs_p
      qs_alloc_slow qs_percpu_free_slow slqb_send_batch qs_free_full purger_main _fini"
 startup="qs_init_slow qs_kmalloc_init qs_tune_apply_env qs_os_numa_topology"
 slob="slob_alloc slob_free"
+other="qs_slub_free slub_alloc_single pc_install_or_give slabfe_take_locked slabfe_free_block_locked"
 cold="qslab_cache_validate qslab_slabinfo qslab_stats_report slqb_put_twice_report qs_free_suspect \
       malloc_stats qs_warn"
 last=0
@@ -48,6 +50,11 @@ for f in $slob; do
     a=$(addr "$f")
     [ "$a" -lt "$limit" ] ||
         fail "$f (SLOB) at $(printf %#x "$a"): past the code's first 128 KiB ($(printf %#x "$limit"))"
+done
+for f in $other; do # SLUB's and SLAB's paths: in the third window at most
+    a=$(addr "$f")
+    [ "$a" -lt $((start + 192 * 1024)) ] ||
+        fail "$f at $(printf %#x "$a"): past the code's first 192 KiB"
 done
 first_entry=$(addr malloc)
 for f in $startup; do
