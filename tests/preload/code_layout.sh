@@ -8,7 +8,8 @@
 # (128 KiB), start-up code ahead of the entry points, and so do SLOB's;
 # SLUB's and SLAB's in the first three;
 # the entry points of validation and statistics, and the cold functions
-# (reports of misuse), past all of them; and nothing in the library calls
+# (reports of misuse), past all of them; the unwind tables with the code,
+# not with the read-only data; and nothing in the library calls
 # pthread_atfork, a stub of libc_nonshared.a that the link puts past the
 # library's code.
 source "$(dirname "$0")/common.sh"
@@ -22,6 +23,16 @@ read -r seg align < <(readelf -lW "$QSLAB_LIB" | awk '$1 == "LOAD" && $7 == "R" 
 [ $((align)) -ge 65536 ] && [ $((seg % 65536)) -eq 0 ] ||
     fail "the code's segment at $seg, aligned to $align: not on a 64 KiB boundary (-z max-page-size)"
 nm "$QSLAB_LIB" | awk 'NF == 3 && ($2 == "t" || $2 == "T") { print $3, $1 }' > "$WORK/syms"
+# the unwind tables lie with the code (after it), not in the read-only data's
+# segment, whose pages every program maps 64 KiB at a time
+# (awk reads to the end: an early exit would break readelf's pipe, a failure
+# under pipefail)
+section() {
+    readelf -SW "$QSLAB_LIB" | awk -v n="$1" '!done { for (i = 1; i < NF; i++) if ($i == n) { print $(i + 2); done = 1; break } }'
+}
+eh=$(section .eh_frame) ro=$(section .rodata)
+[ -n "$eh" ] && [ -n "$ro" ] || fail "readelf -S $QSLAB_LIB: no .eh_frame or .rodata section"
+[ $((16#$eh)) -lt $((16#$ro)) ] || fail ".eh_frame at 0x$eh: beside the read-only data (0x$ro), not with the code"
 
 addr() { # the address of function $1, in decimal
     local a
