@@ -298,7 +298,8 @@ int qslab_cache_validate(qslab_cache *c);
  * call sites, or -1 with errno EINVAL (no tracking). */
 int qslab_cache_alloc_calls(qslab_cache *c, int fd);
 int qslab_cache_free_calls(qslab_cache *c, int fd);
-/* Look a cache up by name (kmalloc-<size> names included); NULL if none. */
+/* Look a cache up by name (kmalloc-<size> names included: a class's cache,
+ * set up on the class's first use, is set up then); NULL if none. */
 qslab_cache *qslab_cache_find(const char *name);
 
 /* The front end serving a cache: "slqb" (per-owner queues, the default) or

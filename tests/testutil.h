@@ -323,6 +323,21 @@ static inline size_t tu_read_all(int fd, char *buf, size_t cap)
     return len;
 }
 
+/* What fn(fd) writes (qslab_slabinfo, qslab_stats_report), into buf[cap]
+ * through a temporary file: its length (0 if there is no file). */
+static inline size_t tu_text_of(void (*fn)(int), char *buf, size_t cap)
+{
+    FILE *f = tmpfile();
+    buf[0] = '\0';
+    if (!f)
+        return 0;
+    fn(fileno(f));
+    lseek(fileno(f), 0, SEEK_SET);
+    size_t n = tu_read_all(fileno(f), buf, cap);
+    fclose(f);
+    return n;
+}
+
 /*
  * Run fn(arg) in a forked child whose stderr goes to a pipe.  The child must
  * die of SIGABRT, and its stderr must be exactly one line containing `kind`

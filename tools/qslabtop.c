@@ -146,8 +146,8 @@ static void compute(const struct snap *s)
         sum.active_caches += w->active != 0;
         sum.size += w->size;
         sum.active_size += (unsigned long long)w->active * w->objsize;
-        if (w->objs && w->objsize < sum.min_obj) /* of the caches holding objects: every */
-            sum.min_obj = w->objsize;            /* process has the empty kmalloc ladder */
+        if (w->objs && w->objsize < sum.min_obj) /* of the caches holding objects: a */
+            sum.min_obj = w->objsize;            /* class's may be empty (kmalloc-8's) */
         if (w->objs && w->objsize > sum.max_obj)
             sum.max_obj = w->objsize;
     }

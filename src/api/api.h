@@ -31,8 +31,10 @@ static inline void qs_init(void)
 }
 
 /* ---- cache.c ---- */
+/* id: the cache's (one qs_cache_ids_reserve kept), or -1 for a free one */
 bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align, unsigned long flags,
-                    void (*ctor)(void *), bool is_kmalloc);
+                    void (*ctor)(void *), bool is_kmalloc, int id);
+void qs_cache_ids_reserve(unsigned n);
 void qs_bad_free(qslab_cache *expected, const void *p);
 void qs_bad_pointer(qslab_cache *expected, const void *p, const char *what); /* as `what` of p */
 
@@ -46,6 +48,13 @@ void qs_defrag_forked(void);             /* fork's child (fork.c) */
 
 /* ---- kmalloc.c ---- */
 void qs_kmalloc_init(void);
+/* Class i's cache, set up on the first call (NULL, errno ENOMEM: no
+ * memory for it); every class's (a tunable set on every cache) */
+qslab_cache *qs_kmalloc_cache(unsigned i);
+void qs_kmalloc_make_all(void);
+/* fork's prepare (true) and parent and child (false): the lock that
+ * makes classes (it comes before qs_global) */
+void qs_kmalloc_fork(bool lock);
 
 /* ---- fork.c ---- */
 void qs_fork_init(void); /* start-up's last step: pthread_atfork's handlers */

@@ -50,6 +50,17 @@ static void id_free(unsigned id)
     id_bits[id / 64] &= ~(1ULL << (id % 64));
 }
 
+/* Ids 0..n-1 kept for the caches qs_cache_setup is given them for (the
+ * kmalloc classes, made on first use: api/kmalloc.c).  Start-up, before
+ * any cache takes an id. */
+QS_STARTUP void qs_cache_ids_reserve(unsigned n)
+{
+    qs_lock_acquire(&qs_global);
+    for (unsigned id = 0; id < n; id++)
+        id_bits[id / 64] |= 1ULL << (id % 64);
+    qs_lock_release(&qs_global);
+}
+
 /* Per-cache link secrets: one getrandom per process, then splitmix64 over a
  * counter (start-up makes 25 caches; 25 system calls saved). */
 static uint64_t cache_secret(void)
@@ -67,8 +78,9 @@ static uint64_t cache_secret(void)
 /* debug: the cache's QS_DBG_* flags, or -1 for those its flags and
  * QSLAB_DEBUG give it (a debug twin's are its tunable's: twin.c, through
  * qs_api_hooks.cache_setup, core/hooks.h) */
-static QS_STARTUP bool cache_setup(qslab_cache *c, const char *name, size_t size, size_t align,
-                        unsigned long flags, void (*ctor)(void *), bool is_kmalloc, int debug)
+static QS_STARTUP bool cache_setup_id(qslab_cache *c, const char *name, size_t size, size_t align,
+                                      unsigned long flags, void (*ctor)(void *), bool is_kmalloc,
+                                      int debug, int want_id)
 {
     if (size > qs_slab_bytes(QS_MAX_ORDER)) { /* no slab can hold it */
         errno = EINVAL;
@@ -139,7 +151,7 @@ static QS_STARTUP bool cache_setup(qslab_cache *c, const char *name, size_t size
     /* the id first: nothing made after it needs undoing when none is left
      * (reserved, it names no cache until qs_cache_by_id is set below) */
     qs_lock_acquire(&qs_global);
-    bool have_id = id_alloc(&c->id);
+    bool have_id = want_id >= 0 ? (c->id = (unsigned)want_id, true) : id_alloc(&c->id);
     qs_lock_release(&qs_global);
     if (!have_id) {
         qs_meta_free(c->nodes, sizeof(struct qs_node) * (size_t)qs_nr_nodes);
@@ -153,11 +165,22 @@ static QS_STARTUP bool cache_setup(qslab_cache *c, const char *name, size_t size
     qs_observe_cache(c);
     qs_owner_cache_added(c->id);
     __atomic_store_n(&qs_cache_by_id[c->id], c, __ATOMIC_RELEASE);
-    /* append, so that slabinfo lists caches in creation order */
-    c->next = NULL;
-    c->pprev = qs_caches_tail;
-    *qs_caches_tail = c;
-    qs_caches_tail = &c->next;
+    /* append, so that slabinfo lists caches in creation order; but a
+     * kmalloc class (made on its first use) goes among the classes at the
+     * list's head, in order of size, as if all were made at start-up */
+    qslab_cache **at = qs_caches_tail;
+    if (is_kmalloc && want_id >= 0) {
+        at = &qs_caches;
+        while (*at && (*at)->is_kmalloc && !(*at)->twin_of && (*at)->id < c->id)
+            at = &(*at)->next;
+    }
+    c->next = *at;
+    c->pprev = at;
+    if (*at)
+        (*at)->pprev = &c->next;
+    else
+        qs_caches_tail = &c->next;
+    *at = c;
     if (c->twin_of) { /* a debug twin: after its cache's others (twin.c) */
         qslab_cache **tp = &c->twin_of->twins;
         while (*tp)
@@ -171,10 +194,17 @@ static QS_STARTUP bool cache_setup(qslab_cache *c, const char *name, size_t size
     return true;
 }
 
-QS_STARTUP bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align,
-                               unsigned long flags, void (*ctor)(void *), bool is_kmalloc)
+/* (qs_api_hooks.cache_setup: SLOB's arena, debug twins) */
+static QS_STARTUP bool cache_setup(qslab_cache *c, const char *name, size_t size, size_t align,
+                                   unsigned long flags, void (*ctor)(void *), bool is_kmalloc, int debug)
 {
-    return cache_setup(c, name, size, align, flags, ctor, is_kmalloc, -1);
+    return cache_setup_id(c, name, size, align, flags, ctor, is_kmalloc, debug, -1);
+}
+
+QS_STARTUP bool qs_cache_setup(qslab_cache *c, const char *name, size_t size, size_t align,
+                               unsigned long flags, void (*ctor)(void *), bool is_kmalloc, int id)
+{
+    return cache_setup_id(c, name, size, align, flags, ctor, is_kmalloc, -1, id);
 }
 
 /* The entry points a user's code calls to allocate or free: a direct call
@@ -203,6 +233,8 @@ QS_STARTUP void qs_init_slow(void)
             .defrag = qs_defrag_tick,
             .zero_block = qs_zero_block,
             .kmalloc_fast = qs_kmalloc_fast,
+            .kmalloc_make = qs_kmalloc_cache,
+            .kmalloc_make_all = qs_kmalloc_make_all,
             .entries = entry_points,
             .nr_entries = sizeof(entry_points) / sizeof(entry_points[0]),
         };
@@ -261,7 +293,7 @@ QSLAB_EXPORT qslab_cache *qslab_cache_create(const char *name, size_t size, size
         errno = ENOMEM;
         return NULL;
     }
-    if (!qs_cache_setup(c, name, size, align, flags, ctor, false)) {
+    if (!qs_cache_setup(c, name, size, align, flags, ctor, false, -1)) {
         qs_meta_free(c, sizeof(*c));
         return NULL;
     }

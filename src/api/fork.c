@@ -2,7 +2,7 @@
  * fork.c - fork from a multithreaded program.
  *
  * The prepare handler takes every qslab lock, in the lock order of
- * internal.h (qs_global, every queue lock, every node lock, every inbox and stash lock, the
+ * internal.h (the kmalloc classes' maker's, qs_global, every queue lock, every node lock, every inbox and stash lock, the
  * page pools, the map lock, the meta lock, and the leaves: the guard pool's,
  * the zero-size blocks'), so that no lock is held by a thread that does
  * not exist in the child.  Parent and child release them all; the child also
@@ -64,6 +64,7 @@ static void fork_prepare(void)
             fork_locked = false;
         return;
     }
+    qs_kmalloc_fork(true); /* the classes' maker, before qs_global */
     qs_lock_acquire(&qs_global);
     fork_locked = true;
     for_each_lock(qs_lock_acquire, false);
@@ -91,6 +92,7 @@ static void fork_release(void)
             qs_fronts[f]->lock_all(false);
     for_each_lock(qs_lock_release, true);
     qs_lock_release(&qs_global);
+    qs_kmalloc_fork(false);
 }
 
 static void fork_child(void)

@@ -50,7 +50,7 @@
 #include <errno.h>
 #include <string.h>
 
-/* qs_kmalloc_caches, which the layers below use too: core/caches.c */
+/* the classes' caches, which the layers below use too: core/caches.c */
 
 /* (size + 7) >> 3 -> class, for sizes up to 1 KiB (one load on the common
  * path).  The two tables differ only for sizes 0..8: kmalloc's smallest
@@ -179,31 +179,100 @@ static unsigned large_bucket(size_t map_size)
     return b < QS_LARGE_BUCKETS ? b : QS_LARGE_BUCKETS - 1;
 }
 
+/* MAKING A CLASS.  A class's cache is set up on its first use, not at
+ * start-up: its structure (512 bytes) and its node array are memory every
+ * process would hold for the classes it never uses, 136 KiB for 193 classes
+ * (most programs use a few dozen).  Until then its entries in the class
+ * tables keep the thread owner's fast path (QS_FAST_THREAD, 0), and so
+ * does qs_kmalloc_unmade's `fast` (core/internal.h), whose queue of an id
+ * no thread has a queue of is the empty qs_no_queue: the class's first
+ * allocation takes the slow path (qs_kmalloc_slow), which makes it; so does
+ * a look-up of its name (qs_cache_find, through qs_api_hooks.kmalloc_make)
+ * and anything that acts on every cache (qs_kmalloc_make_all).  Its id is
+ * the class (start-up reserves 0..192); its structure the next of
+ * qs_kmalloc_store, so that the classes in use share few pages.
+ * make_lock orders the makers: one thread sets the class up while the
+ * others wait.  qs_kmalloc_cache_of[i] is stored with release once the
+ * cache is complete (its QSLAB_TUNE entries applied), and read with
+ * acquire: a thread that sees it sees the whole cache.  Only then are the
+ * class tables' fast-path bytes copied from the cache (qs_kmalloc_fast
+ * leaves a class alone until it is published): a malloc that read the
+ * per-CPU kind there before the CPUs' tables had the class's id would
+ * index past them.  Lock order: make_lock, then what qs_cache_setup takes
+ * (qs_global, the meta lock); nothing calls in here holding a qslab lock
+ * (a slow path of malloc, a name look-up, a tune of every cache before it
+ * takes qs_global).  No class is ever destroyed. */
+static qs_lock make_lock;
+static unsigned nr_made; /* of qs_kmalloc_store (make_lock) */
+
+static qslab_cache *kmalloc_make(unsigned i)
+{
+    qs_lock_acquire(&make_lock);
+    qslab_cache *c = qs_kmalloc_cache_of[i]; /* (written under make_lock) */
+    if (c == &qs_kmalloc_unmade) {
+        char name[QS_NAME_MAX];
+        qs_kmalloc_class_name(i, name, sizeof name);
+        c = &qs_kmalloc_store[nr_made];
+        if (!qs_cache_setup(c, name, class_size(i), 0, 0, NULL, true, (int)i)) {
+            memset(c, 0, sizeof(*c)); /* for the next try: set-up counts on zeros */
+            qs_lock_release(&make_lock);
+            errno = ENOMEM; /* its node array */
+            return NULL;
+        }
+        nr_made++;
+        /* no constructor puts the link word elsewhere than 0, which
+         * qs_kmalloc_alloc relies on (a debug cache's link is elsewhere,
+         * but its queues stay empty: its fast paths always miss) */
+        if (c->link_off != 0 && !c->debug) {
+            qs_warn("%s has link offset %u", name, (unsigned long)c->link_off);
+            qs_os_abort();
+        }
+        __atomic_store_n(&qs_kmalloc_cache_of[i], c, __ATOMIC_RELEASE);
+        qs_lock_acquire(&qs_global); /* as tune's changes of the fast path */
+        qs_kmalloc_fast(c);
+        qs_lock_release(&qs_global);
+    }
+    qs_lock_release(&make_lock);
+    return c;
+}
+
+qslab_cache *qs_kmalloc_cache(unsigned i)
+{
+    qslab_cache *c = __atomic_load_n(&qs_kmalloc_cache_of[i], __ATOMIC_ACQUIRE);
+    if (likely(c != &qs_kmalloc_unmade))
+        return c;
+    return kmalloc_make(i);
+}
+
+void qs_kmalloc_make_all(void)
+{
+    for (unsigned i = 0; i < QS_KMALLOC_CLASSES; i++)
+        (void)qs_kmalloc_cache(i);
+}
+
+void qs_kmalloc_fork(bool lock)
+{
+    if (lock)
+        qs_lock_acquire(&make_lock);
+    else
+        qs_lock_release(&make_lock);
+}
+
 QS_STARTUP void qs_kmalloc_init(void)
 {
-    for (unsigned i = 0; i < QS_KMALLOC_CLASSES; i++) {
-        char name[QS_NAME_MAX];
-        struct qs_buf b = {name, 0, sizeof(name)};
-        qs_buf_str(&b, "kmalloc-");
-        qs_buf_u64(&b, class_size(i));
-        if (!qs_cache_setup(&qs_kmalloc_caches[i], name, class_size(i), 0, 0, NULL, true)) {
-            qs_warn("cannot set up %s", name);
-            qs_os_abort();
-        }
-        /* the first caches made: class i has id i, and no constructor puts
-         * the link word elsewhere than 0; qs_kmalloc_alloc relies on both
-         * (a debug cache's link is elsewhere, but its queues stay empty:
-         * its fast paths always miss) */
-        if (qs_kmalloc_caches[i].id != i ||
-            (qs_kmalloc_caches[i].link_off != 0 && !qs_kmalloc_caches[i].debug)) {
-            qs_warn("%s has id %u, link offset %u", name, (unsigned long)qs_kmalloc_caches[i].id,
-                    (unsigned long)qs_kmalloc_caches[i].link_off);
-            qs_os_abort();
-        }
+    for (unsigned i = 0; i < QS_KMALLOC_CLASSES; i++)
+        qs_kmalloc_bytes[i] = (uint32_t)class_size(i);
+    qs_cache_ids_reserve(QS_KMALLOC_CLASSES); /* class i: cache id i */
+    /* kmalloc-8 now: the first cache, which reads QSLAB_TUNE (tune.c) */
+    if (!qs_kmalloc_cache(0)) {
+        qs_warn("cannot set up kmalloc-8");
+        qs_os_abort();
     }
     /* blocks past the classes: the largest class's red zones as guard
-     * pages; its poison or quarantine as freed blocks kept inaccessible */
-    unsigned d = qs_kmalloc_caches[QS_KMALLOC_CLASSES - 1].debug;
+     * pages; its poison or quarantine as freed blocks kept inaccessible
+     * (its flags as QSLAB_DEBUG and QSLAB_HARDEN give them, made or not) */
+    char name[QS_NAME_MAX];
+    unsigned d = qs_debug_flags_for(qs_kmalloc_class_name(QS_KMALLOC_CLASSES - 1, name, sizeof name), 0);
     qs_large_protect_add((d & QS_DBG_Z ? QS_LARGE_GUARD : 0) |
                          (d & (QS_DBG_P | QS_DBG_Q) ? QS_LARGE_KEEP : 0));
 }
@@ -269,9 +338,9 @@ static void large_free(struct qs_chunk *ch)
  * which stays correct (qs_front_fast). */
 void qs_kmalloc_fast(qslab_cache *c)
 {
-    size_t i = (size_t)(c - qs_kmalloc_caches);
-    if (c < qs_kmalloc_caches || i >= QS_KMALLOC_CLASSES)
-        return; /* not a class (a class's debug twin, say) */
+    size_t i = c->id;
+    if (i >= QS_KMALLOC_CLASSES || __atomic_load_n(&qs_kmalloc_cache_of[i], __ATOMIC_RELAXED) != c)
+        return; /* not a class (a class's debug twin, say), or not published yet */
     uint8_t k = QS_LOAD(c->fast);
     for (size_t j = 0; j < QS_KM_SMALL_ENTRIES; j++) {
         if (qs_kmalloc_small_index[j] == i)
@@ -292,7 +361,9 @@ void qs_kmalloc_fast(qslab_cache *c)
 QS_SLOW void *qs_kmalloc_slow(unsigned i, size_t size)
 {
     qs_init();
-    qslab_cache *c = &qs_kmalloc_caches[i];
+    qslab_cache *c = qs_kmalloc_cache(i); /* its first use makes it */
+    if (unlikely(!c))
+        return NULL;
     if (unlikely(QS_LOAD(qs_guard_on))) { /* QSLAB_GUARD_SAMPLE (guard.c) */
         void *g = qs_guard_alloc(c, size);
         if (g)
@@ -327,9 +398,11 @@ QSLAB_EXPORT void *qslab_malloc(size_t size)
 
 QSLAB_EXPORT void *qslab_malloc_node(size_t size, int node)
 {
-    if (size <= QS_KMALLOC_MAX)
-        return qslab_cache_alloc_node(&qs_kmalloc_caches[kmalloc_index(size)], node);
     qs_init();
+    if (size <= QS_KMALLOC_MAX) {
+        qslab_cache *c = qs_kmalloc_cache(kmalloc_index(size));
+        return c ? qslab_cache_alloc_node(c, node) : NULL;
+    }
     if (node < QSLAB_NUMA_NO_NODE || node >= qs_nr_nodes) {
         errno = EINVAL;
         return NULL;
@@ -607,7 +680,9 @@ static bool class_aligns(size_t pow2, size_t align)
 {
     if (pow2 > QS_KMALLOC_MAX)
         return true; /* qslab_malloc maps it */
-    qslab_cache *c = &qs_kmalloc_caches[kmalloc_index(pow2)];
+    qslab_cache *c = qs_kmalloc_cache(kmalloc_index(pow2));
+    if (!c)
+        return true; /* qslab_malloc fails as well */
     qslab_cache *t = __atomic_load_n(&c->dbg_alloc, __ATOMIC_ACQUIRE);
     if (t)
         c = t;
@@ -627,11 +702,14 @@ QSLAB_EXPORT void *qslab_aligned_alloc(size_t align, size_t size)
     if (align <= 8)
         return qslab_malloc(size);
     qs_init();
-    const struct qs_front *fe = qs_front_of(&qs_kmalloc_caches[0]);
-    if (fe->kmalloc_exact && size <= QS_PAGE_SIZE && size + align + 32 <= QS_PAGE_SIZE && /* SLOB: in a page */
-        !QS_LOAD(qs_kmalloc_caches[qs_kmalloc_index(size, qs_kmalloc_small_index)].dbg_alloc))
-        return fe->kmalloc(&qs_kmalloc_caches[qs_kmalloc_index(size, qs_kmalloc_small_index)], size,
-                           align);
+    const struct qs_front *fe = qs_front_of(qs_kmalloc_cache_of[0]); /* (made at start-up) */
+    if (fe->kmalloc_exact && size <= QS_PAGE_SIZE && size + align + 32 <= QS_PAGE_SIZE) { /* SLOB: in a page */
+        qslab_cache *c = qs_kmalloc_cache(qs_kmalloc_index(size, qs_kmalloc_small_index));
+        if (!c)
+            return NULL;
+        if (!QS_LOAD(c->dbg_alloc))
+            return fe->kmalloc(c, size, align);
+    }
     size_t want = size > align ? size : align;
     if (want <= QS_CHUNK_SIZE / 2) {
         /* round to a power of two: those classes are naturally aligned */

@@ -85,6 +85,14 @@ static inline __attribute__((always_inline)) void *qs_kmalloc_alloc(unsigned lon
     return likely(obj != NULL) ? obj : qs_kmalloc_slow_size(size, small); /* refill, or report a bad word */
 }
 
+/* Class i's cache as it is now: qs_kmalloc_unmade until the class is
+ * made (core/internal.h), read with acquire (kmalloc.c stores it with
+ * release once the cache is complete): for the fast paths that read it */
+static inline qslab_cache *qs_kmalloc_class_now(unsigned long i)
+{
+    return __atomic_load_n(&qs_kmalloc_cache_of[i], __ATOMIC_ACQUIRE);
+}
+
 #define QS_KM_SMALL_CLASSES 33 /* the first table's: 8 .. 1024 */
 _Static_assert(QS_KM_SMALL_CLASSES <= QS_FIXED_SLOTS, "classes up to 1 KiB at fixed TLS offsets");
 
@@ -112,9 +120,20 @@ static inline void *qs_kmalloc(size_t size, const uint8_t *small)
                                     size, small);
         }
         unsigned i = qs_kmalloc_index(size, small);
-        return qs_kmalloc_alloc(i, &qs_kmalloc_caches[i].fast, size, small);
+        return qs_kmalloc_alloc(i, &qs_kmalloc_class_now(i)->fast, size, small);
     }
     return qs_large_alloc(size, 0); /* and size 0 */
+}
+
+/* (its slow path: the class is made by then, which its first use does, so
+ * its secret is read after it) */
+static inline void *qs_kmalloc_fresh_slow(unsigned i, size_t size, bool *fresh)
+{
+    qs_self.last_word = QS_WORD_CALLOC;
+    void *obj = qs_kmalloc_slow(i, size);
+    *fresh = obj && qs_self.last_word == QS_FRESH_WORD(QS_LOAD(qs_kmalloc_class_now(i)->secret));
+    qs_self.last_word = 0;
+    return obj;
 }
 
 /* calloc's allocation of class i: the object, and in *fresh whether its
@@ -133,19 +152,16 @@ static inline void *qs_kmalloc_fresh(unsigned i, size_t size, bool *fresh)
 {
     if (i >= QS_KMALLOC_CLASSES)
         __builtin_unreachable();
-    uintptr_t want = QS_FRESH_WORD(qs_kmalloc_caches[i].secret);
-    unsigned k = QS_LOAD(qs_kmalloc_caches[i].fast);
+    unsigned k = QS_LOAD(qs_kmalloc_class_now(i)->fast); /* 0, the thread's, for a class not made */
     if (unlikely(k > QS_FAST_CPU)) { /* SLUB's lists' objects are not fresh */
-        void *obj = qs_alloc_fast_at(i, 0, &qs_kmalloc_caches[i].fast);
+        void *obj = qs_alloc_fast_at(i, 0, &qs_kmalloc_class_now(i)->fast);
         *fresh = false;
         if (likely(obj != NULL))
             return obj;
-        qs_self.last_word = QS_WORD_CALLOC; /* its slow path's block may be (slub/slabs.c) */
-        obj = qs_kmalloc_slow(i, size);
-        *fresh = obj && qs_self.last_word == want;
-        qs_self.last_word = 0;
-        return obj;
+        return qs_kmalloc_fresh_slow(i, size, fresh); /* its slow path's block may be (slub/slabs.c) */
     }
+    /* an object from a queue: its class is made, the secret set */
+    uintptr_t want = QS_FRESH_WORD(qs_kmalloc_class_now(i)->secret);
 #if QS_HAVE_PERCPU
     if (k == QS_FAST_CPU) {
         void *obj = qs_percpu_try_alloc0(i);
@@ -154,11 +170,7 @@ static inline void *qs_kmalloc_fresh(unsigned i, size_t size, bool *fresh)
             *(uintptr_t *)obj = 0; /* ours now */
             return obj;
         }
-        qs_self.last_word = QS_WORD_CALLOC;
-        obj = qs_kmalloc_slow(i, size);
-        *fresh = obj && qs_self.last_word == want;
-        qs_self.last_word = 0;
-        return obj;
+        return qs_kmalloc_fresh_slow(i, size, fresh);
     }
 #endif
     struct qs_queue *q = qs_queue_fast(i);
@@ -172,11 +184,7 @@ static inline void *qs_kmalloc_fresh(unsigned i, size_t size, bool *fresh)
             return obj;
         }
     }
-    qs_self.last_word = QS_WORD_CALLOC;
-    void *obj = qs_kmalloc_slow(i, size);
-    *fresh = obj && qs_self.last_word == want;
-    qs_self.last_word = 0;
-    return obj;
+    return qs_kmalloc_fresh_slow(i, size, fresh);
 }
 
 static inline __attribute__((always_inline)) void qs_kfree(void *p)

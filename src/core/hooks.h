@@ -113,6 +113,12 @@ struct qs_api_hooks {
     /* front/front.c qs_front_fast: a kmalloc class's cache changed its
      * fast path, which the class tables copy: qs_kmalloc_fast */
     void (*kmalloc_fast)(qslab_cache *c);
+    /* core/caches.c qs_cache_find (a class named, not made yet), observe/
+     * tune.c (a tunable set on every cache): class i's cache, made now if
+     * it was not (NULL: no memory for it), and every class's:
+     * qs_kmalloc_cache, qs_kmalloc_make_all.  No qslab lock held. */
+    qslab_cache *(*kmalloc_make)(unsigned i);
+    void (*kmalloc_make_all)(void);
     /* debug/track.c: the addresses of the entry points a user's code calls
      * (qslab_malloc, qslab_cache_alloc, ...): a direct call of one of them
      * is the user's frame of a track */

@@ -73,6 +73,8 @@
  *
  * LOCKS, in the order they nest (never take an earlier one while holding a
  * later one; inbox and node locks are never held together):
+ *   0. make_lock     api/kmalloc.c: a kmalloc class's cache made on its
+ *                    first use (qs_kmalloc_cache); taken with no other held.
  *   1. qs_global     the cache list, cache ids, each cache's queue list and
  *                    pool, owners' slot arrays; held by thread exit, destroy,
  *                    the statistics readers and tune.
@@ -790,7 +792,7 @@ extern bool qs_multi_node;       /* qs_nr_nodes > 1 */
 extern bool qs_real_numa;        /* bind slabs with mbind */
 extern __thread struct qs_owner qs_self __attribute__((tls_model("initial-exec")));
 extern struct qs_queue qs_no_queue; /* "no queue" for the fast paths (slqb/fast.h; slab.c) */
-/* Defined in core/caches.c (with qs_kmalloc_caches): the global lock; the
+/* Defined in core/caches.c (with the kmalloc classes' caches): the global lock; the
  * cache list, in creation order, and the live caches by id (qs_global;
  * linked and unlinked by the caches' set-up and destroy, api/cache.c);
  * start-up has run (stored with release by qs_init_slow; qs_init). */
@@ -798,11 +800,19 @@ extern qs_lock qs_global;
 extern qslab_cache *qs_caches;
 extern qslab_cache **qs_caches_tail; /* the last cache's next */
 extern qslab_cache *qs_cache_by_id[QS_MAX_CACHES];
-/* The first cache named `name` in the list, or NULL (takes qs_global; caches.c) */
+/* The first cache named `name` in the list, or NULL (takes qs_global); a
+ * kmalloc class not made yet is made first (caches.c) */
 qslab_cache *qs_cache_find(const char *name);
-/* "kmalloc-N" (N all digits, up to the largest class): the class that
- * serves a request of N bytes, for messages; else NULL (caches.c) */
-const char *qs_kmalloc_serving(const char *name);
+/* "kmalloc-N" (N all digits, up to the largest class): the name of the
+ * class that serves a request of N bytes, written into buf[cap], for
+ * messages; else NULL (caches.c) */
+const char *qs_kmalloc_serving(const char *name, char *buf, size_t cap);
+/* The class named name[0..len) ("kmalloc-1280"), or -1 */
+int qs_kmalloc_class_named(const char *name, size_t len);
+/* Does the pattern p[0..len) (a trailing '*': a prefix) name a class? */
+bool qs_kmalloc_class_matches(const char *p, size_t len);
+/* A class's name, "kmalloc-<bytes>", into buf[cap] (QS_NAME_MAX is enough) */
+const char *qs_kmalloc_class_name(unsigned i, char *buf, size_t cap);
 extern volatile int qs_initialized;
 
 /* Start-up (qs_init, qs_init_slow) is the API layer's: api/api.h, START-UP. */
@@ -866,9 +876,19 @@ void qs_meta_lock_all(bool lock);
 /* ---- the kmalloc classes (api/kmalloc.c) ---- */
 #define QS_KMALLOC_CLASSES 193
 #define QS_KMALLOC_MAX ((size_t)32 << 20)
-/* the classes' caches: defined in core/caches.c, set up by
- * api/kmalloc.c's qs_kmalloc_init */
-extern qslab_cache qs_kmalloc_caches[QS_KMALLOC_CLASSES];
+/* The classes' caches (core/caches.c), each set up on its class's first
+ * use (api/kmalloc.c qs_kmalloc_cache: cache id i for class i, reserved at
+ * start-up; kmalloc-8 at start-up) in the next structure of
+ * qs_kmalloc_store, so that the classes a program uses share few pages;
+ * qs_kmalloc_cache_of[i] is that structure once it is complete (stored with
+ * release), until then qs_kmalloc_unmade: all zero, read-only, on no list,
+ * whose fast path (QS_FAST_THREAD) finds no queue, so that the fast paths
+ * that read a class's cache (kmalloc.h) need no test. */
+extern qslab_cache qs_kmalloc_store[QS_KMALLOC_CLASSES];
+extern const qslab_cache qs_kmalloc_unmade;
+extern qslab_cache *qs_kmalloc_cache_of[QS_KMALLOC_CLASSES];
+/* each class's object size, written by start-up (qs_kmalloc_init) */
+extern uint32_t qs_kmalloc_bytes[QS_KMALLOC_CLASSES];
 
 #include "core/large.h"
 

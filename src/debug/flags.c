@@ -70,7 +70,7 @@ static void name_used(const char *v, const char *n)
 }
 
 /* Each name of QSLAB_DEBUG's blocks that no cache matched: kmalloc class
- * names at start-up, once the classes exist (kmalloc: true), the others
+ * names at start-up (kmalloc: true), those that name no class, the others
  * at exit (a program makes its caches when it likes). */
 static QS_STARTUP void names_unused(bool kmalloc)
 {
@@ -87,8 +87,11 @@ static QS_STARTUP void names_unused(bool kmalloc)
             if (!ne)
                 ne = end;
             size_t off = (size_t)(n - v), len = (size_t)(ne - n);
-            bool used = __atomic_load_n(&names_used[off / 8], __ATOMIC_RELAXED) & (1u << (off % 8));
             bool km = len > 8 && !memcmp(n, "kmalloc-", 8);
+            /* a class is made on its first use: at start-up, a name is
+             * known if it names one (a pattern: matches one) */
+            bool used = km ? qs_kmalloc_class_matches(n, len)
+                           : __atomic_load_n(&names_used[off / 8], __ATOMIC_RELAXED) & (1u << (off % 8));
             if (len && !used && km == kmalloc) {
                 char name[64], block[96];
                 size_t k = len < sizeof(name) - 1 ? len : sizeof(name) - 1, bl = (size_t)(end - b);
@@ -96,15 +99,16 @@ static QS_STARTUP void names_unused(bool kmalloc)
                 name[k] = '\0';
                 memcpy(block, b, bl < sizeof(block) - 1 ? bl : sizeof(block) - 1);
                 block[bl < sizeof(block) - 1 ? bl : sizeof(block) - 1] = '\0';
-                const char *near = qs_kmalloc_serving(name);
+                char served[QS_NAME_MAX];
+                const char *near = qs_kmalloc_serving(name, served, sizeof served);
                 if (!kmalloc)
                     qs_warn("QSLAB_DEBUG block '%s': no cache named '%s' was made", block, name);
                 else if (near)
                     qs_warn("QSLAB_DEBUG block '%s': unknown cache '%s' ignored (a request of %s bytes is "
                             "served by %s)", block, name, name + 8, near);
                 else
-                    qs_warn("QSLAB_DEBUG block '%s': unknown cache '%s' ignored (qslabinfo -e lists the "
-                            "kmalloc classes)", block, name);
+                    qs_warn("QSLAB_DEBUG block '%s': unknown cache '%s' ignored (the kmalloc classes are "
+                            "kmalloc-8 to kmalloc-33554432, named by their object size)", block, name);
             }
             n = ne + 1;
         }

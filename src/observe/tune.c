@@ -12,6 +12,7 @@
  * e.g. QSLAB_TUNE="kmalloc-8192:order=3,hiwater=64;*:empty_decay_ms=500"
  * Entries are applied when a cache is created, in order, so later entries win.
  */
+#include "core/hooks.h"
 #include "front/front.h"
 #include "observe/observe.h"
 #include "debug/debug.h"
@@ -502,14 +503,19 @@ int qs_tune(const char *cache, const char *attr, const char *value)
     }
     if (PROCESS_T(t)) { /* once, whatever the caches */
         qs_lock_acquire(&qs_global);
-        int r = set_one_locked(&qs_kmalloc_caches[0], t, value, strlen(value));
+        /* (on kmalloc-8, made at start-up: the process's tunables are no
+         * cache's, and set_one_locked sets them whatever the cache) */
+        int r = set_one_locked(qs_kmalloc_cache_of[0], t, value, strlen(value));
         qs_lock_release(&qs_global);
         if (r == 0 && t == T_CACHED_MAX)
             qs_page_cached_apply(); /* a cap below what is kept: given back now (node.c) */
         return r;
     }
     if (strcmp(cache, "*") == 0) {
-        /* every cache; stop at the first refusal */
+        /* every cache, the kmalloc classes not used yet too (made now:
+         * one made later would not have the value); stop at the first
+         * refusal */
+        qs_api_hooks.kmalloc_make_all();
         int r = 0;
         qs_lock_acquire(&qs_global);
         for (qslab_cache *c = qs_caches; c && r == 0; c = c->next)
@@ -710,24 +716,27 @@ static bool entry_first(unsigned i, char *name, size_t cap)
     return true;
 }
 
-/* The kmalloc classes exist (start-up): a QSLAB_TUNE entry naming a
- * kmalloc class that is none is said now, with the nearest class. */
+/* Start-up: a QSLAB_TUNE entry naming a kmalloc class that is none is
+ * said now, with the nearest class. */
 QS_STARTUP void qs_tune_env_check(void)
 {
     for (unsigned i = 0; i < nr_env_sets; i++) {
         struct env_set *e = &env_sets[i];
-        /* (every kmalloc class has been made: each matched its entries) */
-        if (e->matched || e->clen <= 8 || memcmp(e->cache, "kmalloc-", 8) != 0)
+        /* (a class is made on its first use, its entries applied then) */
+        if (e->clen <= 8 || memcmp(e->cache, "kmalloc-", 8) != 0 ||
+            qs_kmalloc_class_named(e->cache, e->clen) >= 0)
             continue;
         char who[96], name[64];
         if (!entry_first(i, name, sizeof name))
             continue;
-        const char *near = qs_kmalloc_serving(name);
+        char served[QS_NAME_MAX];
+        const char *near = qs_kmalloc_serving(name, served, sizeof served);
         if (near)
             qs_warn("%s ignored: unknown cache '%s' (a request of %s bytes is served by %s)",
                     entry_who(who, sizeof who, e->entry, e->elen), name, name + 8, near);
         else
-            qs_warn("%s ignored: unknown cache '%s' (the kmalloc classes: qslabinfo -e lists them)",
+            qs_warn("%s ignored: unknown cache '%s' (the kmalloc classes are kmalloc-8 to "
+                    "kmalloc-33554432, named by their object size)",
                     entry_who(who, sizeof who, e->entry, e->elen), name);
     }
 }

@@ -143,14 +143,9 @@ struct pages {
 static int pages_line(struct pages *pg)
 {
     memset(pg, 0, sizeof(*pg));
-    FILE *f = tmpfile();
-    if (!f)
-        return 0;
-    qslab_stats_report(fileno(f));
     static char text[1 << 16];
-    lseek(fileno(f), 0, SEEK_SET);
-    tu_read_all(fileno(f), text, sizeof text);
-    fclose(f);
+    if (!tu_text_of(qslab_stats_report, text, sizeof text))
+        return 0;
     const char *l = strstr(text, "\nPages: decommit failed ");
     if (!l)
         return 0;

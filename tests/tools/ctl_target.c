@@ -109,6 +109,7 @@ int main(int argc, char **argv)
         return 1;
     for (; nkept < 500; nkept++)
         kept[nkept] = qslab_cache_alloc(a);
+    qslab_free(qslab_malloc(64)); /* kmalloc-64 made: a class is a cache once used */
     printf("READY\n");
     fflush(stdout);
     pthread_t t, d;

@@ -8,12 +8,15 @@
  * 2 KiB to 8 KiB a sixteenth, none from 1 KiB to 2 KiB a thirty-second.
  */
 #include "api/kmalloc.h"
+#include "api/api.h"
+
+#include <string.h>
 
 #include "../testutil.h"
 
 static size_t class_bytes(unsigned i)
 {
-    return qs_kmalloc_caches[i].obj_size;
+    return qs_kmalloc_bytes[i];
 }
 
 static int check(size_t size, const uint8_t *table, size_t min)
@@ -24,8 +27,6 @@ static int check(size_t size, const uint8_t *table, size_t min)
         return tu_fail("size %zu (min %zu): class %u out of range", size, min, i), 0;
     if (class_bytes(i) < want || (i > 0 && class_bytes(i - 1) >= want))
         return tu_fail("size %zu (min %zu): class %u, kmalloc-%zu", size, min, i, class_bytes(i)), 0;
-    if (qs_kmalloc_caches[i].id != i)
-        return tu_fail("kmalloc-%zu has id %u, class %u", class_bytes(i), qs_kmalloc_caches[i].id, i), 0;
     return 1;
 }
 
@@ -54,6 +55,18 @@ int main(void)
             bad += !check(s, qs_kmalloc_small_index16, 16);
         }
     CHECKF(bad == 0, "%d sizes in the wrong class", bad);
+    /* each class's cache, made on its first use: id i, its name, its size */
+    for (unsigned i = 0; i < QS_KMALLOC_CLASSES; i++) {
+        qslab_cache *c = qs_kmalloc_cache(i);
+        char name[QS_NAME_MAX];
+        CHECKF(c && c == qs_kmalloc_cache_of[i] && c != &qs_kmalloc_unmade, "class %u: cache %p", i,
+               (void *)c);
+        CHECKF(c->id == i && c->obj_size == class_bytes(i) && c->is_kmalloc &&
+                   strcmp(c->name, qs_kmalloc_class_name(i, name, sizeof name)) == 0,
+               "class %u: id %u, %zu bytes, name %s", i, c->id, c->obj_size, c->name);
+        CHECKF(qs_kmalloc_class_named(name, strlen(name)) == (int)i, "%s: class %d", name,
+               qs_kmalloc_class_named(name, strlen(name)));
+    }
     CHECK(class_bytes(0) == 8 && class_bytes(QS_KMALLOC_CLASSES - 1) == QS_KMALLOC_MAX);
     /* the bound: at most an eighth of the block (the worst is 2^k + 1 in a
      * block of 2^k + 2^k/8: 2^k/8 - 1 bytes, a ninth less a little) */
