@@ -564,9 +564,9 @@ int qs_tune_get(const char *cache, const char *attr, unsigned long *out)
  * front end), debug (QSLAB_DEBUG's), owner_budget for one cache.  A value
  * out of a cache's range is refused by that cache (set_one_locked's
  * message, for the first cache that refuses that pair only); a cache name
- * is checked once the kmalloc classes exist (qs_tune_env_check: an unknown
- * kmalloc class) and at exit (qs_tune_env_unused: no cache of that name was
- * made).  Written before any other reader (the first cache), read-only
+ * is checked at start-up against the kmalloc classes' names
+ * (qs_tune_env_check: an unknown kmalloc class) and at exit
+ * (qs_tune_env_unused: no cache of another name was made).  Written before any other reader (the first cache), read-only
  * after, but for `refused` and `matched`, relaxed flags. */
 #define TUNE_ENV_BYTES 4096
 #define TUNE_ENV_SETS 128

@@ -13,7 +13,7 @@
 void qs_tune_defaults(qslab_cache *c);
 void qs_tune_derive(qslab_cache *c);
 void qs_tune_apply_env(qslab_cache *c);
-void qs_tune_env_check(void);  /* start-up, once the kmalloc classes exist */
+void qs_tune_env_check(void);  /* start-up: QSLAB_TUNE names that name no kmalloc class */
 void qs_tune_env_unused(void); /* at exit */
 /* qslab_tune, qslab_tune_get (qslab.h), after start-up (their entry
  * points, which start the library up: api/entry.c) */
