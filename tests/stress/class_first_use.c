@@ -24,7 +24,10 @@
 #include "../xorshift.h"
 
 #define MAX_BYTES (1u << 20) /* the classes allocated from (the rest: looked up) */
-#define ROUNDS TU_SCALE(24, 4)
+/* rounds: 16; 4 under ASan, 2 under TSan (a thread start costs 5-20
+ * times ASan's there), 4 with every cache a debug cache (FZPU: each
+ * operation 10-20 times dearer); a round is a fresh process */
+#define ROUNDS ((int)tu_scale_debug(TU_SCALE_TSAN(TU_SCALE(16, 4), 2), 4))
 
 static unsigned nr_classes; /* classes up to MAX_BYTES */
 static size_t sizes[256];   /* every class's size, up to 32 MiB */
