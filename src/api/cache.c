@@ -171,7 +171,7 @@ static QS_STARTUP bool cache_setup_id(qslab_cache *c, const char *name, size_t s
     qslab_cache **at = qs_caches_tail;
     if (is_kmalloc && want_id >= 0) {
         at = &qs_caches;
-        while (*at && (*at)->is_kmalloc && !(*at)->twin_of && (*at)->id < c->id)
+        while (*at && (*at)->is_kmalloc && (*at)->id < c->id) /* (a class's twin: id >= 193) */
             at = &(*at)->next;
     }
     c->next = *at;

@@ -70,6 +70,8 @@
 uint8_t qs_kmalloc_small_index[2 * QS_KM_SMALL_ENTRIES] = {0, 0, 1, QS_KM_SMALL_FROM_17};
 uint8_t qs_kmalloc_small_index16[2 * QS_KM_SMALL_ENTRIES] = {1, 1, 1, QS_KM_SMALL_FROM_17};
 
+uint8_t qs_kmalloc_kind[QS_KMALLOC_CLASSES];
+
 /* (size + 31) >> 5 -> class, for sizes from 1 KiB to 32 KiB (every class
  * boundary there is a multiple of 32 bytes; the entries below 1 KiB are
  * never read).  Generated from class_size. */
@@ -183,9 +185,10 @@ static unsigned large_bucket(size_t map_size)
  * start-up: its structure (512 bytes) and its node array are memory every
  * process would hold for the classes it never uses, 136 KiB for 193 classes
  * (most programs use a few dozen).  Until then its entries in the class
- * tables keep the thread owner's fast path (QS_FAST_THREAD, 0), and so
- * does qs_kmalloc_unmade's `fast` (core/internal.h), whose queue of an id
- * no thread has a queue of is the empty qs_no_queue: the class's first
+ * tables and qs_kmalloc_kind keep the thread owner's fast path
+ * (QS_FAST_THREAD, 0), whose queue of an id no thread has a queue of is
+ * the empty qs_no_queue, and qs_kmalloc_cache_of[i] is qs_kmalloc_unmade
+ * (core/internal.h): the class's first
  * allocation takes the slow path (qs_kmalloc_slow), which makes it; so does
  * a look-up of its name (qs_cache_find, through qs_api_hooks.kmalloc_make)
  * and anything that acts on every cache (qs_kmalloc_make_all).  Its id is
@@ -332,16 +335,17 @@ static void large_free(struct qs_chunk *ch)
     qs_page_unmap_large(ch);
 }
 
-/* Class c's fast path (c->fast, front.c qs_front_fast) into the class
- * tables' second halves, at every entry of the class.  Relaxed byte
- * stores: a malloc that read the old one takes the old route once more,
- * which stays correct (qs_front_fast). */
+/* Class c's fast path (c->fast, front.c qs_front_fast) into
+ * qs_kmalloc_kind and the class tables' second halves, at every entry of
+ * the class.  Relaxed byte stores: a malloc that read the old one takes
+ * the old route once more, which stays correct (qs_front_fast). */
 void qs_kmalloc_fast(qslab_cache *c)
 {
     size_t i = c->id;
     if (i >= QS_KMALLOC_CLASSES || __atomic_load_n(&qs_kmalloc_cache_of[i], __ATOMIC_RELAXED) != c)
         return; /* not a class (a class's debug twin, say), or not published yet */
     uint8_t k = QS_LOAD(c->fast);
+    QS_STORE(qs_kmalloc_kind[i], k);
     for (size_t j = 0; j < QS_KM_SMALL_ENTRIES; j++) {
         if (qs_kmalloc_small_index[j] == i)
             QS_STORE(qs_kmalloc_small_index[QS_KM_SMALL_ENTRIES + j], k);

@@ -26,6 +26,10 @@ extern uint8_t qs_kmalloc_small_index16[2 * QS_KM_SMALL_ENTRIES];
 #define QS_KM_MID_MAX 32768
 #define QS_KM_MID_ENTRIES (QS_KM_MID_MAX / 32 + 1)
 extern uint8_t qs_kmalloc_mid_index[2 * QS_KM_MID_ENTRIES];
+/* Each class's fast path by class (its cache's fast, kept equal by
+ * qs_kmalloc_fast; 0, the thread owner's, until the class is made): for
+ * the classes past the second table, and calloc's */
+extern uint8_t qs_kmalloc_kind[QS_KMALLOC_CLASSES];
 /* A kmalloc class's cache changed its fast path (qs_api_hooks.kmalloc_fast) */
 void qs_kmalloc_fast(qslab_cache *c);
 void *qs_large_alloc(size_t size, size_t align);
@@ -87,7 +91,7 @@ static inline __attribute__((always_inline)) void *qs_kmalloc_alloc(unsigned lon
 
 /* Class i's cache as it is now: qs_kmalloc_unmade until the class is
  * made (core/internal.h), read with acquire (kmalloc.c stores it with
- * release once the cache is complete): for the fast paths that read it */
+ * release once the cache is complete): for calloc's fresh-object check */
 static inline qslab_cache *qs_kmalloc_class_now(unsigned long i)
 {
     return __atomic_load_n(&qs_kmalloc_cache_of[i], __ATOMIC_ACQUIRE);
@@ -120,7 +124,7 @@ static inline void *qs_kmalloc(size_t size, const uint8_t *small)
                                     size, small);
         }
         unsigned i = qs_kmalloc_index(size, small);
-        return qs_kmalloc_alloc(i, &qs_kmalloc_class_now(i)->fast, size, small);
+        return qs_kmalloc_alloc(i, &qs_kmalloc_kind[i], size, small);
     }
     return qs_large_alloc(size, 0); /* and size 0 */
 }
@@ -152,9 +156,9 @@ static inline void *qs_kmalloc_fresh(unsigned i, size_t size, bool *fresh)
 {
     if (i >= QS_KMALLOC_CLASSES)
         __builtin_unreachable();
-    unsigned k = QS_LOAD(qs_kmalloc_class_now(i)->fast); /* 0, the thread's, for a class not made */
+    unsigned k = QS_LOAD(qs_kmalloc_kind[i]); /* 0, the thread's, for a class not made */
     if (unlikely(k > QS_FAST_CPU)) { /* SLUB's lists' objects are not fresh */
-        void *obj = qs_alloc_fast_at(i, 0, &qs_kmalloc_class_now(i)->fast);
+        void *obj = qs_alloc_fast_at(i, 0, &qs_kmalloc_kind[i]);
         *fresh = false;
         if (likely(obj != NULL))
             return obj;

@@ -882,8 +882,8 @@ void qs_meta_lock_all(bool lock);
  * qs_kmalloc_store, so that the classes a program uses share few pages;
  * qs_kmalloc_cache_of[i] is that structure once it is complete (stored with
  * release), until then qs_kmalloc_unmade: all zero, read-only, on no list,
- * whose fast path (QS_FAST_THREAD) finds no queue, so that the fast paths
- * that read a class's cache (kmalloc.h) need no test. */
+ * so that calloc's fast path, which reads a class's secret, needs no test
+ * (api/kmalloc.h). */
 extern qslab_cache qs_kmalloc_store[QS_KMALLOC_CLASSES];
 extern const qslab_cache qs_kmalloc_unmade;
 extern qslab_cache *qs_kmalloc_cache_of[QS_KMALLOC_CLASSES];

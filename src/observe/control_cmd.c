@@ -97,9 +97,7 @@ qslab_cache *qs_ctl_pinned;
 /* The live cache named `name`, pinned until unpin(); NULL if none. */
 static qslab_cache *pin(const char *name)
 {
-    int k = qs_kmalloc_class_named(name, strlen(name));
-    if (k >= 0) /* a class not used yet is made now (it names a cache) */
-        (void)qs_api_hooks.kmalloc_make((unsigned)k);
+    (void)qs_cache_find(name); /* which makes a kmalloc class not used yet */
     qs_lock_acquire(&qs_global);
     qslab_cache *c = qs_caches;
     while (c && strcmp(c->name, name) != 0)
