@@ -13,6 +13,9 @@
  *                                      events, per sample)
  *   <t_ms> [large] <live> 0 <live_bytes> <alloc> <free> 0 0 0 0
  *   # <t_ms> skipped: no consistent snapshot in <N> reads (<why>)
+ * Samples keep to a grid of the interval from the first; a late one (the
+ * tool descheduled or stopped, a slow read) starts the grid again, an
+ * interval after it: the ticks it missed are left out, not taken at once.
  * A sample whose every read (--retries) changed under the reader (a process
  * creating and destroying caches without pause) is skipped with that
  * comment line; the record goes on at the next interval.
@@ -156,7 +159,14 @@ int record_run(struct snap *s, const char *file, long interval_ms, long count)
         fflush(f);
         if (rec_samples + rec_skipped == count)
             break;
+        /* a sample that came late (the tool was descheduled or stopped, or
+         * a read took longer than the interval) is followed an interval
+         * after it, not by the ticks it missed, taken at once with the
+         * same time */
         next += (uint64_t)interval_ms;
+        uint64_t after = now_ms();
+        if (next <= after)
+            next = after + (uint64_t)interval_ms;
         while (!stop_requested) {
             uint64_t now = now_ms();
             if (now >= next)

@@ -31,6 +31,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import select
 import subprocess
 import sys
@@ -309,6 +310,25 @@ def record(target, plot):
         r = tool(["-p", str(p.pid), "--record", rec, "--interval", "5"])
         check(r.returncode == 2 and one_line(r) and "--interval" in r.stderr,
               "--record: an interval under 10 ms refused", r.stderr)
+        # a recorder stopped for several intervals goes on an interval after
+        # its late sample, not with the ticks it missed taken at once (which
+        # left samples a read's time apart, or with the same t_ms)
+        os.unlink(rec)
+        bg = subprocess.Popen([TOOL, "-p", str(p.pid), "--record", rec, "--interval", "200",
+                               "--count", "4"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and samples(rec) < 2:
+            time.sleep(0.02)
+        os.kill(bg.pid, signal.SIGSTOP)
+        time.sleep(1.0)
+        os.kill(bg.pid, signal.SIGCONT)
+        out, err = bg.communicate(timeout=60)
+        times = sorted({int(l.split("\t")[0]) for l in open(rec).read().splitlines()
+                        if not l.startswith("#")})
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        check(bg.returncode == 0 and len(times) == 4 and min(gaps) >= 20,
+              "--record stopped for 5 intervals: 4 samples, none within 20 ms of another", str(times))
         # until the process exits (into the same file, written afresh)
         os.unlink(rec)
         bg = subprocess.Popen([TOOL, "-p", str(p.pid), "--record", rec, "--interval", "20"],
