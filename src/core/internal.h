@@ -524,6 +524,12 @@ struct qs_node {
      * padding; read racily and summed with the queues' and the orphans'
      * (front.c qs_stats_sum, tools/reader.c). */
     unsigned long ev[QS_NEV_NR];
+    /* the retention cap's cuts of this FIFO (core/node.c, CYCLING), under
+     * lock: slabs ever appended to it, that count at its last cut, when
+     * that was (ms, with QS_CUT_SET) and how many slabs that run of cuts
+     * took.  After ev, in the padding, so that the reader's offsets stay */
+    unsigned long appended, cut_mark;
+    uint32_t cut_ms, cut_nr;
 } __attribute__((aligned(QS_CACHELINE)));
 /* (a node per cache and node: the counters fit the three lines it had) */
 _Static_assert(sizeof(struct qs_node) == 3 * QS_CACHELINE, "struct qs_node: three cache lines");

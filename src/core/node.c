@@ -182,6 +182,7 @@ static void fifo_append_locked(struct qs_node *n, struct qs_slab *list, uint64_t
             n->empty_head = s;
         n->empty_tail = s;
         QS_STORE(n->nr_empty, n->nr_empty + 1);
+        n->appended++;
         kept += qs_slab_bytes(s->order);
     }
     qs_page_cached_kept(kept); /* the cached-memory cap's estimate (warm.c) */
@@ -325,7 +326,21 @@ void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *li
  *     its pages, and one that does not grow never walks.
  *   - THE CAP: if the caches' FIFOs and the warm slots together keep more
  *     than the retention cap, the oldest slab of each FIFO in turn goes
- *     back to the OS until they fit (warm.c cuts the warm slots itself).
+ *     back to the OS until they fit (warm.c cuts the warm slots itself),
+ *     but for the FIFOs that are CYCLING: within QS_CUT_HOLD_MS of a run
+ *     of cuts of a FIFO, at least half as many slabs as that run took went
+ *     empty onto it again, at 32 MiB a second or faster (cut_rate).  The
+ *     memory the cuts gave back was faulted in again by its cache, used
+ *     and freed: it is a working set that the cache frees and takes
+ *     again, not memory a program left behind, and cutting it again makes
+ *     the cache fault it in again, which grows the process, whose next
+ *     walk cuts another such FIFO: two threads taking and freeing 10,000 blocks in turn, of
+ *     256 bytes and of 1 KiB, would give back and fault in both working
+ *     sets on every round (docs/design.md has the numbers).  Such a FIFO
+ *     is cut once a QS_CUT_HOLD_MS at most.  The rate keeps the exception
+ *     to working sets whose faults would cost: slower returns (the
+ *     4-thread Python program's FIFOs) are cut as before, which keeps that
+ *     program's peak.
  * The FIFOs' bytes are not counted as they change (a shared counter on
  * every FIFO's slab in and out cost the batch benchmarks on both CPUs up
  * to a third of their time): the cap's walk sums them (nr_empty slabs of
@@ -434,12 +449,31 @@ static void big_cut(unsigned order)
         __atomic_fetch_add(&big_cuts, cut, __ATOMIC_RELAXED);
 }
 
+/* CYCLING (above), n->lock held.  A rate of 32 MiB/s, cut each time,
+ * would cost 8,192 page faults a second, a tenth of a CPU at the VMs'
+ * 13 us each. */
+#define QS_CUT_SET 0x80000000u /* n->cut_ms: a cut was made */
+static uint64_t cut_rate = (uint64_t)32 << 20; /* bytes a second; a unit test lowers it */
+uint64_t *const qs_node_cut_rate = &cut_rate;
+static bool fifo_cycling(const struct qs_node *n, uint64_t now, unsigned order)
+{
+    if (!(n->cut_ms & QS_CUT_SET))
+        return false;
+    uint64_t since = qs_ms_age(now, n->cut_ms), back = n->appended - n->cut_mark;
+    return since < QS_CUT_HOLD_MS && back && 2 * back >= n->cut_nr &&
+           back * qs_slab_bytes(order) * 1000 >= QS_LOAD(cut_rate) * (since ? since : 1);
+}
+
 /* The oldest slab of each FIFO in turn back to the OS while the FIFOs
  * (*fifo bytes) and the warm slots (warm) keep more than cap; *fifo
- * follows; bytes the OS took.  qs_global held; node locks tried. */
-static size_t fifo_cut(size_t cap, size_t *fifo, size_t warm)
+ * follows; bytes the OS took.  With `spare` (the retention cap's walk; the
+ * cached-memory cap's cuts any), the cycling FIFOs are passed over; a
+ * cut of a FIFO that nothing was appended to since its last one adds to
+ * that run of cuts.  qs_global held; node locks tried. */
+static size_t fifo_cut(size_t cap, size_t *fifo, size_t warm, bool spare)
 {
     size_t back = 0;
+    uint64_t now = qs_os_now_ms();
     for (bool took = true; took && *fifo + warm > cap;) {
         took = false;
         for (qslab_cache *c = qs_caches; c && *fifo + warm > cap; c = c->next)
@@ -448,8 +482,15 @@ static size_t fifo_cut(size_t cap, size_t *fifo, size_t warm)
                 if (!QS_LOAD(n->nr_empty) || !qs_lock_try(&n->lock))
                     continue;
                 struct qs_slab *s = n->empty_head;
-                if (s)
+                if (s && spare && fifo_cycling(n, now, s->order))
+                    s = NULL;
+                if (s) {
                     fifo_del(n, s);
+                    bool run = n->appended == n->cut_mark && (n->cut_ms & QS_CUT_SET);
+                    n->cut_nr = run ? n->cut_nr + 1 : 1;
+                    n->cut_mark = n->appended;
+                    n->cut_ms = QS_CUT_SET | ((uint32_t)now & QS_MS_MASK);
+                }
                 qs_lock_release(&n->lock);
                 if (s) {
                     size_t sb = qs_slab_bytes(s->order);
@@ -482,7 +523,7 @@ static void node_reclaim(int node, unsigned order)
         return;
     }
     __atomic_fetch_add(&reclaims, 1, __ATOMIC_RELAXED);
-    fifo_cut(cap, &fifo, warm); /* then the oldest of each FIFO in turn, back to the OS */
+    fifo_cut(cap, &fifo, warm, true); /* then the oldest of each FIFO in turn, back to the OS */
     qs_lock_release(&qs_global);
 }
 
@@ -513,7 +554,7 @@ static void cached_walk(void)
     size_t low = cap - cap / 8, fifo = fifo_sum(),
            warm = __atomic_load_n(qs_page_warm_bytes, __ATOMIC_RELAXED), back = 0;
     if (fifo + warm > low) {
-        back = fifo_cut(low, &fifo, warm);
+        back = fifo_cut(low, &fifo, warm, false);
         if (fifo + warm > low)
             back += qs_page_warm_cut(low > fifo ? low - fifo : 0);
         warm = __atomic_load_n(qs_page_warm_bytes, __ATOMIC_RELAXED);

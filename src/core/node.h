@@ -27,6 +27,8 @@ extern unsigned long *const qs_node_reclaims; /* node.c's retention reclaims (at
 #define QS_BIG_EMPTY_ORDER 6 /* 256 KiB slabs and up: big empties (node.c node_reclaim) */
 extern unsigned long *const qs_node_big_cuts; /* big empty slabs given back by a walk (atomic) */
 extern unsigned long *const qs_node_walks;    /* node_reclaim's walks (a step of growth each) */
+extern uint64_t *const qs_node_cut_rate;     /* CYCLING's rate, bytes a second (node.c) */
+#define QS_CUT_HOLD_MS 1000                  /* CYCLING's hold after a cut (node.c) */
 size_t qs_node_shrink(qslab_cache *c, struct qs_queue *q, struct qs_node *n);
 /* Bytes of empty slabs kept now: every FIFO's and stash's, and the warm
  * slots (takes qs_global; the statistics' "Cached:" figure) */

@@ -174,6 +174,75 @@ static void fifo_cap(void)
     qslab_trim();
 }
 
+/* CYCLING (node.c): two caches of two orders take and free their working
+ * sets in turn, 3 MiB each, beside the 8 MiB ballast (a cap of 1 MiB).
+ * Round 0: a's slabs wait on its FIFO while b grows, and the walks cut
+ * a's FIFO to the cap.  Round 1: a faults in what was cut (its growth
+ * cuts b's FIFO), uses it and frees it: its FIFO is cycling now, and b's
+ * growth leaves it whole.  Round 2: neither grows, both FIFOs stay whole.
+ * The rate is lowered for the test (the sanitizer builds are slower); the
+ * hold is not, so a run slower than half of it says so and checks
+ * nothing. */
+static void fifo_cycle(void)
+{
+    qslab_trim();
+    enum { NA = 12288, NB = 3072 }; /* 3 MiB of 256 and of 1,024-byte blocks */
+    qslab_cache *a = qslab_cache_create("t-cyc-a", 256, 0, 0, NULL);
+    qslab_cache *b = qslab_cache_create("t-cyc-b", 1024, 0, 0, NULL);
+    CHECK(a && b);
+    if (tf_is(a, "slab") || QS_LOAD(a->order) == QS_LOAD(b->order)) {
+        tf_note("warm_slots", a, "a cycling FIFO");
+        CHECK(qslab_cache_destroy(a) == 0 && qslab_cache_destroy(b) == 0);
+        return;
+    }
+    for (int k = 0; k < 2; k++) {
+        const char *name = k ? "t-cyc-b" : "t-cyc-a";
+        CHECK(qslab_tune(name, "empty_limit", "1048576") == 0);
+        CHECK(qslab_tune(name, "empty_decay_ms", "600000") == 0); /* the cap alone */
+        CHECK(qslab_tune(name, "stash_bytes", "0") == 0);         /* straight to the FIFO */
+    }
+    uint64_t rate = QS_LOAD(*qs_node_cut_rate);
+    QS_STORE(*qs_node_cut_rate, (uint64_t)1 << 20);
+    void **av = calloc(NA, sizeof *av), **bv = calloc(NB, sizeof *bv);
+    CHECK(av && bv);
+    size_t a_fifo = 0, b_fifo = 0;
+    uint64_t t0 = tu_now_ms();
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < NA; i++) {
+            CHECK((av[i] = qslab_cache_alloc(a)) != NULL);
+            memset(av[i], 9, 64);
+        }
+        if (round == 2) /* a took its working set from its FIFO: nothing grew */
+            CHECKF(fifo_bytes(b) == b_fifo, "round %d: %zu bytes on %s's FIFO after %s took its working set, "
+                   "%zu before", round, fifo_bytes(b), b->name, a->name, b_fifo);
+        for (int i = 0; i < NA; i++)
+            qslab_cache_free(a, av[i]);
+        a_fifo = fifo_bytes(a);
+        for (int i = 0; i < NB; i++) {
+            CHECK((bv[i] = qslab_cache_alloc(b)) != NULL);
+            memset(bv[i], 10, 64);
+        }
+        if (round == 0)
+            CHECKF(fifo_bytes(a) < a_fifo, "round 0: %zu bytes on %s's FIFO after %s grew by 3 MiB, %zu "
+                   "before: not cut to the cap %zu", fifo_bytes(a), a->name, b->name, a_fifo,
+                   qs_page_retain_cap());
+        else if (tu_now_ms() - t0 < QS_CUT_HOLD_MS / 2)
+            CHECKF(fifo_bytes(a) == a_fifo, "round %d: %zu bytes on %s's FIFO after %s grew, %zu before: "
+                   "a cycling FIFO cut", round, fifo_bytes(a), a->name, b->name, a_fifo);
+        else
+            fprintf(stderr, "warm_slots: round %d after %llu ms, past half the hold: not checked\n", round,
+                    (unsigned long long)(tu_now_ms() - t0));
+        for (int i = 0; i < NB; i++)
+            qslab_cache_free(b, bv[i]);
+        b_fifo = fifo_bytes(b);
+    }
+    QS_STORE(*qs_node_cut_rate, rate);
+    free(av);
+    free(bv);
+    CHECK(qslab_cache_destroy(a) == 0 && qslab_cache_destroy(b) == 0);
+    qslab_trim();
+}
+
 int main(void)
 {
     tu_pin_one_cpu(); /* one node's pools: the next cache's slabs come from the same one */
@@ -448,6 +517,7 @@ int main(void)
     CHECK(qslab_cache_destroy(h) == 0);
 
     fifo_cap();
+    fifo_cycle();
 
     ballast_free(bal, bobjs, nb);
     qslab_trim();
