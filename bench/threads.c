@@ -30,10 +30,21 @@
  *                 then it exits and, once all T have, the next generation
  *                 starts.  Result: ops_per_s over all generations (wall
  *                 time, thread creation and exit included).
+ *   --mode phases --threads T threads (default: the CPUs), thread i pinned
+ *                 to CPU i mod the CPUs, each take --objs blocks of a size of
+ *                 its own (thread i: 256 B, 1 KiB, 4 KiB, 512 B, 2 KiB, in
+ *                 turn from i = 0), writing a byte of each, then free them
+ *                 all; the threads start each round together (a barrier,
+ *                 as slub_test's batch on all CPUs) until --ops operations
+ *                 (a malloc or a free each).  Working sets in size classes
+ *                 of different slab orders live and die in turns: what one
+ *                 thread frees, another's growth may give back, and the
+ *                 first takes it again.  Result: ops_per_s over all threads
+ *                 (wall time).
  *
  * Threads get 128 KiB stacks, so 1,000 of them fit anywhere.
  *
- * Usage: bench_threads --mode scale|idle|churn [--threads T] [--ops N] [--objs N]
+ * Usage: bench_threads --mode scale|idle|churn|phases [--threads T] [--ops N] [--objs N]
  *                      [--wait-ms MS] [--gens G]
  */
 #define _GNU_SOURCE
@@ -120,6 +131,44 @@ static void *churn_main(void *arg)
     return NULL;
 }
 
+/* phases mode: thread i's block size, its rounds of --objs mallocs then
+ * --objs frees, and the barrier that starts each round. */
+static struct bench_barrier phase_barrier;
+
+static size_t phase_size(long i)
+{
+    static const size_t sizes[] = {256, 1024, 4096, 512, 2048};
+    return sizes[i % (long)(sizeof sizes / sizeof sizes[0])];
+}
+
+static long phase_rounds(void)
+{
+    long r = nr_ops / (2 * nr_objs);
+    return r > 0 ? r : 1;
+}
+
+static void *phases_main(void *arg)
+{
+    long idx = (long)(uintptr_t)arg - 1;
+    size_t size = phase_size(idx);
+    void **objs = bench_map(sizeof(void *) * (size_t)nr_objs);
+
+    bench_pin((int)(idx % bench_ncpus()));
+    for (long r = phase_rounds(); r > 0; r--) {
+        bench_barrier_wait(&phase_barrier);
+        for (long i = 0; i < nr_objs; i++) {
+            objs[i] = malloc(size);
+            if (!objs[i])
+                bench_die("malloc failed");
+            *(volatile char *)objs[i] = (char)r;
+        }
+        for (long i = 0; i < nr_objs; i++)
+            free(objs[i]);
+    }
+    bench_unmap(objs, sizeof(void *) * (size_t)nr_objs);
+    return NULL;
+}
+
 /* idle mode: the threads park here until the main thread has measured. */
 static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t park_cond = PTHREAD_COND_INITIALIZER, all_parked = PTHREAD_COND_INITIALIZER;
@@ -177,12 +226,14 @@ int main(int argc, char **argv)
     };
 
     bench_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
-                "--mode scale|idle|churn [--threads T] [--ops N] [--objs N] [--wait-ms MS] "
+                "--mode scale|idle|churn|phases [--threads T] [--ops N] [--objs N] [--wait-ms MS] "
                 "[--gens G]");
     if (!mode)
         bench_die("need --mode");
     if (nr_threads == 0)
-        nr_threads = strcmp(mode, "churn") == 0 ? 2 * (long)bench_ncpus() : 1;
+        nr_threads = strcmp(mode, "churn") == 0    ? 2 * (long)bench_ncpus()
+                     : strcmp(mode, "phases") == 0 ? (long)bench_ncpus()
+                                                   : 1;
     if (nr_threads < 1)
         bench_die("need at least one thread");
     pthread_t *tids = bench_map(sizeof(pthread_t) * (size_t)nr_threads);
@@ -193,6 +244,15 @@ int main(int argc, char **argv)
         join_threads(tids);
         double secs = bench_now() - t0;
         bench_result("ops_per_s", (double)(nr_ops * nr_threads) / secs);
+    } else if (strcmp(mode, "phases") == 0) {
+        if (nr_objs < 1)
+            bench_die("phases: need --objs of 1 or more");
+        bench_barrier_init(&phase_barrier, (unsigned)nr_threads);
+        double t0 = bench_now();
+        start_threads(tids, phases_main);
+        join_threads(tids);
+        double secs = bench_now() - t0;
+        bench_result("ops_per_s", 2.0 * (double)phase_rounds() * (double)nr_objs * (double)nr_threads / secs);
     } else if (strcmp(mode, "churn") == 0) {
         size_t nslots = (size_t)nr_threads * SLOTS;
         uint64_t rng = 0x5EED5EED5EEDULL;

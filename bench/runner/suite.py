@@ -266,6 +266,20 @@ def build_tests(m, ncpus):
                 scale=1e-6, short="Mops/s")],
         "a server starting short-lived threads that take over and free their "
         "predecessors' objects"))
+
+    # Appended after churn, so the numbers above stay.
+    tests.append(Test(
+        "phases", f"threads take {n:,} blocks each, a size each (256 B, 1 KiB, ...), then free "
+                  f"them, in rounds started together; {m['ops']:,} ops a thread",
+        "(not from the 2009 thread) slub_test's batch on all CPUs, each CPU in a size class "
+        "of its own slab order: what one thread frees, another's growth may give back",
+        "threads",
+        [Case(f"{t} threads", ["--mode", "phases", "--threads", str(t), "--objs", str(n),
+                               "--ops", str(m["ops"])], t)
+         for t in sorted({2, ncpus, 2 * ncpus})],
+        [Metric("ops_per_s", "operations per second (all threads)", "Mop/s", False,
+                scale=1e-6, short="Mops/s")],
+        "the threads of a program in phases, each with buffers or records of its own size"))
     return tests
 
 
