@@ -334,13 +334,13 @@ void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *li
  *     and freed: it is a working set that the cache frees and takes
  *     again, not memory a program left behind, and cutting it again makes
  *     the cache fault it in again, which grows the process, whose next
- *     walk cuts another such FIFO: two threads taking and freeing 10,000 blocks in turn, of
- *     256 bytes and of 1 KiB, would give back and fault in both working
- *     sets on every round (docs/design.md has the numbers).  Such a FIFO
- *     is cut once a QS_CUT_HOLD_MS at most.  The rate keeps the exception
- *     to working sets whose faults would cost: slower returns (the
- *     4-thread Python program's FIFOs) are cut as before, which keeps that
- *     program's peak.
+ *     walk cuts another such FIFO: two threads taking and freeing 10,000
+ *     blocks in turn, of 256 bytes and of 1 KiB, would give back and
+ *     fault in both working sets on every round (docs/design.md has the
+ *     numbers).  Such a FIFO is cut once a QS_CUT_HOLD_MS at most.  The
+ *     rate keeps the exception to working sets whose faults would cost:
+ *     slower returns (the 4-thread Python program's FIFOs) are cut as
+ *     before, which keeps that program's peak.
  * The FIFOs' bytes are not counted as they change (a shared counter on
  * every FIFO's slab in and out cost the batch benchmarks on both CPUs up
  * to a third of their time): the cap's walk sums them (nr_empty slabs of
