@@ -275,7 +275,7 @@ struct qs_slab {
                                without waiting for the cache's line */
     uint8_t fast;           /* QS_FAST_*: the free fast path this slab's
                                objects take (its cache's free_fast) */
-    uint8_t spare;
+    uint8_t home;           /* on a node's empty FIFO: its list there (node.c) */
     /* (cache ids fit cache_id: QS_MAX_CACHES, asserted in core/caches.c) */
     char *mem;              /* slab start (page aligned); set by page layer */
     struct qs_list *owner;  /* atomic (acquire/release) */
@@ -500,12 +500,17 @@ _Static_assert(__builtin_offsetof(struct qs_queue, park) + 4 <= 64,
 _Static_assert(sizeof(struct qs_queue) <= 640, "queues stay at 640 bytes");
 
 /* Per-(cache, node) lists. */
+/* A node's empty FIFO is one list per home, each oldest first (node.c,
+ * "FIFO HOMES"); a CPU's home is its id modulo QS_FIFO_HOMES. */
+#define QS_FIFO_HOMES 4
+struct qs_fifo {
+    struct qs_slab *head, *tail;
+};
 struct qs_node {
     qs_lock lock;
     int id;
     struct qs_list list;      /* node-owned slabs; list.node == this */
-    struct qs_slab *empty_head, *empty_tail; /* FIFO, oldest at head */
-    unsigned long nr_empty;
+    unsigned long nr_empty;   /* empty slabs on fifo[] */
     /* SLAB's (front/slab/slabs.c), under lock: its free slabs (prev/next), free
      * objects in the node's slabs and the limit over which empty slabs go
      * back, the shared array, the next slab's colour */
@@ -530,9 +535,9 @@ struct qs_node {
      * took.  After ev, in the padding, so that the reader's offsets stay */
     unsigned long appended, cut_mark;
     uint32_t cut_ms, cut_nr;
+    struct qs_fifo fifo[QS_FIFO_HOMES]; /* the empty FIFO, by home */
 } __attribute__((aligned(QS_CACHELINE)));
-/* (a node per cache and node: the counters fit the three lines it had) */
-_Static_assert(sizeof(struct qs_node) == 3 * QS_CACHELINE, "struct qs_node: three cache lines");
+_Static_assert(sizeof(struct qs_node) == 4 * QS_CACHELINE, "struct qs_node: four cache lines");
 
 /* Node n's events added to sum[QS_STAT_NR]: the statistics' sum
  * (front.c qs_stats_sum) and the reader's, over its copy (tools/reader.c) */

@@ -23,6 +23,13 @@ void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab 
 struct qs_slab *qs_node_take(qslab_cache *c, struct qs_queue *q, struct qs_node *n, unsigned want);
 void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list, size_t *bytes);
 struct qs_slab *qs_node_fifo_detach(struct qs_node *n); /* n->lock held (or n's cache gone) */
+/* The empty slab a take from n on this CPU would have next (NULL: none;
+ * n->lock held, or a quiet cache: tests) */
+struct qs_slab *qs_node_fifo_peek(const struct qs_node *n);
+/* Every slab s of n's empty FIFO, home by home (n->lock held; no break) */
+#define QS_FIFO_FOR_EACH(n, s)                                                                     \
+    for (int fh_ = 0; fh_ < QS_FIFO_HOMES; fh_++)                                                  \
+        for (struct qs_slab *s = (n)->fifo[fh_].head; s; s = s->next)
 extern unsigned long *const qs_node_reclaims; /* node.c's retention reclaims (atomic) */
 #define QS_BIG_EMPTY_ORDER 6 /* 256 KiB slabs and up: big empties (node.c node_reclaim) */
 extern unsigned long *const qs_node_big_cuts; /* big empty slabs given back by a walk (atomic) */

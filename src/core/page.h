@@ -13,6 +13,9 @@
 
 /* ---- page.c ---- */
 enum { QS_CHUNK_SLABS = 1, QS_CHUNK_LARGE = 2 };
+/* The CPUs of a home take their cold slabs from chunks of their own
+ * (page.c, HOMES); a CPU's home is its id modulo QS_PAGE_HOMES. */
+#define QS_PAGE_HOMES 16
 #define QS_CHUNK_MAGIC 0x51534c42u /* "QSLB" */
 
 struct qs_chunk {
@@ -32,6 +35,7 @@ struct qs_chunk {
     char *large_ptr;      /* the user's pointer */
     size_t large_size;    /* bytes usable from large_ptr */
     unsigned large_flags; /* QS_LARGE_GUARD, QS_LARGE_KEEP: as made */
+    uint32_t home;        /* slab chunks: h + 1 while pool->home[h] is this chunk, or was */
     struct qs_slab slabs[] __attribute__((aligned(QS_CACHELINE)));
 };
 #define QS_CHUNK_HDR_SLABS 128 /* offset of slabs[] in a chunk */

@@ -19,6 +19,7 @@ struct qs_page_pool {
     struct qs_chunk *all;   /* every chunk (all_next): qs_page_walk */
     unsigned nr_fully_free;
     struct qs_slab *warm, *warm_tail; /* warm slots, newest first (->next, ->prev) */
+    struct qs_chunk *home[QS_PAGE_HOMES]; /* each home's chunk (page.c HOMES); NULL: none yet */
 } __attribute__((aligned(QS_CACHELINE)));
 
 extern struct qs_page_pool qs_page_pools[QS_MAX_NODES][QS_NR_ORDERS];

@@ -147,8 +147,10 @@ static int validate_one(qslab_cache *c)
         qs_lock_acquire(&n->lock);
         if (!qs_front_of(c)->own_node_lists) /* SLUB's: its hook walks them */
             walk_list(&w, &n->list);
-        for (struct qs_slab *s = n->empty_head; s; s = s->next, ne++)
+        QS_FIFO_FOR_EACH(n, s) {
             walk_slab(&w, s, &n->list, QS_SLAB_EMPTY);
+            ne++;
+        }
         if (ne != n->nr_empty)
             qs_walk_problem(&w, "empty count does not match the FIFO", n);
         qs_lock_release(&n->lock);

@@ -173,11 +173,11 @@ static void fifo(const char *front)
     int nheld = churn(c);
     struct qs_node *n = &c->nodes[qs_queue_of(c)->node];
     CHECKF(QS_LOAD(n->nr_empty) >= 1, "%s: no empty slab on the FIFO after %d frees", name, N);
-    struct qs_slab *s = n->empty_tail;
+    struct qs_slab *s = qs_node_fifo_peek(n);
     void *x = s->freelist; /* free in an empty slab */
     if (free_again(c, name, x)) {
         qs_node_shrink(c, NULL, n); /* the FIFO gives back what it may */
-        CHECKF(n->nr_empty == 1 && n->empty_head == s,
+        CHECKF(n->nr_empty == 1 && qs_node_fifo_peek(n) == s,
                "%s: the FIFO gave back the slab of %p, which our queue holds (%lu left)", name, x,
                (unsigned long)n->nr_empty);
     } else {
@@ -200,7 +200,7 @@ static void fifo_slub(void)
     CHECKF(QS_LOAD(n->nr_empty) >= 1, "%s: no empty slab on the FIFO after %d frees", name, N);
     if (QS_LOAD(n->nr_empty) == 0)
         return;
-    struct qs_slab *s = n->empty_tail;
+    struct qs_slab *s = qs_node_fifo_peek(n);
     CHECKF(s != q->sl.slab, "%s: the FIFO's slab is the active one", name);
     void *x = s->base; /* every object of an empty slab is free */
     unsigned long before = tu_capture_calls();
