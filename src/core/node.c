@@ -146,7 +146,9 @@ static uint8_t fifo_hint[QS_MAX_NODES][QS_NR_ORDERS];
  * CPU still takes any empty slab before it makes a new one, and the
  * policy goes oldest first over all the lists (fifo_oldest compares their
  * heads).  s->home names a slab's list while it is on one; all under
- * n->lock. */
+ * n->lock.  The CPU is read before the lock is taken: a thread that moved
+ * meanwhile puts on or takes from another home's list, which costs that
+ * slab's locality and nothing else. */
 static unsigned fifo_here(void)
 {
     return (unsigned)qs_os_current_cpu() % QS_FIFO_HOMES;

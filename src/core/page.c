@@ -331,7 +331,8 @@ static void pool_add_free_chunk(struct qs_page_pool *p, struct qs_chunk *ch)
  * space and the header pages its slabs' descriptors lie on.  A home's
  * chunk is pool->home[h], and ch->home is h + 1 from the claim on (stale
  * once the home has moved on: the test is pool->home[ch->home - 1] == ch).
- * p->lock held. */
+ * p->lock held.  A thread that moved to another CPU after reading its CPU
+ * takes a slot of its old home's chunk: locality lost, nothing else. */
 static struct qs_chunk *home_set(struct qs_page_pool *p, unsigned h, struct qs_chunk *ch)
 {
     p->home[h] = ch;
