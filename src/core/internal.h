@@ -315,9 +315,17 @@ static inline uint32_t qs_ms_stamp(uint64_t now, uint32_t old)
 {
     return (old & QS_SLAB_ZERO) | ((uint32_t)now & QS_MS_MASK);
 }
+/* The age of a stamp at `now`, modulo 2^31 ms (24 days).  A stamp after
+ * `now` (up to 12 days) is age 0: a clock read before a lock is taken can
+ * be older than a stamp that another thread made under that lock
+ * meanwhile (the purger reads its clock before it takes qs_global, then
+ * each node lock: front/registry.c), and its wrapped difference, 24 days,
+ * passed every decay, so a sweep gave back slabs that had just gone
+ * empty (unit_empty_slabs, "a stale clock"). */
 static inline uint32_t qs_ms_age(uint64_t now, uint32_t stamp)
 {
-    return ((uint32_t)now - stamp) & QS_MS_MASK; /* modulo 2^31 ms (24 days) */
+    uint32_t d = ((uint32_t)now - stamp) & QS_MS_MASK;
+    return d <= QS_MS_MASK / 2 ? d : 0;
 }
 
 enum { QS_SLAB_FREE, QS_SLAB_PARTIAL, QS_SLAB_FULL, QS_SLAB_EMPTY,

@@ -3,7 +3,7 @@
  * gives back those older than empty_decay_ms; shrink gives back the rest.
  * A queue's stash of its own empties is bounded too, and off with decay 0.
  * Also: the invariant walker passes after each step and catches a broken
- * slab.
+ * slab; a sweep whose clock was read before slabs went empty keeps them.
  */
 #include "../testutil.h"
 #include "../front.h"
@@ -26,7 +26,7 @@ int main(void)
     /* one CPU: a thread moved to the other CPU mid-loop frees its objects
      * as remote frees, parked in an inbox until that CPU's next refill, and
      * their slabs are not empty for this test's counts */
-    tu_pin_one_cpu();
+    int cpu = tu_pin_one_cpu();
     qslab_cache *c = qslab_cache_create("t-empty", 1024, 0, 0, NULL);
     CHECK(c != NULL);
     tf_pin_slqb("t-empty"); /* SLQB's queues and stash */
@@ -79,6 +79,33 @@ int main(void)
     CHECK(strstr(buf, "validate t-empty") != NULL);
     CHECK(qslab_cache_validate(c) == 0);
     qslab_cache_free(c, o);
+
+    /* a stale clock: the purger reads its clock, then waits for qs_global
+     * while slabs go empty onto a FIFO, stamped after that reading; its
+     * sweep must see them young (age 0), not 24 days old, and keep them */
+    struct qs_node *n = &c->nodes[cpu >= 0 ? qs_node_of_cpu(cpu) : 0];
+    unsigned long before = QS_LOAD(n->nr_empty);
+    uint64_t stale = qs_os_now_ms() - 50;
+    struct qs_slab *made[4], *list = NULL;
+    for (int i = 0; i < 4; i++) {
+        CHECK((made[i] = qs_slab_new(c, NULL, n->id, false)) != NULL);
+        made[i]->next = list;
+        list = made[i];
+    }
+    qs_node_put_empty(c, NULL, n, list); /* stamped now: after `stale` */
+    struct qs_slab *release = NULL;
+    qs_lock_acquire(&qs_global);
+    qs_node_sweep_cache(c, false, stale, &release);
+    qs_lock_release(&qs_global);
+    unsigned nrel = 0;
+    for (struct qs_slab *r = release; r; r = r->next)
+        nrel++;
+    qs_node_sweep_end(release, false);
+    CHECKF(nrel == 0 && QS_LOAD(n->nr_empty) == before + 4,
+           "a sweep with a clock read 50 ms before 4 slabs went empty gave back %u of them (decay "
+           "%u ms; %lu on the FIFO, %lu before)",
+           nrel, (unsigned)QS_LOAD(c->empty_decay_ms), (unsigned long)QS_LOAD(n->nr_empty), before);
+    CHECK(qslab_cache_validate(c) == 0);
     CHECK(qslab_cache_destroy(c) == 0);
     return tu_done();
 }
