@@ -125,13 +125,17 @@ size_t slob_pages_release(struct qs_slab *list)
 static size_t give_back(bool all, unsigned *left)
 {
     struct qs_slab *release = NULL;
-    uint32_t now = (uint32_t)qs_os_now_ms(), decay = QS_LOAD(qs_slob_arena.empty_decay_ms);
+    uint32_t decay = QS_LOAD(qs_slob_arena.empty_decay_ms);
     qs_lock_acquire(&slob_lock);
+    /* the clock read under the lock that every keep stamps under: a page
+     * kept while we waited for it is not older than `now` (read before,
+     * its age wrapped to 49 days and it went back at once) */
+    uint64_t now = qs_os_now_ms();
     /* keep is newest first (pages are pushed as they empty; slob_page_new takes
      * one out and leaves the others' order): the old enough are taken from
      * its tail until a young one */
     for (unsigned k = 0; k < K_NR; k++)
-        while (slob_keep_tail[k] && (all || now - slob_keep_tail[k]->empty_ms >= decay)) {
+        while (slob_keep_tail[k] && (all || qs_ms_age(now, slob_keep_tail[k]->empty_ms) >= decay)) {
             struct qs_slab *sp = slob_keep_tail[k];
             keep_unlink(sp);
             sp->next = release;
