@@ -161,28 +161,30 @@ static struct qs_slab *fifo_oldest(const struct qs_node *n, uint64_t now)
     uint32_t age = 0;
     for (int h = 0; h < QS_FIFO_HOMES; h++) {
         struct qs_slab *s = n->fifo[h].head;
-        if (s && (!old || qs_ms_age(now, s->empty_ms) > age)) {
+        uint32_t a = s ? qs_ms_age(now, s->empty_ms) : 0;
+        if (s && (!old || a > age)) {
             old = s;
-            age = qs_ms_age(now, s->empty_ms);
+            age = a;
         }
     }
     return old;
 }
 
-/* The newest slab of home h's list, or else of the next home's that has one */
-static struct qs_slab *fifo_newest(const struct qs_node *n, unsigned h)
+/* The newest slab of `order` (any: QS_NR_ORDERS) of home h's list, or
+ * else of the next home's that has one; a cache's FIFO holds slabs of
+ * another order only after its order was tuned (REUSE looks for one) */
+static struct qs_slab *fifo_newest(const struct qs_node *n, unsigned h, unsigned order)
 {
-    for (unsigned i = 0; i < QS_FIFO_HOMES; i++) {
-        struct qs_slab *s = n->fifo[(h + i) % QS_FIFO_HOMES].tail;
-        if (s)
-            return s;
-    }
+    for (unsigned i = 0; i < QS_FIFO_HOMES; i++)
+        for (struct qs_slab *s = n->fifo[(h + i) % QS_FIFO_HOMES].tail; s; s = s->prev)
+            if (order == QS_NR_ORDERS || s->order == order)
+                return s;
     return NULL;
 }
 
 struct qs_slab *qs_node_fifo_peek(const struct qs_node *n)
 {
-    return fifo_newest(n, fifo_here());
+    return fifo_newest(n, fifo_here(), QS_NR_ORDERS);
 }
 
 static void fifo_del(struct qs_node *n, struct qs_slab *s)
@@ -459,10 +461,7 @@ static void reuse_one(int node, unsigned order)
             busy = true; /* it may hold one: the hint stays */
             continue;
         }
-        struct qs_slab *s = NULL;
-        for (unsigned i = 0, h = fifo_here(); i < QS_FIFO_HOMES && !s; i++)
-            for (s = n->fifo[(h + i) % QS_FIFO_HOMES].tail; s && s->order != order;)
-                s = s->prev;
+        struct qs_slab *s = fifo_newest(n, fifo_here(), order);
         if (s)
             fifo_del(n, s);
         qs_lock_release(&n->lock);
@@ -791,7 +790,7 @@ struct qs_slab *qs_node_take(qslab_cache *c, struct qs_queue *q, struct qs_node 
         struct qs_slab *s = n->list.partial;
         if (s) {
             qs_list_del(&n->list, s);
-        } else if ((s = fifo_newest(n, h))) {
+        } else if ((s = fifo_newest(n, h, QS_NR_ORDERS))) {
             fifo_del(n, s);
         } else {
             break;
@@ -818,7 +817,7 @@ struct qs_slab *qs_node_take_empty(struct qs_node *n)
         return NULL;
     unsigned h = fifo_here();
     qs_lock_acquire(&n->lock);
-    struct qs_slab *s = fifo_newest(n, h);
+    struct qs_slab *s = fifo_newest(n, h, QS_NR_ORDERS);
     if (s)
         fifo_del(n, s);
     qs_lock_release(&n->lock);
@@ -835,7 +834,7 @@ void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node)
     unsigned h = fifo_here();
     qs_lock_acquire(&n->lock);
     struct qs_slab *s = n->list.partial;
-    if (!s && (s = fifo_newest(n, h))) {
+    if (!s && (s = fifo_newest(n, h, QS_NR_ORDERS))) {
         fifo_del(n, s);
         qs_list_add(&n->list, s, QS_SLAB_PARTIAL);
     }

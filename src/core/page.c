@@ -9,8 +9,9 @@
  * and one descriptor per slot) covers the first slots, which never hold a
  * slab.  So a pointer's offset in its unit, shifted by the slab size,
  * indexes its descriptor, and the unit map byte says what the shift is: the
- * free path finds the descriptor with one load and no look at the header.  Slabs of 4 MiB and more get a chunk of
- * their own, several units long (header page, then the slab).  Slabs start
+ * free path finds the descriptor with one load and no look at the header.
+ * Slabs of 4 MiB and more get a chunk of their own, several units long
+ * (header page, then the slab).  Slabs start
  * on a multiple of their size, so power-of-two objects are naturally
  * aligned.  Large blocks (kmalloc above 32 MiB) are chunks of kind LARGE
  * with one block (large.c, which also holds the fault injection).
@@ -329,32 +330,25 @@ static void pool_add_free_chunk(struct qs_page_pool *p, struct qs_chunk *ch)
  * home together and kept by the CPU that emptied them, node.c's FIFO
  * homes).  What it costs: a chunk per home in use and order, address
  * space and the header pages its slabs' descriptors lie on.  A home's
- * chunk is pool->home[h], and ch->home is h + 1 from the claim on (stale
- * once the home has moved on: the test is pool->home[ch->home - 1] == ch).
- * p->lock held.  A thread that moved to another CPU after reading its CPU
+ * chunk is pool->home[h], and ch->home is h + 1 while it is (0: no home
+ * holds it).  p->lock held.  A thread that moved to another CPU after reading its CPU
  * takes a slot of its old home's chunk: locality lost, nothing else. */
-static struct qs_chunk *home_set(struct qs_page_pool *p, unsigned h, struct qs_chunk *ch)
-{
-    p->home[h] = ch;
-    ch->home = h + 1;
-    return ch;
-}
-
-static bool home_held(const struct qs_page_pool *p, const struct qs_chunk *ch)
-{
-    return ch->home && p->home[ch->home - 1] == ch;
-}
-
-/* Home h's chunk with a free slot, claiming one no home holds if it needs
- * to; NULL: none (the caller maps one) */
+/* Home h's chunk with a free slot; when it is full, the home lets it go
+ * and claims one that no home holds; NULL: none (the caller maps one) */
 static struct qs_chunk *home_chunk(struct qs_page_pool *p, unsigned h)
 {
     struct qs_chunk *ch = p->home[h];
     if (ch && ch->nr_free)
         return ch;
+    if (ch)
+        ch->home = 0;
+    p->home[h] = NULL;
     for (ch = p->avail; ch; ch = ch->next) /* chunks with a free slot */
-        if (!home_held(p, ch))
-            return home_set(p, h, ch);
+        if (!ch->home) {
+            p->home[h] = ch;
+            ch->home = h + 1;
+            return ch;
+        }
     return NULL;
 }
 
@@ -503,7 +497,7 @@ void qs_page_pins_forked(unsigned long mine)
 /* Unlink fully free chunk ch from pool p (p->lock held): it is to be unmapped */
 static void pool_del_chunk(struct qs_page_pool *p, struct qs_chunk *ch)
 {
-    if (home_held(p, ch))
+    if (ch->home)
         p->home[ch->home - 1] = NULL;
     ch->home = 0;
     avail_del(p, ch);

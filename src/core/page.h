@@ -35,7 +35,7 @@ struct qs_chunk {
     char *large_ptr;      /* the user's pointer */
     size_t large_size;    /* bytes usable from large_ptr */
     unsigned large_flags; /* QS_LARGE_GUARD, QS_LARGE_KEEP: as made */
-    uint32_t home;        /* slab chunks: h + 1 while pool->home[h] is this chunk, or was */
+    uint32_t home;        /* slab chunks: h + 1 while pool->home[h] is this chunk, else 0 */
     struct qs_slab slabs[] __attribute__((aligned(QS_CACHELINE)));
 };
 #define QS_CHUNK_HDR_SLABS 128 /* offset of slabs[] in a chunk */
