@@ -335,7 +335,7 @@ static void print_breakdown(void)
                   free_slabs = 0;
     for (int n = 0; n < qs_nr_nodes; n++) {
         struct qs_node *nd = &c->nodes[n];
-        fifo += nd->nr_empty;
+        fifo += qs_node_nr_empty(nd);
         node_partial += nd->list.nr_partial;
         node_full += nd->list.nr_full;
         shared += nd->shared_avail;

@@ -218,12 +218,12 @@ bool read_cache(uint64_t addr, struct cache_snap *cs, int nr_nodes)
     st->defrag_slabs = c.defrag_slabs;
     if (nr_nodes > 0) {
         for (int n = 0; n < nr_nodes; n++) {
-            st->empty_slabs += nodes[n].nr_empty + nodes[n].nr_free_slabs;
+            st->empty_slabs += qs_node_nr_empty(&nodes[n]) + nodes[n].nr_free_slabs;
             cs->partial_slabs += nodes[n].list.nr_partial;
             if (ns) {
                 ns[n].partial = nodes[n].list.nr_partial;
                 ns[n].full = nodes[n].list.nr_full;
-                ns[n].empty = nodes[n].nr_empty;
+                ns[n].empty = qs_node_nr_empty(&nodes[n]);
                 ns[n].free_slabs = nodes[n].nr_free_slabs;
                 ns[n].shared_avail = nodes[n].shared_avail;
             }

@@ -2,7 +2,7 @@
  * fork.c - fork from a multithreaded program.
  *
  * The prepare handler takes every qslab lock, in the lock order of
- * internal.h (the kmalloc classes' maker's, qs_global, every queue lock, every node lock, every inbox and stash lock, the
+ * internal.h (the kmalloc classes' maker's, qs_global, every queue lock, every node lock and its FIFO's, every inbox and stash lock, the
  * page pools, the map lock, the meta lock, and the leaves: the guard pool's,
  * the zero-size blocks'), so that no lock is held by a thread that does
  * not exist in the child.  Parent and child release them all; the child also
@@ -32,14 +32,18 @@
 static void for_each_lock(void (*op)(qs_lock *), bool reverse)
 {
     /* qs_global is held by the caller: the cache and queue lists are stable.
-     * Passes in lock order: queue locks (CPU queues), node locks, inbox and
-     * stash locks; released in the reverse order. */
+     * Passes in lock order: queue locks (CPU queues), node locks (each with
+     * its FIFO's home locks), inbox and stash locks; released in the reverse
+     * order. */
     for (int pass = 0; pass < 3; pass++) {
         int which = reverse ? 2 - pass : pass;
         for (qslab_cache *c = qs_caches; c; c = c->next) {
             if (which == 1)
-                for (int n = 0; n < qs_nr_nodes; n++)
+                for (int n = 0; n < qs_nr_nodes; n++) {
                     op(&c->nodes[n].lock);
+                    for (int h = 0; h < QS_FIFO_HOMES; h++) /* its FIFO's homes, after it */
+                        op(&c->nodes[n].fifo[h].lock);
+                }
             else
                 for (struct qs_queue *q = c->queues; q; q = q->all_next) {
                     if (which == 0) {

@@ -78,15 +78,26 @@
  *   1. qs_global     the cache list, cache ids, each cache's queue list and
  *                    pool, owners' slot arrays; held by thread exit, destroy,
  *                    the statistics readers and tune.
- *   2. node->lock    node-owned slabs (their free lists, inuse, lists), the
- *                    empty FIFO, and changing a slab's owner to or from the node.
+ *   2. node->lock    node-owned slabs (their free lists, inuse, lists), and
+ *                    changing a slab's owner to or from the node's lists.
+ *   2a. fifo[h].lock one home's list of the node's empty FIFO (node.c, FIFO
+ *                    HOMES): after node->lock when both are held, several in
+ *                    increasing h; a slab's owner changes to or from the node
+ *                    under it as the slab joins or leaves the list.
  *   2. inbox.lock    one queue's inbox (posted remote frees) and its dead flag.
  *   3. pool->lock    the page layer's chunk lists for one (node, order).
  *   4. qs_meta_lock  the meta allocator.
  *
  * MEMORY ORDERING.  slab->owner is written with release and read with
- * acquire: whoever changes it holds the node lock, so the slab's fields
- * written by the old owner are visible to the next.  A thread holding an
+ * acquire: whoever changes it holds the node lock (a FIFO home's lock for a
+ * slab joining or leaving the FIFO), so the slab's fields written by the old
+ * owner are visible to the next.  A slab on the FIFO has no object in use:
+ * only a second free can reach it there, and the node lock its sender
+ * takes does not hold off a take from the FIFO: the second free is
+ * reported when the sender finds the slab first (as the FIFO's own, or as
+ * another owner's: routed again), and may go unseen when the take comes
+ * between the sender's look at the owner and its look at the free bit,
+ * as a second free racing with its slab's reuse may anywhere.  A thread holding an
  * allocated object of a slab keeps the slab alive (inuse > 0), so reading
  * slab->owner on free is always safe.  Queues are never freed while their
  * cache lives (exited threads' queues go to a pool), so a stale owner
@@ -508,17 +519,22 @@ _Static_assert(__builtin_offsetof(struct qs_queue, park) + 4 <= 64,
 _Static_assert(sizeof(struct qs_queue) <= 640, "queues stay at 640 bytes");
 
 /* Per-(cache, node) lists. */
-/* A node's empty FIFO is one list per home, each oldest first (node.c,
- * "FIFO HOMES"); a CPU's home is its id modulo QS_FIFO_HOMES. */
+/* A node's empty FIFO is one list per home, each oldest first, each with
+ * its own lock in a cache line of its own (node.c, "FIFO HOMES"); a CPU's
+ * home is its id modulo QS_FIFO_HOMES.  lock guards the rest, and the
+ * links (prev, next, home, empty_ms) of the slabs on the list; nr is
+ * stored under it and read without it (qs_node_nr_empty). */
 #define QS_FIFO_HOMES 4
 struct qs_fifo {
+    qs_lock lock;
+    uint32_t nr;            /* slabs on the list */
     struct qs_slab *head, *tail;
-};
+    unsigned long appended; /* slabs ever appended to it (CYCLING) */
+} __attribute__((aligned(QS_CACHELINE)));
 struct qs_node {
     qs_lock lock;
     int id;
     struct qs_list list;      /* node-owned slabs; list.node == this */
-    unsigned long nr_empty;   /* empty slabs on fifo[] */
     /* SLAB's (front/slab/slabs.c), under lock: its free slabs (prev/next), free
      * objects in the node's slabs and the limit over which empty slabs go
      * back, the shared array, the next slab's colour */
@@ -538,14 +554,25 @@ struct qs_node {
      * (front.c qs_stats_sum, tools/reader.c). */
     unsigned long ev[QS_NEV_NR];
     /* the retention cap's cuts of this FIFO (core/node.c, CYCLING), under
-     * lock: slabs ever appended to it, that count at its last cut, when
-     * that was (ms, with QS_CUT_SET) and how many slabs that run of cuts
-     * took.  After ev, in the padding, so that the reader's offsets stay */
-    unsigned long appended, cut_mark;
+     * every home's lock (and qs_global): the homes' appended counts summed
+     * at its last cut, when that was (ms, with QS_CUT_SET) and how many
+     * slabs that run of cuts took */
+    unsigned long cut_mark;
     uint32_t cut_ms, cut_nr;
-    struct qs_fifo fifo[QS_FIFO_HOMES]; /* the empty FIFO, by home */
+    struct qs_fifo fifo[QS_FIFO_HOMES]; /* the empty FIFO, by home: a line each */
 } __attribute__((aligned(QS_CACHELINE)));
-_Static_assert(sizeof(struct qs_node) == 4 * QS_CACHELINE, "struct qs_node: four cache lines");
+_Static_assert(sizeof(struct qs_node) == (3 + QS_FIFO_HOMES) * QS_CACHELINE,
+               "struct qs_node: three cache lines and a line per FIFO home");
+
+/* Empty slabs on node n's FIFO, every home's (read without the locks: an
+ * estimate while slabs come and go) */
+static inline unsigned long qs_node_nr_empty(const struct qs_node *n)
+{
+    unsigned long nr = 0;
+    for (int h = 0; h < QS_FIFO_HOMES; h++)
+        nr += QS_LOAD(n->fifo[h].nr);
+    return nr;
+}
 
 /* Node n's events added to sum[QS_STAT_NR]: the statistics' sum
  * (front.c qs_stats_sum) and the reader's, over its copy (tools/reader.c) */

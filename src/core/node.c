@@ -7,15 +7,17 @@
  * mbind is done for them.  With several real nodes, chunks are bound to their
  * node with mbind (page.c), so _node allocations really use that node's memory.
  *
- * Each cache has one qs_node per node.  Under node->lock it holds:
+ * Each cache has one qs_node per node.  It holds:
  *   - list: slabs owned by no thread (their owner exited, or they were made
  *     by qslab_cache_alloc_node for a node other than the caller's).  Their
- *     objects are allocated and freed under the lock.
+ *     objects are allocated and freed under node->lock.
  *   - the empty FIFO: slabs with no object in use, oldest first, kept for
- *     reuse, one list per home (FIFO HOMES, below).  Reuse takes the newest
- *     (warmest) of the taker's home; the policy gives back the oldest:
- *     beyond empty_limit slabs at once, and any slab that stayed empty
- *     longer than empty_decay_ms, checked whenever the FIFO is touched.
+ *     reuse, one list per home, each under a lock of its own (FIFO HOMES,
+ *     below).  Reuse takes the newest (warmest) of the taker's home; the
+ *     policy gives back the oldest: beyond empty_limit slabs at once, and
+ *     any slab that stayed empty longer than empty_decay_ms, checked
+ *     whenever slabs are put on its home's list and at the purger's
+ *     sweeps.
  *     That time hysteresis is what keeps a program that frees and reallocates
  *     its working set from paying page faults (13 us per page on these VMs)
  *     while memory left idle still goes back.
@@ -142,19 +144,79 @@ static uint8_t fifo_hint[QS_MAX_NODES][QS_NR_ORDERS];
  * 10,000 blocks of 256 bytes in rounds moved half their slabs from one
  * CPU's cache to the other's every round (bench_slub batch_all, with the
  * page layer's homes, page.c: 120 cycles an allocation and free with one
- * list, 37 with homes, 35 on one CPU alone).  Nothing else changes: any
- * CPU still takes any empty slab before it makes a new one, and the
- * policy goes oldest first over all the lists (fifo_oldest compares their
- * heads).  s->home names a slab's list while it is on one; all under
- * n->lock.  The CPU is read before the lock is taken: a thread that moved
- * meanwhile puts on or takes from another home's list, which costs that
- * slab's locality and nothing else. */
+ * list, 37 with homes, 35 on one CPU alone).  Any CPU still takes any
+ * empty slab before it makes a new one, and the policy goes oldest first
+ * over all the lists (fifo_oldest compares their heads).
+ *
+ * Each home's list has its own lock, count and appended count, in a cache
+ * line of its own (struct qs_fifo), so that a CPU that puts its empties
+ * on its home's list and takes them back from there touches no line the
+ * other CPUs write: a take reads another home's count only when its own
+ * list is short (qs_node_take), a put only when its own list is past its
+ * share of the limit (below).  Under node->lock, as the lists were at
+ * first, two CPUs each taking and freeing 10,000 blocks of 16 KiB (2 to a
+ * slab: nearly every free empties a slab, every refill takes from the
+ * node) spent half their time moving that lock's line and the counts
+ * beside it between them, or waiting for it: 368 cycles an allocation and
+ * free against 140 on one CPU; 132 with a lock per home (8 KiB: 182, 115
+ * on one CPU, 101).  With a lock per home but every refill summing the
+ * homes' counts first, 310: one read of the other CPU's line a refill.
+ *
+ * LOCKS.  fifo[h].lock guards home h's list: head, tail, nr, appended, and
+ * the links of its slabs (prev, next, home, empty_ms).  node->lock guards
+ * the rest of the node (its slab list above) and is taken before any home
+ * lock, never after one; several home locks are taken in increasing h
+ * (fifo_lock_all).  A put and a take hold one home lock at a time; what
+ * needs the whole FIFO (the policy's limit and its sweep, detach, the
+ * retention cuts, the walks of debug.c and validate.c) holds them all,
+ * and so does the CYCLING state (cut_mark, cut_ms, cut_nr: also under
+ * qs_global).  A home's nr is read without its lock (qs_node_nr_empty, a
+ * take passing over an empty list): a slab put meanwhile is missed by that
+ * take, which then takes another or makes one.
+ *
+ * THE LIMIT AT A PUT.  A put gives back its own home's decayed slabs; it
+ * sums every home's count (reading the other homes' lines) only once its
+ * own list holds more than its share of empty_limit (limit /
+ * QS_FIFO_HOMES), and then applies the whole policy under every home's
+ * lock.  A FIFO over the limit has a home over its share, and that home's
+ * next put (or the purger's sweep, every QS_PURGE_TICK_MS) brings it back
+ * under: the lists may pass the limit by the other homes' shares until
+ * then.  On one CPU (one home) the limit holds at every put.
+ *
+ * The CPU is read before a lock is taken: a thread that moved meanwhile
+ * puts on or takes from another home's list, which costs that slab's
+ * locality and nothing else. */
 static unsigned fifo_here(void)
 {
     return (unsigned)qs_os_current_cpu() % QS_FIFO_HOMES;
 }
 
-/* The oldest slab of n's FIFO (the head that went empty first), or NULL */
+void qs_node_fifo_lock(struct qs_node *n)
+{
+    for (int h = 0; h < QS_FIFO_HOMES; h++)
+        qs_lock_acquire(&n->fifo[h].lock);
+}
+
+void qs_node_fifo_unlock(struct qs_node *n)
+{
+    for (int h = QS_FIFO_HOMES - 1; h >= 0; h--)
+        qs_lock_release(&n->fifo[h].lock);
+}
+
+/* Every home's lock, or none (false: one was busy) */
+static bool fifo_try_all(struct qs_node *n)
+{
+    for (int h = 0; h < QS_FIFO_HOMES; h++)
+        if (!qs_lock_try(&n->fifo[h].lock)) {
+            while (--h >= 0)
+                qs_lock_release(&n->fifo[h].lock);
+            return false;
+        }
+    return true;
+}
+
+/* The oldest slab of n's FIFO (the head that went empty first), or NULL;
+ * every home's lock held */
 static struct qs_slab *fifo_oldest(const struct qs_node *n, uint64_t now)
 {
     struct qs_slab *old = NULL;
@@ -170,23 +232,29 @@ static struct qs_slab *fifo_oldest(const struct qs_node *n, uint64_t now)
     return old;
 }
 
-/* The newest slab of `order` (any: QS_NR_ORDERS) of home h's list, or
- * else of the next home's that has one; a cache's FIFO holds slabs of
- * another order only after its order was tuned (REUSE looks for one) */
-static struct qs_slab *fifo_newest(const struct qs_node *n, unsigned h, unsigned order)
+/* The newest slab of `order` (any: QS_NR_ORDERS) of list f, or NULL; a
+ * cache's FIFO holds slabs of another order only after its order was
+ * tuned (REUSE looks for one).  f's lock held, or a quiet cache. */
+static struct qs_slab *home_newest(const struct qs_fifo *f, unsigned order)
 {
-    for (unsigned i = 0; i < QS_FIFO_HOMES; i++)
-        for (struct qs_slab *s = n->fifo[(h + i) % QS_FIFO_HOMES].tail; s; s = s->prev)
-            if (order == QS_NR_ORDERS || s->order == order)
-                return s;
+    for (struct qs_slab *s = f->tail; s; s = s->prev)
+        if (order == QS_NR_ORDERS || s->order == order)
+            return s;
     return NULL;
 }
 
 struct qs_slab *qs_node_fifo_peek(const struct qs_node *n)
 {
-    return fifo_newest(n, fifo_here(), QS_NR_ORDERS);
+    unsigned h = fifo_here();
+    for (unsigned i = 0; i < QS_FIFO_HOMES; i++) {
+        struct qs_slab *s = home_newest(&n->fifo[(h + i) % QS_FIFO_HOMES], QS_NR_ORDERS);
+        if (s)
+            return s;
+    }
+    return NULL;
 }
 
+/* Slab s off its home's list (that list's lock held) */
 static void fifo_del(struct qs_node *n, struct qs_slab *s)
 {
     struct qs_fifo *f = &n->fifo[s->home];
@@ -199,31 +267,59 @@ static void fifo_del(struct qs_node *n, struct qs_slab *s)
     else
         f->tail = s->prev;
     s->next = s->prev = NULL;
-    QS_STORE(n->nr_empty, n->nr_empty - 1);
+    QS_STORE(f->nr, f->nr - 1);
 }
 
-/* Apply the empty-slab policy at time `now` (ms): slabs to give back are
- * pushed on *release. */
-static void empty_policy_locked(qslab_cache *c, struct qs_node *n, struct qs_slab **release,
-                                uint64_t now)
+/* The newest slab of `order` (any: QS_NR_ORDERS) of home h's list, else
+ * of the next home's that has one, taken off it; NULL: none.  The homes'
+ * locks are taken one at a time (the caller may hold node->lock, no home
+ * lock); with `busy`, only tried: a busy home is passed over and *busy
+ * set. */
+static struct qs_slab *fifo_take_newest(struct qs_node *n, unsigned h, unsigned order, bool *busy)
+{
+    for (unsigned i = 0; i < QS_FIFO_HOMES; i++) {
+        struct qs_fifo *f = &n->fifo[(h + i) % QS_FIFO_HOMES];
+        if (!QS_LOAD(f->nr))
+            continue;
+        if (!busy)
+            qs_lock_acquire(&f->lock);
+        else if (!qs_lock_try(&f->lock)) {
+            *busy = true;
+            continue;
+        }
+        struct qs_slab *s = home_newest(f, order);
+        if (s)
+            fifo_del(n, s);
+        qs_lock_release(&f->lock);
+        if (s)
+            return s;
+    }
+    return NULL;
+}
+
+/* Apply the empty-slab policy to the whole FIFO at time `now` (ms): slabs
+ * to give back are pushed on *release.  Every home's lock held. */
+static void fifo_policy_all(qslab_cache *c, struct qs_node *n, struct qs_slab **release, uint64_t now)
 {
     unsigned long limit = QS_LOAD(c->empty_limit);
     if (unlikely(__atomic_load_n(&c->shrinking, __ATOMIC_RELAXED)))
         limit = ~0ul; /* a shrink gives them all back (cache.c shrink_one) */
     uint64_t decay = QS_LOAD(c->empty_decay_ms);
+    unsigned long nr = qs_node_nr_empty(n); /* exact: every lock held */
     struct qs_slab *s;
-    while ((s = fifo_oldest(n, now)) &&
-           (n->nr_empty > limit || qs_ms_age(now, s->empty_ms) >= decay)) {
+    while ((s = fifo_oldest(n, now)) && (nr > limit || qs_ms_age(now, s->empty_ms) >= decay)) {
         fifo_del(n, s);
+        nr--;
         s->next = *release;
         *release = s;
     }
 }
 
-static void fifo_append_locked(struct qs_node *n, struct qs_slab *list, uint64_t now)
+/* Append empty slabs (a ->next list) to home h's list at `now`; its lock
+ * held */
+static void fifo_append(struct qs_node *n, unsigned h, struct qs_slab *list, uint64_t now)
 {
     size_t kept = 0;
-    unsigned h = fifo_here();
     struct qs_fifo *f = &n->fifo[h];
     while (list) {
         struct qs_slab *s = list;
@@ -242,16 +338,14 @@ static void fifo_append_locked(struct qs_node *n, struct qs_slab *list, uint64_t
         else
             f->head = s;
         f->tail = s;
-        QS_STORE(n->nr_empty, n->nr_empty + 1);
-        n->appended++;
+        QS_STORE(f->nr, f->nr + 1);
+        f->appended++;
         kept += qs_slab_bytes(s->order);
     }
     qs_page_cached_kept(kept); /* the cached-memory cap's estimate (warm.c) */
 }
 
-/* Every slab of n's FIFO, detached (n->lock held, or n's cache gone from
- * every list: its destroy): a ->next list, home by home. */
-struct qs_slab *qs_node_fifo_detach(struct qs_node *n)
+static struct qs_slab *fifo_detach_all(struct qs_node *n) /* every home's lock held */
 {
     struct qs_slab *list = NULL;
     for (int h = 0; h < QS_FIFO_HOMES; h++) {
@@ -261,19 +355,58 @@ struct qs_slab *qs_node_fifo_detach(struct qs_node *n)
             list = f->head;
         }
         f->head = f->tail = NULL;
+        QS_STORE(f->nr, 0);
     }
-    QS_STORE(n->nr_empty, 0);
     return list;
 }
 
-/* Append empty slabs (a list linked by ->next) to n's FIFO, one clock read
- * for the lot, then apply the policy once. */
+/* Every slab of n's FIFO, detached (no home lock held; node->lock may be):
+ * a ->next list, home by home. */
+struct qs_slab *qs_node_fifo_detach(struct qs_node *n)
+{
+    qs_node_fifo_lock(n);
+    struct qs_slab *list = fifo_detach_all(n);
+    qs_node_fifo_unlock(n);
+    return list;
+}
+
+/* Append empty slabs (a list linked by ->next) to this CPU's home's list,
+ * one clock read for the lot, then the policy (THE LIMIT AT A PUT):
+ * slabs to give back pushed on *release; true if the home keeps slabs.
+ * No home lock held; node->lock may be. */
+static bool put_empty(qslab_cache *c, struct qs_node *n, struct qs_slab *list, struct qs_slab **release)
+{
+    uint64_t now = qs_os_now_ms();
+    unsigned h = fifo_here();
+    struct qs_fifo *f = &n->fifo[h];
+    unsigned long limit = QS_LOAD(c->empty_limit);
+    uint64_t decay = QS_LOAD(c->empty_decay_ms);
+    qs_lock_acquire(&f->lock);
+    fifo_append(n, h, list, now);
+    struct qs_slab *s;
+    while ((s = f->head) && qs_ms_age(now, s->empty_ms) >= decay) {
+        fifo_del(n, s);
+        s->next = *release;
+        *release = s;
+    }
+    /* (a shrink keeps them all for itself: fifo_policy_all) */
+    bool over = (unsigned long)f->nr * QS_FIFO_HOMES > limit &&
+                likely(!__atomic_load_n(&c->shrinking, __ATOMIC_RELAXED));
+    bool kept = f->nr != 0;
+    qs_lock_release(&f->lock);
+    if (over && qs_node_nr_empty(n) > limit) {
+        qs_node_fifo_lock(n);
+        fifo_policy_all(c, n, release, now);
+        kept = qs_node_nr_empty(n) != 0;
+        qs_node_fifo_unlock(n);
+    }
+    return kept;
+}
+
 void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab *list,
                               struct qs_slab **release)
 {
-    uint64_t now = qs_os_now_ms();
-    fifo_append_locked(n, list, now);
-    empty_policy_locked(c, n, release, now);
+    put_empty(c, n, list, release);
 }
 
 /* May empty slab s go back to the page layer: does every object's word
@@ -323,10 +456,12 @@ static bool fifo_keep(qslab_cache *c, struct qs_slab *s)
     if (likely(fifo_whole(c, s)))
         return false;
     struct qs_node *n = &c->nodes[s->node];
+    uint64_t now = qs_os_now_ms();
+    unsigned h = fifo_here();
     s->next = NULL;
-    qs_lock_acquire(&n->lock);
-    fifo_append_locked(n, s, qs_os_now_ms());
-    qs_lock_release(&n->lock);
+    qs_lock_acquire(&n->fifo[h].lock);
+    fifo_append(n, h, s, now);
+    qs_lock_release(&n->fifo[h].lock);
     return true;
 }
 
@@ -411,7 +546,7 @@ void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *li
  *     before, which keeps that program's peak.
  * The FIFOs' bytes are not counted as they change (a shared counter on
  * every FIFO's slab in and out cost the batch benchmarks on both CPUs up
- * to a third of their time): the cap's walk sums them (nr_empty slabs of
+ * to a third of their time): the cap's walk sums them (the homes' counts of empty slabs of
  * the cache's order), and it runs once the process has grown by a step
  * since the last (QS_RECLAIM_STEP, or an eighth of the cap), so a growing
  * program pays one walk a step, and the cap may be passed by a step.
@@ -433,7 +568,7 @@ static size_t fifo_sum(void) /* qs_global held */
     size_t b = 0;
     for (qslab_cache *c = qs_caches; c; c = c->next)
         for (int i = 0; i < qs_nr_nodes; i++)
-            b += QS_LOAD(c->nodes[i].nr_empty) * qs_slab_bytes(QS_LOAD(c->order));
+            b += qs_node_nr_empty(&c->nodes[i]) * qs_slab_bytes(QS_LOAD(c->order));
     return b;
 }
 
@@ -455,16 +590,8 @@ static void reuse_one(int node, unsigned order)
     QS_STORE(fifo_hint[node][order], 0);
     for (qslab_cache *c = qs_caches; c; c = c->next) {
         struct qs_node *n = &c->nodes[node];
-        if (!QS_LOAD(n->nr_empty))
-            continue;
-        if (!qs_lock_try(&n->lock)) {
-            busy = true; /* it may hold one: the hint stays */
-            continue;
-        }
-        struct qs_slab *s = fifo_newest(n, fifo_here(), order);
-        if (s)
-            fifo_del(n, s);
-        qs_lock_release(&n->lock);
+        /* a busy home may hold one: the hint stays */
+        struct qs_slab *s = fifo_take_newest(n, fifo_here(), order, &busy);
         if (s) { /* there may be more */
             QS_STORE(fifo_hint[node][order], 1);
             s->next = NULL;
@@ -494,7 +621,7 @@ static void big_cut(unsigned order)
             continue;
         for (int i = 0; i < qs_nr_nodes; i++) {
             struct qs_node *n = &c->nodes[i];
-            if (!QS_LOAD(n->nr_empty) || !qs_lock_try(&n->lock))
+            if (!qs_node_nr_empty(n) || !fifo_try_all(n))
                 continue;
             struct qs_slab *go = NULL, *s;
             while ((s = fifo_oldest(n, now)) && s->order == o &&
@@ -504,7 +631,7 @@ static void big_cut(unsigned order)
                 go = s;
                 cut++;
             }
-            qs_lock_release(&n->lock);
+            qs_node_fifo_unlock(n);
             if (go) {
                 size_t bytes = 0; /* with bytes: back to the OS, not warm */
                 qs_node_release_list(c, NULL, go, &bytes);
@@ -516,17 +643,25 @@ static void big_cut(unsigned order)
         __atomic_fetch_add(&big_cuts, cut, __ATOMIC_RELAXED);
 }
 
-/* CYCLING (above), n->lock held.  A rate of 32 MiB/s, cut each time,
+/* CYCLING (above), every home's lock held.  A rate of 32 MiB/s, cut each time,
  * would cost 8,192 page faults a second, a tenth of a CPU at the VMs'
  * 13 us each. */
 #define QS_CUT_SET 0x80000000u /* n->cut_ms: a cut was made */
 static uint64_t cut_rate = (uint64_t)32 << 20; /* bytes a second; a unit test lowers it */
 uint64_t *const qs_node_cut_rate = &cut_rate;
+static unsigned long fifo_appended(const struct qs_node *n) /* every home's lock held */
+{
+    unsigned long a = 0;
+    for (int h = 0; h < QS_FIFO_HOMES; h++)
+        a += n->fifo[h].appended;
+    return a;
+}
+
 static bool fifo_cycling(const struct qs_node *n, uint64_t now, unsigned order)
 {
     if (!(n->cut_ms & QS_CUT_SET))
         return false;
-    uint64_t since = qs_ms_age(now, n->cut_ms), back = n->appended - n->cut_mark;
+    uint64_t since = qs_ms_age(now, n->cut_ms), back = fifo_appended(n) - n->cut_mark;
     return since < QS_CUT_HOLD_MS && back && 2 * back >= n->cut_nr &&
            back * qs_slab_bytes(order) * 1000 >= QS_LOAD(cut_rate) * (since ? since : 1);
 }
@@ -536,7 +671,7 @@ static bool fifo_cycling(const struct qs_node *n, uint64_t now, unsigned order)
  * follows; bytes the OS took.  With `spare` (the retention cap's walk; the
  * cached-memory cap's cuts any), the cycling FIFOs are passed over; a
  * cut of a FIFO that nothing was appended to since its last one adds to
- * that run of cuts.  qs_global held; node locks tried. */
+ * that run of cuts.  qs_global held; the FIFOs' locks tried. */
 static size_t fifo_cut(size_t cap, size_t *fifo, size_t warm, bool spare)
 {
     size_t back = 0;
@@ -546,19 +681,20 @@ static size_t fifo_cut(size_t cap, size_t *fifo, size_t warm, bool spare)
         for (qslab_cache *c = qs_caches; c && *fifo + warm > cap; c = c->next)
             for (int i = 0; i < qs_nr_nodes && *fifo + warm > cap; i++) {
                 struct qs_node *n = &c->nodes[i];
-                if (!QS_LOAD(n->nr_empty) || !qs_lock_try(&n->lock))
+                if (!qs_node_nr_empty(n) || !fifo_try_all(n))
                     continue;
                 struct qs_slab *s = fifo_oldest(n, now);
                 if (s && spare && fifo_cycling(n, now, s->order))
                     s = NULL;
                 if (s) {
+                    unsigned long appended = fifo_appended(n);
                     fifo_del(n, s);
-                    bool run = n->appended == n->cut_mark && (n->cut_ms & QS_CUT_SET);
+                    bool run = appended == n->cut_mark && (n->cut_ms & QS_CUT_SET);
                     n->cut_nr = run ? n->cut_nr + 1 : 1;
-                    n->cut_mark = n->appended;
+                    n->cut_mark = appended;
                     n->cut_ms = QS_CUT_SET | ((uint32_t)now & QS_MS_MASK);
                 }
-                qs_lock_release(&n->lock);
+                qs_node_fifo_unlock(n);
                 if (s) {
                     size_t sb = qs_slab_bytes(s->order);
                     s->next = NULL;
@@ -606,8 +742,8 @@ static void node_reclaim(int node, unsigned order)
  * the node locks are only tried (a busy qs_global skips the walk: `kept`
  * stays, and the next keep tries again; a busy node is passed over this
  * time).  kept is zeroed before the sum: a keep whose add the store
- * erases appended its slabs before its add (fifo_append_locked, under the
- * node lock) and so before the sum reads nr_empty, give or take the
+ * erases appended its slabs before its add (fifo_append, under its home's
+ * lock) and so before the sum reads the homes' counts, give or take the
  * reordering of relaxed accesses on other CPUs, which only makes the
  * figure an estimate that the next walk corrects.  held and the counters
  * are written under qs_global, by one walk at a time. */
@@ -670,15 +806,15 @@ size_t qs_node_sweep_cache(qslab_cache *c, bool all, uint64_t now, struct qs_sla
     for (int i = 0; i < qs_nr_nodes; i++) {
         struct qs_node *n = &c->nodes[i];
         struct qs_slab *mine = NULL;
-        if (!QS_LOAD(n->nr_empty))
+        if (!qs_node_nr_empty(n))
             continue;
-        qs_lock_acquire(&n->lock);
+        qs_node_fifo_lock(n);
         if (all) {
-            mine = qs_node_fifo_detach(n);
+            mine = fifo_detach_all(n);
         } else {
-            empty_policy_locked(c, n, &mine, now);
+            fifo_policy_all(c, n, &mine, now);
         }
-        qs_lock_release(&n->lock);
+        qs_node_fifo_unlock(n);
         /* the sweeper owns no queue: orphan counters; a slab the
          * policy took by the limit before its decay stays warm (as in
          * qs_node_release_list) */
@@ -772,10 +908,7 @@ void qs_node_purger_forked(void)
 void qs_node_put_empty(qslab_cache *c, struct qs_queue *q, struct qs_node *n, struct qs_slab *list)
 {
     struct qs_slab *release = NULL;
-    qs_lock_acquire(&n->lock);
-    qs_node_put_empty_locked(c, n, list, &release);
-    bool kept = n->nr_empty != 0;
-    qs_lock_release(&n->lock);
+    bool kept = put_empty(c, n, list, &release);
     qs_node_release_list(c, q, release, NULL);
     if (kept)
         qs_node_purger_want();
@@ -783,45 +916,43 @@ void qs_node_put_empty(qslab_cache *c, struct qs_queue *q, struct qs_node *n, st
 
 struct qs_slab *qs_node_take(qslab_cache *c, struct qs_queue *q, struct qs_node *n, unsigned want)
 {
-    struct qs_slab *out = NULL;
+    struct qs_slab *out = NULL, *s;
     unsigned got = 0, h = fifo_here();
-    qs_lock_acquire(&n->lock);
-    while (got < want) {
-        struct qs_slab *s = n->list.partial;
-        if (s) {
+    /* partial slabs first (read without the lock: one put there meanwhile
+     * waits for the next take), then the FIFO's, a home at a time */
+    if (QS_LOAD(n->list.nr_partial)) {
+        qs_lock_acquire(&n->lock);
+        while (got < want && (s = n->list.partial)) {
             qs_list_del(&n->list, s);
-        } else if ((s = fifo_newest(n, h, QS_NR_ORDERS))) {
-            fifo_del(n, s);
-        } else {
-            break;
+            got += qs_slab_hand_to(s, &q->list, &out);
         }
-        got += qs_slab_hand_to(s, &q->list, &out);
+        qs_lock_release(&n->lock);
     }
-    qs_lock_release(&n->lock);
+    for (unsigned i = 0; i < QS_FIFO_HOMES && got < want; i++) {
+        struct qs_fifo *f = &n->fifo[(h + i) % QS_FIFO_HOMES];
+        if (!QS_LOAD(f->nr))
+            continue;
+        qs_lock_acquire(&f->lock);
+        while (got < want && (s = f->tail)) {
+            fifo_del(n, s);
+            got += qs_slab_hand_to(s, &q->list, &out);
+        }
+        qs_lock_release(&f->lock);
+    }
     return out;
 }
 
 size_t qs_node_shrink(qslab_cache *c, struct qs_queue *q, struct qs_node *n)
 {
     size_t bytes = 0;
-    qs_lock_acquire(&n->lock);
     struct qs_slab *list = qs_node_fifo_detach(n);
-    qs_lock_release(&n->lock);
     qs_node_release_list(c, q, list, &bytes);
     return bytes;
 }
 
 struct qs_slab *qs_node_take_empty(struct qs_node *n)
 {
-    if (!QS_LOAD(n->nr_empty))
-        return NULL;
-    unsigned h = fifo_here();
-    qs_lock_acquire(&n->lock);
-    struct qs_slab *s = fifo_newest(n, h, QS_NR_ORDERS);
-    if (s)
-        fifo_del(n, s);
-    qs_lock_release(&n->lock);
-    return s;
+    return fifo_take_newest(n, fifo_here(), QS_NR_ORDERS, NULL);
 }
 
 /* One object from node `node`'s own list (qslab_cache_alloc_node for a node
@@ -834,8 +965,7 @@ void *qs_node_alloc(qslab_cache *c, struct qs_queue *q, int node)
     unsigned h = fifo_here();
     qs_lock_acquire(&n->lock);
     struct qs_slab *s = n->list.partial;
-    if (!s && (s = fifo_newest(n, h, QS_NR_ORDERS))) {
-        fifo_del(n, s);
+    if (!s && (s = fifo_take_newest(n, h, QS_NR_ORDERS, NULL))) {
         qs_list_add(&n->list, s, QS_SLAB_PARTIAL);
     }
     if (!s) {

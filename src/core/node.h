@@ -14,7 +14,9 @@
 void qs_node_topology_init(void);
 int qs_node_of_cpu(int cpu);
 void qs_node_init(struct qs_node *n, int id);
-/* Put empty slabs (linked by ->next) on node n's FIFO; release by policy. */
+/* Put empty slabs (linked by ->next) on node n's FIFO; release by policy.
+ * The _locked form for a caller holding n->lock: the slabs the policy
+ * takes are pushed on *release, for qs_node_release_list once unlocked. */
 void qs_node_put_empty(qslab_cache *c, struct qs_queue *q, struct qs_node *n, struct qs_slab *list);
 void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab *list,
                               struct qs_slab **release);
@@ -22,11 +24,18 @@ void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab 
  * a list linked by ->next).  Takes partial slabs, then empty ones. */
 struct qs_slab *qs_node_take(qslab_cache *c, struct qs_queue *q, struct qs_node *n, unsigned want);
 void qs_node_release_list(qslab_cache *c, struct qs_queue *q, struct qs_slab *list, size_t *bytes);
-struct qs_slab *qs_node_fifo_detach(struct qs_node *n); /* n->lock held (or n's cache gone) */
-/* The empty slab a take from n on this CPU would have next (NULL: none;
- * n->lock held, or a quiet cache: tests) */
+/* Every slab of n's FIFO, detached: a ->next list (no FIFO lock held;
+ * n->lock may be) */
+struct qs_slab *qs_node_fifo_detach(struct qs_node *n);
+/* Every home's lock of n's FIFO, and their release (node.c, LOCKS: after
+ * n->lock if that is held) */
+void qs_node_fifo_lock(struct qs_node *n);
+void qs_node_fifo_unlock(struct qs_node *n);
+/* The empty slab a take from n on this CPU would have next (NULL: none; a
+ * quiet cache: tests) */
 struct qs_slab *qs_node_fifo_peek(const struct qs_node *n);
-/* Every slab s of n's empty FIFO, home by home (n->lock held; no break) */
+/* Every slab s of n's empty FIFO, home by home (qs_node_fifo_lock held;
+ * no break) */
 #define QS_FIFO_FOR_EACH(n, s)                                                                     \
     for (int fh_ = 0; fh_ < QS_FIFO_HOMES; fh_++)                                                  \
         for (struct qs_slab *s = (n)->fifo[fh_].head; s; s = s->next)

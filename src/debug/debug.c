@@ -61,8 +61,10 @@ void dbg_walk_cache(qslab_cache *c, obj_fn fn, void *arg)
             walk_slab_objs(c, s, fn, arg);
         for (struct qs_slab *s = n->list.full; s; s = s->next)
             walk_slab_objs(c, s, fn, arg);
+        qs_node_fifo_lock(n);
         QS_FIFO_FOR_EACH(n, s)
             walk_slab_objs(c, s, fn, arg);
+        qs_node_fifo_unlock(n);
         qs_lock_release(&n->lock);
     }
 }

@@ -147,12 +147,14 @@ static int validate_one(qslab_cache *c)
         qs_lock_acquire(&n->lock);
         if (!qs_front_of(c)->own_node_lists) /* SLUB's: its hook walks them */
             walk_list(&w, &n->list);
+        qs_node_fifo_lock(n);
         QS_FIFO_FOR_EACH(n, s) {
             walk_slab(&w, s, &n->list, QS_SLAB_EMPTY);
             ne++;
         }
-        if (ne != n->nr_empty)
+        if (ne != qs_node_nr_empty(n))
             qs_walk_problem(&w, "empty count does not match the FIFO", n);
+        qs_node_fifo_unlock(n);
         qs_lock_release(&n->lock);
     }
     if (qs_front_of(c)->validate) /* what the front end holds beyond queues and nodes */

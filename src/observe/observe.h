@@ -35,7 +35,7 @@
 #pragma GCC visibility push(hidden)
 
 #define QS_OBSERVE_MAGIC 0x5652455342534c51ULL /* "QSLBSERV" little-endian */
-#define QS_OBSERVE_VERSION 13u /* 2: large buckets, queue nodes, owners' thread ids;
+#define QS_OBSERVE_VERSION 14u /* 2: large buckets, queue nodes, owners' thread ids;
                                * 3: the page layer's chunks and the metadata's mappings;
                                * 4: `ready`; 5: the page layer's warm slots;
                                * 6: 177 kmalloc classes, qs_owner's budget;
@@ -45,7 +45,8 @@
                                * 10: memory pressure's counters;
                                * 11: the cached-memory cap's;
                                * 12: a cache's defragmentation counters;
-                               * 13: the nodes' event counters */
+                               * 13: the nodes' event counters;
+                               * 14: the empty FIFO's homes' counts */
 #define QS_OBSERVE_FRONTS 8 /* room for front-end names */
 
 /* The fields the reader reads, by offset: the fingerprint both sides
@@ -61,7 +62,7 @@
     X(qs_queue, stat) X(qs_queue, list) X(qs_queue, nr_stash) X(qs_queue, moved)                   \
     X(qs_queue, nr_seq) X(qs_queue, pops_seen) X(qs_queue, pops_raw) X(qs_queue, inbox)            \
     X(qs_queue, cap) X(qs_queue, owner) X(qs_queue, all_next) X(qs_queue, sl)                      \
-    X(qs_queue, cpu) X(qs_node, list) X(qs_node, nr_empty) X(qs_node, nr_free_slabs)               \
+    X(qs_queue, cpu) X(qs_node, list) X(qs_node, fifo) X(qs_node, nr_free_slabs)               \
     X(qs_node, shared_avail) X(qs_list, nr_partial) X(qs_list, nr_full) X(qs_inbox, nr)          \
     X(qs_queue, node) X(qs_owner, cpu) X(qs_owner, tid) X(qs_large_counters, bucket)              \
     X(qslab_cache, defrag_passes) X(qslab_cache, defrag_moved) X(qslab_cache, defrag_declined)     \

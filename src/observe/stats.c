@@ -32,7 +32,7 @@ static void fill(qslab_cache *c, struct qslab_cache_stats *st)
     memset(st, 0, sizeof(*st));
     qs_calc_fill(sum, st);
     for (int n = 0; n < qs_nr_nodes; n++) /* the FIFO's, and SLAB's free slabs */
-        st->empty_slabs += QS_LOAD(c->nodes[n].nr_empty) + QS_LOAD(c->nodes[n].nr_free_slabs);
+        st->empty_slabs += qs_node_nr_empty(&c->nodes[n]) + QS_LOAD(c->nodes[n].nr_free_slabs);
     st->metadata_bytes = sizeof(*c) + (size_t)qs_nr_nodes * sizeof(struct qs_node);
     for (int n = 0; n < qs_nr_nodes; n++)
         st->partial_slabs += QS_LOAD(c->nodes[n].list.nr_partial);

@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 
-LAYOUT_VERSION = 13  # src/observe/observe.h QS_OBSERVE_VERSION
+LAYOUT_VERSION = 14  # src/observe/observe.h QS_OBSERVE_VERSION
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 from toolstest import check, start, stop  # shared by the tools' tests

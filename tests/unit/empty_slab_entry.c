@@ -172,18 +172,18 @@ static void fifo(const char *front)
     tu_capture_reset();
     int nheld = churn(c);
     struct qs_node *n = &c->nodes[qs_queue_of(c)->node];
-    CHECKF(QS_LOAD(n->nr_empty) >= 1, "%s: no empty slab on the FIFO after %d frees", name, N);
+    CHECKF(qs_node_nr_empty(n) >= 1, "%s: no empty slab on the FIFO after %d frees", name, N);
     struct qs_slab *s = qs_node_fifo_peek(n);
     void *x = s->freelist; /* free in an empty slab */
     if (free_again(c, name, x)) {
         qs_node_shrink(c, NULL, n); /* the FIFO gives back what it may */
-        CHECKF(n->nr_empty == 1 && qs_node_fifo_peek(n) == s,
+        CHECKF(qs_node_nr_empty(n) == 1 && qs_node_fifo_peek(n) == s,
                "%s: the FIFO gave back the slab of %p, which our queue holds (%lu left)", name, x,
-               (unsigned long)n->nr_empty);
+               (unsigned long)qs_node_nr_empty(n));
     } else {
         qs_node_shrink(c, NULL, n);
-        CHECKF(n->nr_empty == 0, "%s: %lu whole empty slabs kept by a shrink", name,
-               (unsigned long)n->nr_empty);
+        CHECKF(qs_node_nr_empty(n) == 0, "%s: %lu whole empty slabs kept by a shrink", name,
+               (unsigned long)qs_node_nr_empty(n));
     }
     drain_and_check(c, name, x, nheld);
 }
@@ -197,8 +197,8 @@ static void fifo_slub(void)
     tu_capture_reset();
     struct qs_queue *q = fill_and_free(c);
     struct qs_node *n = &c->nodes[q->node];
-    CHECKF(QS_LOAD(n->nr_empty) >= 1, "%s: no empty slab on the FIFO after %d frees", name, N);
-    if (QS_LOAD(n->nr_empty) == 0)
+    CHECKF(qs_node_nr_empty(n) >= 1, "%s: no empty slab on the FIFO after %d frees", name, N);
+    if (qs_node_nr_empty(n) == 0)
         return;
     struct qs_slab *s = qs_node_fifo_peek(n);
     CHECKF(s != q->sl.slab, "%s: the FIFO's slab is the active one", name);
@@ -209,8 +209,8 @@ static void fifo_slub(void)
            tu_capture_calls() - before, tu_fatal_msg);
     CHECKF(q->sl.freelist != x, "%s: the second free of %p was pushed", name, x);
     qs_node_shrink(c, NULL, n);
-    CHECKF(n->nr_empty == 0, "%s: %lu whole empty slabs kept by a shrink", name,
-           (unsigned long)n->nr_empty);
+    CHECKF(qs_node_nr_empty(n) == 0, "%s: %lu whole empty slabs kept by a shrink", name,
+           (unsigned long)qs_node_nr_empty(n));
     drain_and_check(c, name, x, 0);
 }
 

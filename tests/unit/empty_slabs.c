@@ -84,7 +84,7 @@ int main(void)
      * while slabs go empty onto a FIFO, stamped after that reading; its
      * sweep must see them young (age 0), not 24 days old, and keep them */
     struct qs_node *n = &c->nodes[cpu >= 0 ? qs_node_of_cpu(cpu) : 0];
-    unsigned long before = QS_LOAD(n->nr_empty);
+    unsigned long before = qs_node_nr_empty(n);
     uint64_t stale = qs_os_now_ms() - 50;
     struct qs_slab *made[4], *list = NULL;
     for (int i = 0; i < 4; i++) {
@@ -101,10 +101,10 @@ int main(void)
     for (struct qs_slab *r = release; r; r = r->next)
         nrel++;
     qs_node_sweep_end(release, false);
-    CHECKF(nrel == 0 && QS_LOAD(n->nr_empty) == before + 4,
+    CHECKF(nrel == 0 && qs_node_nr_empty(n) == before + 4,
            "a sweep with a clock read 50 ms before 4 slabs went empty gave back %u of them (decay "
            "%u ms; %lu on the FIFO, %lu before)",
-           nrel, (unsigned)QS_LOAD(c->empty_decay_ms), (unsigned long)QS_LOAD(n->nr_empty), before);
+           nrel, (unsigned)QS_LOAD(c->empty_decay_ms), (unsigned long)qs_node_nr_empty(n), before);
     CHECK(qslab_cache_validate(c) == 0);
     CHECK(qslab_cache_destroy(c) == 0);
     return tu_done();

@@ -6,7 +6,8 @@
  * (core/node.c, FIFO HOMES): an empty slab put on a node's FIFO from a
  * CPU is taken back by that CPU's home first, by another home only when
  * that one's list is empty, and the policy gives back the oldest slabs
- * of all the lists first.  Needs two CPUs of different homes on one node;
+ * of all the lists first, at the puts of a home past its share of the
+ * limit.  Needs two CPUs of different homes on one node;
  * says so and passes otherwise.
  */
 #include "../testutil.h"
@@ -108,15 +109,25 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-static void fifo_homes(const int cpu[2], int node)
+/* A cache of 256-byte objects with SLQB's FIFO, or NULL (debugging on:
+ * its slabs take other paths) */
+static qslab_cache *fifo_cache(const char *name)
 {
-    qslab_cache *c = qslab_cache_create("t-homes", 256, 0, 0, NULL);
+    qslab_cache *c = qslab_cache_create(name, 256, 0, 0, NULL);
     CHECK(c != NULL);
     if (tf_debug_skip("homes", c)) {
         qslab_cache_destroy(c);
-        return;
+        return NULL;
     }
-    tf_pin_slqb("t-homes");
+    tf_pin_slqb(name);
+    return c;
+}
+
+static void fifo_homes(const int cpu[2], int node)
+{
+    qslab_cache *c = fifo_cache("t-homes");
+    if (!c)
+        return;
     struct qs_node *n = &c->nodes[node];
     unsigned h0 = (unsigned)cpu[0] % QS_FIFO_HOMES, h1 = (unsigned)cpu[1] % QS_FIFO_HOMES;
     struct qs_slab *s0[4], *s1[4], *s2[1];
@@ -165,6 +176,41 @@ static void fifo_homes(const int cpu[2], int node)
     CHECK(qslab_cache_destroy(c) == 0);
 }
 
+/* The limit at a put (node.c, THE LIMIT AT A PUT): a home sums the others'
+ * counts only once its own list passes its share (limit / QS_FIFO_HOMES);
+ * then the whole FIFO goes back under the limit, oldest first */
+static void fifo_limit_share(const int cpu[2], int node)
+{
+    qslab_cache *c = fifo_cache("t-homes-limit");
+    if (!c)
+        return;
+    CHECK(qslab_tune("t-homes-limit", "empty_decay_ms", "600000") == 0);
+    CHECK(qslab_tune("t-homes-limit", "empty_limit", "8") == 0); /* a share of 2 */
+    struct qs_node *n = &c->nodes[node];
+    unsigned h0 = (unsigned)cpu[0] % QS_FIFO_HOMES, h1 = (unsigned)cpu[1] % QS_FIFO_HOMES;
+    struct qs_slab *a[7], *b[2], *d[1];
+    make(c, n, a, 7);
+    make(c, n, b, 2);
+    make(c, n, d, 1);
+    CHECK(tu_pin_cpu(cpu[0]) == 0);
+    put(c, n, a, 7);
+    CHECKF(nr_on(n, h0) == 7, "home %u holds %u slabs, not 7 (a limit of 8)", h0, nr_on(n, h0));
+    sleep_ms(30); /* home h0's are the oldest */
+    CHECK(tu_pin_cpu(cpu[1]) == 0);
+    put(c, n, b, 2); /* home h1 at its share: no look at the others */
+    CHECKF(nr_on(n, h0) == 7 && nr_on(n, h1) == 2,
+           "homes %u and %u hold %u and %u slabs, not 7 and 2 (home %u at its share of the "
+           "limit 8 leaves the others alone)",
+           h0, h1, nr_on(n, h0), nr_on(n, h1), h1);
+    put(c, n, d, 1); /* past its share: the whole FIFO to 8, the oldest first */
+    CHECKF(nr_on(n, h0) == 5 && nr_on(n, h1) == 3,
+           "homes %u and %u hold %u and %u slabs, not 5 and 3 (home %u past its share: the "
+           "two oldest, home %u's, go back)",
+           h0, h1, nr_on(n, h0), nr_on(n, h1), h1, h0);
+    CHECK(qslab_cache_validate(c) == 0);
+    CHECK(qslab_cache_destroy(c) == 0);
+}
+
 int main(void)
 {
     int cpu[2];
@@ -180,7 +226,9 @@ int main(void)
     }
     if (cpu[0] % QS_PAGE_HOMES != cpu[1] % QS_PAGE_HOMES)
         page_homes(cpu, node);
-    if (cpu[0] % QS_FIFO_HOMES != cpu[1] % QS_FIFO_HOMES)
+    if (cpu[0] % QS_FIFO_HOMES != cpu[1] % QS_FIFO_HOMES) {
         fifo_homes(cpu, node);
+        fifo_limit_share(cpu, node);
+    }
     return tu_done();
 }

@@ -109,7 +109,7 @@ static size_t fifo_bytes(qslab_cache *c)
 {
     size_t b = 0;
     for (int i = 0; i < qs_nr_nodes; i++)
-        b += QS_LOAD(c->nodes[i].nr_empty) * slab_bytes_of(c);
+        b += qs_node_nr_empty(&c->nodes[i]) * slab_bytes_of(c);
     return b;
 }
 
@@ -421,7 +421,7 @@ int main(void)
     }
     for (int i = 0; i < NF; i++)
         qslab_cache_free(d, f[i]);
-    unsigned long fifo0 = QS_LOAD(d->nodes[0].nr_empty);
+    unsigned long fifo0 = qs_node_nr_empty(&d->nodes[0]);
     CHECKF(fifo0 > 0, "no empty slab on the FIFO of %s after %d frees of its one-block slabs", d->name, NF);
     e = qslab_cache_create("t-warm-reuse2", big - 4096, 0, 0, NULL);
     CHECK(e != NULL);
@@ -431,9 +431,9 @@ int main(void)
         bool was_d = false;
         for (int i = 0; i < NF && es; i++)
             was_d |= dmem[i] == es->mem;
-        CHECKF(es && was_d && QS_LOAD(d->nodes[0].nr_empty) == fifo0 - 1,
+        CHECKF(es && was_d && qs_node_nr_empty(&d->nodes[0]) == fifo0 - 1,
                "%s's first slab: %p, one of %s's FIFO slabs: %s (FIFO %lu, was %lu)", e->name,
-               es ? (void *)es->mem : NULL, d->name, was_d ? "yes" : "no", QS_LOAD(d->nodes[0].nr_empty),
+               es ? (void *)es->mem : NULL, d->name, was_d ? "yes" : "no", qs_node_nr_empty(&d->nodes[0]),
                fifo0);
         qslab_cache_free(e, eo);
     }
@@ -487,12 +487,12 @@ int main(void)
         }
         for (int i = 0; i < NH; i++)
             qslab_cache_free(h, hv[i]);
-        unsigned long fifo = QS_LOAD(h->nodes[0].nr_empty), cuts = QS_LOAD(*qs_node_big_cuts);
+        unsigned long fifo = qs_node_nr_empty(&h->nodes[0]), cuts = QS_LOAD(*qs_node_big_cuts);
         unsigned long walks = QS_LOAD(*qs_node_walks);
         /* (a walk skips a node whose lock is busy, the purger's say: a
          * few more walks for the second) */
         int round;
-        for (round = 1; round <= 6 && (round < 3 || QS_LOAD(h->nodes[0].nr_empty)); round++) {
+        for (round = 1; round <= 6 && (round < 3 || qs_node_nr_empty(&h->nodes[0])); round++) {
             usleep(3000); /* the walk's time is a later millisecond */
             while (QS_LOAD(*qs_node_walks) < walks + (unsigned long)round && ng < NG) {
                 CHECK((gv[ng] = qslab_cache_alloc(g)) != NULL);
@@ -501,12 +501,12 @@ int main(void)
             CHECKF(QS_LOAD(*qs_node_walks) >= walks + (unsigned long)round, "%zu blocks of %s made no walk",
                    ng, g->name);
             if (round == 1)
-                CHECKF(QS_LOAD(h->nodes[0].nr_empty) == fifo, "%s: %lu empty slabs after the first walk, %lu "
-                       "before", h->name, QS_LOAD(h->nodes[0].nr_empty), fifo);
+                CHECKF(qs_node_nr_empty(&h->nodes[0]) == fifo, "%s: %lu empty slabs after the first walk, %lu "
+                       "before", h->name, qs_node_nr_empty(&h->nodes[0]), fifo);
         }
-        CHECKF(QS_LOAD(h->nodes[0].nr_empty) == 0 && QS_LOAD(*qs_node_big_cuts) >= cuts + fifo,
+        CHECKF(qs_node_nr_empty(&h->nodes[0]) == 0 && QS_LOAD(*qs_node_big_cuts) >= cuts + fifo,
                "%s: %lu empty slabs after %d walks (%lu before), %lu given back", h->name,
-               QS_LOAD(h->nodes[0].nr_empty), round - 1, fifo, QS_LOAD(*qs_node_big_cuts) - cuts);
+               qs_node_nr_empty(&h->nodes[0]), round - 1, fifo, QS_LOAD(*qs_node_big_cuts) - cuts);
         for (int i = 0; i < NH && fifo == NH; i++)
             CHECKF(!hmem[i] || !resident(hmem[i]), "big empty slab %d (%p) still resident", i, (void *)hmem[i]);
         while (ng)

@@ -201,7 +201,7 @@ static void big_free(qslab_cache *c, struct qs_slab *s, void *obj)
      * their page faults).  Object caches keep their empty slabs by their
      * tunables. */
     struct qs_node *n = &c->nodes[node];
-    if (c->is_kmalloc && c->obj_size + SLOB_UNIT > SLOB_RUN_MAX && QS_LOAD(n->nr_empty))
+    if (c->is_kmalloc && c->obj_size + SLOB_UNIT > SLOB_RUN_MAX && qs_node_nr_empty(n))
         qs_node_shrink(c, NULL, n);
 }
 

@@ -557,13 +557,15 @@ unsigned slqb_refill_gather(qslab_cache *c, struct qs_queue *q, void **dst, unsi
          * the batches hold no object of a slab we take. */
         if (qs_queue_batches_held(q))
             slqb_send_pending(c, q, false);
-        /* the node's counts as hints (relaxed; its lock orders the lists):
-         * a slab listed just after the look is one a refill just after
-         * ours would find; none listed, no lock (calloc's refills of bare
-         * births come here once per object) */
+        /* the node's partial slabs, then its FIFO's, our home's first:
+         * qs_node_take reads their counts as hints (relaxed; the locks
+         * order the lists) and takes no lock where none has a slab
+         * (calloc's refills of bare births come here once per object); it
+         * reads another home's count only when ours has too few, so that
+         * a CPU refilling from its own home touches no line another CPU
+         * writes (node.c, FIFO HOMES) */
         struct qs_node *n = &c->nodes[q->node];
-        if (QS_LOAD(n->list.nr_partial) || QS_LOAD(n->nr_empty))
-            got = take_list(c, q, qs_node_take(c, q, n, want - got), got, want, dst);
+        got = take_list(c, q, qs_node_take(c, q, n, want - got), got, want, dst);
         /* a CPU's queue: other CPUs' slabs of our node with free objects
          * before new memory (cpu.c) */
         if (got < least && q->cpu >= 0)

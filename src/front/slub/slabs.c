@@ -116,7 +116,7 @@ void slub_discard_locked(qslab_cache *c, struct qs_node *n, struct qs_slab *s,
 void slub_release_after(qslab_cache *c, struct qs_queue *q, struct qs_node *n,
                         struct qs_slab *rel)
 {
-    bool kept = QS_LOAD(n->nr_empty) != 0;
+    bool kept = qs_node_nr_empty(n) != 0;
     qs_node_release_list(c, q, rel, NULL);
     if (kept)
         qs_node_purger_want();
