@@ -372,9 +372,10 @@ struct qs_slab *qs_node_fifo_detach(struct qs_node *n)
 
 /* Append empty slabs (a list linked by ->next) to this CPU's home's list,
  * one clock read for the lot, then the policy (THE LIMIT AT A PUT):
- * slabs to give back pushed on *release; true if the home keeps slabs.
+ * slabs to give back pushed on *release; true if the FIFO keeps slabs.
  * No home lock held; node->lock may be. */
-static bool put_empty(qslab_cache *c, struct qs_node *n, struct qs_slab *list, struct qs_slab **release)
+bool qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab *list,
+                              struct qs_slab **release)
 {
     uint64_t now = qs_os_now_ms();
     unsigned h = fifo_here();
@@ -401,12 +402,6 @@ static bool put_empty(qslab_cache *c, struct qs_node *n, struct qs_slab *list, s
         qs_node_fifo_unlock(n);
     }
     return kept;
-}
-
-void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab *list,
-                              struct qs_slab **release)
-{
-    put_empty(c, n, list, release);
 }
 
 /* May empty slab s go back to the page layer: does every object's word
@@ -908,7 +903,7 @@ void qs_node_purger_forked(void)
 void qs_node_put_empty(qslab_cache *c, struct qs_queue *q, struct qs_node *n, struct qs_slab *list)
 {
     struct qs_slab *release = NULL;
-    bool kept = put_empty(c, n, list, &release);
+    bool kept = qs_node_put_empty_locked(c, n, list, &release);
     qs_node_release_list(c, q, release, NULL);
     if (kept)
         qs_node_purger_want();

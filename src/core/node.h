@@ -15,10 +15,11 @@ void qs_node_topology_init(void);
 int qs_node_of_cpu(int cpu);
 void qs_node_init(struct qs_node *n, int id);
 /* Put empty slabs (linked by ->next) on node n's FIFO; release by policy.
- * The _locked form for a caller holding n->lock: the slabs the policy
- * takes are pushed on *release, for qs_node_release_list once unlocked. */
+ * The _locked form for a caller that may hold n->lock: the slabs the
+ * policy takes are pushed on *release, for qs_node_release_list once
+ * unlocked; true if the FIFO keeps slabs. */
 void qs_node_put_empty(qslab_cache *c, struct qs_queue *q, struct qs_node *n, struct qs_slab *list);
-void qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab *list,
+bool qs_node_put_empty_locked(qslab_cache *c, struct qs_node *n, struct qs_slab *list,
                               struct qs_slab **release);
 /* Take slabs with free objects from node n into q's ownership (returned as
  * a list linked by ->next).  Takes partial slabs, then empty ones. */
