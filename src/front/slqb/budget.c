@@ -144,13 +144,19 @@ static unsigned long budget_peak;   /* the most any owner has had granted (relax
  * them queued per class and CPU adds up to nobody's memory (the 4-thread
  * Python program of `make bench` held 4.2 MiB in its queues at its peak,
  * most of it blocks of 36 KiB to 2 MiB of classes with nothing in use; its
- * peak RSS went 33.9 -> 32.2 MiB).  Freed, they go to their slabs, whose
- * empty slots serve every class of their order. */
+ * peak RSS went 33.9 -> 32.2 MiB).  They come from their node's slabs and
+ * go back to them at once, whoever frees them (queue.c, "NEVER QUEUED"),
+ * and an empty slab serves every class of its order. */
 #define QS_GRANT_BIG 8
 #define QS_GRANT_OBJ_MAX 32768u
 #define QS_STEAL_LOOK 8   /* queues a steal looks at */
 #define QS_STEAL_SCAN 32  /* ... among this many of the owner's slots */
 #define QS_STEAL_EVERY 16 /* a full budget: a steal at every this many misses */
+
+bool slqb_unqueued(const qslab_cache *c)
+{
+    return c->slot_size > QS_GRANT_OBJ_MAX || c->slot_size > qs_owner_budget_now() / QS_GRANT_BIG;
+}
 
 static bool budget_take(struct qs_owner *o, unsigned long bytes)
 {
@@ -260,9 +266,9 @@ void slqb_grant_grow(qslab_cache *c, struct qs_queue *q)
     uint32_t hw = QS_LOAD(q->hiwater), slot = c->slot_size;
     if (q->grant >= hw || !q->owner)
         return;
+    if (slqb_unqueued(c))
+        return;
     unsigned long budget = qs_owner_budget_now();
-    if (slot > budget / QS_GRANT_BIG || slot > QS_GRANT_OBJ_MAX)
-        return; /* never queued */
     /* as much as it has (doubling: a queue gets what its misses show it
      * needs), at least a page's worth (c->fresh: a refill's 64 KiB of
      * 1 KiB objects, for each of the classes a program uses a few objects

@@ -37,6 +37,14 @@
  *     go to our stash, handed to the node's empty FIFO a few at a time.
  * qs_queue_flush (shrink, trim) takes objects off the queue and routes each
  * to its slab's owner, walking them once, with the same batching.
+ * NEVER QUEUED (slqb_unqueued: objects over 32 KiB or an eighth of the
+ * owner budget): such an object comes from its node's slabs (qs_node_alloc,
+ * the node's lock) and its free, by whichever owner, goes back to its slab
+ * at once (a pending batch of one: pending_start reserves it no room).
+ * Batched, it waited in a batch or in its owner's inbox until the owner
+ * missed on that cache again or the purger found the queue idle: the
+ * 4-thread Python program kept a 1.9 MiB block freed by another thread in
+ * an inbox for over 150 ms, at its peak.
  *
  * Producer/consumer traffic stays bounded: a consumer parks at most
  * park + QS_PENDING * freebatch of the producer's objects (park at most
@@ -656,6 +664,8 @@ void *qs_alloc_slow_unsampled(qslab_cache *c)
         return qs_debug_hooks.twin_alloc(t, QSLAB_NUMA_NO_NODE);
     if (unlikely(c->front != QS_FRONT_SLQB)) /* no queues: front.h */
         return qs_front_of(c)->alloc(c, QSLAB_NUMA_NO_NODE);
+    if (slqb_unqueued(c)) /* never queued (slqb.h): the node's slabs */
+        return qs_node_alloc(c, NULL, qs_owner_current_node());
     if (qs_percpu())
         return slqb_percpu_alloc_slow(c);
     struct qs_queue *q = qs_queue_of(c);

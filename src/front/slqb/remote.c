@@ -155,6 +155,10 @@ void slqb_send_batch(qslab_cache *c, struct qs_queue *q, struct qs_batch *b)
  * its first object (qs_batch_cap). */
 static void pending_start(qslab_cache *c, struct qs_queue *q, struct qs_batch *b)
 {
+    if (slqb_unqueued(c)) { /* posted with its first object: home at once (slqb.h) */
+        b->res = 0;
+        return;
+    }
     uint32_t want = QS_LOAD(c->freebatch), k = slqb_transit_take(c, q, want);
     if (k < want) {
         for (unsigned i = 0; i < QS_PENDING; i++)
@@ -461,7 +465,8 @@ void slqb_percpu_fb_open(qslab_cache *c, struct qs_queue *q, struct qs_slab *s, 
         }
     }
     uint32_t want = QS_LOAD(c->freebatch);
-    if (b.n + 1 >= want || QS_LOAD(q->fb)) { /* full already (or open again: migrated) */
+    if (b.n + 1 >= want || QS_LOAD(q->fb) || slqb_unqueued(c)) {
+        /* full already (or open again: migrated; or never queued: home at once) */
         pending_merge(c, q, &b);
         return;
     }

@@ -19,6 +19,10 @@ void slqb_budget_put(struct qs_owner *o, unsigned long bytes); /* budget.c */
  * spent), give k back */
 uint32_t slqb_transit_take(qslab_cache *c, struct qs_queue *q, uint32_t want);
 void slqb_transit_put(qslab_cache *c, struct qs_queue *q, uint32_t k);
+/* c's objects are never queued (budget.c: over 32 KiB or an eighth of the
+ * owner budget): they come from their node's slabs and go back to them at
+ * once (queue.c qs_alloc_slow_unsampled, remote.c pending_start) */
+bool slqb_unqueued(const qslab_cache *c); /* budget.c */
 void slqb_grant_grow(qslab_cache *c, struct qs_queue *q); /* budget.c */
 void slqb_grant_release(qslab_cache *c, struct qs_queue *q); /* budget.c */
 void slqb_stash_add(qslab_cache *c, struct qs_queue *q, struct qs_slab *list); /* budget.c */
