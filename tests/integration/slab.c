@@ -596,6 +596,35 @@ static void test_single_block(void)
            st.num_slabs, st.empty_slabs, st.free_slab);
     validate(c, "single blocks freed");
     CHECK(qslab_cache_destroy(c) == 0);
+
+    /* a 4 KiB block is alone in its slab too (a page), but blocks up to
+     * 32 KiB go through the arrays (core/page.h qs_slab_unarrayed): the
+     * frees stay in the arrays, and the next allocations take them back
+     * without a new slab */
+    const char *M = "t-slab-single-4k";
+    c = make(M, 4096, 0, NULL);
+    if (!c)
+        return;
+    st = tc_stats(c);
+    CHECKF(st.objs_per_slab == 1 && tc_get(M, "limit") == 24,
+           "4,096-byte objects: %u per slab, limit %lu", st.objs_per_slab, tc_get(M, "limit"));
+    for (int i = 0; i < 6; i++)
+        v[i] = qslab_cache_alloc(c);
+    for (int i = 0; i < 6; i++)
+        qslab_cache_free(c, v[i]);
+    st = tc_stats(c);
+    CHECKF(st.queued_objs >= 1, "4 KiB blocks, one a slab, all freed: %lu in arrays", st.queued_objs);
+    unsigned long made = st.new_slab;
+    for (int i = 0; i < 6; i++)
+        v[i] = qslab_cache_alloc(c);
+    st = tc_stats(c);
+    CHECKF(st.alloc_fast >= 1 && st.new_slab == made,
+           "4 KiB blocks taken again: %lu from the arrays' fast path, %lu new slabs", st.alloc_fast,
+           st.new_slab - made);
+    for (int i = 0; i < 6; i++)
+        qslab_cache_free(c, v[i]);
+    validate(c, "4 KiB single blocks freed");
+    CHECK(qslab_cache_destroy(c) == 0);
 }
 
 /* ---- slab order, objects per slab, index arrays ---- */

@@ -364,7 +364,7 @@ static void slab_free(qslab_cache *c, struct qs_slab *s, void *obj);
 
 static void *slab_alloc_any(qslab_cache *c)
 {
-    if (unlikely(qs_one_per_slab(c))) { /* no array keeps such a block (internal.h) */
+    if (unlikely(qs_slab_unarrayed(c))) { /* no array keeps such a block (core/page.h) */
         struct qs_queue *q = qs_queue_of(c); /* a CPU's: its node only (counted unowned) */
         return slab_alloc_single(c, qs_percpu() ? NULL : q, q ? q->node : qs_self.node);
     }
