@@ -241,21 +241,25 @@ static inline size_t qs_slab_bytes(unsigned order)
  * classes).  No owner keeps such a slab for c while it is free: SLUB's
  * active slab is bypassed (slub.c), and an empty slab goes to its node's
  * FIFO, under the retention rule.  SLAB's arrays keep no such block over
- * QS_SLAB_ARRAY_OBJ_MAX (front/slab/slab.c). */
+ * QS_OWNER_OBJ_MAX (front/slab/slab.c). */
 static inline bool qs_one_per_slab(const qslab_cache *c)
 {
     return c->slot_size > qs_slab_bytes(__atomic_load_n(&c->order, __ATOMIC_RELAXED)) / 2;
 }
+/* No owner keeps a free block over this many bytes for its next
+ * allocations: SLQB's queues hold none (front/slqb/budget.c slqb_unqueued),
+ * nor do SLAB's arrays (qs_slab_unarrayed).  Such a block spans eight pages
+ * or more, next to which its slow paths cost little. */
+#define QS_OWNER_OBJ_MAX 32768u
 /* SLAB's blocks that no array keeps: those alone in their slabs and over
- * 32 KiB, as SLQB queues none over 32 KiB (front/slqb/budget.c).  The
- * power-of-two classes of 4 to 32 KiB are alone in SLAB's slabs too (its
- * orders waste at most an eighth: a 4 KiB block takes a page); without
- * arrays every allocation and free of them took the node's lock, 170 and
- * 390 cycles a malloc+free pair at 4 and 8 KiB against 17 at 1 KiB and 6 KiB. */
-#define QS_SLAB_ARRAY_OBJ_MAX 32768u
+ * QS_OWNER_OBJ_MAX.  The power-of-two classes of 4 to 32 KiB are alone in
+ * SLAB's slabs too (its orders waste at most an eighth: a 4 KiB block
+ * takes a page); without arrays every allocation and free of them took the
+ * node's lock, 170 and 390 cycles a malloc+free pair at 4 and 8 KiB against
+ * 17 to 19 at 1 and 6 KiB. */
 static inline bool qs_slab_unarrayed(const qslab_cache *c)
 {
-    return qs_one_per_slab(c) && c->slot_size > QS_SLAB_ARRAY_OBJ_MAX;
+    return qs_one_per_slab(c) && c->slot_size > QS_OWNER_OBJ_MAX;
 }
 /* SLAB: what an owner's array of c holds at most: slab_limit, or nothing
  * while a debug twin takes the allocations (twin.c) or no array keeps c's

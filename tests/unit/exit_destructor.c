@@ -7,6 +7,7 @@
 #include "../testutil.h"
 #include "../front.h"
 #include "core/internal.h"
+#include "owner/owner.h"
 
 #include <pthread.h>
 
@@ -22,6 +23,11 @@ static void late_destructor(void *arg)
     for (int i = 0; i < 50; i++)
         qslab_cache_free(c, objs[i]);
     qslab_free(qslab_malloc(100));
+    int state = qs_self.state;
+    qslab_free(qslab_malloc(64 << 10)); /* never queued: from the node's slabs */
+    /* which set up no owner for the exited thread again */
+    CHECKF(qs_self.state == state, "a 64 KiB malloc after the exit: owner state %d -> %d", state,
+           qs_self.state);
     qslab_cache_free(c, arg); /* allocated while the thread was alive */
 }
 
@@ -64,6 +70,9 @@ int main(void)
     CHECKF(st.active_objs == 0, "active %lu", st.active_objs);
     CHECKF(st.alloc == 1 + ROUNDS * PAR * 151, "alloc %lu", st.alloc);
     CHECKF(nr_queues() <= PAR + 1, "%lu queues for %d threads at a time", nr_queues(), PAR);
+    /* no exited thread became an owner again (thread owners: the main one) */
+    CHECKF(qs_percpu() || qs_owners_sharing() == 1, "%lu thread owners after every worker's exit",
+           qs_owners_sharing());
     CHECK(qslab_cache_validate(c) == 0);
     CHECK(qslab_cache_destroy(c) == 0);
     return tu_done();

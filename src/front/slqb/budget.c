@@ -28,8 +28,8 @@
  * at its limit; each miss asks for a step more: as much as it has already
  * (doubling from a page's worth, so a queue ends with what its misses
  * show it needs, not with hiwater), at most a sixteenth of the budget
- * (objects over QS_GRANT_OBJ_MAX or an eighth of the budget are never
- * queued: they go to and come from their slabs).  The step comes from the
+ * (objects over QS_OWNER_OBJ_MAX, core/page.h, or an eighth of the budget
+ * are never queued: they go to and come from their node's slabs).  The step comes from the
  * budget's free part; when that is spent, every QS_STEAL_EVERY misses,
  * from the unused part (grant over what it holds) of the coldest of a few
  * other queues of the owner (the fewest misses since a steal last looked
@@ -138,7 +138,8 @@ static unsigned long budget_steals; /* atomic: steals that found a victim */
 static unsigned long budget_peak;   /* the most any owner has had granted (relaxed) */
 
 #define QS_GRANT_STEPS 16 /* a miss asks for this part of the budget */
-/* Objects over an eighth of the budget, or over 32 KiB, are never queued:
+/* Objects over an eighth of the budget, or over 32 KiB (QS_OWNER_OBJ_MAX),
+ * are never queued:
  * a program that uses such an object writes at least eight pages of it,
  * next to which the slow path of its malloc and free is small, and one of
  * them queued per class and CPU adds up to nobody's memory (the 4-thread
@@ -148,14 +149,13 @@ static unsigned long budget_peak;   /* the most any owner has had granted (relax
  * go back to them at once, whoever frees them (queue.c, "NEVER QUEUED"),
  * and an empty slab serves every class of its order. */
 #define QS_GRANT_BIG 8
-#define QS_GRANT_OBJ_MAX 32768u
 #define QS_STEAL_LOOK 8   /* queues a steal looks at */
 #define QS_STEAL_SCAN 32  /* ... among this many of the owner's slots */
 #define QS_STEAL_EVERY 16 /* a full budget: a steal at every this many misses */
 
 bool slqb_unqueued(const qslab_cache *c)
 {
-    return c->slot_size > QS_GRANT_OBJ_MAX || c->slot_size > qs_owner_budget_now() / QS_GRANT_BIG;
+    return c->slot_size > QS_OWNER_OBJ_MAX || c->slot_size > qs_owner_budget_now() / QS_GRANT_BIG;
 }
 
 static bool budget_take(struct qs_owner *o, unsigned long bytes)
