@@ -92,6 +92,27 @@ static inline int tf_debug_skip(const char *test, const qslab_cache *c)
     return 1;
 }
 
+/* Guarded sampling is on (QSLAB_GUARD_SAMPLE set, not 0): some allocations
+ * come from guarded slots, not from the queues or slabs a test counts. */
+static inline int tf_guarded(void)
+{
+    const char *gs = getenv("QSLAB_GUARD_SAMPLE");
+    return gs && *gs && strcmp(gs, "0") != 0;
+}
+
+/* A test that counts every allocation's way through queues and slabs, with
+ * guarded sampling on: say so, destroy c and return 1 (the caller returns
+ * tu_done()); else 0. */
+static inline int tf_guard_skip(const char *test, qslab_cache *c)
+{
+    if (!tf_guarded())
+        return 0;
+    fprintf(stderr, "%s: guarded sampling on (QSLAB_GUARD_SAMPLE=%s): nothing to test\n", test,
+            getenv("QSLAB_GUARD_SAMPLE"));
+    qslab_cache_destroy(c);
+    return 1;
+}
+
 /* Tests of per-CPU queues: run this test again with QSLAB_OWNER=cpu (the
  * child gets argv[1] "cpu").  1 in that child where per-CPU queues are in
  * force: test them.  0 in the parent after the child ran (its exit status

@@ -412,6 +412,14 @@ int qs_owner_current_node(void)
     return qs_self.node;
 }
 
+int qs_owner_node_now(void)
+{
+    if (!qs_percpu() && qs_self.state != 0)
+        return qs_self.node;
+    int cpu = qs_percpu() ? qs_os_rseq_cpu(qs_rseq_off) : -1;
+    return qs_node_of_cpu(cpu >= 0 ? cpu : qs_os_current_cpu());
+}
+
 /* qslab_owner_info's figures (api/entry.c; start-up has run) */
 void qs_owner_info(struct qslab_owner_info *info)
 {

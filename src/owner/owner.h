@@ -18,6 +18,11 @@ void qs_owner_kind_init(void);              /* start-up: QSLAB_OWNER, rseq */
 void qs_owner_cache_added(unsigned id);     /* qs_global held: ids up to id in use */
 int qs_owner_cpu(void);                     /* the caller's CPU (registering rseq), or -1 */
 int qs_owner_current_node(void);            /* qslab_current_node's answer */
+/* The node the caller allocates on without a queue: its CPU's (per-CPU
+ * owners), its thread's (a thread whose owner was set up, also after its
+ * exit), else its CPU's; never sets an owner up (qs_owner_current_node
+ * does, which a thread past its exit must not) */
+int qs_owner_node_now(void);
 /* The owners whose budgets share the cached-memory cap (front/slqb/budget.c):
  * the possible CPUs with per-CPU owners, else the threads that have an
  * owner now (made at a thread's first queue, gone at its exit) */

@@ -481,12 +481,11 @@ static void with_ctor(bool mobile)
      * docs/debugging.md; nor with guarded sampling, whose samples are
      * constructed in their guarded slots, moves' new objects among them) */
     unsigned long made = st.new_slab - st0.new_slab;
-    const char *gs = getenv("QSLAB_GUARD_SAMPLE");
     if (tf_slob(c)) /* SLOB keeps no constructed free objects: one run per allocation */
         CHECKF(atomic_load(&constructed) - born == st.alloc - st0.alloc,
                "constructed %lu for %lu allocations", atomic_load(&constructed) - born,
                st.alloc - st0.alloc);
-    else if (!tf_is(c, "debug") && !(gs && *gs && strcmp(gs, "0") != 0))
+    else if (!tf_is(c, "debug") && !tf_guarded())
         CHECKF(atomic_load(&constructed) - born <= made * st.objs_per_slab,
                "constructed %lu in %lu new slabs", atomic_load(&constructed) - born, made);
     CHECKF(check_survivors(t, n) == 0, "survivors wrong");

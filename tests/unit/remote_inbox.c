@@ -110,13 +110,8 @@ int main(int argc, char **argv)
     CHECK(c != NULL);
     if (!c || tf_debug_skip("remote_inbox", c))
         return tu_done();
-    const char *gs = getenv("QSLAB_GUARD_SAMPLE");
-    if (gs && *gs && strcmp(gs, "0") != 0) {
-        /* a sampled allocation comes from a guarded slot, not the inbox */
-        fprintf(stderr, "remote_inbox: guarded sampling on (QSLAB_GUARD_SAMPLE=%s): nothing to test\n", gs);
-        qslab_cache_destroy(c);
+    if (tf_guard_skip("remote_inbox", c)) /* a sampled allocation comes from a guarded slot, not the inbox */
         return tu_done();
-    }
     tf_pin_slqb("t-remote-inbox"); /* SLQB's inboxes, whatever QSLAB_FRONT says */
     if (qs_percpu() && ncpus < 2) {
         fprintf(stderr, "remote_inbox: per-CPU queues and one allowed CPU: nothing to test\n");

@@ -87,13 +87,8 @@ int main(int argc, char **argv)
     CHECK(c != NULL);
     if (!c || tf_debug_skip("remote_unqueued", c))
         return tu_done();
-    const char *gs = getenv("QSLAB_GUARD_SAMPLE");
-    if (gs && *gs && strcmp(gs, "0") != 0) {
-        /* a sampled allocation comes from a guarded slot */
-        fprintf(stderr, "remote_unqueued: guarded sampling on (QSLAB_GUARD_SAMPLE=%s): nothing to test\n", gs);
-        qslab_cache_destroy(c);
+    if (tf_guard_skip("remote_unqueued", c)) /* a sampled allocation comes from a guarded slot */
         return tu_done();
-    }
     tf_pin_slqb("t-unqueued"); /* SLQB's queues, whatever QSLAB_FRONT says */
     CHECK(qslab_tune("t-unqueued", "empty_decay_ms", "600000") == 0); /* the FIFO keeps them */
     if (ncpus == 2)

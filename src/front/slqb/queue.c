@@ -656,17 +656,6 @@ void *qs_alloc_slow(qslab_cache *c)
     return qs_alloc_slow_unsampled(c);
 }
 
-/* The node an allocation that is never queued comes from: the thread's, or
- * the CPU's it runs on (per-CPU owners; a thread before its owner is set up
- * or after its exit, which qs_owner_current_node would set up again). */
-static int unqueued_node(void)
-{
-    if (!qs_percpu() && qs_self.state == 1)
-        return qs_self.node;
-    int cpu = qs_percpu() ? qs_os_rseq_cpu(qs_rseq_off) : -1;
-    return qs_node_of_cpu(cpu >= 0 ? cpu : qs_os_current_cpu());
-}
-
 void *qs_alloc_slow_unsampled(qslab_cache *c)
 {
     qs_purger_check(); /* a safe point to start the purger (node.c) */
@@ -676,7 +665,7 @@ void *qs_alloc_slow_unsampled(qslab_cache *c)
     if (unlikely(c->front != QS_FRONT_SLQB)) /* no queues: front.h */
         return qs_front_of(c)->alloc(c, QSLAB_NUMA_NO_NODE);
     if (slqb_unqueued(c)) /* never queued (slqb.h): the node's slabs */
-        return qs_node_alloc(c, NULL, unqueued_node());
+        return qs_node_alloc(c, NULL, qs_owner_node_now());
     if (qs_percpu())
         return slqb_percpu_alloc_slow(c);
     struct qs_queue *q = qs_queue_of(c);

@@ -123,13 +123,7 @@
 /* The node of the caller's owner: q's, or the CPU's or thread's it runs as. */
 static int owner_node(struct qs_queue *q)
 {
-    if (q)
-        return q->node;
-    if (qs_percpu()) {
-        int cpu = qs_os_rseq_cpu(qs_rseq_off);
-        return qs_node_of_cpu(cpu >= 0 ? cpu : qs_os_current_cpu());
-    }
-    return qs_self.node;
+    return q ? q->node : qs_owner_node_now();
 }
 
 /* ---- misuse ---- */
